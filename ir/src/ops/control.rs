@@ -1,0 +1,150 @@
+//! Control flow with subgraphs: If, Loop and Scan.
+//!
+//! Subgraphs capture outer values explicitly: every value a body reads from the
+//! enclosing graph is an extra input of the op and an `input` of the body, after
+//! the op's own operands. Bodies are complete graphs with their own numbering.
+
+use super::{attr_err, InferCx, InferError, OpDef};
+use crate::dim::Dim;
+use crate::dtype::DType;
+use crate::graph::Graph;
+use crate::op_attrs;
+use crate::shape::{Shape, TensorType};
+
+op_attrs! {
+    /// Runs one branch; inputs `cond` then the captures both branches take.
+    pub struct If {
+        pub then_branch: Graph,
+        pub else_branch: Graph,
+    }
+}
+
+fn output_types(g: &Graph) -> Vec<TensorType> {
+    g.outputs().iter().map(|o| g.ty(o.value).clone()).collect()
+}
+
+impl OpDef for If {
+    fn arity(&self) -> (usize, usize) {
+        let n = 1 + self.then_branch.inputs().len();
+        (n, n)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(0, &[DType::Bool])?;
+        if self.then_branch.inputs().len() != self.else_branch.inputs().len() {
+            return Err(attr_err("else_branch", "both branches must take the same captures"));
+        }
+        let t = output_types(&self.then_branch);
+        let e = output_types(&self.else_branch);
+        if t.len() != e.len() {
+            return Err(attr_err("else_branch", format!("{} outputs, the then branch has {}", e.len(), t.len())));
+        }
+        let mut out = Vec::new();
+        for (i, (a, b)) in t.into_iter().zip(e).enumerate() {
+            if a.dtype != b.dtype {
+                return Err(InferError::Mismatch { what: "If branch output dtypes", a: a.to_string(), b: b.to_string() });
+            }
+            if a.shape == b.shape {
+                out.push(a);
+            } else if a.rank() == b.rank() {
+                let s = a.shape.0.iter().zip(&b.shape.0).enumerate().map(|(j, (x, y))| if x == y { x.clone() } else { cx.fresh(i, j) }).collect();
+                out.push(TensorType::new(a.dtype, Shape(s)));
+            } else {
+                return Err(InferError::Mismatch { what: "If branch output ranks", a: a.to_string(), b: b.to_string() });
+            }
+        }
+        Ok(out)
+    }
+}
+
+op_attrs! {
+    /// A loop. Inputs: trip count `M` (i64 scalar), `cond` (bool scalar), the
+    /// `num_carried` loop-carried values, then captures. The body takes
+    /// `(iteration, cond, carried..., captures...)` and returns
+    /// `(cond, carried..., scan outputs...)`; the op returns the final carried
+    /// values and each scan output stacked along a new first axis.
+    pub struct Loop {
+        pub body: Graph,
+        pub num_carried: i64,
+    }
+}
+
+impl OpDef for Loop {
+    fn arity(&self) -> (usize, usize) {
+        let n = self.body.inputs().len();
+        (n, n)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let k = self.num_carried as usize;
+        let body_out = output_types(&self.body);
+        if body_out.len() < 1 + k {
+            return Err(attr_err("body", "the body returns fewer values than it carries"));
+        }
+        let trip = match (cx.ints(0), cx.value(1).and_then(|v| v.as_i64s())) {
+            (Some(m), Some(c)) if m.len() == 1 && c == [1] && m[0] < (1 << 40) => Dim::Known(m[0]),
+            (Some(m), _) if m.len() == 1 && m[0] == 0 => Dim::Known(0),
+            _ => cx.fresh(k, 0),
+        };
+        let mut out = Vec::new();
+        for i in 0..k {
+            // Carried values keep their initial type when the body preserves it.
+            let init = cx.ty(2 + i).clone();
+            let b = &body_out[1 + i];
+            if b.dtype != init.dtype {
+                return Err(InferError::Mismatch { what: "loop-carried dtype", a: init.to_string(), b: b.to_string() });
+            }
+            out.push(if b.shape == init.shape { init } else { TensorType::new(init.dtype, cx.fresh_shape(i, b.rank())) });
+        }
+        for t in &body_out[1 + k..] {
+            let mut s = vec![trip.clone()];
+            s.extend(t.shape.0.iter().cloned());
+            out.push(TensorType::new(t.dtype, Shape(s)));
+        }
+        Ok(out)
+    }
+}
+
+op_attrs! {
+    /// A scan. Inputs: `num_state` initial states, `num_scan_inputs` scanned
+    /// tensors, then captures. The body takes `(states..., scan slices..., captures...)`
+    /// and returns `(states..., scan output slices...)`.
+    pub struct Scan {
+        pub body: Graph,
+        pub num_state: i64,
+        pub num_scan_inputs: i64,
+        pub scan_input_directions: Vec<i64>,
+        pub scan_output_directions: Vec<i64>,
+        pub scan_input_axes: Vec<i64>,
+        pub scan_output_axes: Vec<i64>,
+    }
+}
+
+impl OpDef for Scan {
+    fn arity(&self) -> (usize, usize) {
+        let n = self.body.inputs().len();
+        (n, n)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let ns = self.num_state as usize;
+        let ni = self.num_scan_inputs as usize;
+        if ni == 0 || cx.inputs.len() < ns + ni {
+            return Err(attr_err("num_scan_inputs", "needs at least one scanned input"));
+        }
+        let ax0 = self.scan_input_axes.first().copied().unwrap_or(0);
+        let r0 = cx.rank(ns);
+        let ax0 = super::norm_axis(ax0, r0)?;
+        let len = cx.shape(ns).0[ax0].clone();
+        let body_out = output_types(&self.body);
+        if body_out.len() < ns {
+            return Err(attr_err("body", "the body returns fewer values than the state"));
+        }
+        let mut out: Vec<TensorType> = (0..ns).map(|i| cx.ty(i).clone()).collect();
+        for (j, t) in body_out[ns..].iter().enumerate() {
+            let axis = self.scan_output_axes.get(j).copied().unwrap_or(0);
+            let axis = super::norm_axis(axis, t.rank() + 1)?;
+            let mut s = t.shape.0.clone();
+            s.insert(axis, len.clone());
+            out.push(TensorType::new(t.dtype, Shape(s)));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,196 @@
+//! Reductions: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum/CumProd, TopK.
+
+use super::{norm_axes, norm_axis, value_err, InferCx, InferError, OpDef};
+use crate::dim::Dim;
+use crate::dtype::DType;
+use crate::shape::{Shape, TensorType};
+use crate::{attr_enum, kinded_op, op_attrs};
+
+attr_enum! {
+    pub enum ReduceKind {
+        Sum = "reduce_sum", Mean = "reduce_mean", Max = "reduce_max", Min = "reduce_min",
+        Prod = "reduce_prod", L1 = "reduce_l1", L2 = "reduce_l2", LogSum = "reduce_log_sum",
+        LogSumExp = "reduce_log_sum_exp", SumSquare = "reduce_sum_square",
+    }
+}
+
+kinded_op! {
+    /// Reduces over the axes given by the optional constant input 1; with no axes,
+    /// over all axes unless `noop_with_empty_axes`.
+    pub struct Reduce [ReduceKind] {
+        pub keepdims: bool,
+        pub noop_with_empty_axes: bool,
+    }
+}
+
+impl Reduce {
+    /// The reduced axes for an input of `rank`, given the axes input if any.
+    pub fn axes(&self, axes: Option<&[i64]>, rank: usize) -> Result<Vec<usize>, InferError> {
+        match axes {
+            Some(a) if !a.is_empty() => {
+                let mut v = norm_axes(a, rank)?;
+                v.sort();
+                Ok(v)
+            }
+            _ if self.noop_with_empty_axes => Ok(Vec::new()),
+            _ => Ok((0..rank).collect()),
+        }
+    }
+}
+
+impl OpDef for Reduce {
+    fn arity(&self) -> (usize, usize) {
+        (1, 2)
+    }
+    fn value_ports(&self) -> &'static [usize] {
+        &[1]
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let d = cx.dtype(0);
+        if !d.is_standard() || d == DType::Bool {
+            return Err(InferError::DType { port: 0, got: d, expected: "a number".into() });
+        }
+        let x = cx.shape(0);
+        let axes = if cx.has(1) {
+            match cx.ints(1) {
+                Some(a) => self.axes(Some(&a), x.rank())?,
+                None if cx.shape(1).0.first().and_then(Dim::known) == Some(0) => self.axes(None, x.rank())?,
+                None if self.keepdims => {
+                    // Unknown axes: the rank stays, the sizes are only known at run time.
+                    return Ok(vec![TensorType::new(d, cx.fresh_shape(0, x.rank()))]);
+                }
+                None => return Err(InferError::NotConstant { port: 1 }),
+            }
+        } else {
+            self.axes(None, x.rank())?
+        };
+        Ok(vec![TensorType::new(d, reduced_shape(x, &axes, self.keepdims))])
+    }
+}
+
+/// `shape` with `axes` removed, or set to 1 when `keepdims`.
+pub fn reduced_shape(shape: &Shape, axes: &[usize], keepdims: bool) -> Shape {
+    let mut out = Vec::new();
+    for (i, d) in shape.0.iter().enumerate() {
+        if axes.contains(&i) {
+            if keepdims {
+                out.push(Dim::Known(1));
+            }
+        } else {
+            out.push(d.clone());
+        }
+    }
+    Shape(out)
+}
+
+attr_enum! {
+    pub enum ArgReduceKind { Max = "argmax", Min = "argmin" }
+}
+
+kinded_op! {
+    /// Index of the extreme value along `axis`, as i64.
+    pub struct ArgReduce [ArgReduceKind] {
+        pub axis: i64,
+        pub keepdims: bool,
+        pub select_last_index: bool,
+    }
+}
+
+impl OpDef for ArgReduce {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let x = cx.shape(0);
+        let axis = norm_axis(self.axis, x.rank())?;
+        Ok(vec![TensorType::new(DType::I64, reduced_shape(x, &[axis], self.keepdims))])
+    }
+}
+
+attr_enum! {
+    pub enum SoftmaxKind { Softmax = "softmax", LogSoftmax = "log_softmax", Hardmax = "hardmax" }
+}
+
+kinded_op! {
+    /// Softmax, log-softmax or hardmax along one axis (opset-13 semantics).
+    pub struct Softmax [SoftmaxKind] {
+        pub axis: i64,
+    }
+}
+
+impl OpDef for Softmax {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(0, &[DType::F32, DType::F64, DType::F16, DType::BF16])?;
+        norm_axis(self.axis, cx.rank(0))?;
+        Ok(vec![cx.ty(0).clone()])
+    }
+}
+
+attr_enum! {
+    pub enum CumulativeKind { Sum = "cumsum", Prod = "cumprod" }
+}
+
+kinded_op! {
+    /// Running sum or product along the axis given by the scalar input 1.
+    pub struct Cumulative [CumulativeKind] {
+        pub exclusive: bool,
+        pub reverse: bool,
+    }
+}
+
+impl OpDef for Cumulative {
+    fn arity(&self) -> (usize, usize) {
+        (2, 2)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(1, &[DType::I32, DType::I64])?;
+        if let Some(a) = cx.ints(1) {
+            let [a] = a[..] else { return Err(value_err(1, "the axis must be one value")) };
+            norm_axis(a, cx.rank(0))?;
+        }
+        Ok(vec![cx.ty(0).clone()])
+    }
+}
+
+op_attrs! {
+    /// The `k` (input 1) largest or smallest values along `axis`, and their i64 indices.
+    pub struct TopK {
+        pub axis: i64,
+        pub largest: bool,
+        pub sorted: bool,
+    }
+}
+
+impl OpDef for TopK {
+    fn arity(&self) -> (usize, usize) {
+        (2, 2)
+    }
+    fn value_ports(&self) -> &'static [usize] {
+        &[1]
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(1, &[DType::I64])?;
+        let x = cx.shape(0);
+        let axis = norm_axis(self.axis, x.rank())?;
+        let mut s = x.clone();
+        s.0[axis] = match cx.ints(1) {
+            Some(k) if k.len() == 1 => {
+                if k[0] < 0 {
+                    return Err(value_err(1, "k must be non-negative"));
+                }
+                if let Some(n) = x.0[axis].known() {
+                    if k[0] > n {
+                        return Err(value_err(1, format!("k = {} exceeds the axis size {n}", k[0])));
+                    }
+                }
+                Dim::Known(k[0])
+            }
+            Some(_) => return Err(value_err(1, "k must be one value")),
+            None => cx.fresh(0, axis),
+        };
+        Ok(vec![TensorType::new(cx.dtype(0), s.clone()), TensorType::new(DType::I64, s)])
+    }
+}

@@ -1,0 +1,291 @@
+//! Tensors with owned, shared or memory-mapped bytes.
+//!
+//! A [`Tensor`] is a dtype, a concrete shape and a byte buffer. Buffers are shared
+//! (cloning a tensor never copies its bytes) and always aligned to 8 bytes, so any
+//! element type can be viewed in place.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use crate::dtype::DType;
+use crate::shape::{Shape, TensorType};
+
+/// Why a tensor could not be built or viewed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TensorError {
+    #[error("{dtype}{dims:?} needs {expected} bytes, got {got}")]
+    ByteLength { dtype: DType, dims: Vec<usize>, expected: usize, got: usize },
+    #[error("cannot view {dtype} elements as a type of {size} bytes")]
+    ElementSize { dtype: DType, size: usize },
+    #[error("shape {0:?} has too many elements")]
+    TooLarge(Vec<usize>),
+}
+
+/// Backing storage of a tensor's bytes.
+enum Storage {
+    /// 8-byte aligned owned bytes (a `Vec<u64>` viewed as bytes).
+    Owned { words: Vec<u64>, len: usize },
+    Mapped(Arc<memmap2::Mmap>),
+    Static(&'static [u8]),
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Owned { words, len } => &bytemuck::cast_slice(words)[..*len],
+            Storage::Mapped(m) => &m[..],
+            Storage::Static(s) => s,
+        }
+    }
+}
+
+/// Shared, immutable, 8-byte aligned bytes.
+#[derive(Clone)]
+pub struct Bytes {
+    storage: Arc<Storage>,
+    range: Range<usize>,
+}
+
+impl Bytes {
+    /// Copies `data` into a new aligned buffer.
+    pub fn copy_from(data: &[u8]) -> Bytes {
+        let mut b = AlignedBuf::zeroed(data.len());
+        b.as_mut_bytes().copy_from_slice(data);
+        b.freeze()
+    }
+
+    /// A window of a memory map; copies when the window is not aligned.
+    pub fn from_mmap(map: Arc<memmap2::Mmap>, range: Range<usize>) -> Bytes {
+        let slice = &map[range.clone()];
+        if (slice.as_ptr() as usize) % 8 != 0 {
+            return Bytes::copy_from(slice);
+        }
+        Bytes { storage: Arc::new(Storage::Mapped(map)), range }
+    }
+
+    /// Borrows static bytes (e.g. from `include_bytes!`); copies when unaligned.
+    pub fn from_static(data: &'static [u8]) -> Bytes {
+        if (data.as_ptr() as usize) % 8 != 0 {
+            return Bytes::copy_from(data);
+        }
+        Bytes { storage: Arc::new(Storage::Static(data)), range: 0..data.len() }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.storage.bytes()[self.range.clone()]
+    }
+
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// A sub-range of these bytes, sharing storage when aligned.
+    pub fn slice(&self, range: Range<usize>) -> Bytes {
+        let abs = self.range.start + range.start..self.range.start + range.end;
+        if (self.storage.bytes()[abs.clone()].as_ptr() as usize) % 8 != 0 {
+            return Bytes::copy_from(&self.storage.bytes()[abs]);
+        }
+        Bytes { storage: self.storage.clone(), range: abs }
+    }
+}
+
+/// A mutable, 8-byte aligned byte buffer.
+pub struct AlignedBuf {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        AlignedBuf { words: vec![0u64; len.div_ceil(8)], len }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    pub fn as_mut_bytes(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn freeze(self) -> Bytes {
+        let len = self.len;
+        Bytes { storage: Arc::new(Storage::Owned { words: self.words, len }), range: 0..len }
+    }
+}
+
+/// A dense row-major tensor with a concrete shape.
+#[derive(Clone)]
+pub struct Tensor {
+    dtype: DType,
+    dims: Vec<usize>,
+    data: Bytes,
+}
+
+/// Number of elements of `dims`, or an error on overflow.
+pub fn checked_numel(dims: &[usize]) -> Result<usize, TensorError> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| TensorError::TooLarge(dims.to_vec()))
+}
+
+impl Tensor {
+    pub fn new(dtype: DType, dims: Vec<usize>, data: Bytes) -> Result<Tensor, TensorError> {
+        let expected = checked_numel(&dims)?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| TensorError::TooLarge(dims.clone()))?;
+        if data.len() != expected {
+            return Err(TensorError::ByteLength { dtype, dims, expected, got: data.len() });
+        }
+        Ok(Tensor { dtype, dims, data })
+    }
+
+    /// A tensor of zero bytes (all-zero values for every dtype).
+    pub fn zeros(dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
+        let n = checked_numel(dims)?.checked_mul(dtype.size()).ok_or_else(|| TensorError::TooLarge(dims.to_vec()))?;
+        Tensor::new(dtype, dims.to_vec(), AlignedBuf::zeroed(n).freeze())
+    }
+
+    /// A tensor from typed values; `T`'s size must match `dtype`.
+    pub fn from_slice<T: Pod>(dtype: DType, dims: &[usize], values: &[T]) -> Result<Tensor, TensorError> {
+        if std::mem::size_of::<T>() != dtype.size() {
+            return Err(TensorError::ElementSize { dtype, size: std::mem::size_of::<T>() });
+        }
+        Tensor::new(dtype, dims.to_vec(), Bytes::copy_from(bytemuck::cast_slice(values)))
+    }
+
+    pub fn from_i64(dims: &[usize], values: &[i64]) -> Result<Tensor, TensorError> {
+        Tensor::from_slice(DType::I64, dims, values)
+    }
+
+    pub fn from_f32(dims: &[usize], values: &[f32]) -> Result<Tensor, TensorError> {
+        Tensor::from_slice(DType::F32, dims, values)
+    }
+
+    pub fn scalar_i64(v: i64) -> Tensor {
+        Tensor { dtype: DType::I64, dims: Vec::new(), data: Bytes::copy_from(&v.to_le_bytes()) }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(self.dtype, Shape::known(&self.dims))
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.data.as_slice()
+    }
+
+    pub fn data(&self) -> &Bytes {
+        &self.data
+    }
+
+    /// The elements as `T`; `T` must have the dtype's size.
+    pub fn as_slice<T: Pod>(&self) -> Result<&[T], TensorError> {
+        if std::mem::size_of::<T>() != self.dtype.size() {
+            return Err(TensorError::ElementSize { dtype: self.dtype, size: std::mem::size_of::<T>() });
+        }
+        Ok(bytemuck::cast_slice(self.bytes()))
+    }
+
+    /// The same bytes with another shape of equal element count.
+    pub fn reshaped(&self, dims: Vec<usize>) -> Result<Tensor, TensorError> {
+        Tensor::new(self.dtype, dims, self.data.clone())
+    }
+
+    /// Integer elements widened to i64 (bool as 0/1); `None` for floats.
+    pub fn to_i64_vec(&self) -> Option<Vec<i64>> {
+        let b = self.bytes();
+        let v: Vec<i64> = match self.dtype {
+            DType::I64 => bytemuck::cast_slice::<u8, i64>(b).to_vec(),
+            DType::I32 => bytemuck::cast_slice::<u8, i32>(b).iter().map(|&x| x as i64).collect(),
+            DType::I16 => bytemuck::cast_slice::<u8, i16>(b).iter().map(|&x| x as i64).collect(),
+            DType::I8 | DType::I4 | DType::I2 => b.iter().map(|&x| x as i8 as i64).collect(),
+            DType::U8 | DType::U4 | DType::U2 | DType::Bool => b.iter().map(|&x| x as i64).collect(),
+            DType::U16 => bytemuck::cast_slice::<u8, u16>(b).iter().map(|&x| x as i64).collect(),
+            DType::U32 => bytemuck::cast_slice::<u8, u32>(b).iter().map(|&x| x as i64).collect(),
+            DType::U64 => bytemuck::cast_slice::<u8, u64>(b).iter().map(|&x| x as i64).collect(),
+            _ => return None,
+        };
+        Some(v)
+    }
+
+    /// Float elements widened to f64, for the standard float dtypes.
+    pub fn to_f64_vec(&self) -> Option<Vec<f64>> {
+        let b = self.bytes();
+        Some(match self.dtype {
+            DType::F32 => bytemuck::cast_slice::<u8, f32>(b).iter().map(|&x| x as f64).collect(),
+            DType::F64 => bytemuck::cast_slice::<u8, f64>(b).to_vec(),
+            DType::F16 => bytemuck::cast_slice::<u8, half::f16>(b).iter().map(|x| x.to_f64()).collect(),
+            DType::BF16 => bytemuck::cast_slice::<u8, half::bf16>(b).iter().map(|x| x.to_f64()).collect(),
+            _ => return None,
+        })
+    }
+
+    /// Bitwise equality of dtype, shape and bytes.
+    pub fn bit_eq(&self, other: &Tensor) -> bool {
+        self.dtype == other.dtype && self.dims == other.dims && self.bytes() == other.bytes()
+    }
+}
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        self.bit_eq(other)
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({}{:?}, {} bytes)", self.dtype, self.dims, self.data.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_views() {
+        let t = Tensor::from_f32(&[2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert!(t.as_slice::<f64>().is_err());
+        assert_eq!(t.reshaped(vec![4]).unwrap().dims(), &[4]);
+        assert!(t.reshaped(vec![3]).is_err());
+    }
+
+    #[test]
+    fn byte_length_checked() {
+        let e = Tensor::new(DType::I64, vec![3], Bytes::copy_from(&[0u8; 16])).unwrap_err();
+        assert!(matches!(e, TensorError::ByteLength { expected: 24, got: 16, .. }));
+        assert!(Tensor::zeros(DType::F32, &[usize::MAX, 2]).is_err());
+    }
+
+    #[test]
+    fn int_widening() {
+        let t = Tensor::from_slice(DType::I32, &[2], &[-1i32, 7]).unwrap();
+        assert_eq!(t.to_i64_vec().unwrap(), vec![-1, 7]);
+    }
+}
