@@ -75,17 +75,22 @@ pub fn record_values(g: &Graph, id: NodeId, values: &mut Values, weights: Option
 
 /// Re-infers every node's output types in topological order, storing them, and
 /// returns the compile-time values found on the way. Subgraph captures take the
-/// types of the outer values they capture.
+/// types (and known values) of the outer values they capture.
 pub fn infer_graph(g: &mut Graph, weights: Option<&Weights>) -> Result<Values, NodeError> {
+    infer_graph_seeded(g, weights, &HashMap::new())
+}
+
+/// [`infer_graph`] with known values for some inputs (by input index).
+pub fn infer_graph_seeded(g: &mut Graph, weights: Option<&Weights>, seeds: &HashMap<usize, KnownValue>) -> Result<Values, NodeError> {
     let order = g.topo_order().map_err(|e| NodeError {
         node: String::new(),
         op: "graph",
         origin: Vec::new(),
         source: InferError::Value { port: 0, reason: e.to_string() },
     })?;
-    let mut values = Values::new();
+    let mut values = seed_values(g, seeds);
     for id in order {
-        refresh_subgraphs(g, id, weights)?;
+        refresh_subgraphs(g, id, weights, &values)?;
         let out = infer_node(g, id, &values, weights).map_err(|e| NodeError::new(g, id, e))?;
         g.node_mut(id).outputs = out;
         record_values(g, id, &mut values, weights);
@@ -93,30 +98,53 @@ pub fn infer_graph(g: &mut Graph, weights: Option<&Weights>) -> Result<Values, N
     Ok(values)
 }
 
+fn seed_values(g: &Graph, seeds: &HashMap<usize, KnownValue>) -> Values {
+    let mut values = Values::new();
+    for (i, id) in g.inputs().iter().enumerate() {
+        if let Some(v) = seeds.get(&i) {
+            values.insert(Value::of(*id), v.clone());
+        }
+    }
+    values
+}
+
+/// For a control-flow node: (first outer port that is a capture, offset from
+/// body input index to outer port).
+fn capture_layout(op: &Op) -> Option<(usize, usize)> {
+    match op {
+        Op::If(_) => Some((1, 1)),
+        Op::Loop(l) => Some((2 + l.num_carried as usize, 0)),
+        Op::Scan(s) => Some(((s.num_state + s.num_scan_inputs) as usize, 0)),
+        _ => None,
+    }
+}
+
+/// Known values of a control-flow node's captures, by body input index.
+fn capture_seeds(g: &Graph, id: NodeId, values: &Values) -> HashMap<usize, KnownValue> {
+    let Some((first, offset)) = capture_layout(&g.node(id).op) else { return HashMap::new() };
+    let mut seeds = HashMap::new();
+    for (port, v) in g.inputs_of(id).into_iter().enumerate() {
+        if port >= first {
+            if let Some(kv) = values.get(&v) {
+                seeds.insert(port - offset, kv.clone());
+            }
+        }
+    }
+    seeds
+}
+
 /// Updates the capture inputs of a control-flow node's subgraphs to the outer
 /// types and re-infers the subgraphs.
-fn refresh_subgraphs(g: &mut Graph, id: NodeId, weights: Option<&Weights>) -> Result<(), NodeError> {
-    if g.node(id).op.subgraphs().is_empty() {
-        return Ok(());
-    }
+fn refresh_subgraphs(g: &mut Graph, id: NodeId, weights: Option<&Weights>, values: &Values) -> Result<(), NodeError> {
+    let Some((first, offset)) = capture_layout(&g.node(id).op) else { return Ok(()) };
     let outer: Vec<TensorType> = g.inputs_of(id).iter().map(|v| g.ty(*v).clone()).collect();
-    // Ports of the op whose type a body input takes directly (captures only).
-    let first_capture = match &g.node(id).op {
-        Op::If(_) => 1,
-        Op::Loop(l) => 2 + l.num_carried as usize,
-        Op::Scan(s) => (s.num_state + s.num_scan_inputs) as usize,
-        _ => return Ok(()),
-    };
-    let body_offset = match &g.node(id).op {
-        Op::If(_) => 1,
-        _ => 0,
-    };
+    let seeds = capture_seeds(g, id, values);
     let node = g.node_mut(id);
     for sub in node.op.subgraphs_mut() {
         let ins = sub.inputs().to_vec();
         for (k, input) in ins.iter().enumerate() {
-            let outer_port = k + body_offset;
-            if outer_port >= first_capture && outer_port < outer.len() {
+            let outer_port = k + offset;
+            if outer_port >= first && outer_port < outer.len() {
                 sub.node_mut(*input).outputs = vec![outer[outer_port].clone()];
             }
         }
@@ -125,7 +153,7 @@ fn refresh_subgraphs(g: &mut Graph, id: NodeId, weights: Option<&Weights>) -> Re
     let origin = node.origin.clone();
     let op_name = node.op.name();
     for sub in node.op.subgraphs_mut() {
-        infer_graph(sub, weights).map_err(|e| NodeError {
+        infer_graph_seeded(sub, weights, &seeds).map_err(|e| NodeError {
             node: format!("{name}/{}", e.node),
             op: op_name,
             origin: if e.origin.is_empty() { origin.clone() } else { e.origin.clone() },
@@ -183,8 +211,12 @@ pub enum VerifyError {
 /// Checks acyclicity, arity, port ranges, and that every stored type equals
 /// what inference computes now; recurses into subgraphs.
 pub fn verify(g: &Graph, weights: Option<&Weights>) -> Result<(), VerifyError> {
+    verify_seeded(g, weights, &HashMap::new())
+}
+
+fn verify_seeded(g: &Graph, weights: Option<&Weights>, seeds: &HashMap<usize, KnownValue>) -> Result<(), VerifyError> {
     let order = g.topo_order()?;
-    let mut values = Values::new();
+    let mut values = seed_values(g, seeds);
     for id in order {
         let node = g.node(id);
         if matches!(node.op, Op::Input(_)) && !g.inputs().contains(&id) {
@@ -203,8 +235,9 @@ pub fn verify(g: &Graph, weights: Option<&Weights>) -> Result<(), VerifyError> {
         for v in &ins {
             g.check_value(*v)?;
         }
+        let sub_seeds = capture_seeds(g, id, &values);
         for sub in node.op.subgraphs() {
-            verify(sub, weights)?;
+            verify_seeded(sub, weights, &sub_seeds)?;
         }
         let inferred = infer_node(g, id, &values, weights).map_err(|e| NodeError::new(g, id, e))?;
         if inferred != node.outputs {
@@ -215,6 +248,136 @@ pub fn verify(g: &Graph, weights: Option<&Weights>) -> Result<(), VerifyError> {
     }
     for o in g.outputs() {
         g.check_value(o.value)?;
+    }
+    Ok(())
+}
+
+/// Why runtime input shapes do not fit the declared ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    #[error("input `{input}` has rank {got}, expected {expected} (declared {declared})")]
+    Rank { input: String, got: usize, expected: usize, declared: String },
+    #[error("input `{input}` dim {axis} is {got}, expected {expected} (declared {declared})")]
+    Dim { input: String, axis: usize, got: usize, expected: i64, declared: String },
+    #[error("input `{input}` dim {axis} binds `{symbol}` to {got}, but an earlier input bound it to {bound}")]
+    Conflict { input: String, axis: usize, symbol: String, got: usize, bound: i64 },
+}
+
+/// Binds the graph's input symbols from concrete input shapes (in input order)
+/// and checks every known dim.
+pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError> {
+    let mut b = Bindings::new();
+    // Plain symbols first, then check composite expressions.
+    for pass in 0..2 {
+        for (id, dims) in g.inputs().iter().zip(shapes) {
+            let node = g.node(*id);
+            let ty = &node.outputs[0];
+            let declared = ty.shape.to_string();
+            if ty.rank() != dims.len() {
+                return Err(BindError::Rank { input: node.name.clone(), got: dims.len(), expected: ty.rank(), declared });
+            }
+            for (axis, (d, &got)) in ty.shape.0.iter().zip(dims.iter()).enumerate() {
+                match (d, d.as_symbol()) {
+                    (Dim::Known(k), _) => {
+                        if *k != got as i64 {
+                            return Err(BindError::Dim { input: node.name.clone(), axis, got, expected: *k, declared });
+                        }
+                    }
+                    (_, Some(s)) if pass == 0 => match b.get(s) {
+                        Some(&bound) if bound != got as i64 => {
+                            return Err(BindError::Conflict { input: node.name.clone(), axis, symbol: s.to_string(), got, bound })
+                        }
+                        _ => {
+                            b.insert(s.to_string(), got as i64);
+                        }
+                    },
+                    (_, None) if pass == 1 => {
+                        if let Ok(v) = d.eval(&b) {
+                            if v != got as i64 {
+                                return Err(BindError::Dim { input: node.name.clone(), axis, got, expected: v, declared });
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// Indices (into `g.inputs()`) of the inputs whose *values* determine some
+/// output type: those that reach a value port through shape arithmetic.
+pub fn value_inputs(g: &Graph) -> Vec<usize> {
+    let mut seen: std::collections::HashSet<NodeId> = Default::default();
+    let mut work: Vec<NodeId> = Vec::new();
+    for id in g.node_ids() {
+        let node = g.node(id);
+        for &p in node.op.value_ports() {
+            if let Some(v) = g.input(id, p) {
+                work.push(v.node);
+            }
+        }
+        // A body's value needs become the outer op's needs through its captures.
+        let subs = node.op.subgraphs();
+        if !subs.is_empty() {
+            let ins = g.inputs_of(id);
+            let offset = usize::from(matches!(node.op, Op::If(_)));
+            for sub in subs {
+                for k in value_inputs(sub) {
+                    if let Some(v) = ins.get(k + offset) {
+                        work.push(v.node);
+                    }
+                }
+            }
+        }
+    }
+    while let Some(n) = work.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        let op = &g.node(n).op;
+        let propagates = matches!(
+            op,
+            Op::Reshape(_)
+                | Op::Flatten(_)
+                | Op::Squeeze(_)
+                | Op::Unsqueeze(_)
+                | Op::Concat(_)
+                | Op::Gather(_)
+                | Op::Slice(_)
+                | Op::Cast(_)
+                | Op::Binary(_)
+                | Op::Unary(_)
+                | Op::Compare(_)
+                | Op::Where(_)
+                | Op::Reduce(_)
+                | Op::Range(_)
+                | Op::Expand(_)
+                | Op::ConstantOfShape(_)
+        );
+        if propagates {
+            work.extend(g.inputs_of(n).into_iter().map(|v| v.node));
+        }
+    }
+    g.inputs().iter().enumerate().filter(|(_, id)| seen.contains(id)).map(|(i, _)| i).collect()
+}
+
+/// Replaces the uses of input `i` by a constant holding `t`, for each pair. The
+/// input nodes stay in the input list (callers still pass them).
+pub fn bind_input_values(g: &mut Graph, values: &[(usize, crate::tensor::Tensor)]) -> Result<(), crate::graph::GraphError> {
+    for (i, t) in values {
+        let Some(&input) = g.inputs().get(*i) else { continue };
+        let name = g.unique_name(&format!("{}.value", g.node(input).name));
+        let node = crate::graph::Node::new(Op::Constant(crate::ops::Constant { value: t.clone() }), name, Vec::new(), vec![t.ty()]);
+        let c = g.add_node(node, &[])?;
+        g.replace_uses(Value::of(input), Value::of(c))?;
+        // Graph outputs that are the input itself stay the input.
+        for o in g.outputs_mut() {
+            if o.value == Value::of(c) {
+                o.value = Value::of(input);
+            }
+        }
     }
     Ok(())
 }

@@ -320,6 +320,34 @@ impl Graph {
         Ok(order)
     }
 
+    /// Copies `sub`'s nodes into this graph, feeding its inputs with `args`, and
+    /// returns the values of its outputs. Names are made unique here.
+    pub fn inline(&mut self, sub: &Graph, args: &[Value]) -> Result<Vec<Value>, GraphError> {
+        let mut map: std::collections::HashMap<NodeId, NodeId> = std::collections::HashMap::new();
+        let mut input_map: std::collections::HashMap<NodeId, Value> = std::collections::HashMap::new();
+        for (k, &i) in sub.inputs().iter().enumerate() {
+            let a = *args.get(k).ok_or(GraphError::NoNode(i))?;
+            input_map.insert(i, a);
+        }
+        let resolve = |v: Value, map: &std::collections::HashMap<NodeId, NodeId>| -> Result<Value, GraphError> {
+            match input_map.get(&v.node) {
+                Some(a) => Ok(*a),
+                None => map.get(&v.node).map(|n| Value::new(*n, v.port)).ok_or(GraphError::NoNode(v.node)),
+            }
+        };
+        for id in sub.topo_order()? {
+            if input_map.contains_key(&id) {
+                continue;
+            }
+            let mut node = sub.node(id).clone();
+            node.name = self.unique_name(&node.name);
+            let ins = sub.inputs_of(id).into_iter().map(|v| resolve(v, &map)).collect::<Result<Vec<_>, _>>()?;
+            let new = self.add_node(node, &ins)?;
+            map.insert(id, new);
+        }
+        sub.outputs().iter().map(|o| resolve(o.value, &map)).collect()
+    }
+
     /// Inner petgraph graph, for algorithms that need it.
     pub fn petgraph(&self) -> &StableDiGraph<Node, Edge, u32> {
         &self.g

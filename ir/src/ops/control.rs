@@ -68,10 +68,28 @@ op_attrs! {
     }
 }
 
+impl Loop {
+    /// True if the body passes its `cond` input through (or returns constant
+    /// true), so the loop runs exactly `M` times when started with `cond` true.
+    pub fn runs_full_trip(&self) -> bool {
+        let Some(out) = self.body.outputs().first() else { return false };
+        if self.body.inputs().get(1) == Some(&out.value.node) {
+            return true;
+        }
+        match &self.body.node(out.value.node).op {
+            crate::ops::Op::Constant(c) => c.value.to_i64_vec().is_some_and(|v| v == [1]),
+            _ => false,
+        }
+    }
+}
+
 impl OpDef for Loop {
     fn arity(&self) -> (usize, usize) {
         let n = self.body.inputs().len();
         (n, n)
+    }
+    fn value_ports(&self) -> &'static [usize] {
+        &[0, 1]
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let k = self.num_carried as usize;
@@ -80,8 +98,9 @@ impl OpDef for Loop {
             return Err(attr_err("body", "the body returns fewer values than it carries"));
         }
         let trip = match (cx.ints(0), cx.value(1).and_then(|v| v.as_i64s())) {
-            (Some(m), Some(c)) if m.len() == 1 && c == [1] && m[0] < (1 << 40) => Dim::Known(m[0]),
-            (Some(m), _) if m.len() == 1 && m[0] == 0 => Dim::Known(0),
+            (Some(m), Some(c)) if m.len() == 1 && c == [1] && m[0] < (1 << 40) && self.runs_full_trip() => Dim::Known(m[0].max(0)),
+            (Some(m), _) if m.len() == 1 && m[0] <= 0 => Dim::Known(0),
+            (_, Some(c)) if c == [0] => Dim::Known(0),
             _ => cx.fresh(k, 0),
         };
         let mut out = Vec::new();

@@ -104,7 +104,7 @@ impl OpDef for Range {
         &[0, 1, 2]
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        let d = cx.expect_dtype(0, &[DType::F32, DType::F64, DType::I16, DType::I32, DType::I64])?;
+        let d = cx.expect_dtype(0, &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I16, DType::I32, DType::I64])?;
         cx.expect_same_dtype(1, 0)?;
         cx.expect_same_dtype(2, 0)?;
         let len = if d.is_float() {

@@ -64,6 +64,15 @@ impl KnownValue {
     }
 }
 
+/// Prefix of the symbols that stand for dims only known at run time (made by
+/// [`InferCx::fresh`]); user symbols come from the model's `dim_param`s.
+pub const RUNTIME_PREFIX: &str = "$";
+
+/// True if `name` is a run-time symbol.
+pub fn is_runtime_symbol(name: &str) -> bool {
+    name.starts_with(RUNTIME_PREFIX)
+}
+
 /// What an op's `infer` sees: its input types, the inputs' values where known,
 /// and the node's name (for naming data-dependent dims).
 pub struct InferCx<'a> {
@@ -111,7 +120,7 @@ impl<'a> InferCx<'a> {
 
     /// A fresh symbol for a dim that is only known at run time.
     pub fn fresh(&self, output: usize, axis: usize) -> Dim {
-        Dim::sym(&format!("{}.o{output}.d{axis}", self.node))
+        Dim::sym(&format!("{RUNTIME_PREFIX}{}.o{output}.d{axis}", self.node))
     }
 
     /// A shape of `rank` fresh dims.

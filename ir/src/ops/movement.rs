@@ -117,7 +117,11 @@ impl OpDef for Squeeze {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         let axes = if cx.has(1) {
-            let a = cx.ints(1).ok_or(InferError::NotConstant { port: 1 })?;
+            let Some(a) = cx.ints(1) else {
+                let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
+                let r = x.rank().checked_sub(n).ok_or_else(|| value_err(1, "more axes than dims"))?;
+                return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, r))]);
+            };
             let axes = norm_axes(&a, x.rank())?;
             for &a in &axes {
                 if let Some(v) = x.0[a].known() {
@@ -152,7 +156,11 @@ impl OpDef for Unsqueeze {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
-        let a = cx.ints(1).ok_or(InferError::NotConstant { port: 1 })?;
+        let Some(a) = cx.ints(1) else {
+            // Unknown axes: only the output rank is known.
+            let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
+            return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, x.rank() + n))]);
+        };
         let rank = x.rank() + a.len();
         let axes = norm_axes(&a, rank)?;
         let mut src = x.0.iter();
@@ -383,7 +391,10 @@ impl OpDef for Slice {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
-        let axes = if cx.has(3) { Some(cx.ints(3).ok_or(InferError::NotConstant { port: 3 })?) } else { None };
+        if cx.has(3) && cx.ints(3).is_none() {
+            return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, x.rank()))]);
+        }
+        let axes = if cx.has(3) { cx.ints(3) } else { None };
         let steps = if cx.has(4) { cx.ints(4) } else { Some(vec![1; cx.shape(1).0.first().and_then(Dim::known).unwrap_or(0) as usize]) };
         let (Some(starts), Some(ends), Some(steps)) = (cx.dims_value(1), cx.dims_value(2), steps) else {
             // Unknown bounds: the sliced axes get fresh dims.
@@ -449,8 +460,11 @@ impl OpDef for Pad {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
-        let axes = if cx.has(3) {
-            norm_axes(&cx.ints(3).ok_or(InferError::NotConstant { port: 3 })?, x.rank())?
+        if cx.has(3) && cx.ints(3).is_none() {
+            return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, x.rank()))]);
+        }
+        let axes = if let Some(a) = cx.ints(3) {
+            norm_axes(&a, x.rank())?
         } else {
             (0..x.rank()).collect()
         };

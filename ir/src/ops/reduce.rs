@@ -47,7 +47,8 @@ impl OpDef for Reduce {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let d = cx.dtype(0);
-        if !d.is_standard() || d == DType::Bool {
+        let bool_ok = d == DType::Bool && matches!(self.kind, ReduceKind::Max | ReduceKind::Min);
+        if !d.is_standard() || (d == DType::Bool && !bool_ok) {
             return Err(InferError::DType { port: 0, got: d, expected: "a number".into() });
         }
         let x = cx.shape(0);
@@ -55,11 +56,12 @@ impl OpDef for Reduce {
             match cx.ints(1) {
                 Some(a) => self.axes(Some(&a), x.rank())?,
                 None if cx.shape(1).0.first().and_then(Dim::known) == Some(0) => self.axes(None, x.rank())?,
-                None if self.keepdims => {
-                    // Unknown axes: the rank stays, the sizes are only known at run time.
-                    return Ok(vec![TensorType::new(d, cx.fresh_shape(0, x.rank()))]);
+                None => {
+                    // Unknown axes: the sizes are only known at run time.
+                    let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
+                    let r = if self.keepdims { x.rank() } else { x.rank().saturating_sub(n) };
+                    return Ok(vec![TensorType::new(d, cx.fresh_shape(0, r))]);
                 }
-                None => return Err(InferError::NotConstant { port: 1 }),
             }
         } else {
             self.axes(None, x.rank())?

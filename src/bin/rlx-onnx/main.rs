@@ -1,1 +1,59 @@
-fn main() {}
+//! The `rlx-onnx` command: inspect, dump, conformance (and more as backends land).
+
+mod conformance;
+mod dump;
+mod inspect;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "rlx-onnx", version, about = "An ONNX compiler toolchain")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a model's opsets, inputs, outputs, op histogram and unsupported nodes.
+    Inspect(inspect::Args),
+    /// Print the IR text of a model after import and inference.
+    Dump(dump::Args),
+    /// Run every case of an ONNX backend-test directory.
+    Conformance(conformance::Args),
+}
+
+/// Prints an error with its `source()` chain.
+pub fn report(e: &dyn std::error::Error) {
+    eprintln!("error: {e}");
+    let mut s = e.source();
+    while let Some(c) = s {
+        eprintln!("  caused by: {c}");
+        s = c.source();
+    }
+}
+
+/// Parses `NAME=VALUE` dim bindings.
+pub fn parse_binds(binds: &[String]) -> Result<rlx_onnx::ir::Bindings, String> {
+    let mut b = rlx_onnx::ir::Bindings::new();
+    for s in binds {
+        let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected NAME=VALUE"))?;
+        let v: i64 = v.trim().parse().map_err(|_| format!("`{s}`: the value must be an integer"))?;
+        if v < 0 {
+            return Err(format!("`{s}`: dims are non-negative"));
+        }
+        b.insert(k.trim().to_string(), v);
+    }
+    Ok(b)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Inspect(a) => inspect::run(a),
+        Command::Dump(a) => dump::run(a),
+        Command::Conformance(a) => conformance::run(a),
+    }
+}

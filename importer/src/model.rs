@@ -1,0 +1,384 @@
+//! ModelProto -> RLX graph: scopes, initializers, node mapping and subgraphs.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use rlx_ir::analysis::{record_values, Values};
+use rlx_ir::ops::{Constant, Input, Weight};
+use rlx_ir::{Dim, Graph, Node, Op, Shape, Tensor, TensorType, Value, Weights};
+
+use crate::ctx::NodeCtx;
+use crate::error::{ImportError, MapError, NodeIssue, TensorError};
+use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use crate::registry::{norm_domain, Registry};
+use crate::tensor::{tensor_from_proto, ExternalData};
+
+/// Constants up to this many elements are kept inline in the graph.
+const INLINE_ELEMS: usize = 64;
+
+/// An imported model: the graph, its weights and the model's metadata.
+#[derive(Debug, Clone)]
+pub struct ImportedModel {
+    pub graph: Graph,
+    pub weights: Weights,
+    pub ir_version: i64,
+    /// (domain, version), with the default domain as `""`.
+    pub opsets: Vec<(String, i64)>,
+    pub producer: String,
+}
+
+/// Reads and imports an `.onnx` file; external data resolves next to it.
+pub fn import_file(path: &Path, registry: &Registry) -> Result<ImportedModel, ImportError> {
+    let bytes = std::fs::read(path).map_err(|e| ImportError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    let dir = path.parent().map(|p| if p.as_os_str().is_empty() { PathBuf::from(".") } else { p.to_path_buf() });
+    import_bytes(&bytes, dir, registry)
+}
+
+/// Decodes a ModelProto.
+pub fn decode_model(bytes: &[u8]) -> Result<ModelProto, ImportError> {
+    ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))
+}
+
+/// Imports a serialized model; `base_dir` is where external data may live.
+pub fn import_bytes(bytes: &[u8], base_dir: Option<PathBuf>, registry: &Registry) -> Result<ImportedModel, ImportError> {
+    let model = decode_model(bytes)?;
+    import_model(&model, base_dir, registry)
+}
+
+/// Imports a decoded model.
+pub fn import_model(model: &ModelProto, base_dir: Option<PathBuf>, registry: &Registry) -> Result<ImportedModel, ImportError> {
+    let gp = model.graph.as_ref().ok_or(ImportError::NoGraph)?;
+    let mut opsets = HashMap::new();
+    for o in &model.opset_import {
+        opsets.insert(norm_domain(o.domain.as_deref().unwrap_or("")).to_string(), o.version.unwrap_or(1));
+    }
+    if model.opset_import.is_empty() {
+        // IR version 1/2 models without opset_import mean opset 1.
+        opsets.insert(String::new(), 1);
+    }
+    let mut imp = Importer {
+        registry,
+        opsets: opsets.clone(),
+        weights: Weights::new(),
+        ext: ExternalData::new(base_dir),
+        frames: Vec::new(),
+        issues: Vec::new(),
+        unknown_dims: 0,
+    };
+    let (graph, _) = imp.build(gp, None)?;
+    let mut opsets: Vec<(String, i64)> = opsets.into_iter().collect();
+    opsets.sort();
+    Ok(ImportedModel {
+        graph,
+        weights: imp.weights,
+        ir_version: model.ir_version.unwrap_or(0),
+        opsets,
+        producer: format!("{} {}", model.producer_name.clone().unwrap_or_default(), model.producer_version.clone().unwrap_or_default()).trim().to_string(),
+    })
+}
+
+/// One graph under construction (the main graph or a subgraph).
+pub(crate) struct Frame {
+    pub graph: Graph,
+    pub names: HashMap<String, Value>,
+    pub values: Values,
+    /// Initializers not yet materialized, by name.
+    pub pending: HashMap<String, TensorProto>,
+    /// Outer names this frame captures, in order of first use.
+    pub captures: Vec<String>,
+    pub poisoned: HashSet<String>,
+}
+
+pub(crate) struct Importer<'r> {
+    pub registry: &'r Registry,
+    pub opsets: HashMap<String, i64>,
+    pub weights: Weights,
+    pub ext: ExternalData,
+    pub frames: Vec<Frame>,
+    pub issues: Vec<NodeIssue>,
+    unknown_dims: usize,
+}
+
+/// A lookup that failed because the value's producer failed to import.
+pub(crate) const POISONED: &str = "\u{0}poisoned";
+
+impl<'r> Importer<'r> {
+    pub fn frame(&mut self) -> &mut Frame {
+        self.frames.last_mut().expect("importer always has a frame while mapping")
+    }
+
+    /// The tensor type of a value-info, with fresh symbols for unnamed unknown dims.
+    pub fn value_type(&mut self, vi: &ValueInfoProto, what: &'static str) -> Result<TensorType, ImportError> {
+        let name = vi.name.clone().unwrap_or_default();
+        let err = |reason: String| ImportError::Value { what, name: name.clone(), reason };
+        let tp = vi.r#type.as_ref().and_then(|t| t.value.as_ref()).ok_or_else(|| err("has no type".into()))?;
+        let tt = match tp {
+            type_proto::Value::TensorType(t) => t,
+            type_proto::Value::SequenceType(_) => return Err(err("sequence types are not supported".into())),
+            type_proto::Value::OptionalType(_) => return Err(err("optional types are not supported".into())),
+            type_proto::Value::MapType(_) => return Err(err("map types are not supported".into())),
+            type_proto::Value::SparseTensorType(_) => return Err(err("sparse tensors are not supported".into())),
+        };
+        let code = tt.elem_type.unwrap_or(0);
+        let dtype = rlx_ir::DType::from_onnx_code(code).ok_or_else(|| err(format!("element type {code} is not supported")))?;
+        let shape = tt.shape.as_ref().ok_or_else(|| err("has no shape (unknown rank is not supported)".into()))?;
+        let mut dims = Vec::new();
+        for d in &shape.dim {
+            use crate::proto::tensor_shape_proto::dimension::Value as DV;
+            dims.push(match &d.value {
+                Some(DV::DimValue(v)) if *v >= 0 => Dim::Known(*v),
+                Some(DV::DimParam(p)) if !p.is_empty() => Dim::sym(p),
+                _ => {
+                    self.unknown_dims += 1;
+                    Dim::sym(&format!("unk__{}", self.unknown_dims - 1))
+                }
+            });
+        }
+        Ok(TensorType::new(dtype, Shape(dims)))
+    }
+
+    /// Builds a graph from `gp`, returning it and the outer names it captures
+    /// (appended to its inputs in that order). `formal` overrides declared input
+    /// types (bodies whose inputs take the outer types).
+    pub fn build(&mut self, gp: &GraphProto, formal: Option<&[Option<TensorType>]>) -> Result<(Graph, Vec<String>), ImportError> {
+        let mut frame = Frame {
+            graph: Graph::new(),
+            names: HashMap::new(),
+            values: Values::new(),
+            pending: HashMap::new(),
+            captures: Vec::new(),
+            poisoned: HashSet::new(),
+        };
+        if !gp.sparse_initializer.is_empty() {
+            return Err(ImportError::Value { what: "initializer", name: gp.sparse_initializer.len().to_string(), reason: "sparse initializers are not supported".into() });
+        }
+        for t in &gp.initializer {
+            frame.pending.insert(t.name.clone().unwrap_or_default(), t.clone());
+        }
+        self.frames.push(frame);
+        let result = self.build_in_frame(gp, formal);
+        let frame = self.frames.pop().expect("frame pushed above");
+        result?;
+        Ok((frame.graph, frame.captures))
+    }
+
+    fn build_in_frame(&mut self, gp: &GraphProto, formal: Option<&[Option<TensorType>]>) -> Result<(), ImportError> {
+        let issues_before = self.issues.len();
+        let mut k = 0;
+        for vi in &gp.input {
+            let name = vi.name.clone().unwrap_or_default();
+            if self.frame().pending.contains_key(&name) {
+                // IR < 4: initializers are also listed as inputs; the initializer wins.
+                continue;
+            }
+            let declared = formal.and_then(|f| f.get(k).cloned().flatten());
+            k += 1;
+            let ty = match declared {
+                Some(t) => t,
+                None => self.value_type(vi, "input")?,
+            };
+            let f = self.frame();
+            let id = f.graph.add_input(Node::new(Op::Input(Input { name: name.clone() }), name.clone(), Vec::new(), vec![ty]));
+            f.names.insert(name, Value::of(id));
+        }
+        for node in sorted_nodes(&gp.node)? {
+            self.map_node(node);
+        }
+        if self.issues.len() > issues_before {
+            return Err(ImportError::Nodes(self.issues.split_off(issues_before)));
+        }
+        for vi in &gp.output {
+            let name = vi.name.clone().unwrap_or_default();
+            let level = self.frames.len() - 1;
+            let v = self.lookup(level, &name).map_err(|e| ImportError::Value { what: "output", name: name.clone(), reason: e.to_string() })?;
+            self.frame().graph.add_output(name, v).map_err(|e| ImportError::Value { what: "output", name: String::new(), reason: e.to_string() })?;
+        }
+        Ok(())
+    }
+
+    /// Resolves `name` in frame `level`, capturing it from outer frames if needed.
+    pub fn lookup(&mut self, level: usize, name: &str) -> Result<Value, MapError> {
+        if let Some(v) = self.frames[level].names.get(name) {
+            return Ok(*v);
+        }
+        if self.frames[level].poisoned.contains(name) {
+            return Err(MapError::UnknownName(POISONED.into()));
+        }
+        if let Some(tp) = self.frames[level].pending.remove(name) {
+            return self.materialize(level, name, &tp).map_err(MapError::Tensor);
+        }
+        if level == 0 {
+            return Err(MapError::UnknownName(name.to_string()));
+        }
+        let outer = self.lookup(level - 1, name)?;
+        let ty = self.frames[level - 1].graph.ty(outer).clone();
+        let value = self.frames[level - 1].values.get(&outer).cloned();
+        let f = &mut self.frames[level];
+        let id = f.graph.add_input(Node::new(Op::Input(Input { name: name.to_string() }), name, Vec::new(), vec![ty]));
+        let v = Value::of(id);
+        f.names.insert(name.to_string(), v);
+        f.captures.push(name.to_string());
+        if let Some(kv) = value {
+            f.values.insert(v, kv);
+        }
+        Ok(v)
+    }
+
+    /// Turns an initializer into a constant or weight node.
+    fn materialize(&mut self, level: usize, name: &str, tp: &TensorProto) -> Result<Value, TensorError> {
+        let t = tensor_from_proto(tp, &mut self.ext)?;
+        let v = self.add_tensor(level, name, t, Vec::new());
+        self.frames[level].names.insert(name.to_string(), v);
+        Ok(v)
+    }
+
+    /// Adds a tensor as an inline constant (small) or a weight (large).
+    pub fn add_tensor(&mut self, level: usize, name: &str, t: Tensor, origin: Vec<String>) -> Value {
+        let ty = t.ty();
+        let op = if t.numel() <= INLINE_ELEMS {
+            Op::Constant(Constant { value: t })
+        } else {
+            let wname = self.weights.unique_name(name);
+            self.weights.insert(wname.clone(), t);
+            Op::Weight(Weight { name: wname })
+        };
+        let weights = &self.weights;
+        let f = &mut self.frames[level];
+        let node_name = match &op {
+            Op::Weight(w) => w.name.clone(),
+            _ => f.graph.unique_name(name),
+        };
+        let id = f.graph.add_node(Node::new(op, node_name, origin, vec![ty]), &[]).expect("a leaf has no inputs");
+        record_values(&f.graph, id, &mut f.values, Some(weights));
+        Value::of(id)
+    }
+
+    fn map_node(&mut self, node: &NodeProto) {
+        let level = self.frames.len() - 1;
+        let op_type = node.op_type.clone().unwrap_or_default();
+        let domain = node.domain.clone().unwrap_or_default();
+        let display = match node.name.as_deref() {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => format!("{op_type}_{}", self.frames[level].graph.node_count()),
+        };
+        let opset = self.opsets.get(norm_domain(&domain)).copied();
+        let poison = |imp: &mut Importer| {
+            for o in &node.output {
+                imp.frames[level].poisoned.insert(o.clone());
+            }
+        };
+        let issue = |imp: &mut Importer, opset: i64, error: MapError| {
+            imp.issues.push(NodeIssue { name: display.clone(), op_type: op_type.clone(), domain: domain.clone(), opset, error });
+        };
+        let Some(opset) = opset else {
+            issue(self, 0, MapError::Unsupported(format!("the model imports no opset for domain `{domain}`")));
+            poison(self);
+            return;
+        };
+        let Some(entry) = self.registry.find(&domain, &op_type, opset) else {
+            issue(self, opset, MapError::UnknownOp { opset });
+            poison(self);
+            return;
+        };
+        let mut cx = NodeCtx::new(self, node, opset, display.clone(), level);
+        let result = (entry.mapper)(&mut cx).and_then(|()| cx.finish());
+        match result {
+            Ok(()) => {}
+            Err(MapError::UnknownName(n)) if n == POISONED => poison(self),
+            Err(e) => {
+                issue(self, opset, e);
+                poison(self);
+            }
+        }
+    }
+}
+
+/// The ONNX nodes in a valid order: as given when already topological, else a
+/// stable topological sort (names read by subgraphs count as inputs).
+fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for o in &n.output {
+            if !o.is_empty() {
+                producer.insert(o.as_str(), i);
+            }
+        }
+    }
+    let deps: Vec<Vec<usize>> = nodes
+        .iter()
+        .map(|n| {
+            let mut names: Vec<String> = n.input.iter().filter(|s| !s.is_empty()).cloned().collect();
+            for a in &n.attribute {
+                if let Some(g) = &a.g {
+                    names.extend(free_names(g));
+                }
+                for g in &a.graphs {
+                    names.extend(free_names(g));
+                }
+            }
+            names.iter().filter_map(|s| producer.get(s.as_str()).copied()).collect()
+        })
+        .collect();
+    if deps.iter().enumerate().all(|(i, d)| d.iter().all(|&j| j < i)) {
+        return Ok(nodes.iter().collect());
+    }
+    let mut state = vec![0u8; nodes.len()];
+    let mut out = Vec::with_capacity(nodes.len());
+    for root in 0..nodes.len() {
+        let mut stack = vec![(root, 0usize)];
+        while let Some((n, i)) = stack.pop() {
+            if i == 0 {
+                if state[n] == 2 {
+                    continue;
+                }
+                if state[n] == 1 {
+                    return Err(ImportError::Cycle(nodes[n].name.clone().unwrap_or_default()));
+                }
+                state[n] = 1;
+            }
+            if let Some(&d) = deps[n].get(i) {
+                stack.push((n, i + 1));
+                if state[d] == 1 && d != n {
+                    return Err(ImportError::Cycle(nodes[d].name.clone().unwrap_or_default()));
+                }
+                if state[d] == 0 {
+                    stack.push((d, 0));
+                }
+            } else {
+                state[n] = 2;
+                out.push(&nodes[n]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Names a subgraph reads from its enclosing scopes.
+pub(crate) fn free_names(g: &GraphProto) -> Vec<String> {
+    let mut defined: HashSet<String> = g.input.iter().filter_map(|v| v.name.clone()).collect();
+    defined.extend(g.initializer.iter().filter_map(|t| t.name.clone()));
+    let mut free = Vec::new();
+    for n in &g.node {
+        for i in &n.input {
+            if !i.is_empty() && !defined.contains(i) {
+                free.push(i.clone());
+            }
+        }
+        for a in &n.attribute {
+            let subs = a.g.iter().chain(a.graphs.iter());
+            for s in subs {
+                free.extend(free_names(s).into_iter().filter(|x| !defined.contains(x)));
+            }
+        }
+        defined.extend(n.output.iter().cloned());
+    }
+    for o in &g.output {
+        if let Some(n) = &o.name {
+            if !defined.contains(n) {
+                free.push(n.clone());
+            }
+        }
+    }
+    free
+}

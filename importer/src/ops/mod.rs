@@ -1,0 +1,82 @@
+//! ONNX op mappers, one module per op family. Each module registers its ops with
+//! the opset at which their semantics (as far as the mapper cares) begin.
+
+mod control;
+mod conv;
+mod elementwise;
+mod generators;
+mod indexing;
+mod linalg;
+mod loss;
+mod movement;
+mod norm;
+mod quant;
+mod reduce;
+mod resize;
+mod transformer;
+mod unsupported;
+
+use rlx_ir::ops::{Binary, BinaryKind, Unsqueeze};
+use rlx_ir::Value;
+
+use crate::ctx::NodeCtx;
+use crate::error::MapError;
+use crate::registry::Registry;
+
+/// Registers every family.
+pub fn register_all(r: &mut Registry) {
+    control::register(r);
+    conv::register(r);
+    elementwise::register(r);
+    generators::register(r);
+    indexing::register(r);
+    linalg::register(r);
+    loss::register(r);
+    movement::register(r);
+    norm::register(r);
+    quant::register(r);
+    reduce::register(r);
+    resize::register(r);
+    transformer::register(r);
+    unsupported::register(r);
+}
+
+/// `a <kind> b`.
+pub(crate) fn binary(cx: &mut NodeCtx, kind: BinaryKind, a: Value, b: Value) -> Result<Value, MapError> {
+    cx.add1(Binary { kind }, &[a, b])
+}
+
+/// Inserts size-1 axes at `axes` of `v`.
+pub(crate) fn unsqueeze(cx: &mut NodeCtx, v: Value, axes: &[i64]) -> Result<Value, MapError> {
+    let a = cx.const_i64(axes);
+    cx.add1(Unsqueeze {}, &[v, a])
+}
+
+/// Opset < 7 elementwise ops broadcast only with `broadcast=1`, aligning `b`'s
+/// dims at `axis` of `a` (numpy suffix alignment when `axis` is absent).
+pub(crate) fn legacy_broadcast(cx: &mut NodeCtx, a: Value, b: Value) -> Result<Value, MapError> {
+    if cx.opset >= 7 {
+        return Ok(b);
+    }
+    let broadcast = cx.attr_i("broadcast", 0)?;
+    let axis = cx.attr_i_opt("axis")?;
+    cx.ignore_attr("consumed_inputs");
+    if broadcast == 0 {
+        if cx.ty(a).shape != cx.ty(b).shape && cx.ty(b).shape.numel().known() != Some(1) {
+            return cx.unsupported("without broadcast=1, legacy elementwise ops need equal shapes");
+        }
+        return Ok(b);
+    }
+    let (ra, rb) = (cx.rank(a), cx.rank(b));
+    let Some(axis) = axis else { return Ok(b) };
+    let axis = if axis < 0 { axis + ra as i64 } else { axis };
+    let trailing = ra as i64 - axis - rb as i64;
+    if axis < 0 || trailing < 0 {
+        return Err(MapError::Attr { name: "axis".into(), reason: format!("{axis} does not align rank {rb} inside rank {ra}") });
+    }
+    if trailing == 0 {
+        return Ok(b);
+    }
+    let axes: Vec<i64> = (0..trailing).map(|i| rb as i64 + i).collect();
+    unsqueeze(cx, b, &axes)
+}

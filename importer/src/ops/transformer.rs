@@ -1,0 +1,75 @@
+//! Attention (opset 23/24) and RotaryEmbedding (opset 23).
+
+use rlx_ir::ops::{Attention, RotaryEmbedding};
+
+use crate::ctx::NodeCtx;
+use crate::error::MapError;
+use crate::registry::Registry;
+
+pub fn register(r: &mut Registry) {
+    r.add("Attention", 23, attention);
+    r.add("RotaryEmbedding", 23, rotary_embedding);
+}
+
+fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let is_causal = cx.attr_bool("is_causal", false)?;
+    let q_num_heads = cx.attr_i("q_num_heads", 0)?;
+    let kv_num_heads = cx.attr_i("kv_num_heads", 0)?;
+    let qk_matmul_output_mode = cx.attr_i("qk_matmul_output_mode", 0)?;
+    if !(0..=3).contains(&qk_matmul_output_mode) {
+        return Err(MapError::Attr { name: "qk_matmul_output_mode".into(), reason: format!("{qk_matmul_output_mode} is not 0..=3") });
+    }
+    let scale = cx.attr_f_opt("scale")?;
+    let softcap = cx.attr_f("softcap", 0.0)?;
+    // The softmax runs in f32 or wider for every input dtype, which meets any
+    // requested precision up to f32.
+    if let Some(p) = cx.attr_dtype("softmax_precision")? {
+        if p == rlx_ir::DType::F64 {
+            return cx.unsupported("softmax_precision=double");
+        }
+    }
+    let (q, k, v) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
+    let mask = cx.input(3)?;
+    let past_key = cx.input(4)?;
+    let past_value = cx.input(5)?;
+    let nonpad = cx.input(6)?;
+    if past_key.is_some() != past_value.is_some() {
+        return cx.unsupported("past_key and past_value must be given together");
+    }
+    let mut ins = vec![q, k, v];
+    ins.extend(mask);
+    if let (Some(pk), Some(pv)) = (past_key, past_value) {
+        ins.extend([pk, pv]);
+    }
+    ins.extend(nonpad);
+    let num_outputs = (0..cx.num_outputs()).rev().find(|&i| cx.output_used(i)).map_or(1, |i| i + 1) as i64;
+    let op = Attention {
+        q_num_heads,
+        kv_num_heads,
+        scale,
+        is_causal,
+        softcap,
+        qk_matmul_output_mode,
+        has_mask: mask.is_some(),
+        has_past: past_key.is_some(),
+        has_nonpad: nonpad.is_some(),
+        num_outputs,
+    };
+    let ys = cx.add(op, &ins)?;
+    cx.set_outputs(&ys);
+    Ok(())
+}
+
+fn rotary_embedding(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let interleaved = cx.attr_bool("interleaved", false)?;
+    let rotary_embedding_dim = cx.attr_i("rotary_embedding_dim", 0)?;
+    let num_heads = cx.attr_i("num_heads", 0)?;
+    let (x, c, s) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
+    let mut ins = vec![x, c, s];
+    if let Some(p) = cx.input(3)? {
+        ins.push(p);
+    }
+    let y = cx.add1(RotaryEmbedding { interleaved, rotary_embedding_dim, num_heads }, &ins)?;
+    cx.set_output(0, y);
+    Ok(())
+}
