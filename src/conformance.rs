@@ -60,11 +60,6 @@ pub fn one_line(s: &str) -> String {
 /// Imports the case, specializes it to the first data set's inputs, and checks
 /// that the inferred output dtypes and shapes equal the expected outputs'.
 pub fn check_import(case: &Path, registry: &Registry) -> Outcome {
-    let model = match import_file(&case.join("model.onnx"), registry) {
-        Ok(m) => m,
-        Err(e) if is_unsupported(&e) => return Outcome::Unsupported(one_line(&e.to_string())),
-        Err(e) => return Outcome::Failed(one_line(&e.to_string())),
-    };
     let dirs = match data_set_dirs(case) {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
@@ -72,19 +67,28 @@ pub fn check_import(case: &Path, registry: &Registry) -> Outcome {
     let Some(first) = dirs.first() else { return Outcome::Failed("no test_data_set_*".into()) };
     let data = match read_data_set(first) {
         Ok(d) => d,
-        Err(e) if e.to_string().contains("not supported") => return Outcome::Unsupported(e.to_string()),
         Err(e) => return Outcome::Failed(e.to_string()),
     };
+    check_import_with(&case.join("model.onnx"), registry, &data.inputs, &data.outputs)
+}
+
+/// Like [`check_import`] for a model file with given inputs and expected outputs.
+pub fn check_import_with(model_path: &Path, registry: &Registry, inputs: &[Tensor], outputs: &[Tensor]) -> Outcome {
+    let model = match import_file(model_path, registry) {
+        Ok(m) => m,
+        Err(e) if is_unsupported(&e) => return Outcome::Unsupported(one_line(&e.to_string())),
+        Err(e) => return Outcome::Failed(one_line(&e.to_string())),
+    };
     let mut g = model.graph.clone();
-    if data.inputs.len() != g.inputs().len() {
-        return Outcome::Failed(format!("the model has {} inputs, the data set {}", g.inputs().len(), data.inputs.len()));
+    if inputs.len() != g.inputs().len() {
+        return Outcome::Failed(format!("the model has {} inputs, the data set {}", g.inputs().len(), inputs.len()));
     }
-    let shapes: Vec<&[usize]> = data.inputs.iter().map(Tensor::dims).collect();
+    let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::dims).collect();
     let b = match bind_shapes(&g, &shapes) {
         Ok(b) => b,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let values: Vec<(usize, Tensor)> = value_inputs(&g).into_iter().map(|i| (i, data.inputs[i].clone())).collect();
+    let values: Vec<(usize, Tensor)> = value_inputs(&g).into_iter().map(|i| (i, inputs[i].clone())).collect();
     if let Err(e) = bind_input_values(&mut g, &values) {
         return Outcome::Failed(e.to_string());
     }
@@ -92,10 +96,10 @@ pub fn check_import(case: &Path, registry: &Registry) -> Outcome {
         Ok(g) => g,
         Err(e) => return Outcome::Failed(one_line(&e.to_string())),
     };
-    if g.outputs().len() != data.outputs.len() {
-        return Outcome::Failed(format!("{} outputs, expected {}", g.outputs().len(), data.outputs.len()));
+    if g.outputs().len() != outputs.len() {
+        return Outcome::Failed(format!("{} outputs, expected {}", g.outputs().len(), outputs.len()));
     }
-    for (o, want) in g.outputs().iter().zip(&data.outputs) {
+    for (o, want) in g.outputs().iter().zip(outputs) {
         let got = g.ty(o.value);
         if got.dtype != want.dtype() || !shape_matches(&got.shape, want.dims()) {
             return Outcome::Failed(format!("output `{}`: inferred {got}, expected {}", o.name, want.ty()));

@@ -64,3 +64,35 @@ pub fn case_dirs(root: &Path) -> Result<Vec<PathBuf>, TestDataError> {
     v.sort();
     Ok(v)
 }
+
+/// A model of the `light/` folder: `light_NAME.onnx` with `light_NAME_output_0.pb`.
+#[derive(Debug, Clone)]
+pub struct LightModel {
+    pub name: String,
+    pub model: PathBuf,
+    pub output: PathBuf,
+}
+
+/// The light models under `dir`, sorted by name.
+pub fn light_models(dir: &Path) -> Result<Vec<LightModel>, TestDataError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| TestDataError::Io(dir.to_path_buf(), e.to_string()))?;
+    let mut v = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if let Some(stem) = name.strip_suffix(".onnx") {
+            let output = dir.join(format!("{stem}_output_0.pb"));
+            if output.is_file() {
+                v.push(LightModel { name: stem.to_string(), model: e.path(), output });
+            }
+        }
+    }
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(v)
+}
+
+/// The ONNX test runner's dummy input: `arange(n) / n` in f32, shaped `dims`.
+pub fn arange_input(dims: &[usize]) -> Result<Tensor, rlx_ir::tensor::TensorError> {
+    let n: usize = dims.iter().product();
+    let v: Vec<f32> = (0..n).map(|i| i as f32 / n as f32).collect();
+    Tensor::from_f32(dims, &v)
+}

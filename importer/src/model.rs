@@ -14,8 +14,10 @@ use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, V
 use crate::registry::{norm_domain, Registry};
 use crate::tensor::{tensor_from_proto, ExternalData};
 
-/// Constants up to this many elements are kept inline in the graph.
-const INLINE_ELEMS: usize = 64;
+/// Integer constants up to this many elements (shape vectors, axes, indices)
+/// are kept inline in the graph; so are other constants up to `INLINE_SMALL`.
+const INLINE_INTS: usize = 64;
+const INLINE_SMALL: usize = 8;
 
 /// An imported model: the graph, its weights and the model's metadata.
 #[derive(Debug, Clone)]
@@ -236,7 +238,8 @@ impl<'r> Importer<'r> {
     /// Adds a tensor as an inline constant (small) or a weight (large).
     pub fn add_tensor(&mut self, level: usize, name: &str, t: Tensor, origin: Vec<String>) -> Value {
         let ty = t.ty();
-        let op = if t.numel() <= INLINE_ELEMS {
+        let inline = t.numel() <= INLINE_SMALL || (!t.dtype().is_float() && t.numel() <= INLINE_INTS);
+        let op = if inline {
             Op::Constant(Constant { value: t })
         } else {
             let wname = self.weights.unique_name(name);

@@ -91,7 +91,7 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
         dims.push(usize::try_from(d).map_err(|_| data_err(format!("negative dim {d}")))?);
     }
     let n = checked_numel(&dims).map_err(|e| data_err(e.to_string()))?;
-    let packed_len = (n * dtype.packed_bits()).div_ceil(8);
+    let packed_len = n.checked_mul(dtype.packed_bits()).ok_or_else(|| data_err("too large".into()))?.div_ceil(8);
     let external = tp.data_location == Some(1) || !tp.external_data.is_empty();
     let raw: Option<Bytes> = if external {
         Some(ext.read(&name, tp)?)
@@ -106,51 +106,37 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
         let bytes = if dtype.packed_bits() < 8 { unpack_sub_byte(dtype, raw.as_slice(), n) } else { raw };
         return Tensor::new(dtype, dims, bytes).map_err(|e| data_err(e.to_string()));
     }
+    // Check the typed field's length before allocating anything.
+    let (have, need) = match dtype {
+        DType::F32 => (tp.float_data.len(), n),
+        DType::F64 => (tp.double_data.len(), n),
+        DType::I64 => (tp.int64_data.len(), n),
+        DType::U32 | DType::U64 => (tp.uint64_data.len(), n),
+        d if d.packed_bits() < 8 => (tp.int32_data.len(), n.div_ceil(8 / d.packed_bits())),
+        _ => (tp.int32_data.len(), n),
+    };
+    if have != need {
+        return Err(data_err(format!("{dtype}{dims:?} needs {need} values in its typed field, which has {have}")));
+    }
     let mut buf = AlignedBuf::zeroed(storage);
     let out = buf.as_mut_bytes();
-    let count_err = |have: usize| data_err(format!("{dtype}{dims:?} needs {n} elements, the typed field has {have}"));
     match dtype {
-        DType::F32 => {
-            if tp.float_data.len() != n {
-                return Err(count_err(tp.float_data.len()));
-            }
-            out.copy_from_slice(bytemuck::cast_slice(&tp.float_data));
-        }
-        DType::F64 => {
-            if tp.double_data.len() != n {
-                return Err(count_err(tp.double_data.len()));
-            }
-            out.copy_from_slice(bytemuck::cast_slice(&tp.double_data));
-        }
-        DType::I64 => {
-            if tp.int64_data.len() != n {
-                return Err(count_err(tp.int64_data.len()));
-            }
-            out.copy_from_slice(bytemuck::cast_slice(&tp.int64_data));
-        }
+        DType::F32 => out.copy_from_slice(bytemuck::cast_slice(&tp.float_data)),
+        DType::F64 => out.copy_from_slice(bytemuck::cast_slice(&tp.double_data)),
+        DType::I64 => out.copy_from_slice(bytemuck::cast_slice(&tp.int64_data)),
         DType::U32 | DType::U64 => {
-            if tp.uint64_data.len() != n {
-                return Err(count_err(tp.uint64_data.len()));
-            }
             for (i, &v) in tp.uint64_data.iter().enumerate() {
                 let b = v.to_le_bytes();
                 out[i * dtype.size()..(i + 1) * dtype.size()].copy_from_slice(&b[..dtype.size()]);
             }
         }
         d if d.packed_bits() < 8 => {
-            let per = 8 / d.packed_bits();
-            if tp.int32_data.len() != n.div_ceil(per) {
-                return Err(count_err(tp.int32_data.len() * per));
-            }
             let packed: Vec<u8> = tp.int32_data.iter().map(|&v| v as u8).collect();
             let un = unpack_sub_byte(d, &packed, n);
             out.copy_from_slice(un.as_slice());
         }
         _ => {
             // One element per int32 for the 8- and 16-bit types, bool, (b)float16 and float8.
-            if tp.int32_data.len() != n {
-                return Err(count_err(tp.int32_data.len()));
-            }
             let sz = dtype.size();
             for (i, &v) in tp.int32_data.iter().enumerate() {
                 out[i * sz..(i + 1) * sz].copy_from_slice(&v.to_le_bytes()[..sz]);
@@ -240,6 +226,14 @@ mod tests {
         let mut p = proto(1, &[-1]);
         p.float_data = vec![];
         assert!(tensor_from_proto(&p, &mut ext).is_err());
+        // Huge dims with little data fail before allocating.
+        for dims in [&[1i64 << 62][..], &[1 << 31, 1 << 31, 4], &[1 << 40, 1 << 40]] {
+            let p = proto(1, dims);
+            assert!(tensor_from_proto(&p, &mut ext).is_err());
+            let mut p = proto(22, dims);
+            p.raw_data = Some(vec![0; 4]);
+            assert!(tensor_from_proto(&p, &mut ext).is_err());
+        }
         let p = proto(8, &[1]);
         assert!(matches!(tensor_from_proto(&p, &mut ext), Err(TensorError::DType { code: 8, .. })));
     }

@@ -25,11 +25,12 @@ pub fn testdata() -> Option<PathBuf> {
     None
 }
 
-/// The golden models (`golden/*.onnx`), sorted.
+/// The golden model case directories (`golden/<name>/model.onnx`), sorted.
+pub fn golden_cases() -> Vec<PathBuf> {
+    rlx_onnx::testdata::case_dirs(&root().join("golden")).unwrap_or_default()
+}
+
+/// The golden models (`golden/<name>/model.onnx`), sorted.
 pub fn golden_models() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("golden/models"))
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "onnx")).collect())
-        .unwrap_or_default();
-    v.sort();
-    v
+    golden_cases().into_iter().map(|c| c.join("model.onnx")).collect()
 }

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Generates the golden models of rlx-onnx in the ONNX backend-test layout.
+
+Each model goes to golden/<name>/model.onnx with test_data_set_0/{input,output}_N.pb.
+Inputs and weights come from a seeded generator; reference outputs come from
+onnxruntime (1 thread) and are cross-checked with onnx.reference.ReferenceEvaluator,
+which only warns: its BatchNormalization disagrees with ORT and with the formula.
+Pinned: pip install onnx==1.22.0 onnxruntime==1.31.1 numpy
+
+Usage: python3 golden/make_golden.py
+"""
+import os
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+assert onnx.__version__ == "1.22.0", f"golden models are made with onnx 1.22.0, not {onnx.__version__}"
+assert ort.__version__ == "1.31.1", f"golden outputs are made with onnxruntime 1.31.1, not {ort.__version__}"
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def model(graph, opset, ir_version=None):
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="rlx-onnx golden")
+    if ir_version is not None:
+        m.ir_version = ir_version
+        if ir_version < 4:
+            # Before IR 4, every initializer is also a graph input.
+            for t in graph.initializer:
+                m.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    else:
+        m.ir_version = min(m.ir_version, 10)
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def save(name, m, inputs, external=False):
+    d = os.path.join(HERE, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    path = os.path.join(d, "model.onnx")
+    if external:
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+        m = onnx.load(path)
+    else:
+        onnx.save_model(m, path)
+    names = [i.name for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}]
+    feeds = dict(zip(names, inputs))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    outs = sess.run(None, feeds)
+    for a, b in zip(outs, ReferenceEvaluator(path).run(None, feeds)):
+        if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
+            print(f"  warning: {name}: onnx.reference differs from onnxruntime by {np.abs(a - b).max():.3g}")
+    for i, x in enumerate(inputs):
+        onnx.save_tensor(numpy_helper.from_array(x), os.path.join(d, "test_data_set_0", f"input_{i}.pb"))
+    for i, y in enumerate(outs):
+        onnx.save_tensor(numpy_helper.from_array(np.asarray(y)), os.path.join(d, "test_data_set_0", f"output_{i}.pb"))
+    print(f"{name}: {os.path.getsize(path)} bytes, outputs {[np.asarray(y).shape for y in outs]}")
+
+
+def mlp():
+    r = rng(1)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h1"], name="fc1/MatMul"),
+        helper.make_node("Add", ["h1", "b1"], ["h2"], name="fc1/Add"),
+        helper.make_node("Relu", ["h2"], ["h3"], name="relu1"),
+        helper.make_node("MatMul", ["h3", "w2"], ["h4"], name="fc2/MatMul"),
+        helper.make_node("Add", ["h4", "b2"], ["h5"], name="fc2/Add"),
+        helper.make_node("Softmax", ["h5"], ["y"], name="softmax", axis=-1),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", F, ["N", 16])],
+        [helper.make_tensor_value_info("y", F, ["N", 10])],
+        [
+            init("w1", r.standard_normal((16, 32)).astype(np.float32) * 0.3),
+            init("b1", r.standard_normal(32).astype(np.float32) * 0.1),
+            init("w2", r.standard_normal((32, 10)).astype(np.float32) * 0.3),
+            init("b2", r.standard_normal(10).astype(np.float32) * 0.1),
+        ],
+    )
+    save("mlp", model(g, 17), [r.standard_normal((4, 16)).astype(np.float32)])
+
+
+def cnn():
+    r = rng(2)
+    c1, c2 = 8, 16
+    inits = [
+        init("conv1.w", r.standard_normal((c1, 3, 3, 3)).astype(np.float32) * 0.3),
+        init("conv1.b", r.standard_normal(c1).astype(np.float32) * 0.1),
+        init("bn1.scale", (1 + 0.1 * r.standard_normal(c1)).astype(np.float32)),
+        init("bn1.bias", (0.1 * r.standard_normal(c1)).astype(np.float32)),
+        init("bn1.mean", (0.1 * r.standard_normal(c1)).astype(np.float32)),
+        init("bn1.var", (1 + 0.2 * r.random(c1)).astype(np.float32)),
+        init("conv2.w", r.standard_normal((c2, c1, 3, 3)).astype(np.float32) * 0.2),
+        init("bn2.scale", (1 + 0.1 * r.standard_normal(c2)).astype(np.float32)),
+        init("bn2.bias", (0.1 * r.standard_normal(c2)).astype(np.float32)),
+        init("bn2.mean", (0.1 * r.standard_normal(c2)).astype(np.float32)),
+        init("bn2.var", (1 + 0.2 * r.random(c2)).astype(np.float32)),
+        init("fc.w", r.standard_normal((10, c2)).astype(np.float32) * 0.3),
+        init("fc.b", r.standard_normal(10).astype(np.float32) * 0.1),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1.w", "conv1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "bn1.scale", "bn1.bias", "bn1.mean", "bn1.var"], ["n1"], name="bn1", epsilon=1e-5),
+        helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "conv2.w"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "bn2.scale", "bn2.bias", "bn2.mean", "bn2.var"], ["n2"], name="bn2", epsilon=1e-5),
+        helper.make_node("Relu", ["n2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["y"], name="fc", transB=1),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", F, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", F, ["N", 10])],
+        inits,
+    )
+    save("cnn", model(g, 13), [r.standard_normal((2, 3, 16, 16)).astype(np.float32)])
+
+
+def transformer():
+    """One pre-norm encoder block: LayerNorm, 2-head self-attention with an
+    additive mask, residual, LayerNorm, MLP with the Erf GELU, residual."""
+    r = rng(3)
+    d, h, ff = 16, 2, 32
+    hd = d // h
+
+    def w(*s, scale=0.2):
+        return (r.standard_normal(s) * scale).astype(np.float32)
+
+    inits = [
+        init("ln1.g", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+        init("ln1.b", w(d, scale=0.1)),
+        init("wq", w(d, d)),
+        init("wk", w(d, d)),
+        init("wv", w(d, d)),
+        init("wo", w(d, d)),
+        init("bq", w(d, scale=0.1)),
+        init("bk", w(d, scale=0.1)),
+        init("bv", w(d, scale=0.1)),
+        init("bo", w(d, scale=0.1)),
+        init("ln2.g", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+        init("ln2.b", w(d, scale=0.1)),
+        init("w1", w(d, ff)),
+        init("b1", w(ff, scale=0.1)),
+        init("w2", w(ff, d)),
+        init("b2", w(d, scale=0.1)),
+        init("heads_shape", np.array([0, 0, h, hd], dtype=np.int64)),
+        init("merge_shape", np.array([0, 0, d], dtype=np.int64)),
+        init("scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32)),
+        init("sqrt2", np.array(np.sqrt(2.0), dtype=np.float32)),
+        init("one", np.array(1.0, dtype=np.float32)),
+        init("half", np.array(0.5, dtype=np.float32)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("LayerNormalization", ["x", "ln1.g", "ln1.b"], ["ln1"], name="ln1", axis=-1, epsilon=1e-5),
+        n("MatMul", ["ln1", "wq"], ["q0"], name="attn/q/MatMul"),
+        n("Add", ["q0", "bq"], ["q1"], name="attn/q/Add"),
+        n("MatMul", ["ln1", "wk"], ["k0"], name="attn/k/MatMul"),
+        n("Add", ["k0", "bk"], ["k1"], name="attn/k/Add"),
+        n("MatMul", ["ln1", "wv"], ["v0"], name="attn/v/MatMul"),
+        n("Add", ["v0", "bv"], ["v1"], name="attn/v/Add"),
+        n("Reshape", ["q1", "heads_shape"], ["q2"], name="attn/q/Reshape"),
+        n("Transpose", ["q2"], ["q"], name="attn/q/Transpose", perm=[0, 2, 1, 3]),
+        n("Reshape", ["k1", "heads_shape"], ["k2"], name="attn/k/Reshape"),
+        n("Transpose", ["k2"], ["kt"], name="attn/k/Transpose", perm=[0, 2, 3, 1]),
+        n("Reshape", ["v1", "heads_shape"], ["v2"], name="attn/v/Reshape"),
+        n("Transpose", ["v2"], ["v"], name="attn/v/Transpose", perm=[0, 2, 1, 3]),
+        n("MatMul", ["q", "kt"], ["s0"], name="attn/scores/MatMul"),
+        n("Mul", ["s0", "scale"], ["s1"], name="attn/scores/Mul"),
+        n("Add", ["s1", "mask"], ["s2"], name="attn/scores/AddMask"),
+        n("Softmax", ["s2"], ["p"], name="attn/Softmax", axis=-1),
+        n("MatMul", ["p", "v"], ["o0"], name="attn/context/MatMul"),
+        n("Transpose", ["o0"], ["o1"], name="attn/context/Transpose", perm=[0, 2, 1, 3]),
+        n("Reshape", ["o1", "merge_shape"], ["o2"], name="attn/context/Reshape"),
+        n("MatMul", ["o2", "wo"], ["o3"], name="attn/out/MatMul"),
+        n("Add", ["o3", "bo"], ["o4"], name="attn/out/Add"),
+        n("Add", ["x", "o4"], ["res1"], name="residual1"),
+        n("LayerNormalization", ["res1", "ln2.g", "ln2.b"], ["ln2"], name="ln2", axis=-1, epsilon=1e-5),
+        n("MatMul", ["ln2", "w1"], ["f0"], name="mlp/fc1/MatMul"),
+        n("Add", ["f0", "b1"], ["f1"], name="mlp/fc1/Add"),
+        n("Div", ["f1", "sqrt2"], ["g0"], name="mlp/gelu/Div"),
+        n("Erf", ["g0"], ["g1"], name="mlp/gelu/Erf"),
+        n("Add", ["g1", "one"], ["g2"], name="mlp/gelu/Add"),
+        n("Mul", ["f1", "g2"], ["g3"], name="mlp/gelu/Mul"),
+        n("Mul", ["g3", "half"], ["g4"], name="mlp/gelu/Mul_1"),
+        n("MatMul", ["g4", "w2"], ["f2"], name="mlp/fc2/MatMul"),
+        n("Add", ["f2", "b2"], ["f3"], name="mlp/fc2/Add"),
+        n("Add", ["res1", "f3"], ["y"], name="residual2"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "transformer_block",
+        [helper.make_tensor_value_info("x", F, ["batch", "seq", d]), helper.make_tensor_value_info("mask", F, ["batch", 1, 1, "seq"])],
+        [helper.make_tensor_value_info("y", F, ["batch", "seq", d])],
+        inits,
+    )
+    b, s = 2, 5
+    mask = np.zeros((b, 1, 1, s), dtype=np.float32)
+    mask[1, 0, 0, 3:] = -1e9
+    save("transformer", model(g, 17), [r.standard_normal((b, s, d)).astype(np.float32), mask])
+
+
+def shapes():
+    """Shape arithmetic over a symbolic batch and sequence: the output keeps
+    [batch, seq, ...] through Shape -> Gather -> Concat -> Reshape."""
+    r = rng(4)
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["shp"], name="shape"),
+        n("Gather", ["shp", "i0"], ["b"], name="gather_batch", axis=0),
+        n("Gather", ["shp", "i1"], ["s"], name="gather_seq", axis=0),
+        n("Mul", ["b", "s"], ["bs"], name="batch_times_seq"),
+        n("Concat", ["bs", "minus1"], ["flat_shape"], name="concat_flat", axis=0),
+        n("Reshape", ["x", "flat_shape"], ["flat"], name="flatten_tokens"),
+        n("MatMul", ["flat", "w"], ["proj"], name="proj"),
+        n("Concat", ["b", "s", "minus1"], ["back_shape"], name="concat_back", axis=0),
+        n("Reshape", ["proj", "back_shape"], ["proj3"], name="unflatten_tokens"),
+        n("Slice", ["shp", "zero", "two"], ["bs_vec"], name="slice_batch_seq"),
+        n("ConstantOfShape", ["bs_vec"], ["ones"], name="ones", value=helper.make_tensor("v", F, [1], [1.0])),
+        n("Unsqueeze", ["ones", "axes_last"], ["ones3"], name="unsqueeze_ones"),
+        n("Mul", ["proj3", "ones3"], ["y"], name="scale_by_ones"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "shapes",
+        [helper.make_tensor_value_info("x", F, ["batch", "seq", 6])],
+        [helper.make_tensor_value_info("y", F, ["batch", "seq", 4])],
+        [
+            init("i0", np.array([0], dtype=np.int64)),
+            init("i1", np.array([1], dtype=np.int64)),
+            init("minus1", np.array([-1], dtype=np.int64)),
+            init("zero", np.array([0], dtype=np.int64)),
+            init("two", np.array([2], dtype=np.int64)),
+            init("axes_last", np.array([2], dtype=np.int64)),
+            init("w", (r.standard_normal((6, 4)) * 0.5).astype(np.float32)),
+        ],
+    )
+    save("shapes", model(g, 17), [r.standard_normal((3, 7, 6)).astype(np.float32)])
+
+
+def if_branches():
+    r = rng(5)
+    then_g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["t"], name="then/Mul")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", F, ["N", 4])],
+        [init("two", np.array(2.0, dtype=np.float32))],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e0"], name="else/Neg"), helper.make_node("Add", ["e0", "bias"], ["e"], name="else/Add")],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", F, ["N", 4])],
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["cond"], name="is_positive"),
+        helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "if_branches",
+        [helper.make_tensor_value_info("x", F, ["N", 4])],
+        [helper.make_tensor_value_info("y", F, ["N", 4])],
+        [init("zero", np.array(0.0, dtype=np.float32)), init("bias", r.standard_normal(4).astype(np.float32))],
+    )
+    x = np.abs(r.standard_normal((3, 4))).astype(np.float32)
+    save("if_branches", model(g, 13), [x])
+
+
+def int_indexing():
+    """int64 indexing: Gather with negative indices, Slice with a negative step,
+    Where on an int64 comparison, ArgMax, and a CumSum over int64."""
+    r = rng(6)
+    n = helper.make_node
+    nodes = [
+        n("Gather", ["table", "ids"], ["emb"], name="embed", axis=0),
+        n("Slice", ["emb", "starts", "ends", "axes", "steps"], ["rev"], name="reverse_tokens"),
+        n("ArgMax", ["rev"], ["best"], name="argmax", axis=-1, keepdims=0),
+        n("Greater", ["best", "two"], ["big"], name="best_gt_two"),
+        n("Where", ["big", "best", "ids"], ["picked"], name="where_pick"),
+        n("CumSum", ["picked", "axis1"], ["y_idx"], name="cumsum"),
+        n("ReduceMax", ["rev", "axes_last"], ["y_max"], name="max_feature", keepdims=0),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "int_indexing",
+        [helper.make_tensor_value_info("ids", I64, ["B", "T"])],
+        [helper.make_tensor_value_info("y_idx", I64, ["B", "T"]), helper.make_tensor_value_info("y_max", F, ["B", "T"])],
+        [
+            init("table", r.standard_normal((11, 5)).astype(np.float32)),
+            init("starts", np.array([-1], dtype=np.int64)),
+            init("ends", np.array([-(2**62)], dtype=np.int64)),
+            init("axes", np.array([1], dtype=np.int64)),
+            init("steps", np.array([-1], dtype=np.int64)),
+            init("two", np.array(2, dtype=np.int64)),
+            init("axis1", np.array(1, dtype=np.int64)),
+            init("axes_last", np.array([-1], dtype=np.int64)),
+        ],
+    )
+    ids = r.integers(-11, 11, size=(2, 6)).astype(np.int64)
+    save("int_indexing", model(g, 18), [ids])
+
+
+def external_data():
+    r = rng(7)
+    nodes = [
+        helper.make_node("MatMul", ["x", "big_w"], ["h"], name="matmul"),
+        helper.make_node("Add", ["h", "big_b"], ["y"], name="add"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "external_data",
+        [helper.make_tensor_value_info("x", F, ["N", 64])],
+        [helper.make_tensor_value_info("y", F, ["N", 48])],
+        [init("big_w", (r.standard_normal((64, 48)) * 0.1).astype(np.float32)), init("big_b", r.standard_normal(48).astype(np.float32))],
+    )
+    save("external_data", model(g, 17), [r.standard_normal((2, 64)).astype(np.float32)], external=True)
+
+
+def versioned(opset):
+    """The same small net at two opsets: Reshape, Pad, ReduceMean, Softmax,
+    Split, Squeeze/Unsqueeze and Clip change signatures between 7 and 18."""
+    r = rng(8)
+    n = helper.make_node
+    old = opset < 11
+    inits = [init("w", (r.standard_normal((4, 2, 3, 3)) * 0.3).astype(np.float32)), init("shape", np.array([0, -1], dtype=np.int64))]
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    if old:
+        nodes.append(n("Pad", ["c"], ["p"], name="pad", pads=[0, 0, 1, 1, 0, 0, 0, 0], mode="constant", value=0.5))
+        nodes.append(n("Clip", ["p"], ["cl"], name="clip", min=-1.0, max=1.0))
+        nodes.append(n("ReduceMean", ["cl"], ["m"], name="mean", axes=[3], keepdims=1))
+        nodes.append(n("Split", ["m"], ["s0", "s1"], name="split", axis=1, split=[1, 3]))
+        nodes.append(n("Squeeze", ["s1"], ["sq"], name="squeeze", axes=[3]))
+        nodes.append(n("Unsqueeze", ["sq"], ["us"], name="unsqueeze", axes=[1]))
+    else:
+        inits += [
+            init("pads", np.array([0, 0, 1, 1, 0, 0, 0, 0], dtype=np.int64)),
+            init("padv", np.array(0.5, dtype=np.float32)),
+            init("lo", np.array(-1.0, dtype=np.float32)),
+            init("hi", np.array(1.0, dtype=np.float32)),
+            init("ax3", np.array([3], dtype=np.int64)),
+            init("ax1", np.array([1], dtype=np.int64)),
+            init("split", np.array([1, 3], dtype=np.int64)),
+        ]
+        nodes.append(n("Pad", ["c", "pads", "padv"], ["p"], name="pad", mode="constant"))
+        nodes.append(n("Clip", ["p", "lo", "hi"], ["cl"], name="clip"))
+        nodes.append(n("ReduceMean", ["cl", "ax3"], ["m"], name="mean", keepdims=1))
+        nodes.append(n("Split", ["m", "split"], ["s0", "s1"], name="split", axis=1))
+        nodes.append(n("Squeeze", ["s1", "ax3"], ["sq"], name="squeeze"))
+        nodes.append(n("Unsqueeze", ["sq", "ax1"], ["us"], name="unsqueeze"))
+    nodes.append(n("Reshape", ["us", "shape"], ["flat"], name="reshape"))
+    nodes.append(n("Softmax", ["flat"], ["y"], name="softmax", axis=1))
+    g = helper.make_graph(
+        nodes,
+        f"versioned_opset{opset}",
+        [helper.make_tensor_value_info("x", F, [2, 2, 6, 5])],
+        [helper.make_tensor_value_info("y", F, [2, 21])],
+        inits,
+    )
+    save(f"opset{opset}", model(g, opset, ir_version=3 if old else None), [rng(9).standard_normal((2, 2, 6, 5)).astype(np.float32)])
+
+
+def loop_counter():
+    """A Loop that accumulates x * i for i in 0..M and stacks the partial sums."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], name="body/cast", to=F),
+            helper.make_node("Mul", ["x", "fi"], ["xi"], name="body/mul"),
+            helper.make_node("Add", ["acc", "xi"], ["acc_out"], name="body/add"),
+            helper.make_node("Identity", ["cond"], ["cond_out"], name="body/cond"),
+            helper.make_node("Identity", ["acc_out"], ["scan_out"], name="body/scan"),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", F, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_out", F, [3]),
+            helper.make_tensor_value_info("scan_out", F, [3]),
+        ],
+    )
+    nodes = [helper.make_node("Loop", ["M", "true", "zeros"], ["final", "partials"], name="loop", body=body)]
+    g = helper.make_graph(
+        nodes,
+        "loop_counter",
+        [helper.make_tensor_value_info("x", F, [3])],
+        [helper.make_tensor_value_info("final", F, [3]), helper.make_tensor_value_info("partials", F, [4, 3])],
+        [init("M", np.array(4, dtype=np.int64)), init("true", np.array(True)), init("zeros", np.zeros(3, dtype=np.float32))],
+    )
+    save("loop_counter", model(g, 16), [np.array([1.0, -2.0, 0.5], dtype=np.float32)])
+
+
+if __name__ == "__main__":
+    mlp()
+    cnn()
+    transformer()
+    shapes()
+    if_branches()
+    int_indexing()
+    external_data()
+    versioned(7)
+    versioned(18)
+    loop_counter()
