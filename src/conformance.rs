@@ -54,7 +54,11 @@ fn map_error_unsupported(e: &MapError) -> bool {
 
 /// One line per error, for tables.
 pub fn one_line(s: &str) -> String {
-    s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ")
+    s.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// Imports the case, specializes it to the first data set's inputs, and checks
@@ -64,16 +68,28 @@ pub fn check_import(case: &Path, registry: &Registry) -> Outcome {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let Some(first) = dirs.first() else { return Outcome::Failed("no test_data_set_*".into()) };
+    let Some(first) = dirs.first() else {
+        return Outcome::Failed("no test_data_set_*".into());
+    };
     let data = match read_data_set(first) {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    check_import_with(&case.join("model.onnx"), registry, &data.inputs, &data.outputs)
+    check_import_with(
+        &case.join("model.onnx"),
+        registry,
+        &data.inputs,
+        &data.outputs,
+    )
 }
 
 /// Like [`check_import`] for a model file with given inputs and expected outputs.
-pub fn check_import_with(model_path: &Path, registry: &Registry, inputs: &[Tensor], outputs: &[Tensor]) -> Outcome {
+pub fn check_import_with(
+    model_path: &Path,
+    registry: &Registry,
+    inputs: &[Tensor],
+    outputs: &[Tensor],
+) -> Outcome {
     let model = match import_file(model_path, registry) {
         Ok(m) => m,
         Err(e) if is_unsupported(&e) => return Outcome::Unsupported(one_line(&e.to_string())),
@@ -81,14 +97,21 @@ pub fn check_import_with(model_path: &Path, registry: &Registry, inputs: &[Tenso
     };
     let mut g = model.graph.clone();
     if inputs.len() != g.inputs().len() {
-        return Outcome::Failed(format!("the model has {} inputs, the data set {}", g.inputs().len(), inputs.len()));
+        return Outcome::Failed(format!(
+            "the model has {} inputs, the data set {}",
+            g.inputs().len(),
+            inputs.len()
+        ));
     }
     let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::dims).collect();
     let b = match bind_shapes(&g, &shapes) {
         Ok(b) => b,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let values: Vec<(usize, Tensor)> = value_inputs(&g).into_iter().map(|i| (i, inputs[i].clone())).collect();
+    let values: Vec<(usize, Tensor)> = value_inputs(&g)
+        .into_iter()
+        .map(|i| (i, inputs[i].clone()))
+        .collect();
     if let Err(e) = bind_input_values(&mut g, &values) {
         return Outcome::Failed(e.to_string());
     }
@@ -97,12 +120,20 @@ pub fn check_import_with(model_path: &Path, registry: &Registry, inputs: &[Tenso
         Err(e) => return Outcome::Failed(one_line(&e.to_string())),
     };
     if g.outputs().len() != outputs.len() {
-        return Outcome::Failed(format!("{} outputs, expected {}", g.outputs().len(), outputs.len()));
+        return Outcome::Failed(format!(
+            "{} outputs, expected {}",
+            g.outputs().len(),
+            outputs.len()
+        ));
     }
     for (o, want) in g.outputs().iter().zip(outputs) {
         let got = g.ty(o.value);
         if got.dtype != want.dtype() || !shape_matches(&got.shape, want.dims()) {
-            return Outcome::Failed(format!("output `{}`: inferred {got}, expected {}", o.name, want.ty()));
+            return Outcome::Failed(format!(
+                "output `{}`: inferred {got}, expected {}",
+                o.name,
+                want.ty()
+            ));
         }
     }
     Outcome::Passed
@@ -114,6 +145,208 @@ fn shape_matches(s: &rlx_ir::Shape, want: &[usize]) -> bool {
     s.rank() == want.len()
         && s.0.iter().zip(want).all(|(d, &w)| match d.known() {
             Some(k) => k == w as i64,
-            None => d.symbols().iter().all(|n| rlx_ir::ops::is_runtime_symbol(n)),
+            None => d
+                .symbols()
+                .iter()
+                .all(|n| rlx_ir::ops::is_runtime_symbol(n)),
         })
+}
+
+/// Comparison tolerances: `|got - want| <= atol + rtol * |want|`.
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Default for Tolerance {
+    /// The ONNX backend test runner's defaults.
+    fn default() -> Tolerance {
+        Tolerance {
+            rtol: 1e-3,
+            atol: 1e-7,
+        }
+    }
+}
+
+/// How one output compares with its reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diff {
+    pub max_abs: f64,
+    pub max_rel: f64,
+    /// Elements outside the tolerance.
+    pub mismatched: usize,
+    pub total: usize,
+}
+
+/// Values of any dtype as f64 (for comparison).
+pub fn values_f64(t: &Tensor) -> Vec<f64> {
+    if let Some(v) = t.to_f64_vec() {
+        return v;
+    }
+    if let Some(v) = t.to_i64_vec() {
+        if t.dtype() == rlx_ir::DType::U64 {
+            return t
+                .as_slice::<u64>()
+                .map(|s| s.iter().map(|&x| x as f64).collect())
+                .unwrap_or_default();
+        }
+        return v.into_iter().map(|x| x as f64).collect();
+    }
+    (0..t.numel())
+        .map(
+            |i| match rlx_cpu::kernels::cast::read(t.dtype(), t.bytes(), i) {
+                rlx_cpu::kernels::cast::Val::Float(f) => f,
+                rlx_cpu::kernels::cast::Val::Int(x) => x as f64,
+            },
+        )
+        .collect()
+}
+
+/// Compares `got` with `want`; `Err` when dtypes or shapes differ.
+pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, String> {
+    if got.dtype() != want.dtype() {
+        return Err(format!(
+            "dtype {} differs from the expected {}",
+            got.dtype(),
+            want.dtype()
+        ));
+    }
+    if got.dims() != want.dims() {
+        return Err(format!(
+            "shape {:?} differs from the expected {:?}",
+            got.dims(),
+            want.dims()
+        ));
+    }
+    let exact = !got.dtype().is_float();
+    let (g, w) = (values_f64(got), values_f64(want));
+    let mut d = Diff {
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatched: 0,
+        total: g.len(),
+    };
+    for (a, b) in g.iter().zip(&w) {
+        if a.is_nan() && b.is_nan() || a == b {
+            continue;
+        }
+        let abs = (a - b).abs();
+        let rel = abs / b.abs().max(f64::MIN_POSITIVE);
+        if abs.is_nan() || abs > d.max_abs {
+            d.max_abs = if abs.is_nan() { f64::INFINITY } else { abs };
+        }
+        d.max_rel = d
+            .max_rel
+            .max(if rel.is_nan() { f64::INFINITY } else { rel });
+        let ok = !exact && abs <= tol.atol + tol.rtol * b.abs();
+        if !ok {
+            d.mismatched += 1;
+        }
+    }
+    Ok(d)
+}
+
+/// True if a run error means "this backend cannot do that" rather than "wrong".
+pub fn run_error_unsupported(e: &crate::Error) -> bool {
+    use rlx_cpu::KernelError as K;
+    match e {
+        crate::Error::Import(i) => is_unsupported(i),
+        crate::Error::Run(rlx_cpu::RunError::Node {
+            source: K::Unsupported(_) | K::DType(_),
+            ..
+        }) => true,
+        _ => false,
+    }
+}
+
+/// Runs every data set of a backend-test case and compares the outputs.
+pub fn run_case(
+    case: &Path,
+    registry: &Registry,
+    target: crate::Target,
+    tol: Tolerance,
+) -> Outcome {
+    let model = match import_file(&case.join("model.onnx"), registry) {
+        Ok(m) => m,
+        Err(e) if is_unsupported(&e) => return Outcome::Unsupported(one_line(&e.to_string())),
+        Err(e) => return Outcome::Failed(one_line(&e.to_string())),
+    };
+    let dirs = match data_set_dirs(case) {
+        Ok(d) if !d.is_empty() => d,
+        Ok(_) => return Outcome::Failed("no test_data_set_*".into()),
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let mut sets = Vec::new();
+    for d in &dirs {
+        match read_data_set(d) {
+            Ok(s) => sets.push(s),
+            Err(e) => return Outcome::Failed(e.to_string()),
+        }
+    }
+    let io: Vec<(Vec<Tensor>, Vec<Tensor>)> =
+        sets.into_iter().map(|s| (s.inputs, s.outputs)).collect();
+    run_model_cases(model, target, &io, tol)
+}
+
+/// Compiles an imported model and checks it on (inputs, expected outputs) pairs.
+pub fn run_model_cases(
+    model: rlx_importer::ImportedModel,
+    target: crate::Target,
+    sets: &[(Vec<Tensor>, Vec<Tensor>)],
+    tol: Tolerance,
+) -> Outcome {
+    let outcome_of = |e: crate::Error| {
+        if run_error_unsupported(&e) {
+            Outcome::Unsupported(one_line(&e.to_string()))
+        } else {
+            Outcome::Failed(one_line(&e.to_string()))
+        }
+    };
+    let compiled = match crate::Compiler::new(target).compile(model, None) {
+        Ok(c) => c,
+        Err(e) => return outcome_of(e),
+    };
+    let names = compiled.input_names();
+    let out_names = compiled.output_names();
+    let session = match crate::Session::new(compiled, crate::SessionOptions { threads: 1 }) {
+        Ok(s) => s,
+        Err(e) => return outcome_of(e),
+    };
+    for (inputs, expected) in sets {
+        if inputs.len() != names.len() {
+            return Outcome::Failed(format!(
+                "{} inputs given, the model has {}",
+                inputs.len(),
+                names.len()
+            ));
+        }
+        let named: Vec<(&str, &Tensor)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(inputs.iter())
+            .collect();
+        let got = match session.run(&named) {
+            Ok(g) => g,
+            Err(e) => return outcome_of(e),
+        };
+        if got.len() != expected.len() {
+            return Outcome::Failed(format!(
+                "{} outputs, expected {}",
+                got.len(),
+                expected.len()
+            ));
+        }
+        for ((g, w), name) in got.iter().zip(expected).zip(&out_names) {
+            match compare(g, w, tol) {
+                Err(e) => return Outcome::Failed(format!("output `{name}`: {e}")),
+                Ok(d) if d.mismatched > 0 => return Outcome::Failed(format!(
+                    "output `{name}`: {} of {} elements differ (max abs {:.3e}, max rel {:.3e})",
+                    d.mismatched, d.total, d.max_abs, d.max_rel
+                )),
+                Ok(_) => {}
+            }
+        }
+    }
+    Outcome::Passed
 }

@@ -1,10 +1,35 @@
 //! rlx-onnx: an ONNX compiler toolchain.
 //!
+//! ```no_run
+//! use rlx_onnx::{Compiler, Session, SessionOptions, Target};
+//! # fn main() -> rlx_onnx::Result<()> {
+//! let model = Compiler::new(Target::Cpu).compile_file("model.onnx".as_ref())?;
+//! rlx_onnx::artifact::save(&model, "model.rlx".as_ref())?;
+//! let session = Session::new(model, SessionOptions::default())?;
+//! let x = rlx_onnx::ir::Tensor::from_f32(&[1, 4], &[1.0, 2.0, 3.0, 4.0])?;
+//! let outputs = session.run(&[("x", &x)])?;
+//! # Ok(()) }
+//! ```
+//!
+//! An application can embed an artifact with
+//! `rlx_onnx::artifact::from_static(include_bytes!("model.rlx"))`.
+//!
 //! The crates behind this facade: [`ir`] (graph, op set, text form),
-//! [`importer`] (ONNX -> IR). The command-line tool is `rlx-onnx`.
+//! [`importer`] (ONNX -> IR), [`passes`], [`cpu`] (the CPU backend).
 
+pub mod artifact;
+pub mod compile;
 pub mod conformance;
+pub mod error;
+pub mod npy;
+pub mod session;
 pub mod testdata;
 
+pub use compile::{CompiledModel, Compiler, Target};
+pub use error::{Error, InputError, Result};
+pub use rlx_cpu as cpu;
 pub use rlx_importer as importer;
 pub use rlx_ir as ir;
+pub use rlx_passes as passes;
+pub use rlx_passes::OptLevel;
+pub use session::{PlanInfo, Session, SessionOptions};

@@ -25,10 +25,15 @@ pub enum TestDataError {
 
 fn numbered(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, TestDataError> {
     let mut v: Vec<(usize, PathBuf)> = Vec::new();
-    let rd = std::fs::read_dir(dir).map_err(|e| TestDataError::Io(dir.to_path_buf(), e.to_string()))?;
+    let rd =
+        std::fs::read_dir(dir).map_err(|e| TestDataError::Io(dir.to_path_buf(), e.to_string()))?;
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if let Some(n) = name.strip_prefix(prefix).and_then(|r| r.strip_suffix(".pb")).and_then(|n| n.parse().ok()) {
+        if let Some(n) = name
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix(".pb"))
+            .and_then(|n| n.parse().ok())
+        {
             v.push((n, e.path()));
         }
     }
@@ -38,29 +43,54 @@ fn numbered(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, TestDataError> {
 
 /// Reads one `.pb` tensor file.
 pub fn read_pb(path: &Path) -> Result<Tensor, TestDataError> {
-    let bytes = std::fs::read(path).map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
     tensor_from_pb(&bytes).map_err(|e| TestDataError::Tensor(path.to_path_buf(), e.to_string()))
 }
 
 /// Reads `dir/input_*.pb` and `dir/output_*.pb`.
 pub fn read_data_set(dir: &Path) -> Result<DataSet, TestDataError> {
-    let inputs = numbered(dir, "input_")?.iter().map(|p| read_pb(p)).collect::<Result<_, _>>()?;
-    let outputs = numbered(dir, "output_")?.iter().map(|p| read_pb(p)).collect::<Result<_, _>>()?;
-    Ok(DataSet { dir: dir.to_path_buf(), inputs, outputs })
+    let inputs = numbered(dir, "input_")?
+        .iter()
+        .map(|p| read_pb(p))
+        .collect::<Result<_, _>>()?;
+    let outputs = numbered(dir, "output_")?
+        .iter()
+        .map(|p| read_pb(p))
+        .collect::<Result<_, _>>()?;
+    Ok(DataSet {
+        dir: dir.to_path_buf(),
+        inputs,
+        outputs,
+    })
 }
 
 /// The `test_data_set_*` directories of a case, sorted.
 pub fn data_set_dirs(case: &Path) -> Result<Vec<PathBuf>, TestDataError> {
-    let rd = std::fs::read_dir(case).map_err(|e| TestDataError::Io(case.to_path_buf(), e.to_string()))?;
-    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("test_data_set_"))).collect();
+    let rd = std::fs::read_dir(case)
+        .map_err(|e| TestDataError::Io(case.to_path_buf(), e.to_string()))?;
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("test_data_set_"))
+        })
+        .collect();
     v.sort();
     Ok(v)
 }
 
 /// The case directories (containing `model.onnx`) directly under `root`, sorted.
 pub fn case_dirs(root: &Path) -> Result<Vec<PathBuf>, TestDataError> {
-    let rd = std::fs::read_dir(root).map_err(|e| TestDataError::Io(root.to_path_buf(), e.to_string()))?;
-    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.join("model.onnx").is_file()).collect();
+    let rd = std::fs::read_dir(root)
+        .map_err(|e| TestDataError::Io(root.to_path_buf(), e.to_string()))?;
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("model.onnx").is_file())
+        .collect();
     v.sort();
     Ok(v)
 }
@@ -75,14 +105,19 @@ pub struct LightModel {
 
 /// The light models under `dir`, sorted by name.
 pub fn light_models(dir: &Path) -> Result<Vec<LightModel>, TestDataError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| TestDataError::Io(dir.to_path_buf(), e.to_string()))?;
+    let rd =
+        std::fs::read_dir(dir).map_err(|e| TestDataError::Io(dir.to_path_buf(), e.to_string()))?;
     let mut v = Vec::new();
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
         if let Some(stem) = name.strip_suffix(".onnx") {
             let output = dir.join(format!("{stem}_output_0.pb"));
             if output.is_file() {
-                v.push(LightModel { name: stem.to_string(), model: e.path(), output });
+                v.push(LightModel {
+                    name: stem.to_string(),
+                    model: e.path(),
+                    output,
+                });
             }
         }
     }

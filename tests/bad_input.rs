@@ -6,27 +6,50 @@ use std::path::Path;
 
 use prost::Message;
 use rlx_onnx::importer::proto::{
-    tensor_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
+    tensor_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use rlx_onnx::importer::{import_bytes, import_file, ImportError, Registry};
 
 fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
     use rlx_onnx::importer::proto::tensor_shape_proto::{dimension, Dimension};
-    let shape = TensorShapeProto { dim: dims.iter().map(|&d| Dimension { value: Some(dimension::Value::DimValue(d)), ..Default::default() }).collect() };
+    let shape = TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&d| Dimension {
+                value: Some(dimension::Value::DimValue(d)),
+                ..Default::default()
+            })
+            .collect(),
+    };
     ValueInfoProto {
         name: Some(name.into()),
-        r#type: Some(TypeProto { value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: Some(1), shape: Some(shape) })), ..Default::default() }),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(shape),
+            })),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
 
 /// `y = x + w` where `w` is the given initializer.
 fn add_model(w: TensorProto) -> ModelProto {
-    let node = NodeProto { input: vec!["x".into(), "w".into()], output: vec!["y".into()], op_type: Some("Add".into()), name: Some("add".into()), ..Default::default() };
+    let node = NodeProto {
+        input: vec!["x".into(), "w".into()],
+        output: vec!["y".into()],
+        op_type: Some("Add".into()),
+        name: Some("add".into()),
+        ..Default::default()
+    };
     ModelProto {
         ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
         graph: Some(GraphProto {
             node: vec![node],
             name: Some("g".into()),
@@ -40,12 +63,21 @@ fn add_model(w: TensorProto) -> ModelProto {
 }
 
 fn external(location: &str, offset: Option<&str>, length: Option<&str>) -> TensorProto {
-    let mut ext = vec![StringStringEntryProto { key: Some("location".into()), value: Some(location.into()) }];
+    let mut ext = vec![StringStringEntryProto {
+        key: Some("location".into()),
+        value: Some(location.into()),
+    }];
     if let Some(o) = offset {
-        ext.push(StringStringEntryProto { key: Some("offset".into()), value: Some(o.into()) });
+        ext.push(StringStringEntryProto {
+            key: Some("offset".into()),
+            value: Some(o.into()),
+        });
     }
     if let Some(l) = length {
-        ext.push(StringStringEntryProto { key: Some("length".into()), value: Some(l.into()) });
+        ext.push(StringStringEntryProto {
+            key: Some("length".into()),
+            value: Some(l.into()),
+        });
     }
     TensorProto {
         name: Some("w".into()),
@@ -107,8 +139,16 @@ fn corrupted_models_never_panic() {
 
 #[test]
 fn not_a_model_is_a_decode_error() {
-    let e = import_bytes(b"this is not protobuf \xff\xff\xff", None, &Registry::standard()).unwrap_err();
-    assert!(matches!(e, ImportError::Decode(_) | ImportError::NoGraph), "{e}");
+    let e = import_bytes(
+        b"this is not protobuf \xff\xff\xff",
+        None,
+        &Registry::standard(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, ImportError::Decode(_) | ImportError::NoGraph),
+        "{e}"
+    );
     let e = import_file(Path::new("/nonexistent/model.onnx"), &Registry::standard()).unwrap_err();
     assert!(matches!(e, ImportError::Io { .. }), "{e}");
 }
@@ -120,7 +160,10 @@ fn external_data_outside_the_model_directory_is_refused() {
     for loc in ["../w.bin", "/etc/passwd", "sub/../../w.bin"] {
         let e = import_in(&dir, &add_model(external(loc, None, None))).unwrap_err();
         let s = e.to_string();
-        assert!(s.contains("is refused") && s.contains(&format!("`{loc}`")) && s.contains("tensor `w`"), "{loc}: {s}");
+        assert!(
+            s.contains("is refused") && s.contains(&format!("`{loc}`")) && s.contains("tensor `w`"),
+            "{loc}: {s}"
+        );
     }
     // A symlink that resolves outside is refused too.
     let outside = tempdir("outside-target");
@@ -146,36 +189,69 @@ fn external_data_ranges_are_checked() {
     let e = import_in(&dir, &add_model(external("missing.bin", None, None))).unwrap_err();
     assert!(e.to_string().contains("missing.bin"), "{e}");
     // A model from memory has no directory to resolve against.
-    let e = import_bytes(&add_model(external("w.bin", None, None)).encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    let e = import_bytes(
+        &add_model(external("w.bin", None, None)).encode_to_vec(),
+        None,
+        &Registry::standard(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("no directory"), "{e}");
 }
 
 #[test]
 fn absurd_dims_are_errors() {
-    let w = TensorProto { name: Some("w".into()), dims: vec![1 << 40, 1 << 40], data_type: Some(1), float_data: vec![1.0; 4], ..Default::default() };
+    let w = TensorProto {
+        name: Some("w".into()),
+        dims: vec![1 << 40, 1 << 40],
+        data_type: Some(1),
+        float_data: vec![1.0; 4],
+        ..Default::default()
+    };
     let e = import_bytes(&add_model(w).encode_to_vec(), None, &Registry::standard()).unwrap_err();
     assert!(e.to_string().contains("`w`"), "{e}");
-    let w = TensorProto { name: Some("w".into()), dims: vec![-3], data_type: Some(1), ..Default::default() };
+    let w = TensorProto {
+        name: Some("w".into()),
+        dims: vec![-3],
+        data_type: Some(1),
+        ..Default::default()
+    };
     assert!(import_bytes(&add_model(w).encode_to_vec(), None, &Registry::standard()).is_err());
 }
 
 #[test]
 fn unknown_ops_name_the_node() {
-    let mut m = add_model(TensorProto { name: Some("w".into()), dims: vec![4], data_type: Some(1), float_data: vec![1.0; 4], ..Default::default() });
+    let mut m = add_model(TensorProto {
+        name: Some("w".into()),
+        dims: vec![4],
+        data_type: Some(1),
+        float_data: vec![1.0; 4],
+        ..Default::default()
+    });
     let g = m.graph.as_mut().unwrap();
     g.node[0].op_type = Some("FrobnicateV2".into());
     g.node[0].name = Some("my_node".into());
     let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
     let s = e.to_string();
-    assert!(s.contains("my_node") && s.contains("FrobnicateV2") && s.contains("opset 17"), "{s}");
+    assert!(
+        s.contains("my_node") && s.contains("FrobnicateV2") && s.contains("opset 17"),
+        "{s}"
+    );
     // An attribute the mapper does not know is an error, not ignored.
-    let mut m = add_model(TensorProto { name: Some("w".into()), dims: vec![4], data_type: Some(1), float_data: vec![1.0; 4], ..Default::default() });
-    m.graph.as_mut().unwrap().node[0].attribute.push(rlx_onnx::importer::proto::AttributeProto {
-        name: Some("mystery".into()),
-        r#type: Some(2),
-        i: Some(1),
+    let mut m = add_model(TensorProto {
+        name: Some("w".into()),
+        dims: vec![4],
+        data_type: Some(1),
+        float_data: vec![1.0; 4],
         ..Default::default()
     });
+    m.graph.as_mut().unwrap().node[0]
+        .attribute
+        .push(rlx_onnx::importer::proto::AttributeProto {
+            name: Some("mystery".into()),
+            r#type: Some(2),
+            i: Some(1),
+            ..Default::default()
+        });
     let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
     assert!(e.to_string().contains("mystery"), "{e}");
 }

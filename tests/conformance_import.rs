@@ -9,7 +9,9 @@ use rlx_onnx::testdata::{arange_input, case_dirs, light_models, read_pb};
 
 #[test]
 fn node_suite_imports() {
-    let Some(data) = common::testdata() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
     let registry = Registry::standard();
     let cases = case_dirs(&data.join("node")).unwrap();
     assert_eq!(cases.len(), 1765);
@@ -22,12 +24,18 @@ fn node_suite_imports() {
             Outcome::Unsupported(_) => {}
         }
     }
-    assert!(passed >= 1500, "{passed} passed; failures:\n{}", failed.join("\n"));
+    assert!(
+        passed >= 1500,
+        "{passed} passed; failures:\n{}",
+        failed.join("\n")
+    );
 }
 
 #[test]
 fn light_models_import_with_declared_output_shapes() {
-    let Some(data) = common::testdata() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
     let registry = Registry::standard();
     let models = light_models(&data.join("light")).unwrap();
     assert_eq!(models.len(), 9);
@@ -37,10 +45,23 @@ fn light_models_import_with_declared_output_shapes() {
         let inputs: Vec<_> = g
             .inputs()
             .iter()
-            .map(|&i| arange_input(&g.node(i).outputs[0].shape.as_known().expect("light inputs are static")).unwrap())
+            .map(|&i| {
+                arange_input(
+                    &g.node(i).outputs[0]
+                        .shape
+                        .as_known()
+                        .expect("light inputs are static"),
+                )
+                .unwrap()
+            })
             .collect();
         let expected = read_pb(&m.output).unwrap();
-        assert_eq!(check_import_with(&m.model, &registry, &inputs, &[expected]), Outcome::Passed, "{}", m.name);
+        assert_eq!(
+            check_import_with(&m.model, &registry, &inputs, &[expected]),
+            Outcome::Passed,
+            "{}",
+            m.name
+        );
     }
 }
 
@@ -48,6 +69,11 @@ fn light_models_import_with_declared_output_shapes() {
 fn golden_models_import_with_expected_output_shapes() {
     let registry = Registry::standard();
     for case in common::golden_cases() {
-        assert_eq!(check_import(&case, &registry), Outcome::Passed, "{}", case.display());
+        assert_eq!(
+            check_import(&case, &registry),
+            Outcome::Passed,
+            "{}",
+            case.display()
+        );
     }
 }

@@ -11,13 +11,19 @@ use rlx_onnx::ir::verify;
 
 /// Returns an error message if the model imports but does not round-trip.
 fn check(model: &Path, registry: &Registry) -> Result<bool, String> {
-    let Ok(m) = import_file(model, registry) else { return Ok(false) };
+    let Ok(m) = import_file(model, registry) else {
+        return Ok(false);
+    };
     verify(&m.graph, Some(&m.weights)).map_err(|e| format!("{}: verify: {e}", model.display()))?;
     let text = print_graph(&m.graph);
-    let parsed = parse_graph(&text).map_err(|e| format!("{}: parse: {e}\n{text}", model.display()))?;
+    let parsed =
+        parse_graph(&text).map_err(|e| format!("{}: parse: {e}\n{text}", model.display()))?;
     let again = print_graph(&parsed);
     if again != text {
-        return Err(format!("{}: print -> parse -> print differs", model.display()));
+        return Err(format!(
+            "{}: print -> parse -> print differs",
+            model.display()
+        ));
     }
     Ok(true)
 }
@@ -34,7 +40,9 @@ fn golden_models_round_trip() {
 
 #[test]
 fn node_cases_round_trip() {
-    let Some(data) = common::testdata() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
     let registry = Registry::standard();
     let mut imported = 0;
     let mut errors = Vec::new();
@@ -45,6 +53,11 @@ fn node_cases_round_trip() {
             Err(e) => errors.push(e),
         }
     }
-    assert!(errors.is_empty(), "{} cases fail:\n{}", errors.len(), errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "{} cases fail:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
     assert!(imported > 1500, "only {imported} node cases imported");
 }

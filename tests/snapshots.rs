@@ -15,7 +15,8 @@ fn golden_import_snapshots() {
     settings.bind(|| {
         for case in common::golden_cases() {
             let name = case.file_name().unwrap().to_string_lossy().to_string();
-            let m = import_file(&case.join("model.onnx"), &registry).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let m = import_file(&case.join("model.onnx"), &registry)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             insta::assert_snapshot!(format!("import__{name}"), print_graph(&m.graph));
         }
     });

@@ -22,9 +22,23 @@ pub struct NodeCtx<'a, 'r> {
 }
 
 impl<'a, 'r> NodeCtx<'a, 'r> {
-    pub(crate) fn new(imp: &'a mut Importer<'r>, node: &'a NodeProto, opset: i64, display: String, level: usize) -> Self {
+    pub(crate) fn new(
+        imp: &'a mut Importer<'r>,
+        node: &'a NodeProto,
+        opset: i64,
+        display: String,
+        level: usize,
+    ) -> Self {
         let n_out = node.output.len();
-        NodeCtx { imp, node, opset, display, level, read: vec![false; node.attribute.len()], outputs: vec![None; n_out] }
+        NodeCtx {
+            imp,
+            node,
+            opset,
+            display,
+            level,
+            read: vec![false; node.attribute.len()],
+            outputs: vec![None; n_out],
+        }
     }
 
     /// The ONNX node's name (or `OpType_N` when it has none).
@@ -130,14 +144,21 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
     // ----- attributes -----
 
     fn attr(&mut self, name: &str) -> Option<&'a AttributeProto> {
-        let i = self.node.attribute.iter().position(|a| a.name.as_deref() == Some(name))?;
+        let i = self
+            .node
+            .attribute
+            .iter()
+            .position(|a| a.name.as_deref() == Some(name))?;
         self.read[i] = true;
         Some(&self.node.attribute[i])
     }
 
     /// True if the node sets attribute `name`.
     pub fn has_attr(&self, name: &str) -> bool {
-        self.node.attribute.iter().any(|a| a.name.as_deref() == Some(name))
+        self.node
+            .attribute
+            .iter()
+            .any(|a| a.name.as_deref() == Some(name))
     }
 
     /// Marks an attribute as deliberately irrelevant at inference.
@@ -146,10 +167,17 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
     }
 
     fn attr_err(name: &str, reason: impl Into<String>) -> MapError {
-        MapError::Attr { name: name.to_string(), reason: reason.into() }
+        MapError::Attr {
+            name: name.to_string(),
+            reason: reason.into(),
+        }
     }
 
-    fn typed(&mut self, name: &str, want: AttributeType) -> Result<Option<&'a AttributeProto>, MapError> {
+    fn typed(
+        &mut self,
+        name: &str,
+        want: AttributeType,
+    ) -> Result<Option<&'a AttributeProto>, MapError> {
         match self.attr(name) {
             None => Ok(None),
             Some(a) => {
@@ -158,14 +186,22 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
                 if t == want as i32 || t == 0 {
                     Ok(Some(a))
                 } else {
-                    Err(Self::attr_err(name, format!("has type {:?}, expected {want:?}", AttributeType::try_from(t).unwrap_or(AttributeType::Undefined))))
+                    Err(Self::attr_err(
+                        name,
+                        format!(
+                            "has type {:?}, expected {want:?}",
+                            AttributeType::try_from(t).unwrap_or(AttributeType::Undefined)
+                        ),
+                    ))
                 }
             }
         }
     }
 
     pub fn attr_i_opt(&mut self, name: &str) -> Result<Option<i64>, MapError> {
-        Ok(self.typed(name, AttributeType::Int)?.map(|a| a.i.unwrap_or(0)))
+        Ok(self
+            .typed(name, AttributeType::Int)?
+            .map(|a| a.i.unwrap_or(0)))
     }
 
     pub fn attr_i(&mut self, name: &str, default: i64) -> Result<i64, MapError> {
@@ -182,7 +218,9 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
     }
 
     pub fn attr_f_opt(&mut self, name: &str) -> Result<Option<f32>, MapError> {
-        Ok(self.typed(name, AttributeType::Float)?.map(|a| a.f.unwrap_or(0.0)))
+        Ok(self
+            .typed(name, AttributeType::Float)?
+            .map(|a| a.f.unwrap_or(0.0)))
     }
 
     pub fn attr_f(&mut self, name: &str, default: f32) -> Result<f32, MapError> {
@@ -190,27 +228,41 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
     }
 
     pub fn attr_ints(&mut self, name: &str) -> Result<Option<Vec<i64>>, MapError> {
-        Ok(self.typed(name, AttributeType::Ints)?.map(|a| a.ints.clone()))
+        Ok(self
+            .typed(name, AttributeType::Ints)?
+            .map(|a| a.ints.clone()))
     }
 
     pub fn attr_floats(&mut self, name: &str) -> Result<Option<Vec<f32>>, MapError> {
-        Ok(self.typed(name, AttributeType::Floats)?.map(|a| a.floats.clone()))
+        Ok(self
+            .typed(name, AttributeType::Floats)?
+            .map(|a| a.floats.clone()))
     }
 
     pub fn attr_s(&mut self, name: &str) -> Result<Option<String>, MapError> {
         match self.typed(name, AttributeType::String)? {
             None => Ok(None),
-            Some(a) => String::from_utf8(a.s.clone().unwrap_or_default()).map(Some).map_err(|_| Self::attr_err(name, "is not UTF-8")),
+            Some(a) => String::from_utf8(a.s.clone().unwrap_or_default())
+                .map(Some)
+                .map_err(|_| Self::attr_err(name, "is not UTF-8")),
         }
     }
 
     /// A string attribute from `allowed`, or `default`; anything else is an error.
-    pub fn attr_choice(&mut self, name: &str, default: &str, allowed: &[&str]) -> Result<String, MapError> {
+    pub fn attr_choice(
+        &mut self,
+        name: &str,
+        default: &str,
+        allowed: &[&str],
+    ) -> Result<String, MapError> {
         let v = self.attr_s(name)?.unwrap_or_else(|| default.to_string());
         if allowed.contains(&v.as_str()) {
             Ok(v)
         } else {
-            Err(Self::attr_err(name, format!("`{v}` is not supported (supported: {})", allowed.join(", "))))
+            Err(Self::attr_err(
+                name,
+                format!("`{v}` is not supported (supported: {})", allowed.join(", ")),
+            ))
         }
     }
 
@@ -218,21 +270,27 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
         match self.typed(name, AttributeType::Tensor)? {
             None => Ok(None),
             Some(a) => {
-                let tp = a.t.as_ref().ok_or_else(|| Self::attr_err(name, "has no tensor"))?;
+                let tp =
+                    a.t.as_ref()
+                        .ok_or_else(|| Self::attr_err(name, "has no tensor"))?;
                 Ok(Some(tensor_from_proto(tp, &mut self.imp.ext)?))
             }
         }
     }
 
     pub fn attr_g(&mut self, name: &str) -> Result<Option<&'a GraphProto>, MapError> {
-        Ok(self.typed(name, AttributeType::Graph)?.and_then(|a| a.g.as_ref()))
+        Ok(self
+            .typed(name, AttributeType::Graph)?
+            .and_then(|a| a.g.as_ref()))
     }
 
     /// A dtype attribute (a `TensorProto.DataType` code).
     pub fn attr_dtype(&mut self, name: &str) -> Result<Option<DType>, MapError> {
         match self.attr_i_opt(name)? {
             None => Ok(None),
-            Some(c) => DType::from_onnx_code(c as i32).map(Some).ok_or_else(|| Self::attr_err(name, format!("dtype code {c} is not supported"))),
+            Some(c) => DType::from_onnx_code(c as i32)
+                .map(Some)
+                .ok_or_else(|| Self::attr_err(name, format!("dtype code {c} is not supported"))),
         }
     }
 
@@ -247,7 +305,11 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
             if o.is_empty() {
                 continue;
             }
-            let v = self.outputs[i].ok_or_else(|| MapError::Unsupported(format!("output {i} (`{o}`) is not produced by this importer")))?;
+            let v = self.outputs[i].ok_or_else(|| {
+                MapError::Unsupported(format!(
+                    "output {i} (`{o}`) is not produced by this importer"
+                ))
+            })?;
             self.imp.frames[self.level].names.insert(o.clone(), v);
         }
         Ok(())
@@ -263,7 +325,10 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
         let name = f.graph.unique_name(&self.display);
         let id = f
             .graph
-            .add_node(Node::new(op, name, vec![self.display.clone()], Vec::new()), inputs)
+            .add_node(
+                Node::new(op, name, vec![self.display.clone()], Vec::new()),
+                inputs,
+            )
             .map_err(|e| MapError::Unsupported(e.to_string()))?;
         match infer_node(&f.graph, id, &f.values, Some(weights)) {
             Ok(types) => {
@@ -282,13 +347,16 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
     /// Adds a single-output node.
     pub fn add1(&mut self, op: impl Into<Op>, inputs: &[Value]) -> Result<Value, MapError> {
         let v = self.add(op, inputs)?;
-        v.first().copied().ok_or_else(|| MapError::Unsupported("op produced no output".into()))
+        v.first()
+            .copied()
+            .ok_or_else(|| MapError::Unsupported("op produced no output".into()))
     }
 
     /// A constant (inline when small, a weight otherwise).
     pub fn constant(&mut self, t: Tensor) -> Value {
         let name = format!("{}.const", self.display);
-        self.imp.add_tensor(self.level, &name, t, vec![self.display.clone()])
+        self.imp
+            .add_tensor(self.level, &name, t, vec![self.display.clone()])
     }
 
     /// A 1-D i64 constant.
@@ -304,15 +372,26 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
         } else {
             int_tensor(dtype, &[], &[v as i64])
         };
-        let t = t.ok_or_else(|| MapError::Unsupported(format!("no scalar constant of dtype {dtype}")))?;
+        let t =
+            t.ok_or_else(|| MapError::Unsupported(format!("no scalar constant of dtype {dtype}")))?;
         Ok(self.constant(t))
     }
 
     /// Imports a subgraph attribute. `formal` gives the types of the body's own
     /// inputs where the outer op determines them. Returns the graph (captures
     /// appended to its inputs) and the captured outer values.
-    pub fn subgraph(&mut self, attr: &str, gp: &GraphProto, formal: &[Option<TensorType>]) -> Result<(Graph, Vec<String>), MapError> {
-        self.imp.build(gp, Some(formal)).map_err(|e| MapError::Subgraph { attr: attr.to_string(), source: Box::new(e) })
+    pub fn subgraph(
+        &mut self,
+        attr: &str,
+        gp: &GraphProto,
+        formal: &[Option<TensorType>],
+    ) -> Result<(Graph, Vec<String>), MapError> {
+        self.imp
+            .build(gp, Some(formal))
+            .map_err(|e| MapError::Subgraph {
+                attr: attr.to_string(),
+                source: Box::new(e),
+            })
     }
 
     /// Inlines a subgraph into this node's graph (see [`Graph::inline`]),
@@ -320,9 +399,16 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
     pub fn inline(&mut self, sub: &Graph, args: &[Value]) -> Result<Vec<Value>, MapError> {
         let weights = &self.imp.weights;
         let f = &mut self.imp.frames[self.level];
-        let before: std::collections::HashSet<rlx_ir::NodeId> = f.graph.node_ids().into_iter().collect();
-        let outs = f.graph.inline(sub, args).map_err(|e| MapError::Unsupported(e.to_string()))?;
-        let order = f.graph.topo_order().map_err(|e| MapError::Unsupported(e.to_string()))?;
+        let before: std::collections::HashSet<rlx_ir::NodeId> =
+            f.graph.node_ids().into_iter().collect();
+        let outs = f
+            .graph
+            .inline(sub, args)
+            .map_err(|e| MapError::Unsupported(e.to_string()))?;
+        let order = f
+            .graph
+            .topo_order()
+            .map_err(|e| MapError::Unsupported(e.to_string()))?;
         for id in order {
             if !before.contains(&id) {
                 let node = f.graph.node_mut(id);

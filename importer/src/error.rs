@@ -45,8 +45,16 @@ pub struct NodeIssue {
 
 impl fmt::Display for NodeIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let domain = if self.domain.is_empty() { "ai.onnx" } else { &self.domain };
-        write!(f, "node `{}` ({} {domain} opset {}): {}", self.name, self.op_type, self.opset, self.error)
+        let domain = if self.domain.is_empty() {
+            "ai.onnx"
+        } else {
+            &self.domain
+        };
+        write!(
+            f,
+            "node `{}` ({} {domain} opset {}): {}",
+            self.name, self.op_type, self.opset, self.error
+        )
     }
 }
 
@@ -58,9 +66,17 @@ pub enum TensorError {
     #[error("tensor `{name}`: {reason}")]
     Data { name: String, reason: String },
     #[error("tensor `{name}`: external data location `{location}` is refused: {reason}")]
-    ExternalPath { name: String, location: String, reason: String },
+    ExternalPath {
+        name: String,
+        location: String,
+        reason: String,
+    },
     #[error("tensor `{name}`: external data in `{path}`: {reason}")]
-    ExternalData { name: String, path: PathBuf, reason: String },
+    ExternalData {
+        name: String,
+        path: PathBuf,
+        reason: String,
+    },
 }
 
 /// Why a model could not be imported.
@@ -73,7 +89,11 @@ pub enum ImportError {
     #[error("the model has no graph")]
     NoGraph,
     #[error("graph {what} `{name}`: {reason}")]
-    Value { what: &'static str, name: String, reason: String },
+    Value {
+        what: &'static str,
+        name: String,
+        reason: String,
+    },
     #[error(transparent)]
     Tensor(#[from] TensorError),
     #[error("{} node(s) could not be imported:\n{}", .0.len(), list(.0))]
@@ -83,7 +103,11 @@ pub enum ImportError {
 }
 
 fn list(issues: &[NodeIssue]) -> String {
-    issues.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n")
+    issues
+        .iter()
+        .map(|i| format!("  {i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 impl ImportError {

@@ -32,8 +32,17 @@ pub struct ImportedModel {
 
 /// Reads and imports an `.onnx` file; external data resolves next to it.
 pub fn import_file(path: &Path, registry: &Registry) -> Result<ImportedModel, ImportError> {
-    let bytes = std::fs::read(path).map_err(|e| ImportError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
-    let dir = path.parent().map(|p| if p.as_os_str().is_empty() { PathBuf::from(".") } else { p.to_path_buf() });
+    let bytes = std::fs::read(path).map_err(|e| ImportError::Io {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let dir = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            p.to_path_buf()
+        }
+    });
     import_bytes(&bytes, dir, registry)
 }
 
@@ -43,17 +52,28 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto, ImportError> {
 }
 
 /// Imports a serialized model; `base_dir` is where external data may live.
-pub fn import_bytes(bytes: &[u8], base_dir: Option<PathBuf>, registry: &Registry) -> Result<ImportedModel, ImportError> {
+pub fn import_bytes(
+    bytes: &[u8],
+    base_dir: Option<PathBuf>,
+    registry: &Registry,
+) -> Result<ImportedModel, ImportError> {
     let model = decode_model(bytes)?;
     import_model(&model, base_dir, registry)
 }
 
 /// Imports a decoded model.
-pub fn import_model(model: &ModelProto, base_dir: Option<PathBuf>, registry: &Registry) -> Result<ImportedModel, ImportError> {
+pub fn import_model(
+    model: &ModelProto,
+    base_dir: Option<PathBuf>,
+    registry: &Registry,
+) -> Result<ImportedModel, ImportError> {
     let gp = model.graph.as_ref().ok_or(ImportError::NoGraph)?;
     let mut opsets = HashMap::new();
     for o in &model.opset_import {
-        opsets.insert(norm_domain(o.domain.as_deref().unwrap_or("")).to_string(), o.version.unwrap_or(1));
+        opsets.insert(
+            norm_domain(o.domain.as_deref().unwrap_or("")).to_string(),
+            o.version.unwrap_or(1),
+        );
     }
     if model.opset_import.is_empty() {
         // IR version 1/2 models without opset_import mean opset 1.
@@ -76,7 +96,13 @@ pub fn import_model(model: &ModelProto, base_dir: Option<PathBuf>, registry: &Re
         weights: imp.weights,
         ir_version: model.ir_version.unwrap_or(0),
         opsets,
-        producer: format!("{} {}", model.producer_name.clone().unwrap_or_default(), model.producer_version.clone().unwrap_or_default()).trim().to_string(),
+        producer: format!(
+            "{} {}",
+            model.producer_name.clone().unwrap_or_default(),
+            model.producer_version.clone().unwrap_or_default()
+        )
+        .trim()
+        .to_string(),
     })
 }
 
@@ -107,24 +133,48 @@ pub(crate) const POISONED: &str = "\u{0}poisoned";
 
 impl<'r> Importer<'r> {
     pub fn frame(&mut self) -> &mut Frame {
-        self.frames.last_mut().expect("importer always has a frame while mapping")
+        self.frames
+            .last_mut()
+            .expect("importer always has a frame while mapping")
     }
 
     /// The tensor type of a value-info, with fresh symbols for unnamed unknown dims.
-    pub fn value_type(&mut self, vi: &ValueInfoProto, what: &'static str) -> Result<TensorType, ImportError> {
+    pub fn value_type(
+        &mut self,
+        vi: &ValueInfoProto,
+        what: &'static str,
+    ) -> Result<TensorType, ImportError> {
         let name = vi.name.clone().unwrap_or_default();
-        let err = |reason: String| ImportError::Value { what, name: name.clone(), reason };
-        let tp = vi.r#type.as_ref().and_then(|t| t.value.as_ref()).ok_or_else(|| err("has no type".into()))?;
+        let err = |reason: String| ImportError::Value {
+            what,
+            name: name.clone(),
+            reason,
+        };
+        let tp = vi
+            .r#type
+            .as_ref()
+            .and_then(|t| t.value.as_ref())
+            .ok_or_else(|| err("has no type".into()))?;
         let tt = match tp {
             type_proto::Value::TensorType(t) => t,
-            type_proto::Value::SequenceType(_) => return Err(err("sequence types are not supported".into())),
-            type_proto::Value::OptionalType(_) => return Err(err("optional types are not supported".into())),
+            type_proto::Value::SequenceType(_) => {
+                return Err(err("sequence types are not supported".into()))
+            }
+            type_proto::Value::OptionalType(_) => {
+                return Err(err("optional types are not supported".into()))
+            }
             type_proto::Value::MapType(_) => return Err(err("map types are not supported".into())),
-            type_proto::Value::SparseTensorType(_) => return Err(err("sparse tensors are not supported".into())),
+            type_proto::Value::SparseTensorType(_) => {
+                return Err(err("sparse tensors are not supported".into()))
+            }
         };
         let code = tt.elem_type.unwrap_or(0);
-        let dtype = rlx_ir::DType::from_onnx_code(code).ok_or_else(|| err(format!("element type {code} is not supported")))?;
-        let shape = tt.shape.as_ref().ok_or_else(|| err("has no shape (unknown rank is not supported)".into()))?;
+        let dtype = rlx_ir::DType::from_onnx_code(code)
+            .ok_or_else(|| err(format!("element type {code} is not supported")))?;
+        let shape = tt
+            .shape
+            .as_ref()
+            .ok_or_else(|| err("has no shape (unknown rank is not supported)".into()))?;
         let mut dims = Vec::new();
         for d in &shape.dim {
             use crate::proto::tensor_shape_proto::dimension::Value as DV;
@@ -143,7 +193,11 @@ impl<'r> Importer<'r> {
     /// Builds a graph from `gp`, returning it and the outer names it captures
     /// (appended to its inputs in that order). `formal` overrides declared input
     /// types (bodies whose inputs take the outer types).
-    pub fn build(&mut self, gp: &GraphProto, formal: Option<&[Option<TensorType>]>) -> Result<(Graph, Vec<String>), ImportError> {
+    pub fn build(
+        &mut self,
+        gp: &GraphProto,
+        formal: Option<&[Option<TensorType>]>,
+    ) -> Result<(Graph, Vec<String>), ImportError> {
         let mut frame = Frame {
             graph: Graph::new(),
             names: HashMap::new(),
@@ -153,10 +207,16 @@ impl<'r> Importer<'r> {
             poisoned: HashSet::new(),
         };
         if !gp.sparse_initializer.is_empty() {
-            return Err(ImportError::Value { what: "initializer", name: gp.sparse_initializer.len().to_string(), reason: "sparse initializers are not supported".into() });
+            return Err(ImportError::Value {
+                what: "initializer",
+                name: gp.sparse_initializer.len().to_string(),
+                reason: "sparse initializers are not supported".into(),
+            });
         }
         for t in &gp.initializer {
-            frame.pending.insert(t.name.clone().unwrap_or_default(), t.clone());
+            frame
+                .pending
+                .insert(t.name.clone().unwrap_or_default(), t.clone());
         }
         self.frames.push(frame);
         let result = self.build_in_frame(gp, formal);
@@ -165,7 +225,11 @@ impl<'r> Importer<'r> {
         Ok((frame.graph, frame.captures))
     }
 
-    fn build_in_frame(&mut self, gp: &GraphProto, formal: Option<&[Option<TensorType>]>) -> Result<(), ImportError> {
+    fn build_in_frame(
+        &mut self,
+        gp: &GraphProto,
+        formal: Option<&[Option<TensorType>]>,
+    ) -> Result<(), ImportError> {
         let issues_before = self.issues.len();
         let mut k = 0;
         for vi in &gp.input {
@@ -181,7 +245,12 @@ impl<'r> Importer<'r> {
                 None => self.value_type(vi, "input")?,
             };
             let f = self.frame();
-            let id = f.graph.add_input(Node::new(Op::Input(Input { name: name.clone() }), name.clone(), Vec::new(), vec![ty]));
+            let id = f.graph.add_input(Node::new(
+                Op::Input(Input { name: name.clone() }),
+                name.clone(),
+                Vec::new(),
+                vec![ty],
+            ));
             f.names.insert(name, Value::of(id));
         }
         for node in sorted_nodes(&gp.node)? {
@@ -193,8 +262,19 @@ impl<'r> Importer<'r> {
         for vi in &gp.output {
             let name = vi.name.clone().unwrap_or_default();
             let level = self.frames.len() - 1;
-            let v = self.lookup(level, &name).map_err(|e| ImportError::Value { what: "output", name: name.clone(), reason: e.to_string() })?;
-            self.frame().graph.add_output(name, v).map_err(|e| ImportError::Value { what: "output", name: String::new(), reason: e.to_string() })?;
+            let v = self.lookup(level, &name).map_err(|e| ImportError::Value {
+                what: "output",
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+            self.frame()
+                .graph
+                .add_output(name, v)
+                .map_err(|e| ImportError::Value {
+                    what: "output",
+                    name: String::new(),
+                    reason: e.to_string(),
+                })?;
         }
         Ok(())
     }
@@ -217,7 +297,14 @@ impl<'r> Importer<'r> {
         let ty = self.frames[level - 1].graph.ty(outer).clone();
         let value = self.frames[level - 1].values.get(&outer).cloned();
         let f = &mut self.frames[level];
-        let id = f.graph.add_input(Node::new(Op::Input(Input { name: name.to_string() }), name, Vec::new(), vec![ty]));
+        let id = f.graph.add_input(Node::new(
+            Op::Input(Input {
+                name: name.to_string(),
+            }),
+            name,
+            Vec::new(),
+            vec![ty],
+        ));
         let v = Value::of(id);
         f.names.insert(name.to_string(), v);
         f.captures.push(name.to_string());
@@ -228,7 +315,12 @@ impl<'r> Importer<'r> {
     }
 
     /// Turns an initializer into a constant or weight node.
-    fn materialize(&mut self, level: usize, name: &str, tp: &TensorProto) -> Result<Value, TensorError> {
+    fn materialize(
+        &mut self,
+        level: usize,
+        name: &str,
+        tp: &TensorProto,
+    ) -> Result<Value, TensorError> {
         let t = tensor_from_proto(tp, &mut self.ext)?;
         let v = self.add_tensor(level, name, t, Vec::new());
         self.frames[level].names.insert(name.to_string(), v);
@@ -236,9 +328,16 @@ impl<'r> Importer<'r> {
     }
 
     /// Adds a tensor as an inline constant (small) or a weight (large).
-    pub fn add_tensor(&mut self, level: usize, name: &str, t: Tensor, origin: Vec<String>) -> Value {
+    pub fn add_tensor(
+        &mut self,
+        level: usize,
+        name: &str,
+        t: Tensor,
+        origin: Vec<String>,
+    ) -> Value {
         let ty = t.ty();
-        let inline = t.numel() <= INLINE_SMALL || (!t.dtype().is_float() && t.numel() <= INLINE_INTS);
+        let inline =
+            t.numel() <= INLINE_SMALL || (!t.dtype().is_float() && t.numel() <= INLINE_INTS);
         let op = if inline {
             Op::Constant(Constant { value: t })
         } else {
@@ -252,7 +351,10 @@ impl<'r> Importer<'r> {
             Op::Weight(w) => w.name.clone(),
             _ => f.graph.unique_name(name),
         };
-        let id = f.graph.add_node(Node::new(op, node_name, origin, vec![ty]), &[]).expect("a leaf has no inputs");
+        let id = f
+            .graph
+            .add_node(Node::new(op, node_name, origin, vec![ty]), &[])
+            .expect("a leaf has no inputs");
         record_values(&f.graph, id, &mut f.values, Some(weights));
         Value::of(id)
     }
@@ -272,10 +374,20 @@ impl<'r> Importer<'r> {
             }
         };
         let issue = |imp: &mut Importer, opset: i64, error: MapError| {
-            imp.issues.push(NodeIssue { name: display.clone(), op_type: op_type.clone(), domain: domain.clone(), opset, error });
+            imp.issues.push(NodeIssue {
+                name: display.clone(),
+                op_type: op_type.clone(),
+                domain: domain.clone(),
+                opset,
+                error,
+            });
         };
         let Some(opset) = opset else {
-            issue(self, 0, MapError::Unsupported(format!("the model imports no opset for domain `{domain}`")));
+            issue(
+                self,
+                0,
+                MapError::Unsupported(format!("the model imports no opset for domain `{domain}`")),
+            );
             poison(self);
             return;
         };
@@ -311,7 +423,8 @@ fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
     let deps: Vec<Vec<usize>> = nodes
         .iter()
         .map(|n| {
-            let mut names: Vec<String> = n.input.iter().filter(|s| !s.is_empty()).cloned().collect();
+            let mut names: Vec<String> =
+                n.input.iter().filter(|s| !s.is_empty()).cloned().collect();
             for a in &n.attribute {
                 if let Some(g) = &a.g {
                     names.extend(free_names(g));
@@ -320,10 +433,17 @@ fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
                     names.extend(free_names(g));
                 }
             }
-            names.iter().filter_map(|s| producer.get(s.as_str()).copied()).collect()
+            names
+                .iter()
+                .filter_map(|s| producer.get(s.as_str()).copied())
+                .collect()
         })
         .collect();
-    if deps.iter().enumerate().all(|(i, d)| d.iter().all(|&j| j < i)) {
+    if deps
+        .iter()
+        .enumerate()
+        .all(|(i, d)| d.iter().all(|&j| j < i))
+    {
         return Ok(nodes.iter().collect());
     }
     let mut state = vec![0u8; nodes.len()];
@@ -336,14 +456,18 @@ fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
                     continue;
                 }
                 if state[n] == 1 {
-                    return Err(ImportError::Cycle(nodes[n].name.clone().unwrap_or_default()));
+                    return Err(ImportError::Cycle(
+                        nodes[n].name.clone().unwrap_or_default(),
+                    ));
                 }
                 state[n] = 1;
             }
             if let Some(&d) = deps[n].get(i) {
                 stack.push((n, i + 1));
                 if state[d] == 1 && d != n {
-                    return Err(ImportError::Cycle(nodes[d].name.clone().unwrap_or_default()));
+                    return Err(ImportError::Cycle(
+                        nodes[d].name.clone().unwrap_or_default(),
+                    ));
                 }
                 if state[d] == 0 {
                     stack.push((d, 0));

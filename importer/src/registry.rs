@@ -44,20 +44,26 @@ impl Registry {
     }
 
     pub fn add_in(&mut self, domain: &str, op_type: &str, since: i64, mapper: Mapper) {
-        let v = self.map.entry((domain.to_string(), op_type.to_string())).or_default();
+        let v = self
+            .map
+            .entry((domain.to_string(), op_type.to_string()))
+            .or_default();
         v.push(Entry { since, mapper });
         v.sort_by_key(|e| e.since);
     }
 
     /// The mapper for `op_type` at `opset`: the entry with the greatest `since <= opset`.
     pub fn find(&self, domain: &str, op_type: &str, opset: i64) -> Option<Entry> {
-        let v = self.map.get(&(norm_domain(domain).to_string(), op_type.to_string()))?;
+        let v = self
+            .map
+            .get(&(norm_domain(domain).to_string(), op_type.to_string()))?;
         v.iter().rev().find(|e| e.since <= opset).copied()
     }
 
     /// True if any opset of `op_type` has a mapper.
     pub fn knows(&self, domain: &str, op_type: &str) -> bool {
-        self.map.contains_key(&(norm_domain(domain).to_string(), op_type.to_string()))
+        self.map
+            .contains_key(&(norm_domain(domain).to_string(), op_type.to_string()))
     }
 
     /// Every registered (domain, op_type), sorted.

@@ -22,7 +22,10 @@ impl ExternalData {
     /// External data resolved relative to `base` (the model's directory);
     /// `None` refuses all external data.
     pub fn new(base: Option<PathBuf>) -> ExternalData {
-        ExternalData { base, maps: HashMap::new() }
+        ExternalData {
+            base,
+            maps: HashMap::new(),
+        }
     }
 
     fn read(&mut self, name: &str, tp: &TensorProto) -> Result<Bytes, TensorError> {
@@ -31,7 +34,10 @@ impl ExternalData {
         let mut length = None;
         for e in &tp.external_data {
             let v = e.value.clone().unwrap_or_default();
-            let bad = |k: &str| TensorError::Data { name: name.into(), reason: format!("external data `{k}` is not a number: `{v}`") };
+            let bad = |k: &str| TensorError::Data {
+                name: name.into(),
+                reason: format!("external data `{k}` is not a number: `{v}`"),
+            };
             match e.key.as_deref().unwrap_or_default() {
                 "location" => location = Some(v.clone()),
                 "offset" => offset = v.parse().map_err(|_| bad("offset"))?,
@@ -39,28 +45,56 @@ impl ExternalData {
                 _ => {}
             }
         }
-        let location = location.ok_or_else(|| TensorError::Data { name: name.into(), reason: "external data without a location".into() })?;
-        let refuse = |reason: &str| TensorError::ExternalPath { name: name.into(), location: location.clone(), reason: reason.into() };
-        let base = self.base.clone().ok_or_else(|| refuse("the model was not loaded from a file, so it has no directory"))?;
+        let location = location.ok_or_else(|| TensorError::Data {
+            name: name.into(),
+            reason: "external data without a location".into(),
+        })?;
+        let refuse = |reason: &str| TensorError::ExternalPath {
+            name: name.into(),
+            location: location.clone(),
+            reason: reason.into(),
+        };
+        let base = self.base.clone().ok_or_else(|| {
+            refuse("the model was not loaded from a file, so it has no directory")
+        })?;
         let rel = Path::new(&location);
         if rel.is_absolute() || location.starts_with('/') || location.starts_with('\\') {
             return Err(refuse("absolute paths are not allowed"));
         }
-        if rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) || location.contains("..") {
+        if rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+            || location.contains("..")
+        {
             return Err(refuse("the path must stay inside the model's directory"));
         }
         let path = base.join(rel);
-        let canon_base = base.canonicalize().map_err(|e| refuse(&format!("model directory: {e}")))?;
-        let canon = path.canonicalize().map_err(|e| TensorError::ExternalData { name: name.into(), path: path.clone(), reason: e.to_string() })?;
+        let canon_base = base
+            .canonicalize()
+            .map_err(|e| refuse(&format!("model directory: {e}")))?;
+        let canon = path.canonicalize().map_err(|e| TensorError::ExternalData {
+            name: name.into(),
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
         if !canon.starts_with(&canon_base) {
             return Err(refuse("the path resolves outside the model's directory"));
         }
         let map = match self.maps.get(&canon) {
             Some(m) => m.clone(),
             None => {
-                let f = std::fs::File::open(&canon).map_err(|e| TensorError::ExternalData { name: name.into(), path: canon.clone(), reason: e.to_string() })?;
+                let f = std::fs::File::open(&canon).map_err(|e| TensorError::ExternalData {
+                    name: name.into(),
+                    path: canon.clone(),
+                    reason: e.to_string(),
+                })?;
                 // SAFETY: the map is read-only; the file is not modified by this process.
-                let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| TensorError::ExternalData { name: name.into(), path: canon.clone(), reason: e.to_string() })?;
+                let m =
+                    unsafe { memmap2::Mmap::map(&f) }.map_err(|e| TensorError::ExternalData {
+                        name: name.into(),
+                        path: canon.clone(),
+                        reason: e.to_string(),
+                    })?;
                 let m = Arc::new(m);
                 self.maps.insert(canon.clone(), m.clone());
                 m
@@ -68,11 +102,14 @@ impl ExternalData {
         };
         let size = map.len() as u64;
         let len = length.unwrap_or(size.saturating_sub(offset));
-        let end = offset.checked_add(len).filter(|&e| e <= size).ok_or_else(|| TensorError::ExternalData {
-            name: name.into(),
-            path: canon.clone(),
-            reason: format!("offset {offset} + length {len} exceeds the file size {size}"),
-        })?;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= size)
+            .ok_or_else(|| TensorError::ExternalData {
+                name: name.into(),
+                path: canon.clone(),
+                reason: format!("offset {offset} + length {len} exceeds the file size {size}"),
+            })?;
         Ok(Bytes::from_mmap(map, offset as usize..end as usize))
     }
 }
@@ -81,8 +118,14 @@ impl ExternalData {
 pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Tensor, TensorError> {
     let name = tp.name.clone().unwrap_or_default();
     let code = tp.data_type.unwrap_or(0);
-    let dtype = DType::from_onnx_code(code).ok_or_else(|| TensorError::DType { name: name.clone(), code })?;
-    let data_err = |reason: String| TensorError::Data { name: name.clone(), reason };
+    let dtype = DType::from_onnx_code(code).ok_or_else(|| TensorError::DType {
+        name: name.clone(),
+        code,
+    })?;
+    let data_err = |reason: String| TensorError::Data {
+        name: name.clone(),
+        reason,
+    };
     if tp.segment.is_some() {
         return Err(data_err("segmented tensors are not supported".into()));
     }
@@ -91,19 +134,31 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
         dims.push(usize::try_from(d).map_err(|_| data_err(format!("negative dim {d}")))?);
     }
     let n = checked_numel(&dims).map_err(|e| data_err(e.to_string()))?;
-    let packed_len = n.checked_mul(dtype.packed_bits()).ok_or_else(|| data_err("too large".into()))?.div_ceil(8);
+    let packed_len = n
+        .checked_mul(dtype.packed_bits())
+        .ok_or_else(|| data_err("too large".into()))?
+        .div_ceil(8);
     let external = tp.data_location == Some(1) || !tp.external_data.is_empty();
     let raw: Option<Bytes> = if external {
         Some(ext.read(&name, tp)?)
     } else {
         tp.raw_data.as_ref().map(|r| Bytes::copy_from(r))
     };
-    let storage = n.checked_mul(dtype.size()).ok_or_else(|| data_err("too large".into()))?;
+    let storage = n
+        .checked_mul(dtype.size())
+        .ok_or_else(|| data_err("too large".into()))?;
     if let Some(raw) = raw {
         if raw.len() != packed_len {
-            return Err(data_err(format!("{dtype}{dims:?} needs {packed_len} bytes, has {}", raw.len())));
+            return Err(data_err(format!(
+                "{dtype}{dims:?} needs {packed_len} bytes, has {}",
+                raw.len()
+            )));
         }
-        let bytes = if dtype.packed_bits() < 8 { unpack_sub_byte(dtype, raw.as_slice(), n) } else { raw };
+        let bytes = if dtype.packed_bits() < 8 {
+            unpack_sub_byte(dtype, raw.as_slice(), n)
+        } else {
+            raw
+        };
         return Tensor::new(dtype, dims, bytes).map_err(|e| data_err(e.to_string()));
     }
     // Check the typed field's length before allocating anything.
@@ -116,7 +171,9 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
         _ => (tp.int32_data.len(), n),
     };
     if have != need {
-        return Err(data_err(format!("{dtype}{dims:?} needs {need} values in its typed field, which has {have}")));
+        return Err(data_err(format!(
+            "{dtype}{dims:?} needs {need} values in its typed field, which has {have}"
+        )));
     }
     let mut buf = AlignedBuf::zeroed(storage);
     let out = buf.as_mut_bytes();
@@ -149,7 +206,10 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
 /// Decodes a serialized `TensorProto` (a `.pb` file of the ONNX test layout).
 pub fn tensor_from_pb(bytes: &[u8]) -> Result<Tensor, TensorError> {
     use prost::Message;
-    let tp = TensorProto::decode(bytes).map_err(|e| TensorError::Data { name: String::new(), reason: format!("not a TensorProto: {e}") })?;
+    let tp = TensorProto::decode(bytes).map_err(|e| TensorError::Data {
+        name: String::new(),
+        reason: format!("not a TensorProto: {e}"),
+    })?;
     tensor_from_proto(&tp, &mut ExternalData::new(None))
 }
 
@@ -188,7 +248,12 @@ mod tests {
     use super::*;
 
     fn proto(dtype: i32, dims: &[i64]) -> TensorProto {
-        TensorProto { data_type: Some(dtype), dims: dims.to_vec(), name: Some("t".into()), ..Default::default() }
+        TensorProto {
+            data_type: Some(dtype),
+            dims: dims.to_vec(),
+            name: Some("t".into()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -196,14 +261,26 @@ mod tests {
         let mut ext = ExternalData::new(None);
         let mut p = proto(1, &[2]);
         p.float_data = vec![1.5, -2.0];
-        assert_eq!(tensor_from_proto(&p, &mut ext).unwrap().as_slice::<f32>().unwrap(), &[1.5, -2.0]);
+        assert_eq!(
+            tensor_from_proto(&p, &mut ext)
+                .unwrap()
+                .as_slice::<f32>()
+                .unwrap(),
+            &[1.5, -2.0]
+        );
         let mut p = proto(10, &[2]);
         p.int32_data = vec![0x3c00, 0xc000];
         let t = tensor_from_proto(&p, &mut ext).unwrap();
         assert_eq!(t.to_f64_vec().unwrap(), vec![1.0, -2.0]);
         let mut p = proto(7, &[3]);
         p.raw_data = Some([1i64, -2, 3].iter().flat_map(|v| v.to_le_bytes()).collect());
-        assert_eq!(tensor_from_proto(&p, &mut ext).unwrap().to_i64_vec().unwrap(), vec![1, -2, 3]);
+        assert_eq!(
+            tensor_from_proto(&p, &mut ext)
+                .unwrap()
+                .to_i64_vec()
+                .unwrap(),
+            vec![1, -2, 3]
+        );
     }
 
     #[test]
@@ -227,7 +304,11 @@ mod tests {
         p.float_data = vec![];
         assert!(tensor_from_proto(&p, &mut ext).is_err());
         // Huge dims with little data fail before allocating.
-        for dims in [&[1i64 << 62][..], &[1 << 31, 1 << 31, 4], &[1 << 40, 1 << 40]] {
+        for dims in [
+            &[1i64 << 62][..],
+            &[1 << 31, 1 << 31, 4],
+            &[1 << 40, 1 << 40],
+        ] {
             let p = proto(1, dims);
             assert!(tensor_from_proto(&p, &mut ext).is_err());
             let mut p = proto(22, dims);
@@ -235,6 +316,9 @@ mod tests {
             assert!(tensor_from_proto(&p, &mut ext).is_err());
         }
         let p = proto(8, &[1]);
-        assert!(matches!(tensor_from_proto(&p, &mut ext), Err(TensorError::DType { code: 8, .. })));
+        assert!(matches!(
+            tensor_from_proto(&p, &mut ext),
+            Err(TensorError::DType { code: 8, .. })
+        ));
     }
 }

@@ -30,7 +30,12 @@ fn origin_suffix(origin: &[String]) -> String {
 impl NodeError {
     pub fn new(g: &Graph, id: NodeId, source: InferError) -> NodeError {
         let n = g.node(id);
-        NodeError { node: n.name.clone(), op: n.op.name(), origin: n.origin.clone(), source }
+        NodeError {
+            node: n.name.clone(),
+            op: n.op.name(),
+            origin: n.origin.clone(),
+            source,
+        }
     }
 }
 
@@ -41,12 +46,22 @@ pub type Values = HashMap<Value, KnownValue>;
 const MAX_WEIGHT_VALUE_ELEMS: usize = 4096;
 
 /// Infers the output types of `id` from the current input types and values.
-pub fn infer_node(g: &Graph, id: NodeId, values: &Values, weights: Option<&Weights>) -> Result<Vec<TensorType>, InferError> {
+pub fn infer_node(
+    g: &Graph,
+    id: NodeId,
+    values: &Values,
+    weights: Option<&Weights>,
+) -> Result<Vec<TensorType>, InferError> {
     let node = g.node(id);
     let ins = g.inputs_of(id);
     let types: Vec<TensorType> = ins.iter().map(|v| g.ty(*v).clone()).collect();
     let vals: Vec<Option<KnownValue>> = ins.iter().map(|v| values.get(v).cloned()).collect();
-    let cx = InferCx { inputs: &types, values: &vals, node: &node.name, prior: &node.outputs };
+    let cx = InferCx {
+        inputs: &types,
+        values: &vals,
+        node: &node.name,
+        prior: &node.outputs,
+    };
     let out = node.op.infer(&cx)?;
     let _ = weights;
     Ok(out)
@@ -66,7 +81,10 @@ pub fn record_values(g: &Graph, id: NodeId, values: &mut Values, weights: Option
     let ins = g.inputs_of(id);
     let types: Vec<TensorType> = ins.iter().map(|v| g.ty(*v).clone()).collect();
     let vals: Vec<Option<KnownValue>> = ins.iter().map(|v| values.get(v).cloned()).collect();
-    for (port, v) in eval_known(&node.op, &types, &vals, &node.outputs).into_iter().enumerate() {
+    for (port, v) in eval_known(&node.op, &types, &vals, &node.outputs)
+        .into_iter()
+        .enumerate()
+    {
         if let Some(v) = v {
             values.insert(Value::new(id, port as u16), v);
         }
@@ -81,12 +99,19 @@ pub fn infer_graph(g: &mut Graph, weights: Option<&Weights>) -> Result<Values, N
 }
 
 /// [`infer_graph`] with known values for some inputs (by input index).
-pub fn infer_graph_seeded(g: &mut Graph, weights: Option<&Weights>, seeds: &HashMap<usize, KnownValue>) -> Result<Values, NodeError> {
+pub fn infer_graph_seeded(
+    g: &mut Graph,
+    weights: Option<&Weights>,
+    seeds: &HashMap<usize, KnownValue>,
+) -> Result<Values, NodeError> {
     let order = g.topo_order().map_err(|e| NodeError {
         node: String::new(),
         op: "graph",
         origin: Vec::new(),
-        source: InferError::Value { port: 0, reason: e.to_string() },
+        source: InferError::Value {
+            port: 0,
+            reason: e.to_string(),
+        },
     })?;
     let mut values = seed_values(g, seeds);
     for id in order {
@@ -121,7 +146,9 @@ fn capture_layout(op: &Op) -> Option<(usize, usize)> {
 
 /// Known values of a control-flow node's captures, by body input index.
 fn capture_seeds(g: &Graph, id: NodeId, values: &Values) -> HashMap<usize, KnownValue> {
-    let Some((first, offset)) = capture_layout(&g.node(id).op) else { return HashMap::new() };
+    let Some((first, offset)) = capture_layout(&g.node(id).op) else {
+        return HashMap::new();
+    };
     let mut seeds = HashMap::new();
     for (port, v) in g.inputs_of(id).into_iter().enumerate() {
         if port >= first {
@@ -135,8 +162,15 @@ fn capture_seeds(g: &Graph, id: NodeId, values: &Values) -> HashMap<usize, Known
 
 /// Updates the capture inputs of a control-flow node's subgraphs to the outer
 /// types and re-infers the subgraphs.
-fn refresh_subgraphs(g: &mut Graph, id: NodeId, weights: Option<&Weights>, values: &Values) -> Result<(), NodeError> {
-    let Some((first, offset)) = capture_layout(&g.node(id).op) else { return Ok(()) };
+fn refresh_subgraphs(
+    g: &mut Graph,
+    id: NodeId,
+    weights: Option<&Weights>,
+    values: &Values,
+) -> Result<(), NodeError> {
+    let Some((first, offset)) = capture_layout(&g.node(id).op) else {
+        return Ok(());
+    };
     let outer: Vec<TensorType> = g.inputs_of(id).iter().map(|v| g.ty(*v).clone()).collect();
     let seeds = capture_seeds(g, id, values);
     let node = g.node_mut(id);
@@ -156,7 +190,11 @@ fn refresh_subgraphs(g: &mut Graph, id: NodeId, weights: Option<&Weights>, value
         infer_graph_seeded(sub, weights, &seeds).map_err(|e| NodeError {
             node: format!("{name}/{}", e.node),
             op: op_name,
-            origin: if e.origin.is_empty() { origin.clone() } else { e.origin.clone() },
+            origin: if e.origin.is_empty() {
+                origin.clone()
+            } else {
+                e.origin.clone()
+            },
             source: e.source,
         })?;
     }
@@ -165,7 +203,11 @@ fn refresh_subgraphs(g: &mut Graph, id: NodeId, weights: Option<&Weights>, value
 
 /// Substitutes bound symbols in the declared input types (of the graph and,
 /// recursively, of subgraphs), then re-infers everything.
-pub fn specialize(g: &Graph, bindings: &Bindings, weights: Option<&Weights>) -> Result<Graph, NodeError> {
+pub fn specialize(
+    g: &Graph,
+    bindings: &Bindings,
+    weights: Option<&Weights>,
+) -> Result<Graph, NodeError> {
     let mut out = g.clone();
     substitute_inputs(&mut out, bindings).map_err(|e| NodeError {
         node: String::new(),
@@ -199,11 +241,19 @@ pub enum VerifyError {
     #[error("{0}")]
     Graph(#[from] crate::graph::GraphError),
     #[error("node `{node}`: input ports are {ports:?}, expected 0..{n}")]
-    Ports { node: String, ports: Vec<u16>, n: usize },
+    Ports {
+        node: String,
+        ports: Vec<u16>,
+        n: usize,
+    },
     #[error(transparent)]
     Infer(#[from] NodeError),
     #[error("node `{node}`: stored types {stored} differ from inferred {inferred}")]
-    Types { node: String, stored: String, inferred: String },
+    Types {
+        node: String,
+        stored: String,
+        inferred: String,
+    },
     #[error("input node `{0}` is not in the input list")]
     Input(String),
 }
@@ -214,7 +264,11 @@ pub fn verify(g: &Graph, weights: Option<&Weights>) -> Result<(), VerifyError> {
     verify_seeded(g, weights, &HashMap::new())
 }
 
-fn verify_seeded(g: &Graph, weights: Option<&Weights>, seeds: &HashMap<usize, KnownValue>) -> Result<(), VerifyError> {
+fn verify_seeded(
+    g: &Graph,
+    weights: Option<&Weights>,
+    seeds: &HashMap<usize, KnownValue>,
+) -> Result<(), VerifyError> {
     let order = g.topo_order()?;
     let mut values = seed_values(g, seeds);
     for id in order {
@@ -230,7 +284,11 @@ fn verify_seeded(g: &Graph, weights: Option<&Weights>, seeds: &HashMap<usize, Kn
             .collect();
         ports.sort();
         if ports.iter().enumerate().any(|(i, p)| usize::from(*p) != i) {
-            return Err(VerifyError::Ports { node: node.name.clone(), ports, n: ins.len() });
+            return Err(VerifyError::Ports {
+                node: node.name.clone(),
+                ports,
+                n: ins.len(),
+            });
         }
         for v in &ins {
             g.check_value(*v)?;
@@ -241,8 +299,17 @@ fn verify_seeded(g: &Graph, weights: Option<&Weights>, seeds: &HashMap<usize, Kn
         }
         let inferred = infer_node(g, id, &values, weights).map_err(|e| NodeError::new(g, id, e))?;
         if inferred != node.outputs {
-            let show = |t: &[TensorType]| t.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
-            return Err(VerifyError::Types { node: node.name.clone(), stored: show(&node.outputs), inferred: show(&inferred) });
+            let show = |t: &[TensorType]| {
+                t.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(VerifyError::Types {
+                node: node.name.clone(),
+                stored: show(&node.outputs),
+                inferred: show(&inferred),
+            });
         }
         record_values(g, id, &mut values, weights);
     }
@@ -256,11 +323,28 @@ fn verify_seeded(g: &Graph, weights: Option<&Weights>, seeds: &HashMap<usize, Kn
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindError {
     #[error("input `{input}` has rank {got}, expected {expected} (declared {declared})")]
-    Rank { input: String, got: usize, expected: usize, declared: String },
+    Rank {
+        input: String,
+        got: usize,
+        expected: usize,
+        declared: String,
+    },
     #[error("input `{input}` dim {axis} is {got}, expected {expected} (declared {declared})")]
-    Dim { input: String, axis: usize, got: usize, expected: i64, declared: String },
+    Dim {
+        input: String,
+        axis: usize,
+        got: usize,
+        expected: i64,
+        declared: String,
+    },
     #[error("input `{input}` dim {axis} binds `{symbol}` to {got}, but an earlier input bound it to {bound}")]
-    Conflict { input: String, axis: usize, symbol: String, got: usize, bound: i64 },
+    Conflict {
+        input: String,
+        axis: usize,
+        symbol: String,
+        got: usize,
+        bound: i64,
+    },
 }
 
 /// Binds the graph's input symbols from concrete input shapes (in input order)
@@ -274,18 +358,35 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
             let ty = &node.outputs[0];
             let declared = ty.shape.to_string();
             if ty.rank() != dims.len() {
-                return Err(BindError::Rank { input: node.name.clone(), got: dims.len(), expected: ty.rank(), declared });
+                return Err(BindError::Rank {
+                    input: node.name.clone(),
+                    got: dims.len(),
+                    expected: ty.rank(),
+                    declared,
+                });
             }
             for (axis, (d, &got)) in ty.shape.0.iter().zip(dims.iter()).enumerate() {
                 match (d, d.as_symbol()) {
                     (Dim::Known(k), _) => {
                         if *k != got as i64 {
-                            return Err(BindError::Dim { input: node.name.clone(), axis, got, expected: *k, declared });
+                            return Err(BindError::Dim {
+                                input: node.name.clone(),
+                                axis,
+                                got,
+                                expected: *k,
+                                declared,
+                            });
                         }
                     }
                     (_, Some(s)) if pass == 0 => match b.get(s) {
                         Some(&bound) if bound != got as i64 => {
-                            return Err(BindError::Conflict { input: node.name.clone(), axis, symbol: s.to_string(), got, bound })
+                            return Err(BindError::Conflict {
+                                input: node.name.clone(),
+                                axis,
+                                symbol: s.to_string(),
+                                got,
+                                bound,
+                            })
                         }
                         _ => {
                             b.insert(s.to_string(), got as i64);
@@ -294,7 +395,13 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
                     (_, None) if pass == 1 => {
                         if let Ok(v) = d.eval(&b) {
                             if v != got as i64 {
-                                return Err(BindError::Dim { input: node.name.clone(), axis, got, expected: v, declared });
+                                return Err(BindError::Dim {
+                                    input: node.name.clone(),
+                                    axis,
+                                    got,
+                                    expected: v,
+                                    declared,
+                                });
                             }
                         }
                     }
@@ -360,16 +467,31 @@ pub fn value_inputs(g: &Graph) -> Vec<usize> {
             work.extend(g.inputs_of(n).into_iter().map(|v| v.node));
         }
     }
-    g.inputs().iter().enumerate().filter(|(_, id)| seen.contains(id)).map(|(i, _)| i).collect()
+    g.inputs()
+        .iter()
+        .enumerate()
+        .filter(|(_, id)| seen.contains(id))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Replaces the uses of input `i` by a constant holding `t`, for each pair. The
 /// input nodes stay in the input list (callers still pass them).
-pub fn bind_input_values(g: &mut Graph, values: &[(usize, crate::tensor::Tensor)]) -> Result<(), crate::graph::GraphError> {
+pub fn bind_input_values(
+    g: &mut Graph,
+    values: &[(usize, crate::tensor::Tensor)],
+) -> Result<(), crate::graph::GraphError> {
     for (i, t) in values {
-        let Some(&input) = g.inputs().get(*i) else { continue };
+        let Some(&input) = g.inputs().get(*i) else {
+            continue;
+        };
         let name = g.unique_name(&format!("{}.value", g.node(input).name));
-        let node = crate::graph::Node::new(Op::Constant(crate::ops::Constant { value: t.clone() }), name, Vec::new(), vec![t.ty()]);
+        let node = crate::graph::Node::new(
+            Op::Constant(crate::ops::Constant { value: t.clone() }),
+            name,
+            Vec::new(),
+            vec![t.ty()],
+        );
         let c = g.add_node(node, &[])?;
         g.replace_uses(Value::of(input), Value::of(c))?;
         // Graph outputs that are the input itself stay the input.

@@ -233,23 +233,39 @@ impl Dim {
         }
         if let Dim::Known(d) = self.sub(other) {
             let self_smaller = d < 0;
-            return if self_smaller == min { self.clone() } else { other.clone() };
+            return if self_smaller == min {
+                self.clone()
+            } else {
+                other.clone()
+            };
         }
-        let (a, b) = if self <= other { (self.clone(), other.clone()) } else { (other.clone(), self.clone()) };
-        Dim::atom(if min { Atom::Min(a, b) } else { Atom::Max(a, b) })
+        let (a, b) = if self <= other {
+            (self.clone(), other.clone())
+        } else {
+            (other.clone(), self.clone())
+        };
+        Dim::atom(if min {
+            Atom::Min(a, b)
+        } else {
+            Atom::Max(a, b)
+        })
     }
 
     /// The value of this dim under `bindings`.
     pub fn eval(&self, bindings: &Bindings) -> Result<i64, DimError> {
         match self.substitute(&|s| bindings.get(s).map(|v| Dim::Known(*v)))? {
             Dim::Known(v) => Ok(v),
-            d => Err(DimError::Unbound(d.symbols().into_iter().next().unwrap_or_default())),
+            d => Err(DimError::Unbound(
+                d.symbols().into_iter().next().unwrap_or_default(),
+            )),
         }
     }
 
     /// Replaces symbols for which `f` gives a value, re-simplifying.
     pub fn substitute(&self, f: &dyn Fn(&str) -> Option<Dim>) -> Result<Dim, DimError> {
-        let Dim::Expr(p) = self else { return Ok(self.clone()) };
+        let Dim::Expr(p) = self else {
+            return Ok(self.clone());
+        };
         let mut acc = Dim::Known(0);
         for (m, c) in &p.0 {
             let mut term = Dim::Known(*c);
@@ -387,9 +403,15 @@ impl fmt::Display for Dim {
         // Higher-degree terms first (canonical order within a degree), then the constant.
         let mut terms: Vec<_> = p.0.iter().filter(|(m, _)| !m.is_empty()).collect();
         terms.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(b.0)));
-        let terms = terms.into_iter().chain(p.0.iter().filter(|(m, _)| m.is_empty()));
+        let terms = terms
+            .into_iter()
+            .chain(p.0.iter().filter(|(m, _)| m.is_empty()));
         for (i, (m, c)) in terms.enumerate() {
-            let (sign, mag) = if *c < 0 { ("-", c.unsigned_abs()) } else { ("+", *c as u64) };
+            let (sign, mag) = if *c < 0 {
+                ("-", c.unsigned_abs())
+            } else {
+                ("+", *c as u64)
+            };
             if i > 0 || sign == "-" {
                 f.write_str(sign)?;
             }
@@ -445,9 +467,18 @@ mod tests {
         let seq = s("seq");
         assert_eq!(n.mul(&seq).floor_div(&seq).unwrap(), n);
         assert_eq!(n.mul(&k(12)).floor_div(&k(4)).unwrap(), n.mul(&k(3)));
-        assert_eq!(seq.mul(&k(2)).add(&k(2)).floor_div(&k(2)).unwrap(), seq.add(&k(1)));
-        assert_eq!(seq.ceil_div(&k(2)).unwrap(), seq.add(&k(1)).floor_div(&k(2)).unwrap());
-        assert_eq!(seq.ceil_div(&k(2)).unwrap().to_string(), "floordiv(seq+1, 2)");
+        assert_eq!(
+            seq.mul(&k(2)).add(&k(2)).floor_div(&k(2)).unwrap(),
+            seq.add(&k(1))
+        );
+        assert_eq!(
+            seq.ceil_div(&k(2)).unwrap(),
+            seq.add(&k(1)).floor_div(&k(2)).unwrap()
+        );
+        assert_eq!(
+            seq.ceil_div(&k(2)).unwrap().to_string(),
+            "floordiv(seq+1, 2)"
+        );
         assert_eq!(k(7).floor_div(&k(2)).unwrap(), k(3));
         assert_eq!(k(7).ceil_div(&k(2)).unwrap(), k(4));
         assert!(n.floor_div(&k(0)).is_err());

@@ -165,6 +165,10 @@ mod tests {
         assert!(!DType::F8E5M2.is_standard());
         assert!(DType::Bool.is_standard());
         assert_eq!(DType::I4.packed_bits(), 4);
-        assert_eq!(DType::from_onnx_code(8), None, "strings are not an RLX dtype");
+        assert_eq!(
+            DType::from_onnx_code(8),
+            None,
+            "strings are not an RLX dtype"
+        );
     }
 }

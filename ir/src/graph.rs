@@ -42,8 +42,18 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(op: Op, name: impl Into<String>, origin: Vec<String>, outputs: Vec<TensorType>) -> Node {
-        Node { op, name: name.into(), origin, outputs }
+    pub fn new(
+        op: Op,
+        name: impl Into<String>,
+        origin: Vec<String>,
+        outputs: Vec<TensorType>,
+    ) -> Node {
+        Node {
+            op,
+            name: name.into(),
+            origin,
+            outputs,
+        }
     }
 
     /// The origin names joined for messages: `Conv_0, Relu_1`.
@@ -85,7 +95,11 @@ pub enum GraphError {
     #[error("node {0:?} does not exist")]
     NoNode(NodeId),
     #[error("value {node:?}.{port} does not exist (the node has {outputs} outputs)")]
-    NoValue { node: NodeId, port: u16, outputs: usize },
+    NoValue {
+        node: NodeId,
+        port: u16,
+        outputs: usize,
+    },
     #[error("the graph has a cycle through node `{0}`")]
     Cycle(String),
 }
@@ -102,7 +116,14 @@ impl Graph {
         }
         let id = self.g.add_node(node);
         for (i, v) in inputs.iter().enumerate() {
-            self.g.add_edge(v.node, id, Edge { src_output: v.port, dst_input: i as u16 });
+            self.g.add_edge(
+                v.node,
+                id,
+                Edge {
+                    src_output: v.port,
+                    dst_input: i as u16,
+                },
+            );
         }
         Ok(id)
     }
@@ -115,9 +136,16 @@ impl Graph {
     }
 
     pub fn check_value(&self, v: Value) -> Result<(), GraphError> {
-        let n = self.g.node_weight(v.node).ok_or(GraphError::NoNode(v.node))?;
+        let n = self
+            .g
+            .node_weight(v.node)
+            .ok_or(GraphError::NoNode(v.node))?;
         if usize::from(v.port) >= n.outputs.len() {
-            return Err(GraphError::NoValue { node: v.node, port: v.port, outputs: n.outputs.len() });
+            return Err(GraphError::NoValue {
+                node: v.node,
+                port: v.port,
+                outputs: n.outputs.len(),
+            });
         }
         Ok(())
     }
@@ -156,7 +184,12 @@ impl Graph {
         let mut e: Vec<(u16, Value)> = self
             .g
             .edges_directed(id, Direction::Incoming)
-            .map(|e| (e.weight().dst_input, Value::new(e.source(), e.weight().src_output)))
+            .map(|e| {
+                (
+                    e.weight().dst_input,
+                    Value::new(e.source(), e.weight().src_output),
+                )
+            })
             .collect();
         e.sort_by_key(|(p, _)| *p);
         e.into_iter().map(|(_, v)| v).collect()
@@ -207,7 +240,14 @@ impl Graph {
         for e in old {
             self.g.remove_edge(e);
         }
-        self.g.add_edge(v.node, id, Edge { src_output: v.port, dst_input: port as u16 });
+        self.g.add_edge(
+            v.node,
+            id,
+            Edge {
+                src_output: v.port,
+                dst_input: port as u16,
+            },
+        );
         Ok(())
     }
 
@@ -216,12 +256,23 @@ impl Graph {
         for v in inputs {
             self.check_value(*v)?;
         }
-        let old: Vec<_> = self.g.edges_directed(id, Direction::Incoming).map(|e| e.id()).collect();
+        let old: Vec<_> = self
+            .g
+            .edges_directed(id, Direction::Incoming)
+            .map(|e| e.id())
+            .collect();
         for e in old {
             self.g.remove_edge(e);
         }
         for (i, v) in inputs.iter().enumerate() {
-            self.g.add_edge(v.node, id, Edge { src_output: v.port, dst_input: i as u16 });
+            self.g.add_edge(
+                v.node,
+                id,
+                Edge {
+                    src_output: v.port,
+                    dst_input: i as u16,
+                },
+            );
         }
         Ok(())
     }
@@ -267,7 +318,10 @@ impl Graph {
 
     pub fn add_output(&mut self, name: impl Into<String>, value: Value) -> Result<(), GraphError> {
         self.check_value(value)?;
-        self.outputs.push(GraphOutput { name: name.into(), value });
+        self.outputs.push(GraphOutput {
+            name: name.into(),
+            value,
+        });
         Ok(())
     }
 
@@ -324,15 +378,21 @@ impl Graph {
     /// returns the values of its outputs. Names are made unique here.
     pub fn inline(&mut self, sub: &Graph, args: &[Value]) -> Result<Vec<Value>, GraphError> {
         let mut map: std::collections::HashMap<NodeId, NodeId> = std::collections::HashMap::new();
-        let mut input_map: std::collections::HashMap<NodeId, Value> = std::collections::HashMap::new();
+        let mut input_map: std::collections::HashMap<NodeId, Value> =
+            std::collections::HashMap::new();
         for (k, &i) in sub.inputs().iter().enumerate() {
             let a = *args.get(k).ok_or(GraphError::NoNode(i))?;
             input_map.insert(i, a);
         }
-        let resolve = |v: Value, map: &std::collections::HashMap<NodeId, NodeId>| -> Result<Value, GraphError> {
+        let resolve = |v: Value,
+                       map: &std::collections::HashMap<NodeId, NodeId>|
+         -> Result<Value, GraphError> {
             match input_map.get(&v.node) {
                 Some(a) => Ok(*a),
-                None => map.get(&v.node).map(|n| Value::new(*n, v.port)).ok_or(GraphError::NoNode(v.node)),
+                None => map
+                    .get(&v.node)
+                    .map(|n| Value::new(*n, v.port))
+                    .ok_or(GraphError::NoNode(v.node)),
             }
         };
         for id in sub.topo_order()? {
@@ -341,11 +401,18 @@ impl Graph {
             }
             let mut node = sub.node(id).clone();
             node.name = self.unique_name(&node.name);
-            let ins = sub.inputs_of(id).into_iter().map(|v| resolve(v, &map)).collect::<Result<Vec<_>, _>>()?;
+            let ins = sub
+                .inputs_of(id)
+                .into_iter()
+                .map(|v| resolve(v, &map))
+                .collect::<Result<Vec<_>, _>>()?;
             let new = self.add_node(node, &ins)?;
             map.insert(id, new);
         }
-        sub.outputs().iter().map(|o| resolve(o.value, &map)).collect()
+        sub.outputs()
+            .iter()
+            .map(|o| resolve(o.value, &map))
+            .collect()
     }
 
     /// Inner petgraph graph, for algorithms that need it.
@@ -359,7 +426,10 @@ impl Graph {
         if !taken.contains(base) {
             return base.to_string();
         }
-        (1..).map(|i| format!("{base}_{i}")).find(|n| !taken.contains(n.as_str())).unwrap_or_default()
+        (1..)
+            .map(|i| format!("{base}_{i}"))
+            .find(|n| !taken.contains(n.as_str()))
+            .unwrap_or_default()
     }
 }
 

@@ -28,7 +28,10 @@ impl Shape {
 
     /// The concrete sizes, if every dim is known and non-negative.
     pub fn as_known(&self) -> Option<Vec<usize>> {
-        self.0.iter().map(|d| d.known().and_then(|v| usize::try_from(v).ok())).collect()
+        self.0
+            .iter()
+            .map(|d| d.known().and_then(|v| usize::try_from(v).ok()))
+            .collect()
     }
 
     pub fn is_known(&self) -> bool {
@@ -42,7 +45,11 @@ impl Shape {
 
     /// Substitutes symbols by their bound values.
     pub fn substitute(&self, f: &dyn Fn(&str) -> Option<Dim>) -> Result<Shape, DimError> {
-        self.0.iter().map(|d| d.substitute(f)).collect::<Result<_, _>>().map(Shape)
+        self.0
+            .iter()
+            .map(|d| d.substitute(f))
+            .collect::<Result<_, _>>()
+            .map(Shape)
     }
 
     pub fn bind(&self, b: &Bindings) -> Result<Shape, DimError> {
@@ -96,11 +103,17 @@ impl TensorType {
     }
 
     pub fn known(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType { dtype, shape: Shape::known(dims) }
+        TensorType {
+            dtype,
+            shape: Shape::known(dims),
+        }
     }
 
     pub fn scalar(dtype: DType) -> TensorType {
-        TensorType { dtype, shape: Shape::scalar() }
+        TensorType {
+            dtype,
+            shape: Shape::scalar(),
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -110,7 +123,8 @@ impl TensorType {
     /// Bytes this tensor occupies, when its shape is known.
     pub fn byte_size(&self) -> Option<usize> {
         let dims = self.shape.as_known()?;
-        dims.iter().try_fold(self.dtype.size(), |acc, &d| acc.checked_mul(d))
+        dims.iter()
+            .try_fold(self.dtype.size(), |acc, &d| acc.checked_mul(d))
     }
 }
 

@@ -17,7 +17,12 @@ use crate::shape::{Shape, TensorType};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TensorError {
     #[error("{dtype}{dims:?} needs {expected} bytes, got {got}")]
-    ByteLength { dtype: DType, dims: Vec<usize>, expected: usize, got: usize },
+    ByteLength {
+        dtype: DType,
+        dims: Vec<usize>,
+        expected: usize,
+        got: usize,
+    },
     #[error("cannot view {dtype} elements as a type of {size} bytes")]
     ElementSize { dtype: DType, size: usize },
     #[error("shape {0:?} has too many elements")]
@@ -27,7 +32,10 @@ pub enum TensorError {
 /// Backing storage of a tensor's bytes.
 enum Storage {
     /// 8-byte aligned owned bytes (a `Vec<u64>` viewed as bytes).
-    Owned { words: Vec<u64>, len: usize },
+    Owned {
+        words: Vec<u64>,
+        len: usize,
+    },
     Mapped(Arc<memmap2::Mmap>),
     Static(&'static [u8]),
 }
@@ -63,7 +71,10 @@ impl Bytes {
         if (slice.as_ptr() as usize) % 8 != 0 {
             return Bytes::copy_from(slice);
         }
-        Bytes { storage: Arc::new(Storage::Mapped(map)), range }
+        Bytes {
+            storage: Arc::new(Storage::Mapped(map)),
+            range,
+        }
     }
 
     /// Borrows static bytes (e.g. from `include_bytes!`); copies when unaligned.
@@ -71,7 +82,10 @@ impl Bytes {
         if (data.as_ptr() as usize) % 8 != 0 {
             return Bytes::copy_from(data);
         }
-        Bytes { storage: Arc::new(Storage::Static(data)), range: 0..data.len() }
+        Bytes {
+            storage: Arc::new(Storage::Static(data)),
+            range: 0..data.len(),
+        }
     }
 
     pub fn as_slice(&self) -> &[u8] {
@@ -92,7 +106,10 @@ impl Bytes {
         if (self.storage.bytes()[abs.clone()].as_ptr() as usize) % 8 != 0 {
             return Bytes::copy_from(&self.storage.bytes()[abs]);
         }
-        Bytes { storage: self.storage.clone(), range: abs }
+        Bytes {
+            storage: self.storage.clone(),
+            range: abs,
+        }
     }
 }
 
@@ -104,7 +121,10 @@ pub struct AlignedBuf {
 
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> AlignedBuf {
-        AlignedBuf { words: vec![0u64; len.div_ceil(8)], len }
+        AlignedBuf {
+            words: vec![0u64; len.div_ceil(8)],
+            len,
+        }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -125,7 +145,13 @@ impl AlignedBuf {
 
     pub fn freeze(self) -> Bytes {
         let len = self.len;
-        Bytes { storage: Arc::new(Storage::Owned { words: self.words, len }), range: 0..len }
+        Bytes {
+            storage: Arc::new(Storage::Owned {
+                words: self.words,
+                len,
+            }),
+            range: 0..len,
+        }
     }
 }
 
@@ -139,7 +165,9 @@ pub struct Tensor {
 
 /// Number of elements of `dims`, or an error on overflow.
 pub fn checked_numel(dims: &[usize]) -> Result<usize, TensorError> {
-    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| TensorError::TooLarge(dims.to_vec()))
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| TensorError::TooLarge(dims.to_vec()))
 }
 
 impl Tensor {
@@ -148,23 +176,41 @@ impl Tensor {
             .checked_mul(dtype.size())
             .ok_or_else(|| TensorError::TooLarge(dims.clone()))?;
         if data.len() != expected {
-            return Err(TensorError::ByteLength { dtype, dims, expected, got: data.len() });
+            return Err(TensorError::ByteLength {
+                dtype,
+                dims,
+                expected,
+                got: data.len(),
+            });
         }
         Ok(Tensor { dtype, dims, data })
     }
 
     /// A tensor of zero bytes (all-zero values for every dtype).
     pub fn zeros(dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
-        let n = checked_numel(dims)?.checked_mul(dtype.size()).ok_or_else(|| TensorError::TooLarge(dims.to_vec()))?;
+        let n = checked_numel(dims)?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| TensorError::TooLarge(dims.to_vec()))?;
         Tensor::new(dtype, dims.to_vec(), AlignedBuf::zeroed(n).freeze())
     }
 
     /// A tensor from typed values; `T`'s size must match `dtype`.
-    pub fn from_slice<T: Pod>(dtype: DType, dims: &[usize], values: &[T]) -> Result<Tensor, TensorError> {
+    pub fn from_slice<T: Pod>(
+        dtype: DType,
+        dims: &[usize],
+        values: &[T],
+    ) -> Result<Tensor, TensorError> {
         if std::mem::size_of::<T>() != dtype.size() {
-            return Err(TensorError::ElementSize { dtype, size: std::mem::size_of::<T>() });
+            return Err(TensorError::ElementSize {
+                dtype,
+                size: std::mem::size_of::<T>(),
+            });
         }
-        Tensor::new(dtype, dims.to_vec(), Bytes::copy_from(bytemuck::cast_slice(values)))
+        Tensor::new(
+            dtype,
+            dims.to_vec(),
+            Bytes::copy_from(bytemuck::cast_slice(values)),
+        )
     }
 
     pub fn from_i64(dims: &[usize], values: &[i64]) -> Result<Tensor, TensorError> {
@@ -176,7 +222,11 @@ impl Tensor {
     }
 
     pub fn scalar_i64(v: i64) -> Tensor {
-        Tensor { dtype: DType::I64, dims: Vec::new(), data: Bytes::copy_from(&v.to_le_bytes()) }
+        Tensor {
+            dtype: DType::I64,
+            dims: Vec::new(),
+            data: Bytes::copy_from(&v.to_le_bytes()),
+        }
     }
 
     pub fn dtype(&self) -> DType {
@@ -206,7 +256,10 @@ impl Tensor {
     /// The elements as `T`; `T` must have the dtype's size.
     pub fn as_slice<T: Pod>(&self) -> Result<&[T], TensorError> {
         if std::mem::size_of::<T>() != self.dtype.size() {
-            return Err(TensorError::ElementSize { dtype: self.dtype, size: std::mem::size_of::<T>() });
+            return Err(TensorError::ElementSize {
+                dtype: self.dtype,
+                size: std::mem::size_of::<T>(),
+            });
         }
         Ok(bytemuck::cast_slice(self.bytes()))
     }
@@ -221,13 +274,30 @@ impl Tensor {
         let b = self.bytes();
         let v: Vec<i64> = match self.dtype {
             DType::I64 => bytemuck::cast_slice::<u8, i64>(b).to_vec(),
-            DType::I32 => bytemuck::cast_slice::<u8, i32>(b).iter().map(|&x| x as i64).collect(),
-            DType::I16 => bytemuck::cast_slice::<u8, i16>(b).iter().map(|&x| x as i64).collect(),
+            DType::I32 => bytemuck::cast_slice::<u8, i32>(b)
+                .iter()
+                .map(|&x| x as i64)
+                .collect(),
+            DType::I16 => bytemuck::cast_slice::<u8, i16>(b)
+                .iter()
+                .map(|&x| x as i64)
+                .collect(),
             DType::I8 | DType::I4 | DType::I2 => b.iter().map(|&x| x as i8 as i64).collect(),
-            DType::U8 | DType::U4 | DType::U2 | DType::Bool => b.iter().map(|&x| x as i64).collect(),
-            DType::U16 => bytemuck::cast_slice::<u8, u16>(b).iter().map(|&x| x as i64).collect(),
-            DType::U32 => bytemuck::cast_slice::<u8, u32>(b).iter().map(|&x| x as i64).collect(),
-            DType::U64 => bytemuck::cast_slice::<u8, u64>(b).iter().map(|&x| x as i64).collect(),
+            DType::U8 | DType::U4 | DType::U2 | DType::Bool => {
+                b.iter().map(|&x| x as i64).collect()
+            }
+            DType::U16 => bytemuck::cast_slice::<u8, u16>(b)
+                .iter()
+                .map(|&x| x as i64)
+                .collect(),
+            DType::U32 => bytemuck::cast_slice::<u8, u32>(b)
+                .iter()
+                .map(|&x| x as i64)
+                .collect(),
+            DType::U64 => bytemuck::cast_slice::<u8, u64>(b)
+                .iter()
+                .map(|&x| x as i64)
+                .collect(),
             _ => return None,
         };
         Some(v)
@@ -237,10 +307,19 @@ impl Tensor {
     pub fn to_f64_vec(&self) -> Option<Vec<f64>> {
         let b = self.bytes();
         Some(match self.dtype {
-            DType::F32 => bytemuck::cast_slice::<u8, f32>(b).iter().map(|&x| x as f64).collect(),
+            DType::F32 => bytemuck::cast_slice::<u8, f32>(b)
+                .iter()
+                .map(|&x| x as f64)
+                .collect(),
             DType::F64 => bytemuck::cast_slice::<u8, f64>(b).to_vec(),
-            DType::F16 => bytemuck::cast_slice::<u8, half::f16>(b).iter().map(|x| x.to_f64()).collect(),
-            DType::BF16 => bytemuck::cast_slice::<u8, half::bf16>(b).iter().map(|x| x.to_f64()).collect(),
+            DType::F16 => bytemuck::cast_slice::<u8, half::f16>(b)
+                .iter()
+                .map(|x| x.to_f64())
+                .collect(),
+            DType::BF16 => bytemuck::cast_slice::<u8, half::bf16>(b)
+                .iter()
+                .map(|x| x.to_f64())
+                .collect(),
             _ => return None,
         })
     }
@@ -259,7 +338,13 @@ impl PartialEq for Tensor {
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tensor({}{:?}, {} bytes)", self.dtype, self.dims, self.data.len())
+        write!(
+            f,
+            "Tensor({}{:?}, {} bytes)",
+            self.dtype,
+            self.dims,
+            self.data.len()
+        )
     }
 }
 
@@ -279,7 +364,14 @@ mod tests {
     #[test]
     fn byte_length_checked() {
         let e = Tensor::new(DType::I64, vec![3], Bytes::copy_from(&[0u8; 16])).unwrap_err();
-        assert!(matches!(e, TensorError::ByteLength { expected: 24, got: 16, .. }));
+        assert!(matches!(
+            e,
+            TensorError::ByteLength {
+                expected: 24,
+                got: 16,
+                ..
+            }
+        ));
         assert!(Tensor::zeros(DType::F32, &[usize::MAX, 2]).is_err());
     }
 

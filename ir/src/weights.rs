@@ -54,7 +54,10 @@ impl Weights {
         if !self.contains(base) {
             return base.to_string();
         }
-        (1..).map(|i| format!("{base}_{i}")).find(|n| !self.contains(n)).unwrap_or_default()
+        (1..)
+            .map(|i| format!("{base}_{i}"))
+            .find(|n| !self.contains(n))
+            .unwrap_or_default()
     }
 
     /// Drops weights no name in `used` refers to.

@@ -19,9 +19,15 @@ pub fn testdata() -> Option<PathBuf> {
         return Some(dir);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("ONNX test data missing at {}: run scripts/fetch-onnx-testdata.sh", dir.display());
+        panic!(
+            "ONNX test data missing at {}: run scripts/fetch-onnx-testdata.sh",
+            dir.display()
+        );
     }
-    eprintln!("skipping: ONNX test data missing at {} (run scripts/fetch-onnx-testdata.sh)", dir.display());
+    eprintln!(
+        "skipping: ONNX test data missing at {} (run scripts/fetch-onnx-testdata.sh)",
+        dir.display()
+    );
     None
 }
 
@@ -32,5 +38,8 @@ pub fn golden_cases() -> Vec<PathBuf> {
 
 /// The golden models (`golden/<name>/model.onnx`), sorted.
 pub fn golden_models() -> Vec<PathBuf> {
-    golden_cases().into_iter().map(|c| c.join("model.onnx")).collect()
+    golden_cases()
+        .into_iter()
+        .map(|c| c.join("model.onnx"))
+        .collect()
 }

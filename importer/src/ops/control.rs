@@ -15,14 +15,27 @@ pub fn register(r: &mut Registry) {
     r.add("Scan", 9, scan);
 }
 
-fn body<'a>(cx: &mut NodeCtx<'a, '_>, name: &str) -> Result<&'a crate::proto::GraphProto, MapError> {
-    cx.attr_g(name)?.ok_or_else(|| MapError::Attr { name: name.into(), reason: "is required".into() })
+fn body<'a>(
+    cx: &mut NodeCtx<'a, '_>,
+    name: &str,
+) -> Result<&'a crate::proto::GraphProto, MapError> {
+    cx.attr_g(name)?.ok_or_else(|| MapError::Attr {
+        name: name.into(),
+        reason: "is required".into(),
+    })
 }
 
 /// Gives `g` an input for every name of `all` it lacks and orders its capture
 /// inputs (after the first `own` inputs) as in `all`.
-fn align_captures(cx: &mut NodeCtx, g: &mut Graph, own: usize, have: &[String], all: &[String]) -> Result<(), MapError> {
-    let mut by_name: std::collections::HashMap<String, rlx_ir::NodeId> = std::collections::HashMap::new();
+fn align_captures(
+    cx: &mut NodeCtx,
+    g: &mut Graph,
+    own: usize,
+    have: &[String],
+    all: &[String],
+) -> Result<(), MapError> {
+    let mut by_name: std::collections::HashMap<String, rlx_ir::NodeId> =
+        std::collections::HashMap::new();
     for (i, name) in have.iter().enumerate() {
         by_name.insert(name.clone(), g.inputs()[own + i]);
     }
@@ -33,7 +46,12 @@ fn align_captures(cx: &mut NodeCtx, g: &mut Graph, own: usize, have: &[String], 
             None => {
                 let v = cx.lookup(name)?;
                 let ty = cx.ty(v);
-                g.add_input(Node::new(Op::Input(Input { name: name.clone() }), name.clone(), Vec::new(), vec![ty]))
+                g.add_input(Node::new(
+                    Op::Input(Input { name: name.clone() }),
+                    name.clone(),
+                    Vec::new(),
+                    vec![ty],
+                ))
             }
         };
         order.push(id);
@@ -48,7 +66,11 @@ fn if_(cx: &mut NodeCtx) -> Result<(), MapError> {
     let cond = cx.req(0)?;
     if let Some([c]) = cx.known_ints(cond).as_deref() {
         // A condition known at import time: only the taken branch exists, inlined.
-        let (attr, gp) = if *c != 0 { ("then_branch", then_gp) } else { ("else_branch", else_gp) };
+        let (attr, gp) = if *c != 0 {
+            ("then_branch", then_gp)
+        } else {
+            ("else_branch", else_gp)
+        };
         let (g, captures) = cx.subgraph(attr, gp, &[])?;
         let mut args = Vec::new();
         for name in &captures {
@@ -72,7 +94,13 @@ fn if_(cx: &mut NodeCtx) -> Result<(), MapError> {
     for name in &all {
         ins.push(cx.lookup(name)?);
     }
-    let ys = cx.add(If { then_branch: then_g, else_branch: else_g }, &ins)?;
+    let ys = cx.add(
+        If {
+            then_branch: then_g,
+            else_branch: else_g,
+        },
+        &ins,
+    )?;
     cx.set_outputs(&ys);
     Ok(())
 }
@@ -85,13 +113,19 @@ fn loop_(cx: &mut NodeCtx) -> Result<(), MapError> {
     };
     let cond = match cx.input(1)? {
         Some(c) => c,
-        None => cx.constant(Tensor::from_slice(DType::Bool, &[], &[1u8]).map_err(|e| MapError::Unsupported(e.to_string()))?),
+        None => cx.constant(
+            Tensor::from_slice(DType::Bool, &[], &[1u8])
+                .map_err(|e| MapError::Unsupported(e.to_string()))?,
+        ),
     };
     let mut carried = Vec::new();
     for i in 2..cx.num_inputs() {
         carried.push(cx.input(i)?.ok_or(MapError::MissingInput { index: i })?);
     }
-    let mut formal = vec![Some(TensorType::scalar(DType::I64)), Some(TensorType::scalar(DType::Bool))];
+    let mut formal = vec![
+        Some(TensorType::scalar(DType::I64)),
+        Some(TensorType::scalar(DType::Bool)),
+    ];
     formal.extend(carried.iter().map(|v| Some(cx.ty(*v))));
     let (g, captures) = cx.subgraph("body", gp, &formal)?;
     let mut ins = vec![m, cond];
@@ -99,38 +133,72 @@ fn loop_(cx: &mut NodeCtx) -> Result<(), MapError> {
     for name in &captures {
         ins.push(cx.lookup(name)?);
     }
-    let ys = cx.add(Loop { body: g, num_carried: carried.len() as i64 }, &ins)?;
+    let ys = cx.add(
+        Loop {
+            body: g,
+            num_carried: carried.len() as i64,
+        },
+        &ins,
+    )?;
     cx.set_outputs(&ys);
     Ok(())
 }
 
 fn scan_v8(cx: &mut NodeCtx) -> Result<(), MapError> {
-    cx.unsupported("Scan-8 (with a batch axis and sequence_lens) is not supported; opset 9+ Scan is")
+    cx.unsupported(
+        "Scan-8 (with a batch axis and sequence_lens) is not supported; opset 9+ Scan is",
+    )
 }
 
 fn scan(cx: &mut NodeCtx) -> Result<(), MapError> {
     let gp = body(cx, "body")?;
-    let m = cx.attr_i_opt("num_scan_inputs")?.ok_or_else(|| MapError::Attr { name: "num_scan_inputs".into(), reason: "is required".into() })? as usize;
+    let m = cx
+        .attr_i_opt("num_scan_inputs")?
+        .ok_or_else(|| MapError::Attr {
+            name: "num_scan_inputs".into(),
+            reason: "is required".into(),
+        })? as usize;
     let inputs = cx.all_inputs()?;
     if m == 0 || m > inputs.len() {
-        return Err(MapError::Attr { name: "num_scan_inputs".into(), reason: format!("{m} for {} inputs", inputs.len()) });
+        return Err(MapError::Attr {
+            name: "num_scan_inputs".into(),
+            reason: format!("{m} for {} inputs", inputs.len()),
+        });
     }
     let n = inputs.len() - m;
-    let in_axes = cx.attr_ints("scan_input_axes")?.unwrap_or_else(|| vec![0; m]);
-    let in_dirs = cx.attr_ints("scan_input_directions")?.unwrap_or_else(|| vec![0; m]);
+    let in_axes = cx
+        .attr_ints("scan_input_axes")?
+        .unwrap_or_else(|| vec![0; m]);
+    let in_dirs = cx
+        .attr_ints("scan_input_directions")?
+        .unwrap_or_else(|| vec![0; m]);
     let k = gp.output.len().saturating_sub(n);
-    let out_axes = cx.attr_ints("scan_output_axes")?.unwrap_or_else(|| vec![0; k]);
-    let out_dirs = cx.attr_ints("scan_output_directions")?.unwrap_or_else(|| vec![0; k]);
+    let out_axes = cx
+        .attr_ints("scan_output_axes")?
+        .unwrap_or_else(|| vec![0; k]);
+    let out_dirs = cx
+        .attr_ints("scan_output_directions")?
+        .unwrap_or_else(|| vec![0; k]);
     if in_axes.len() != m || in_dirs.len() != m || out_axes.len() != k || out_dirs.len() != k {
-        return Err(MapError::Attr { name: "scan_input_axes".into(), reason: "axes and directions need one entry per scanned input/output".into() });
+        return Err(MapError::Attr {
+            name: "scan_input_axes".into(),
+            reason: "axes and directions need one entry per scanned input/output".into(),
+        });
     }
     let mut formal: Vec<Option<TensorType>> = inputs[..n].iter().map(|v| Some(cx.ty(*v))).collect();
     for (j, v) in inputs[n..].iter().enumerate() {
         let t = cx.ty(*v);
         let r = t.rank() as i64;
-        let a = if in_axes[j] < 0 { in_axes[j] + r } else { in_axes[j] };
+        let a = if in_axes[j] < 0 {
+            in_axes[j] + r
+        } else {
+            in_axes[j]
+        };
         if !(0..r).contains(&a) {
-            return Err(MapError::Attr { name: "scan_input_axes".into(), reason: format!("axis {} out of range", in_axes[j]) });
+            return Err(MapError::Attr {
+                name: "scan_input_axes".into(),
+                reason: format!("axis {} out of range", in_axes[j]),
+            });
         }
         let mut s = t.shape.0.clone();
         s.remove(a as usize);

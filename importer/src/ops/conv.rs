@@ -3,8 +3,8 @@
 //! ONNX defaults (strides, dilations, pads) are made explicit.
 
 use rlx_ir::ops::{
-    AutoPad, BinaryKind as B, Cast, Col2Im, Conv, ConvTranspose, DeformConv, GlobalPool, GlobalPoolKind, Lrn, MaxUnpool, Pool, PoolKind,
-    RoundMode,
+    AutoPad, BinaryKind as B, Cast, Col2Im, Conv, ConvTranspose, DeformConv, GlobalPool,
+    GlobalPoolKind, Lrn, MaxUnpool, Pool, PoolKind, RoundMode,
 };
 use rlx_ir::{DType, Value};
 
@@ -30,7 +30,11 @@ pub fn register(r: &mut Registry) {
 }
 
 fn auto_pad(cx: &mut NodeCtx) -> Result<AutoPad, MapError> {
-    let s = cx.attr_choice("auto_pad", "NOTSET", &["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", ""])?;
+    let s = cx.attr_choice(
+        "auto_pad",
+        "NOTSET",
+        &["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", ""],
+    )?;
     Ok(match s.as_str() {
         "SAME_UPPER" => AutoPad::SameUpper,
         "SAME_LOWER" => AutoPad::SameLower,
@@ -53,9 +57,17 @@ fn spatial(cx: &mut NodeCtx, n: usize) -> Result<Spatial, MapError> {
     let pads = cx.attr_ints("pads")?.unwrap_or_else(|| vec![0; 2 * n]);
     let auto_pad = auto_pad(cx)?;
     if strides.len() != n || dilations.len() != n || pads.len() != 2 * n {
-        return Err(MapError::Attr { name: "strides".into(), reason: format!("strides, dilations and pads must match {n} spatial dims") });
+        return Err(MapError::Attr {
+            name: "strides".into(),
+            reason: format!("strides, dilations and pads must match {n} spatial dims"),
+        });
     }
-    Ok(Spatial { strides, dilations, pads, auto_pad })
+    Ok(Spatial {
+        strides,
+        dilations,
+        pads,
+        auto_pad,
+    })
 }
 
 /// The kernel shape attribute, if given, must match the weight.
@@ -65,7 +77,10 @@ fn check_kernel(cx: &mut NodeCtx, w: Value) -> Result<(), MapError> {
         for (i, &kv) in k.iter().enumerate() {
             if let Some(d) = ws.0.get(i + 2).and_then(|d| d.known()) {
                 if d != kv {
-                    return Err(MapError::Attr { name: "kernel_shape".into(), reason: format!("{k:?} does not match the weight {ws}") });
+                    return Err(MapError::Attr {
+                        name: "kernel_shape".into(),
+                        reason: format!("{k:?} does not match the weight {ws}"),
+                    });
                 }
             }
         }
@@ -83,7 +98,16 @@ fn conv(cx: &mut NodeCtx) -> Result<(), MapError> {
     if let Some(b) = cx.input(2)? {
         ins.push(b);
     }
-    let y = cx.add1(Conv { strides: s.strides, dilations: s.dilations, pads: s.pads, auto_pad: s.auto_pad, group }, &ins)?;
+    let y = cx.add1(
+        Conv {
+            strides: s.strides,
+            dilations: s.dilations,
+            pads: s.pads,
+            auto_pad: s.auto_pad,
+            group,
+        },
+        &ins,
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -94,13 +118,23 @@ fn conv_transpose(cx: &mut NodeCtx) -> Result<(), MapError> {
     let s = spatial(cx, n)?;
     check_kernel(cx, w)?;
     let group = cx.attr_i("group", 1)?;
-    let output_padding = cx.attr_ints("output_padding")?.unwrap_or_else(|| vec![0; n]);
+    let output_padding = cx
+        .attr_ints("output_padding")?
+        .unwrap_or_else(|| vec![0; n]);
     let output_shape = cx.attr_ints("output_shape")?.unwrap_or_default();
     let mut ins = vec![x, w];
     if let Some(b) = cx.input(2)? {
         ins.push(b);
     }
-    let op = ConvTranspose { strides: s.strides, dilations: s.dilations, pads: s.pads, auto_pad: s.auto_pad, group, output_padding, output_shape };
+    let op = ConvTranspose {
+        strides: s.strides,
+        dilations: s.dilations,
+        pads: s.pads,
+        auto_pad: s.auto_pad,
+        group,
+        output_padding,
+        output_shape,
+    };
     let y = cx.add1(op, &ins)?;
     cx.set_output(0, y);
     Ok(())
@@ -113,7 +147,16 @@ fn conv_integer(cx: &mut NodeCtx) -> Result<(), MapError> {
     let s = spatial(cx, n)?;
     check_kernel(cx, w)?;
     let group = cx.attr_i("group", 1)?;
-    let i32_of = |cx: &mut NodeCtx, v: Value| cx.add1(Cast { to: DType::I32, saturate: false, round_mode: RoundMode::Nearest }, &[v]);
+    let i32_of = |cx: &mut NodeCtx, v: Value| {
+        cx.add1(
+            Cast {
+                to: DType::I32,
+                saturate: false,
+                round_mode: RoundMode::Nearest,
+            },
+            &[v],
+        )
+    };
     let mut x32 = i32_of(cx, x)?;
     let mut w32 = i32_of(cx, w)?;
     if let Some(zx) = cx.input(2)? {
@@ -129,7 +172,16 @@ fn conv_integer(cx: &mut NodeCtx) -> Result<(), MapError> {
         w32 = binary(cx, B::Sub, w32, z)?;
     }
     // Zero-point subtraction happens before padding, so padded zeros stay zero.
-    let y = cx.add1(Conv { strides: s.strides, dilations: s.dilations, pads: s.pads, auto_pad: s.auto_pad, group }, &[x32, w32])?;
+    let y = cx.add1(
+        Conv {
+            strides: s.strides,
+            dilations: s.dilations,
+            pads: s.pads,
+            auto_pad: s.auto_pad,
+            group,
+        },
+        &[x32, w32],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -152,7 +204,15 @@ fn deform_conv(cx: &mut NodeCtx) -> Result<(), MapError> {
     let mut ins = vec![x, w, off];
     ins.extend(bias);
     ins.extend(mask);
-    let op = DeformConv { strides: s.strides, dilations: s.dilations, pads: s.pads, group, offset_group, has_bias: bias.is_some(), has_mask: mask.is_some() };
+    let op = DeformConv {
+        strides: s.strides,
+        dilations: s.dilations,
+        pads: s.pads,
+        group,
+        offset_group,
+        has_bias: bias.is_some(),
+        has_mask: mask.is_some(),
+    };
     let y = cx.add1(op, &ins)?;
     cx.set_output(0, y);
     Ok(())
@@ -160,11 +220,24 @@ fn deform_conv(cx: &mut NodeCtx) -> Result<(), MapError> {
 
 fn col2im(cx: &mut NodeCtx) -> Result<(), MapError> {
     let (x, img, block) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
-    let n = cx.ty(img).shape.0.first().and_then(|d| d.known()).unwrap_or(2) as usize;
+    let n = cx
+        .ty(img)
+        .shape
+        .0
+        .first()
+        .and_then(|d| d.known())
+        .unwrap_or(2) as usize;
     let strides = cx.attr_ints("strides")?.unwrap_or_else(|| vec![1; n]);
     let dilations = cx.attr_ints("dilations")?.unwrap_or_else(|| vec![1; n]);
     let pads = cx.attr_ints("pads")?.unwrap_or_else(|| vec![0; 2 * n]);
-    let y = cx.add1(Col2Im { strides, dilations, pads }, &[x, img, block])?;
+    let y = cx.add1(
+        Col2Im {
+            strides,
+            dilations,
+            pads,
+        },
+        &[x, img, block],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -177,7 +250,12 @@ fn pool(cx: &mut NodeCtx) -> Result<(), MapError> {
     };
     let x = cx.req(0)?;
     let n = cx.rank(x).saturating_sub(2);
-    let kernel_shape = cx.attr_ints("kernel_shape")?.ok_or_else(|| MapError::Attr { name: "kernel_shape".into(), reason: "is required".into() })?;
+    let kernel_shape = cx
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| MapError::Attr {
+            name: "kernel_shape".into(),
+            reason: "is required".into(),
+        })?;
     let s = spatial(cx, n)?;
     let ceil_mode = cx.attr_bool("ceil_mode", false)?;
     let count_include_pad = cx.attr_bool("count_include_pad", false)?;
@@ -234,25 +312,48 @@ fn global_pool(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn max_unpool(cx: &mut NodeCtx) -> Result<(), MapError> {
     let (x, idx) = (cx.req(0)?, cx.req(1)?);
     let n = cx.rank(x).saturating_sub(2);
-    let kernel_shape = cx.attr_ints("kernel_shape")?.ok_or_else(|| MapError::Attr { name: "kernel_shape".into(), reason: "is required".into() })?;
+    let kernel_shape = cx
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| MapError::Attr {
+            name: "kernel_shape".into(),
+            reason: "is required".into(),
+        })?;
     let strides = cx.attr_ints("strides")?.unwrap_or_else(|| vec![1; n]);
     let pads = cx.attr_ints("pads")?.unwrap_or_else(|| vec![0; 2 * n]);
     let mut ins = vec![x, idx];
     if let Some(s) = cx.input(2)? {
         ins.push(s);
     }
-    let y = cx.add1(MaxUnpool { kernel_shape, strides, pads }, &ins)?;
+    let y = cx.add1(
+        MaxUnpool {
+            kernel_shape,
+            strides,
+            pads,
+        },
+        &ins,
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
 
 fn lrn(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let size = cx.attr_i_opt("size")?.ok_or_else(|| MapError::Attr { name: "size".into(), reason: "is required".into() })?;
+    let size = cx.attr_i_opt("size")?.ok_or_else(|| MapError::Attr {
+        name: "size".into(),
+        reason: "is required".into(),
+    })?;
     let alpha = cx.attr_f("alpha", 1e-4)?;
     let beta = cx.attr_f("beta", 0.75)?;
     let bias = cx.attr_f("bias", 1.0)?;
     let x = cx.req(0)?;
-    let y = cx.add1(Lrn { size, alpha, beta, bias }, &[x])?;
+    let y = cx.add1(
+        Lrn {
+            size,
+            alpha,
+            beta,
+            bias,
+        },
+        &[x],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }

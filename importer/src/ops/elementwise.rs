@@ -6,8 +6,8 @@
 //! `broadcast=1` (see [`legacy_broadcast`]).
 
 use rlx_ir::ops::{
-    BinaryKind as B, BitCast, Cast, Clip, Compare, CompareKind as C, Gelu, GeluApprox, Logical, LogicalKind as L,
-    RoundMode, Unary, UnaryKind as U, Where,
+    BinaryKind as B, BitCast, Cast, Clip, Compare, CompareKind as C, Gelu, GeluApprox, Logical,
+    LogicalKind as L, RoundMode, Unary, UnaryKind as U, Where,
 };
 use rlx_ir::{DType, Tensor, Value};
 
@@ -18,13 +18,50 @@ use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
     for op in [
-        "Abs", "Neg", "Sign", "Ceil", "Floor", "Round", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
-        "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tanh", "Sigmoid", "Relu", "Erf", "Softplus", "Softsign", "Not", "BitwiseNot", "IsNaN",
+        "Abs",
+        "Neg",
+        "Sign",
+        "Ceil",
+        "Floor",
+        "Round",
+        "Sqrt",
+        "Reciprocal",
+        "Exp",
+        "Log",
+        "Sin",
+        "Cos",
+        "Tan",
+        "Asin",
+        "Acos",
+        "Atan",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
+        "Tanh",
+        "Sigmoid",
+        "Relu",
+        "Erf",
+        "Softplus",
+        "Softsign",
+        "Not",
+        "BitwiseNot",
+        "IsNaN",
     ] {
         r.add(op, 1, unary);
     }
     r.add("IsInf", 10, is_inf);
-    for op in ["Add", "Sub", "Mul", "Div", "Pow", "BitwiseAnd", "BitwiseOr", "BitwiseXor"] {
+    for op in [
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+    ] {
         r.add(op, 1, arith);
     }
     r.add("Mod", 10, modulo);
@@ -102,7 +139,9 @@ pub(crate) fn un(cx: &mut NodeCtx, kind: U, x: Value) -> Result<Value, MapError>
 }
 
 fn unary(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let Some(kind) = unary_kind(cx.op_type()) else { return cx.unsupported("not a unary op") };
+    let Some(kind) = unary_kind(cx.op_type()) else {
+        return cx.unsupported("not a unary op");
+    };
     cx.ignore_attr("consumed_inputs");
     let x = cx.req(0)?;
     let y = un(cx, kind, x)?;
@@ -121,7 +160,10 @@ fn is_inf(cx: &mut NodeCtx) -> Result<(), MapError> {
         (false, false) => {
             // Nothing is detected: all false.
             let f = un(cx, U::IsInf, x)?;
-            let t = cx.constant(Tensor::from_slice(DType::Bool, &[], &[0u8]).map_err(|e| MapError::Unsupported(e.to_string()))?);
+            let t = cx.constant(
+                Tensor::from_slice(DType::Bool, &[], &[0u8])
+                    .map_err(|e| MapError::Unsupported(e.to_string()))?,
+            );
             cx.add1(Logical { kind: L::And }, &[f, t])?
         }
     };
@@ -162,7 +204,16 @@ fn modulo(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn bit_shift(cx: &mut NodeCtx) -> Result<(), MapError> {
     let dir = cx.attr_choice("direction", "", &["LEFT", "RIGHT"])?;
     let (a, b) = (cx.req(0)?, cx.req(1)?);
-    let y = binary(cx, if dir == "LEFT" { B::ShiftLeft } else { B::ShiftRight }, a, b)?;
+    let y = binary(
+        cx,
+        if dir == "LEFT" {
+            B::ShiftLeft
+        } else {
+            B::ShiftRight
+        },
+        a,
+        b,
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -201,7 +252,9 @@ fn logical(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn variadic(cx: &mut NodeCtx) -> Result<(), MapError> {
     cx.ignore_attr("consumed_inputs");
     let xs = cx.all_inputs()?;
-    let Some((&first, rest)) = xs.split_first() else { return cx.unsupported("needs at least one input") };
+    let Some((&first, rest)) = xs.split_first() else {
+        return cx.unsupported("needs at least one input");
+    };
     let kind = match cx.op_type() {
         "Max" => B::Max,
         "Min" => B::Min,
@@ -234,14 +287,27 @@ fn round_mode(cx: &mut NodeCtx) -> Result<RoundMode, MapError> {
 fn cast(cx: &mut NodeCtx) -> Result<(), MapError> {
     let to = if cx.opset < 6 {
         let s = cx.attr_s("to")?.unwrap_or_default();
-        legacy_dtype(&s).ok_or_else(|| MapError::Attr { name: "to".into(), reason: format!("unknown type `{s}`") })?
+        legacy_dtype(&s).ok_or_else(|| MapError::Attr {
+            name: "to".into(),
+            reason: format!("unknown type `{s}`"),
+        })?
     } else {
-        cx.attr_dtype("to")?.ok_or_else(|| MapError::Attr { name: "to".into(), reason: "is required".into() })?
+        cx.attr_dtype("to")?.ok_or_else(|| MapError::Attr {
+            name: "to".into(),
+            reason: "is required".into(),
+        })?
     };
     let saturate = cx.attr_bool("saturate", true)?;
     let round_mode = round_mode(cx)?;
     let x = cx.req(0)?;
-    let y = cx.add1(Cast { to, saturate, round_mode }, &[x])?;
+    let y = cx.add1(
+        Cast {
+            to,
+            saturate,
+            round_mode,
+        },
+        &[x],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -270,13 +336,23 @@ fn cast_like(cx: &mut NodeCtx) -> Result<(), MapError> {
     let round_mode = round_mode(cx)?;
     let (x, like) = (cx.req(0)?, cx.req(1)?);
     let to = cx.dtype(like);
-    let y = cx.add1(Cast { to, saturate, round_mode }, &[x])?;
+    let y = cx.add1(
+        Cast {
+            to,
+            saturate,
+            round_mode,
+        },
+        &[x],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
 
 fn bitcast(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let to = cx.attr_dtype("to")?.ok_or_else(|| MapError::Attr { name: "to".into(), reason: "is required".into() })?;
+    let to = cx.attr_dtype("to")?.ok_or_else(|| MapError::Attr {
+        name: "to".into(),
+        reason: "is required".into(),
+    })?;
     let x = cx.req(0)?;
     let y = cx.add1(BitCast { to }, &[x])?;
     cx.set_output(0, y);
@@ -293,12 +369,48 @@ fn bound(cx: &mut NodeCtx, d: DType, high: bool) -> Result<Value, MapError> {
                 f64::NEG_INFINITY
             }
         }
-        DType::I8 => if high { i8::MAX as f64 } else { i8::MIN as f64 },
-        DType::I16 => if high { i16::MAX as f64 } else { i16::MIN as f64 },
-        DType::I32 => if high { i32::MAX as f64 } else { i32::MIN as f64 },
-        DType::U8 => if high { u8::MAX as f64 } else { 0.0 },
-        DType::U16 => if high { u16::MAX as f64 } else { 0.0 },
-        DType::U32 => if high { u32::MAX as f64 } else { 0.0 },
+        DType::I8 => {
+            if high {
+                i8::MAX as f64
+            } else {
+                i8::MIN as f64
+            }
+        }
+        DType::I16 => {
+            if high {
+                i16::MAX as f64
+            } else {
+                i16::MIN as f64
+            }
+        }
+        DType::I32 => {
+            if high {
+                i32::MAX as f64
+            } else {
+                i32::MIN as f64
+            }
+        }
+        DType::U8 => {
+            if high {
+                u8::MAX as f64
+            } else {
+                0.0
+            }
+        }
+        DType::U16 => {
+            if high {
+                u16::MAX as f64
+            } else {
+                0.0
+            }
+        }
+        DType::U32 => {
+            if high {
+                u32::MAX as f64
+            } else {
+                0.0
+            }
+        }
         DType::I64 | DType::U64 => {
             let t = match (d, high) {
                 (DType::I64, true) => rlx_ir::ops::values::int_tensor(d, &[], &[i64::MAX]),
@@ -306,7 +418,9 @@ fn bound(cx: &mut NodeCtx, d: DType, high: bool) -> Result<Value, MapError> {
                 (_, true) => Tensor::from_slice(d, &[], &[u64::MAX]).ok(),
                 _ => Tensor::from_slice(d, &[], &[0u64]).ok(),
             };
-            return t.map(|t| cx.constant(t)).ok_or_else(|| MapError::Unsupported(format!("Clip on {d}")));
+            return t
+                .map(|t| cx.constant(t))
+                .ok_or_else(|| MapError::Unsupported(format!("Clip on {d}")));
         }
         _ => return cx.unsupported(format!("Clip is not defined on {d}")),
     };
@@ -370,9 +484,19 @@ fn dropout(cx: &mut NodeCtx) -> Result<(), MapError> {
     let x = cx.req(0)?;
     cx.set_output(0, x);
     if cx.output_used(1) {
-        let mask_dtype = if cx.opset < 10 { cx.dtype(x) } else { DType::Bool };
+        let mask_dtype = if cx.opset < 10 {
+            cx.dtype(x)
+        } else {
+            DType::Bool
+        };
         let one = cx.scalar(mask_dtype, 1.0)?;
-        let shape = cx.add1(rlx_ir::ops::ShapeOf { start: 0, end: None }, &[x])?;
+        let shape = cx.add1(
+            rlx_ir::ops::ShapeOf {
+                start: 0,
+                end: None,
+            },
+            &[x],
+        )?;
         let mask = cx.add1(rlx_ir::ops::Expand {}, &[one, shape])?;
         cx.set_output(1, mask);
     }
@@ -391,7 +515,11 @@ fn prelu(cx: &mut NodeCtx) -> Result<(), MapError> {
     let (x, mut slope) = (cx.req(0)?, cx.req(1)?);
     // Before opset 7 a 1-D slope applies per channel (axis 1).
     let rank = cx.rank(x);
-    if cx.opset < 7 && cx.rank(slope) == 1 && cx.ty(slope).shape.numel().known() != Some(1) && rank > 2 {
+    if cx.opset < 7
+        && cx.rank(slope) == 1
+        && cx.ty(slope).shape.numel().known() != Some(1)
+        && rank > 2
+    {
         let axes: Vec<i64> = (1..rank as i64 - 1).collect();
         slope = super::unsqueeze(cx, slope, &axes)?;
     }
@@ -440,7 +568,12 @@ fn selu(cx: &mut NodeCtx) -> Result<(), MapError> {
     let d = cx.dtype(x);
     let neg = expm1_scaled(cx, x, alpha)?;
     let zero = cx.scalar(d, 0.0)?;
-    let le = cx.add1(Compare { kind: C::LessOrEqual }, &[x, zero])?;
+    let le = cx.add1(
+        Compare {
+            kind: C::LessOrEqual,
+        },
+        &[x, zero],
+    )?;
     let inner = cx.add1(Where {}, &[le, neg, x])?;
     let g = cx.scalar(d, gamma as f64)?;
     let y = binary(cx, B::Mul, inner, g)?;
@@ -547,7 +680,11 @@ fn swish(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn gelu(cx: &mut NodeCtx) -> Result<(), MapError> {
     let approx = cx.attr_choice("approximate", "none", &["none", "tanh"])?;
     let x = cx.req(0)?;
-    let approximate = if approx == "tanh" { GeluApprox::Tanh } else { GeluApprox::None };
+    let approximate = if approx == "tanh" {
+        GeluApprox::Tanh
+    } else {
+        GeluApprox::None
+    };
     let y = cx.add1(Gelu { approximate }, &[x])?;
     cx.set_output(0, y);
     Ok(())

@@ -35,7 +35,11 @@ fn constant(cx: &mut NodeCtx) -> Result<(), MapError> {
     } else if let Some(f) = cx.attr_f_opt("value_float")? {
         built(float_tensor(DType::F32, &[], &[f as f64]))?
     } else if let Some(v) = cx.attr_floats("value_floats")? {
-        built(float_tensor(DType::F32, &[v.len()], &v.iter().map(|&x| x as f64).collect::<Vec<_>>()))?
+        built(float_tensor(
+            DType::F32,
+            &[v.len()],
+            &v.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        ))?
     } else if let Some(i) = cx.attr_i_opt("value_int")? {
         built(int_tensor(DType::I64, &[], &[i]))?
     } else if let Some(v) = cx.attr_ints("value_ints")? {
@@ -53,7 +57,10 @@ fn constant_of_shape(cx: &mut NodeCtx) -> Result<(), MapError> {
         Some(t) => t,
         None => built(float_tensor(DType::F32, &[1], &[0.0]))?,
     };
-    let value = value.reshaped(vec![1]).map_err(|_| MapError::Attr { name: "value".into(), reason: "must hold one element".into() })?;
+    let value = value.reshaped(vec![1]).map_err(|_| MapError::Attr {
+        name: "value".into(),
+        reason: "must hold one element".into(),
+    })?;
     let s = cx.req(0)?;
     let y = cx.add1(ConstantOfShape { value }, &[s])?;
     cx.set_output(0, y);
@@ -85,7 +92,14 @@ fn window(cx: &mut NodeCtx) -> Result<(), MapError> {
     let periodic = cx.attr_bool("periodic", true)?;
     let dtype = cx.attr_dtype("output_datatype")?.unwrap_or(DType::F32);
     let n = cx.req(0)?;
-    let y = cx.add1(Window { kind, periodic, dtype }, &[n])?;
+    let y = cx.add1(
+        Window {
+            kind,
+            periodic,
+            dtype,
+        },
+        &[n],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -1,7 +1,10 @@
 //! Indexing: Gather, GatherElements, GatherND, Scatter/ScatterElements,
 //! ScatterND, OneHot, Compress, NonZero, Unique and Trilu.
 
-use rlx_ir::ops::{Compress, Gather, GatherElements, GatherNd, NonZero, OneHot, ScatterElements, ScatterNd, ScatterReduction, Trilu, Unique};
+use rlx_ir::ops::{
+    Compress, Gather, GatherElements, GatherNd, NonZero, OneHot, ScatterElements, ScatterNd,
+    ScatterReduction, Trilu, Unique,
+};
 
 use crate::ctx::NodeCtx;
 use crate::error::MapError;

@@ -68,7 +68,14 @@ fn gemm(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn to_i32(cx: &mut NodeCtx, v: Value) -> Result<Value, MapError> {
-    cx.add1(Cast { to: DType::I32, saturate: false, round_mode: RoundMode::Nearest }, &[v])
+    cx.add1(
+        Cast {
+            to: DType::I32,
+            saturate: false,
+            round_mode: RoundMode::Nearest,
+        },
+        &[v],
+    )
 }
 
 /// `(A - a_zero) @ (B - b_zero)` in i32. A per-row (A) or per-column (B) zero
@@ -94,7 +101,10 @@ fn matmul_integer(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn einsum(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let equation = cx.attr_s("equation")?.ok_or_else(|| MapError::Attr { name: "equation".into(), reason: "is required".into() })?;
+    let equation = cx.attr_s("equation")?.ok_or_else(|| MapError::Attr {
+        name: "equation".into(),
+        reason: "is required".into(),
+    })?;
     let xs = cx.all_inputs()?;
     let y = cx.add1(Einsum { equation }, &xs)?;
     cx.set_output(0, y);

@@ -14,7 +14,10 @@ pub fn register(r: &mut Registry) {
 fn loss_attrs(cx: &mut NodeCtx) -> Result<NllLoss, MapError> {
     let r = cx.attr_choice("reduction", "mean", &["none", "sum", "mean"])?;
     let ignore_index = cx.attr_i_opt("ignore_index")?;
-    Ok(NllLoss { reduction: LossReduction::from_name(&r).unwrap_or(LossReduction::Mean), ignore_index })
+    Ok(NllLoss {
+        reduction: LossReduction::from_name(&r).unwrap_or(LossReduction::Mean),
+        ignore_index,
+    })
 }
 
 fn nll(cx: &mut NodeCtx) -> Result<(), MapError> {
@@ -32,7 +35,13 @@ fn nll(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn softmax_cross_entropy(cx: &mut NodeCtx) -> Result<(), MapError> {
     let op = loss_attrs(cx)?;
     let (x, t) = (cx.req(0)?, cx.req(1)?);
-    let logp = cx.add1(Softmax { kind: SoftmaxKind::LogSoftmax, axis: 1 }, &[x])?;
+    let logp = cx.add1(
+        Softmax {
+            kind: SoftmaxKind::LogSoftmax,
+            axis: 1,
+        },
+        &[x],
+    )?;
     let mut ins = vec![logp, t];
     if let Some(w) = cx.input(2)? {
         ins.push(w);

@@ -42,7 +42,12 @@ pub fn register_all(r: &mut Registry) {
 }
 
 /// `a <kind> b`.
-pub(crate) fn binary(cx: &mut NodeCtx, kind: BinaryKind, a: Value, b: Value) -> Result<Value, MapError> {
+pub(crate) fn binary(
+    cx: &mut NodeCtx,
+    kind: BinaryKind,
+    a: Value,
+    b: Value,
+) -> Result<Value, MapError> {
     cx.add1(Binary { kind }, &[a, b])
 }
 
@@ -72,7 +77,10 @@ pub(crate) fn legacy_broadcast(cx: &mut NodeCtx, a: Value, b: Value) -> Result<V
     let axis = if axis < 0 { axis + ra as i64 } else { axis };
     let trailing = ra as i64 - axis - rb as i64;
     if axis < 0 || trailing < 0 {
-        return Err(MapError::Attr { name: "axis".into(), reason: format!("{axis} does not align rank {rb} inside rank {ra}") });
+        return Err(MapError::Attr {
+            name: "axis".into(),
+            reason: format!("{axis} does not align rank {rb} inside rank {ra}"),
+        });
     }
     if trailing == 0 {
         return Ok(b);

@@ -4,8 +4,9 @@
 //! took as attributes become constant inputs.
 
 use rlx_ir::ops::{
-    CenterCropPad, Concat, DepthToSpace, DepthToSpaceMode, Expand, Flatten, Pad, PadMode, Reshape, ReverseSequence, ShapeOf, Size, Slice,
-    SpaceToDepth, Split, Squeeze, Tile, Transpose, Unsqueeze,
+    CenterCropPad, Concat, DepthToSpace, DepthToSpaceMode, Expand, Flatten, Pad, PadMode, Reshape,
+    ReverseSequence, ShapeOf, Size, Slice, SpaceToDepth, Split, Squeeze, Tile, Transpose,
+    Unsqueeze,
 };
 use rlx_ir::Value;
 
@@ -34,11 +35,19 @@ pub fn register(r: &mut Registry) {
 }
 
 fn required(name: &str) -> MapError {
-    MapError::Attr { name: name.into(), reason: "is required".into() }
+    MapError::Attr {
+        name: name.into(),
+        reason: "is required".into(),
+    }
 }
 
 /// An operand that is an attribute before opset `since` and an input after.
-fn ints_operand(cx: &mut NodeCtx, since: i64, attr: &str, input: usize) -> Result<Option<Value>, MapError> {
+fn ints_operand(
+    cx: &mut NodeCtx,
+    since: i64,
+    attr: &str,
+    input: usize,
+) -> Result<Option<Value>, MapError> {
     if cx.opset < since {
         Ok(cx.attr_ints(attr)?.map(|v| cx.const_i64(&v)))
     } else {
@@ -84,7 +93,9 @@ fn unsqueeze(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn transpose(cx: &mut NodeCtx) -> Result<(), MapError> {
     let x = cx.req(0)?;
     let r = cx.rank(x) as i64;
-    let perm = cx.attr_ints("perm")?.unwrap_or_else(|| (0..r).rev().collect());
+    let perm = cx
+        .attr_ints("perm")?
+        .unwrap_or_else(|| (0..r).rev().collect());
     let y = cx.add1(Transpose { perm }, &[x])?;
     cx.set_output(0, y);
     Ok(())
@@ -98,7 +109,11 @@ fn expand(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn concat(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let axis = if cx.opset < 4 { cx.attr_i("axis", 1)? } else { cx.attr_i_opt("axis")?.ok_or_else(|| required("axis"))? };
+    let axis = if cx.opset < 4 {
+        cx.attr_i("axis", 1)?
+    } else {
+        cx.attr_i_opt("axis")?.ok_or_else(|| required("axis"))?
+    };
     let xs = cx.all_inputs()?;
     let y = cx.add1(Concat { axis }, &xs)?;
     cx.set_output(0, y);
@@ -121,13 +136,22 @@ fn split(cx: &mut NodeCtx) -> Result<(), MapError> {
     if cx.opset >= 18 {
         if let Some(k) = cx.attr_i_opt("num_outputs")? {
             if k as usize != n {
-                return Err(MapError::Attr { name: "num_outputs".into(), reason: format!("{k} but the node has {n} outputs") });
+                return Err(MapError::Attr {
+                    name: "num_outputs".into(),
+                    reason: format!("{k} but the node has {n} outputs"),
+                });
             }
         }
     }
     let mut ins = vec![x];
     ins.extend(sizes);
-    let ys = cx.add(Split { axis, num_outputs: n as i64 }, &ins)?;
+    let ys = cx.add(
+        Split {
+            axis,
+            num_outputs: n as i64,
+        },
+        &ins,
+    )?;
     cx.set_outputs(&ys);
     Ok(())
 }
@@ -155,7 +179,13 @@ fn slice(cx: &mut NodeCtx) -> Result<(), MapError> {
             (Some(a), Some(st)) => ins.extend([a, st]),
             (Some(a), None) => ins.push(a),
             (None, Some(st)) => {
-                let n = cx.ty(s).shape.0.first().and_then(|d| d.known()).ok_or_else(|| MapError::Unsupported("starts needs a known length".into()))?;
+                let n = cx
+                    .ty(s)
+                    .shape
+                    .0
+                    .first()
+                    .and_then(|d| d.known())
+                    .ok_or_else(|| MapError::Unsupported("starts needs a known length".into()))?;
                 let a = cx.const_i64(&(0..n).collect::<Vec<_>>());
                 ins.extend([a, st]);
             }
@@ -168,7 +198,11 @@ fn slice(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn pad(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let allowed: &[&str] = if cx.opset >= 19 { &["constant", "reflect", "edge", "wrap"] } else { &["constant", "reflect", "edge"] };
+    let allowed: &[&str] = if cx.opset >= 19 {
+        &["constant", "reflect", "edge", "wrap"]
+    } else {
+        &["constant", "reflect", "edge"]
+    };
     let mode = cx.attr_choice("mode", "constant", allowed)?;
     let mode = PadMode::from_name(&mode).unwrap_or(PadMode::Constant);
     let x = cx.req(0)?;
@@ -205,7 +239,8 @@ fn tile(cx: &mut NodeCtx) -> Result<(), MapError> {
         let r = cx.rank(x);
         let mut rep = vec![1i64; r];
         let a = if a[0] < 0 { a[0] + r as i64 } else { a[0] } as usize;
-        *rep.get_mut(a).ok_or_else(|| MapError::Unsupported("axis out of range".into()))? = t[0];
+        *rep.get_mut(a)
+            .ok_or_else(|| MapError::Unsupported("axis out of range".into()))? = t[0];
         cx.const_i64(&rep)
     } else {
         cx.req(1)?
@@ -216,9 +251,15 @@ fn tile(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn depth_to_space(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let blocksize = cx.attr_i_opt("blocksize")?.ok_or_else(|| required("blocksize"))?;
+    let blocksize = cx
+        .attr_i_opt("blocksize")?
+        .ok_or_else(|| required("blocksize"))?;
     let mode = cx.attr_choice("mode", "DCR", &["DCR", "CRD"])?;
-    let mode = if mode == "CRD" { DepthToSpaceMode::Crd } else { DepthToSpaceMode::Dcr };
+    let mode = if mode == "CRD" {
+        DepthToSpaceMode::Crd
+    } else {
+        DepthToSpaceMode::Dcr
+    };
     let x = cx.req(0)?;
     let y = cx.add1(DepthToSpace { blocksize, mode }, &[x])?;
     cx.set_output(0, y);
@@ -226,7 +267,9 @@ fn depth_to_space(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn space_to_depth(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let blocksize = cx.attr_i_opt("blocksize")?.ok_or_else(|| required("blocksize"))?;
+    let blocksize = cx
+        .attr_i_opt("blocksize")?
+        .ok_or_else(|| required("blocksize"))?;
     let x = cx.req(0)?;
     let y = cx.add1(SpaceToDepth { blocksize }, &[x])?;
     cx.set_output(0, y);
@@ -237,7 +280,13 @@ fn reverse_sequence(cx: &mut NodeCtx) -> Result<(), MapError> {
     let batch_axis = cx.attr_i("batch_axis", 1)?;
     let time_axis = cx.attr_i("time_axis", 0)?;
     let (x, lens) = (cx.req(0)?, cx.req(1)?);
-    let y = cx.add1(ReverseSequence { batch_axis, time_axis }, &[x, lens])?;
+    let y = cx.add1(
+        ReverseSequence {
+            batch_axis,
+            time_axis,
+        },
+        &[x, lens],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -3,7 +3,10 @@
 //! folding reduces to two constants; LpNormalization and MeanVarianceNormalization
 //! are decomposed; the others map to RLX ops.
 
-use rlx_ir::ops::{BinaryKind as B, GroupNorm, InstanceNorm, LayerNorm, Reduce, ReduceKind, RmsNorm, UnaryKind as U};
+use rlx_ir::ops::{
+    BinaryKind as B, GroupNorm, InstanceNorm, LayerNorm, Reduce, ReduceKind, RmsNorm,
+    UnaryKind as U,
+};
 use rlx_ir::{DType, Value};
 
 use super::elementwise::un;
@@ -62,7 +65,11 @@ fn batch_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     let b = binary(cx, B::Sub, bias, ma)?;
     let (mut a, mut b) = (per_channel(cx, a, rank)?, per_channel(cx, b, rank)?);
     if cx.dtype(a) != d {
-        let c = rlx_ir::ops::Cast { to: d, saturate: false, round_mode: rlx_ir::ops::RoundMode::Nearest };
+        let c = rlx_ir::ops::Cast {
+            to: d,
+            saturate: false,
+            round_mode: rlx_ir::ops::RoundMode::Nearest,
+        };
         a = cx.add1(c.clone(), &[a])?;
         b = cx.add1(c, &[b])?;
     }
@@ -75,7 +82,9 @@ fn batch_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn stash(cx: &mut NodeCtx) -> Result<(), MapError> {
     match cx.attr_i("stash_type", 1)? {
         1 => Ok(()),
-        t => cx.unsupported(format!("stash_type {t} (only float32 statistics are supported)")),
+        t => cx.unsupported(format!(
+            "stash_type {t} (only float32 statistics are supported)"
+        )),
     }
 }
 
@@ -89,7 +98,14 @@ fn layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
         ins.push(b);
     }
     let stats = cx.output_used(1) || cx.output_used(2);
-    let ys = cx.add(LayerNorm { axis, epsilon, stats }, &ins)?;
+    let ys = cx.add(
+        LayerNorm {
+            axis,
+            epsilon,
+            stats,
+        },
+        &ins,
+    )?;
     cx.set_outputs(&ys);
     Ok(())
 }
@@ -105,7 +121,10 @@ fn rms_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 fn group_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let num_groups = cx.attr_i_opt("num_groups")?.ok_or_else(|| MapError::Attr { name: "num_groups".into(), reason: "is required".into() })?;
+    let num_groups = cx.attr_i_opt("num_groups")?.ok_or_else(|| MapError::Attr {
+        name: "num_groups".into(),
+        reason: "is required".into(),
+    })?;
     let epsilon = cx.attr_f("epsilon", 1e-5)?;
     if cx.opset >= 21 {
         stash(cx)?;
@@ -113,7 +132,15 @@ fn group_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     let (x, mut scale, mut bias) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
     if cx.opset < 21 {
         // Opset 18 scales per group: repeat each group's value over its channels.
-        let c = cx.ty(x).shape.0.get(1).and_then(|d| d.known()).ok_or_else(|| MapError::Unsupported("GroupNormalization-18 needs a known channel count".into()))?;
+        let c = cx
+            .ty(x)
+            .shape
+            .0
+            .get(1)
+            .and_then(|d| d.known())
+            .ok_or_else(|| {
+                MapError::Unsupported("GroupNormalization-18 needs a known channel count".into())
+            })?;
         let per = c / num_groups.max(1);
         let rep = |cx: &mut NodeCtx, v: Value| -> Result<Value, MapError> {
             let v2 = unsqueeze(cx, v, &[1])?;
@@ -125,7 +152,13 @@ fn group_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
         scale = rep(cx, scale)?;
         bias = rep(cx, bias)?;
     }
-    let y = cx.add1(GroupNorm { num_groups, epsilon }, &[x, scale, bias])?;
+    let y = cx.add1(
+        GroupNorm {
+            num_groups,
+            epsilon,
+        },
+        &[x, scale, bias],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -150,8 +183,24 @@ fn lp_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     };
     let x = cx.req(0)?;
     let axes = cx.const_i64(&[axis]);
-    let n = cx.add1(Reduce { kind, keepdims: true, noop_with_empty_axes: false }, &[x, axes])?;
-    let y = binary(cx, B::Div, x, n)?;
+    let n = cx.add1(
+        Reduce {
+            kind,
+            keepdims: true,
+            noop_with_empty_axes: false,
+        },
+        &[x, axes],
+    )?;
+    // A zero norm gives zeros, not NaN (as the ONNX reference does).
+    let q = binary(cx, B::Div, x, n)?;
+    let zero = cx.scalar(cx.dtype(x), 0.0)?;
+    let is_zero = cx.add1(
+        rlx_ir::ops::Compare {
+            kind: rlx_ir::ops::CompareKind::Equal,
+        },
+        &[n, zero],
+    )?;
+    let y = cx.add1(rlx_ir::ops::Where {}, &[is_zero, zero, q])?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -165,7 +214,11 @@ fn mvn(cx: &mut NodeCtx) -> Result<(), MapError> {
         return cx.unsupported(format!("MeanVarianceNormalization on {d}"));
     }
     let ax = cx.const_i64(&axes);
-    let mean_op = Reduce { kind: ReduceKind::Mean, keepdims: true, noop_with_empty_axes: false };
+    let mean_op = Reduce {
+        kind: ReduceKind::Mean,
+        keepdims: true,
+        noop_with_empty_axes: false,
+    };
     let mean = cx.add1(mean_op.clone(), &[x, ax])?;
     let sq = binary(cx, B::Mul, x, x)?;
     let ex2 = cx.add1(mean_op, &[sq, ax])?;

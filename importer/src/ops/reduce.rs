@@ -2,14 +2,28 @@
 //! ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax (opset < 13 flattens to 2-D at
 //! `axis`), CumSum/CumProd and TopK.
 
-use rlx_ir::ops::{ArgReduce, ArgReduceKind, Cumulative, CumulativeKind, Flatten, Reduce, ReduceKind, Reshape, ShapeOf, Softmax, SoftmaxKind, TopK};
+use rlx_ir::ops::{
+    ArgReduce, ArgReduceKind, Cumulative, CumulativeKind, Flatten, Reduce, ReduceKind, Reshape,
+    ShapeOf, Softmax, SoftmaxKind, TopK,
+};
 
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
 use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
-    for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"] {
+    for op in [
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
+    ] {
         r.add(op, 1, reduce);
     }
     r.add("ArgMax", 1, arg_reduce);
@@ -49,18 +63,37 @@ fn reduce(cx: &mut NodeCtx) -> Result<(), MapError> {
         let c = cx.const_i64(&a);
         ins.push(c);
     }
-    let y = cx.add1(Reduce { kind, keepdims, noop_with_empty_axes }, &ins)?;
+    let y = cx.add1(
+        Reduce {
+            kind,
+            keepdims,
+            noop_with_empty_axes,
+        },
+        &ins,
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
 
 fn arg_reduce(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let kind = if cx.op_type() == "ArgMax" { ArgReduceKind::Max } else { ArgReduceKind::Min };
+    let kind = if cx.op_type() == "ArgMax" {
+        ArgReduceKind::Max
+    } else {
+        ArgReduceKind::Min
+    };
     let axis = cx.attr_i("axis", 0)?;
     let keepdims = cx.attr_bool("keepdims", true)?;
     let select_last_index = cx.attr_bool("select_last_index", false)?;
     let x = cx.req(0)?;
-    let y = cx.add1(ArgReduce { kind, axis, keepdims, select_last_index }, &[x])?;
+    let y = cx.add1(
+        ArgReduce {
+            kind,
+            axis,
+            keepdims,
+            select_last_index,
+        },
+        &[x],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -97,18 +130,35 @@ fn softmax_legacy(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     let flat = cx.add1(Flatten { axis }, &[x])?;
     let s = cx.add1(Softmax { kind, axis: 1 }, &[flat])?;
-    let shape = cx.add1(ShapeOf { start: 0, end: None }, &[x])?;
+    let shape = cx.add1(
+        ShapeOf {
+            start: 0,
+            end: None,
+        },
+        &[x],
+    )?;
     let y = cx.add1(Reshape { allowzero: false }, &[s, shape])?;
     cx.set_output(0, y);
     Ok(())
 }
 
 fn cumulative(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let kind = if cx.op_type() == "CumSum" { CumulativeKind::Sum } else { CumulativeKind::Prod };
+    let kind = if cx.op_type() == "CumSum" {
+        CumulativeKind::Sum
+    } else {
+        CumulativeKind::Prod
+    };
     let exclusive = cx.attr_bool("exclusive", false)?;
     let reverse = cx.attr_bool("reverse", false)?;
     let (x, axis) = (cx.req(0)?, cx.req(1)?);
-    let y = cx.add1(Cumulative { kind, exclusive, reverse }, &[x, axis])?;
+    let y = cx.add1(
+        Cumulative {
+            kind,
+            exclusive,
+            reverse,
+        },
+        &[x, axis],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -119,12 +169,22 @@ fn topk(cx: &mut NodeCtx) -> Result<(), MapError> {
     let sorted = cx.attr_bool("sorted", true)?;
     let x = cx.req(0)?;
     let k = if cx.opset < 10 {
-        let k = cx.attr_i_opt("k")?.ok_or_else(|| MapError::Attr { name: "k".into(), reason: "is required".into() })?;
+        let k = cx.attr_i_opt("k")?.ok_or_else(|| MapError::Attr {
+            name: "k".into(),
+            reason: "is required".into(),
+        })?;
         cx.const_i64(&[k])
     } else {
         cx.req(1)?
     };
-    let ys = cx.add(TopK { axis, largest, sorted }, &[x, k])?;
+    let ys = cx.add(
+        TopK {
+            axis,
+            largest,
+            sorted,
+        },
+        &[x, k],
+    )?;
     cx.set_outputs(&ys);
     Ok(())
 }

@@ -1,11 +1,11 @@
 //! Resize (and the older Upsample), GridSample, AffineGrid, RoiAlign and
 //! NonMaxSuppression.
 
-use rlx_ir::ops::{
-    AffineGrid, AspectPolicy, CoordMode, GridMode, GridPadding, GridSample, NearestMode, NonMaxSuppression, Resize, ResizeMode, ResizeTarget,
-    RoiAlign, RoiAlignMode, RoiCoordMode,
-};
 use rlx_ir::ops::values::float_tensor;
+use rlx_ir::ops::{
+    AffineGrid, AspectPolicy, CoordMode, GridMode, GridPadding, GridSample, NearestMode,
+    NonMaxSuppression, Resize, ResizeMode, ResizeTarget, RoiAlign, RoiAlignMode, RoiCoordMode,
+};
 use rlx_ir::{DType, Value};
 
 use crate::ctx::NodeCtx;
@@ -23,7 +23,8 @@ pub fn register(r: &mut Registry) {
 }
 
 fn empty_roi(cx: &mut NodeCtx) -> Result<Value, MapError> {
-    let t = float_tensor(DType::F32, &[0], &[]).ok_or_else(|| MapError::Unsupported("empty roi".into()))?;
+    let t = float_tensor(DType::F32, &[0], &[])
+        .ok_or_else(|| MapError::Unsupported("empty roi".into()))?;
     Ok(cx.constant(t))
 }
 
@@ -37,7 +38,12 @@ fn mode(cx: &mut NodeCtx, allowed: &[&str]) -> Result<ResizeMode, MapError> {
 }
 
 /// The Upsample/Resize-10 semantics: asymmetric coordinates, nearest = floor.
-fn simple_resize(cx: &mut NodeCtx, x: Value, scales: Value, mode: ResizeMode) -> Result<Value, MapError> {
+fn simple_resize(
+    cx: &mut NodeCtx,
+    x: Value,
+    scales: Value,
+    mode: ResizeMode,
+) -> Result<Value, MapError> {
     let roi = empty_roi(cx)?;
     let op = Resize {
         mode,
@@ -58,8 +64,16 @@ fn upsample(cx: &mut NodeCtx) -> Result<(), MapError> {
     let mode = mode(cx, &["nearest", "linear", "bilinear"])?;
     let x = cx.req(0)?;
     let scales = if cx.opset < 9 {
-        let s = cx.attr_floats("scales")?.ok_or_else(|| MapError::Attr { name: "scales".into(), reason: "is required".into() })?;
-        let t = float_tensor(DType::F32, &[s.len()], &s.iter().map(|&v| v as f64).collect::<Vec<_>>()).ok_or_else(|| MapError::Unsupported("scales".into()))?;
+        let s = cx.attr_floats("scales")?.ok_or_else(|| MapError::Attr {
+            name: "scales".into(),
+            reason: "is required".into(),
+        })?;
+        let t = float_tensor(
+            DType::F32,
+            &[s.len()],
+            &s.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        )
+        .ok_or_else(|| MapError::Unsupported("scales".into()))?;
         cx.constant(t)
     } else {
         cx.req(1)?
@@ -79,18 +93,32 @@ fn resize_v10(cx: &mut NodeCtx) -> Result<(), MapError> {
 
 fn resize(cx: &mut NodeCtx) -> Result<(), MapError> {
     let mode = mode(cx, &["nearest", "linear", "cubic"])?;
-    let mut coord_modes = vec!["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"];
+    let mut coord_modes = vec![
+        "half_pixel",
+        "pytorch_half_pixel",
+        "align_corners",
+        "asymmetric",
+        "tf_crop_and_resize",
+    ];
     if cx.opset >= 19 {
         coord_modes.push("half_pixel_symmetric");
     }
     let ctm = cx.attr_choice("coordinate_transformation_mode", "half_pixel", &coord_modes)?;
-    let nm = cx.attr_choice("nearest_mode", "round_prefer_floor", &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])?;
+    let nm = cx.attr_choice(
+        "nearest_mode",
+        "round_prefer_floor",
+        &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"],
+    )?;
     let cubic_coeff_a = cx.attr_f("cubic_coeff_a", -0.75)?;
     let exclude_outside = cx.attr_bool("exclude_outside", false)?;
     let extrapolation_value = cx.attr_f("extrapolation_value", 0.0)?;
     let antialias = cx.attr_bool("antialias", false)?;
     let axes = cx.attr_ints("axes")?.unwrap_or_default();
-    let kar = cx.attr_choice("keep_aspect_ratio_policy", "stretch", &["stretch", "not_larger", "not_smaller"])?;
+    let kar = cx.attr_choice(
+        "keep_aspect_ratio_policy",
+        "stretch",
+        &["stretch", "not_larger", "not_smaller"],
+    )?;
     let x = cx.req(0)?;
     let roi = match cx.input(1)? {
         Some(r) => r,
@@ -135,7 +163,11 @@ fn grid_sample(cx: &mut NodeCtx) -> Result<(), MapError> {
     let p = cx.attr_choice("padding_mode", "zeros", &["zeros", "border", "reflection"])?;
     let align_corners = cx.attr_bool("align_corners", false)?;
     let (x, g) = (cx.req(0)?, cx.req(1)?);
-    let op = GridSample { align_corners, mode, padding_mode: GridPadding::from_name(&p).unwrap_or(GridPadding::Zeros) };
+    let op = GridSample {
+        align_corners,
+        mode,
+        padding_mode: GridPadding::from_name(&p).unwrap_or(GridPadding::Zeros),
+    };
     let y = cx.add1(op, &[x, g])?;
     cx.set_output(0, y);
     Ok(())
@@ -156,18 +188,27 @@ fn roi_align(cx: &mut NodeCtx) -> Result<(), MapError> {
     let sampling_ratio = cx.attr_i("sampling_ratio", 0)?;
     let spatial_scale = cx.attr_f("spatial_scale", 1.0)?;
     let ctm = if cx.opset >= 16 {
-        cx.attr_choice("coordinate_transformation_mode", "half_pixel", &["half_pixel", "output_half_pixel"])?
+        cx.attr_choice(
+            "coordinate_transformation_mode",
+            "half_pixel",
+            &["half_pixel", "output_half_pixel"],
+        )?
     } else {
         "output_half_pixel".to_string()
     };
     let (x, rois, b) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
     let op = RoiAlign {
-        mode: if m == "max" { RoiAlignMode::Max } else { RoiAlignMode::Avg },
+        mode: if m == "max" {
+            RoiAlignMode::Max
+        } else {
+            RoiAlignMode::Avg
+        },
         output_height,
         output_width,
         sampling_ratio,
         spatial_scale,
-        coordinate_transformation_mode: RoiCoordMode::from_name(&ctm).unwrap_or(RoiCoordMode::HalfPixel),
+        coordinate_transformation_mode: RoiCoordMode::from_name(&ctm)
+            .unwrap_or(RoiCoordMode::HalfPixel),
     };
     let y = cx.add1(op, &[x, rois, b])?;
     cx.set_output(0, y);
@@ -179,7 +220,11 @@ fn nms(cx: &mut NodeCtx) -> Result<(), MapError> {
     let (b, s) = (cx.req(0)?, cx.req(1)?);
     let mut ins = vec![b, s];
     // Optional trailing inputs; an absent one in the middle gets its default.
-    let defaults = [(2, DType::I64, 0.0), (3, DType::F32, 0.0), (4, DType::F32, f64::NEG_INFINITY)];
+    let defaults = [
+        (2, DType::I64, 0.0),
+        (3, DType::F32, 0.0),
+        (4, DType::F32, f64::NEG_INFINITY),
+    ];
     let last = (2..5).rev().find(|&i| cx.input(i).ok().flatten().is_some());
     if let Some(last) = last {
         for &(i, d, v) in &defaults[..last - 1] {

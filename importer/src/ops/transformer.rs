@@ -17,7 +17,10 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
     let kv_num_heads = cx.attr_i("kv_num_heads", 0)?;
     let qk_matmul_output_mode = cx.attr_i("qk_matmul_output_mode", 0)?;
     if !(0..=3).contains(&qk_matmul_output_mode) {
-        return Err(MapError::Attr { name: "qk_matmul_output_mode".into(), reason: format!("{qk_matmul_output_mode} is not 0..=3") });
+        return Err(MapError::Attr {
+            name: "qk_matmul_output_mode".into(),
+            reason: format!("{qk_matmul_output_mode} is not 0..=3"),
+        });
     }
     let scale = cx.attr_f_opt("scale")?;
     let softcap = cx.attr_f("softcap", 0.0)?;
@@ -42,7 +45,10 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
         ins.extend([pk, pv]);
     }
     ins.extend(nonpad);
-    let num_outputs = (0..cx.num_outputs()).rev().find(|&i| cx.output_used(i)).map_or(1, |i| i + 1) as i64;
+    let num_outputs = (0..cx.num_outputs())
+        .rev()
+        .find(|&i| cx.output_used(i))
+        .map_or(1, |i| i + 1) as i64;
     let op = Attention {
         q_num_heads,
         kv_num_heads,
@@ -69,7 +75,14 @@ fn rotary_embedding(cx: &mut NodeCtx) -> Result<(), MapError> {
     if let Some(p) = cx.input(3)? {
         ins.push(p);
     }
-    let y = cx.add1(RotaryEmbedding { interleaved, rotary_embedding_dim, num_heads }, &ins)?;
+    let y = cx.add1(
+        RotaryEmbedding {
+            interleaved,
+            rotary_embedding_dim,
+            num_heads,
+        },
+        &ins,
+    )?;
     cx.set_output(0, y);
     Ok(())
 }

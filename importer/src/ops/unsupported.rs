@@ -4,12 +4,36 @@ use crate::ctx::NodeCtx;
 use crate::error::MapError;
 use crate::registry::Registry;
 
-const RANDOM: &[&str] = &["RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli", "Multinomial"];
-const SEQUENCES: &[&str] = &[
-    "SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert", "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
-    "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement",
+const RANDOM: &[&str] = &[
+    "RandomUniform",
+    "RandomUniformLike",
+    "RandomNormal",
+    "RandomNormalLike",
+    "Bernoulli",
+    "Multinomial",
 ];
-const STRINGS: &[&str] = &["StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer", "ImageDecoder"];
+const SEQUENCES: &[&str] = &[
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceAt",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceLength",
+    "SequenceMap",
+    "SplitToSequence",
+    "ConcatFromSequence",
+    "Optional",
+    "OptionalGetElement",
+    "OptionalHasElement",
+];
+const STRINGS: &[&str] = &[
+    "StringNormalizer",
+    "StringConcat",
+    "StringSplit",
+    "RegexFullMatch",
+    "TfIdfVectorizer",
+    "ImageDecoder",
+];
 
 pub fn register(r: &mut Registry) {
     for op in RANDOM {

@@ -31,25 +31,46 @@ impl OpDef for If {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(0, &[DType::Bool])?;
         if self.then_branch.inputs().len() != self.else_branch.inputs().len() {
-            return Err(attr_err("else_branch", "both branches must take the same captures"));
+            return Err(attr_err(
+                "else_branch",
+                "both branches must take the same captures",
+            ));
         }
         let t = output_types(&self.then_branch);
         let e = output_types(&self.else_branch);
         if t.len() != e.len() {
-            return Err(attr_err("else_branch", format!("{} outputs, the then branch has {}", e.len(), t.len())));
+            return Err(attr_err(
+                "else_branch",
+                format!("{} outputs, the then branch has {}", e.len(), t.len()),
+            ));
         }
         let mut out = Vec::new();
         for (i, (a, b)) in t.into_iter().zip(e).enumerate() {
             if a.dtype != b.dtype {
-                return Err(InferError::Mismatch { what: "If branch output dtypes", a: a.to_string(), b: b.to_string() });
+                return Err(InferError::Mismatch {
+                    what: "If branch output dtypes",
+                    a: a.to_string(),
+                    b: b.to_string(),
+                });
             }
             if a.shape == b.shape {
                 out.push(a);
             } else if a.rank() == b.rank() {
-                let s = a.shape.0.iter().zip(&b.shape.0).enumerate().map(|(j, (x, y))| if x == y { x.clone() } else { cx.fresh(i, j) }).collect();
+                let s = a
+                    .shape
+                    .0
+                    .iter()
+                    .zip(&b.shape.0)
+                    .enumerate()
+                    .map(|(j, (x, y))| if x == y { x.clone() } else { cx.fresh(i, j) })
+                    .collect();
                 out.push(TensorType::new(a.dtype, Shape(s)));
             } else {
-                return Err(InferError::Mismatch { what: "If branch output ranks", a: a.to_string(), b: b.to_string() });
+                return Err(InferError::Mismatch {
+                    what: "If branch output ranks",
+                    a: a.to_string(),
+                    b: b.to_string(),
+                });
             }
         }
         Ok(out)
@@ -72,7 +93,9 @@ impl Loop {
     /// True if the body passes its `cond` input through (or returns constant
     /// true), so the loop runs exactly `M` times when started with `cond` true.
     pub fn runs_full_trip(&self) -> bool {
-        let Some(out) = self.body.outputs().first() else { return false };
+        let Some(out) = self.body.outputs().first() else {
+            return false;
+        };
         if self.body.inputs().get(1) == Some(&out.value.node) {
             return true;
         }
@@ -95,10 +118,17 @@ impl OpDef for Loop {
         let k = self.num_carried as usize;
         let body_out = output_types(&self.body);
         if body_out.len() < 1 + k {
-            return Err(attr_err("body", "the body returns fewer values than it carries"));
+            return Err(attr_err(
+                "body",
+                "the body returns fewer values than it carries",
+            ));
         }
         let trip = match (cx.ints(0), cx.value(1).and_then(|v| v.as_i64s())) {
-            (Some(m), Some(c)) if m.len() == 1 && c == [1] && m[0] < (1 << 40) && self.runs_full_trip() => Dim::Known(m[0].max(0)),
+            (Some(m), Some(c))
+                if m.len() == 1 && c == [1] && m[0] < (1 << 40) && self.runs_full_trip() =>
+            {
+                Dim::Known(m[0].max(0))
+            }
             (Some(m), _) if m.len() == 1 && m[0] <= 0 => Dim::Known(0),
             (_, Some(c)) if c == [0] => Dim::Known(0),
             _ => cx.fresh(k, 0),
@@ -109,9 +139,17 @@ impl OpDef for Loop {
             let init = cx.ty(2 + i).clone();
             let b = &body_out[1 + i];
             if b.dtype != init.dtype {
-                return Err(InferError::Mismatch { what: "loop-carried dtype", a: init.to_string(), b: b.to_string() });
+                return Err(InferError::Mismatch {
+                    what: "loop-carried dtype",
+                    a: init.to_string(),
+                    b: b.to_string(),
+                });
             }
-            out.push(if b.shape == init.shape { init } else { TensorType::new(init.dtype, cx.fresh_shape(i, b.rank())) });
+            out.push(if b.shape == init.shape {
+                init
+            } else {
+                TensorType::new(init.dtype, cx.fresh_shape(i, b.rank()))
+            });
         }
         for t in &body_out[1 + k..] {
             let mut s = vec![trip.clone()];
@@ -146,7 +184,10 @@ impl OpDef for Scan {
         let ns = self.num_state as usize;
         let ni = self.num_scan_inputs as usize;
         if ni == 0 || cx.inputs.len() < ns + ni {
-            return Err(attr_err("num_scan_inputs", "needs at least one scanned input"));
+            return Err(attr_err(
+                "num_scan_inputs",
+                "needs at least one scanned input",
+            ));
         }
         let ax0 = self.scan_input_axes.first().copied().unwrap_or(0);
         let r0 = cx.rank(ns);
@@ -154,7 +195,10 @@ impl OpDef for Scan {
         let len = cx.shape(ns).0[ax0].clone();
         let body_out = output_types(&self.body);
         if body_out.len() < ns {
-            return Err(attr_err("body", "the body returns fewer values than the state"));
+            return Err(attr_err(
+                "body",
+                "the body returns fewer values than the state",
+            ));
         }
         let mut out: Vec<TensorType> = (0..ns).map(|i| cx.ty(i).clone()).collect();
         for (j, t) in body_out[ns..].iter().enumerate() {

@@ -6,12 +6,12 @@
 //! defaults). `pads` lists all begins, then all ends. Output sizes are computed
 //! on dims, so symbolic spatial sizes stay symbolic.
 
+use super::Activation;
 use super::{attr_err, InferCx, InferError, OpDef};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::shape::{Shape, TensorType};
 use crate::{attr_enum, kinded_op, op_attrs};
-use super::Activation;
 
 const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
 
@@ -34,13 +34,22 @@ impl SpatialWindow<'_> {
     fn check(&self) -> Result<usize, InferError> {
         let n = self.kernel.len();
         if self.strides.len() != n || self.dilations.len() != n {
-            return Err(attr_err("strides", format!("strides and dilations need {n} values")));
+            return Err(attr_err(
+                "strides",
+                format!("strides and dilations need {n} values"),
+            ));
         }
         if self.auto_pad == AutoPad::NotSet && self.pads.len() != 2 * n {
-            return Err(attr_err("pads", format!("{} values for {n} spatial dims", self.pads.len())));
+            return Err(attr_err(
+                "pads",
+                format!("{} values for {n} spatial dims", self.pads.len()),
+            ));
         }
         if self.strides.iter().chain(self.dilations).any(|&v| v < 1) {
-            return Err(attr_err("strides", "strides and dilations must be positive"));
+            return Err(attr_err(
+                "strides",
+                "strides and dilations must be positive",
+            ));
         }
         if self.pads.iter().any(|&p| p < 0) {
             return Err(attr_err("pads", "pads must be non-negative"));
@@ -54,16 +63,26 @@ impl SpatialWindow<'_> {
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let s = Dim::Known(self.strides[i]);
-            let extent = self.kernel[i].sub(&Dim::Known(1)).mul(&Dim::Known(self.dilations[i])).add(&Dim::Known(1));
+            let extent = self.kernel[i]
+                .sub(&Dim::Known(1))
+                .mul(&Dim::Known(self.dilations[i]))
+                .add(&Dim::Known(1));
             let o = match self.auto_pad {
                 AutoPad::SameUpper | AutoPad::SameLower => input[i].ceil_div(&s)?,
                 AutoPad::Valid | AutoPad::NotSet => {
-                    let (pb, pe) = if self.auto_pad == AutoPad::Valid { (0, 0) } else { (self.pads[i], self.pads[i + n]) };
+                    let (pb, pe) = if self.auto_pad == AutoPad::Valid {
+                        (0, 0)
+                    } else {
+                        (self.pads[i], self.pads[i + n])
+                    };
                     let span = input[i].add(&Dim::Known(pb + pe)).sub(&extent);
                     if ceil_mode {
                         // A window may not start inside the end padding.
                         let o = span.ceil_div(&s)?.add(&Dim::Known(1));
-                        let limit = input[i].add(&Dim::Known(pb - 1)).floor_div(&s)?.add(&Dim::Known(1));
+                        let limit = input[i]
+                            .add(&Dim::Known(pb - 1))
+                            .floor_div(&s)?
+                            .add(&Dim::Known(1));
                         o.min_dim(&limit)
                     } else {
                         span.floor_div(&s)?.add(&Dim::Known(1))
@@ -72,7 +91,11 @@ impl SpatialWindow<'_> {
             };
             if let Some(v) = o.known() {
                 if v < 1 {
-                    return Err(InferError::Mismatch { what: "window larger than padded input", a: input[i].to_string(), b: extent.to_string() });
+                    return Err(InferError::Mismatch {
+                        what: "window larger than padded input",
+                        a: input[i].to_string(),
+                        b: extent.to_string(),
+                    });
                 }
             }
             out.push(o);
@@ -82,7 +105,14 @@ impl SpatialWindow<'_> {
 }
 
 /// Concrete begin/end pads for a window over concrete input sizes.
-pub fn resolve_pads(auto_pad: AutoPad, pads: &[i64], input: &[i64], kernel: &[i64], strides: &[i64], dilations: &[i64]) -> Vec<i64> {
+pub fn resolve_pads(
+    auto_pad: AutoPad,
+    pads: &[i64],
+    input: &[i64],
+    kernel: &[i64],
+    strides: &[i64],
+    dilations: &[i64],
+) -> Vec<i64> {
     let n = input.len();
     match auto_pad {
         AutoPad::NotSet => pads.to_vec(),
@@ -94,7 +124,11 @@ pub fn resolve_pads(auto_pad: AutoPad, pads: &[i64], input: &[i64], kernel: &[i6
                 let extent = (kernel[i] - 1) * dilations[i] + 1;
                 let total = ((out - 1) * strides[i] + extent - input[i]).max(0);
                 let small = total / 2;
-                let (b, e) = if auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
+                let (b, e) = if auto_pad == AutoPad::SameUpper {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
                 p[i] = b;
                 p[i + n] = e;
             }
@@ -115,26 +149,43 @@ op_attrs! {
 }
 
 fn conv_infer(c: &Conv, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-    let d = cx.expect_dtype(0, &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32])?;
+    let d = cx.expect_dtype(
+        0,
+        &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32],
+    )?;
     cx.expect_same_dtype(1, 0)?;
     cx.expect_min_rank(0, 3)?;
     let (x, w) = (cx.shape(0), cx.shape(1));
     if w.rank() != x.rank() {
-        return Err(InferError::Rank { port: 1, got: w.rank(), expected: x.rank().to_string() });
+        return Err(InferError::Rank {
+            port: 1,
+            got: w.rank(),
+            expected: x.rank().to_string(),
+        });
     }
     if c.group < 1 {
         return Err(attr_err("group", "must be positive"));
     }
     if let (Some(cin), Some(wc)) = (x.0[1].known(), w.0[1].known()) {
         if cin != wc * c.group {
-            return Err(InferError::Mismatch { what: "input channels vs weight channels * group", a: cin.to_string(), b: (wc * c.group).to_string() });
+            return Err(InferError::Mismatch {
+                what: "input channels vs weight channels * group",
+                a: cin.to_string(),
+                b: (wc * c.group).to_string(),
+            });
         }
     }
     if cx.has(2) {
         cx.expect_same_dtype(2, 0)?;
         cx.expect_rank(2, 1)?;
     }
-    let win = SpatialWindow { kernel: &w.0[2..], strides: &c.strides, dilations: &c.dilations, pads: &c.pads, auto_pad: c.auto_pad };
+    let win = SpatialWindow {
+        kernel: &w.0[2..],
+        strides: &c.strides,
+        dilations: &c.dilations,
+        pads: &c.pads,
+        auto_pad: c.auto_pad,
+    };
     let mut out = vec![x.0[0].clone(), w.0[0].clone()];
     out.extend(win.output(&x.0[2..], false)?);
     Ok(vec![TensorType::new(d, Shape(out))])
@@ -163,7 +214,13 @@ op_attrs! {
 
 impl FusedConv {
     pub fn conv(&self) -> Conv {
-        Conv { strides: self.strides.clone(), dilations: self.dilations.clone(), pads: self.pads.clone(), auto_pad: self.auto_pad, group: self.group }
+        Conv {
+            strides: self.strides.clone(),
+            dilations: self.dilations.clone(),
+            pads: self.pads.clone(),
+            auto_pad: self.auto_pad,
+            group: self.group,
+        }
     }
 }
 
@@ -195,7 +252,12 @@ impl ConvTranspose {
     pub fn resolve(&self, input: &[i64], kernel: &[i64]) -> (Vec<i64>, Vec<i64>) {
         let n = input.len();
         let full: Vec<i64> = (0..n)
-            .map(|i| self.strides[i] * (input[i] - 1) + self.output_padding[i] + (kernel[i] - 1) * self.dilations[i] + 1)
+            .map(|i| {
+                self.strides[i] * (input[i] - 1)
+                    + self.output_padding[i]
+                    + (kernel[i] - 1) * self.dilations[i]
+                    + 1
+            })
             .collect();
         let target: Option<Vec<i64>> = if !self.output_shape.is_empty() {
             Some(self.output_shape[self.output_shape.len() - n..].to_vec())
@@ -210,14 +272,22 @@ impl ConvTranspose {
                 for i in 0..n {
                     let total = full[i] - out[i];
                     let half = total / 2;
-                    let (b, e) = if self.auto_pad == AutoPad::SameUpper { (half, total - half) } else { (total - half, half) };
+                    let (b, e) = if self.auto_pad == AutoPad::SameUpper {
+                        (half, total - half)
+                    } else {
+                        (total - half, half)
+                    };
                     pads[i] = b;
                     pads[i + n] = e;
                 }
                 (pads, out)
             }
             None => {
-                let pads = if self.auto_pad == AutoPad::Valid { vec![0; 2 * n] } else { self.pads.clone() };
+                let pads = if self.auto_pad == AutoPad::Valid {
+                    vec![0; 2 * n]
+                } else {
+                    self.pads.clone()
+                };
                 let out = (0..n).map(|i| full[i] - pads[i] - pads[i + n]).collect();
                 (pads, out)
             }
@@ -236,32 +306,54 @@ impl OpDef for ConvTranspose {
         let (x, w) = (cx.shape(0), cx.shape(1));
         let n = x.rank() - 2;
         if w.rank() != x.rank() {
-            return Err(InferError::Rank { port: 1, got: w.rank(), expected: x.rank().to_string() });
+            return Err(InferError::Rank {
+                port: 1,
+                got: w.rank(),
+                expected: x.rank().to_string(),
+            });
         }
         if self.strides.len() != n || self.dilations.len() != n || self.output_padding.len() != n {
-            return Err(attr_err("strides", format!("strides, dilations and output_padding need {n} values")));
+            return Err(attr_err(
+                "strides",
+                format!("strides, dilations and output_padding need {n} values"),
+            ));
         }
         if self.auto_pad == AutoPad::NotSet && self.pads.len() != 2 * n {
-            return Err(attr_err("pads", format!("{} values for {n} spatial dims", self.pads.len())));
+            return Err(attr_err(
+                "pads",
+                format!("{} values for {n} spatial dims", self.pads.len()),
+            ));
         }
         if !self.output_shape.is_empty() && self.output_shape.len() < n {
             return Err(attr_err("output_shape", format!("needs {n} spatial sizes")));
         }
         let mut out = vec![x.0[0].clone(), w.0[1].mul(&Dim::Known(self.group))];
         if !self.output_shape.is_empty() {
-            out.extend(self.output_shape[self.output_shape.len() - n..].iter().map(|&v| Dim::Known(v)));
+            out.extend(
+                self.output_shape[self.output_shape.len() - n..]
+                    .iter()
+                    .map(|&v| Dim::Known(v)),
+            );
         } else {
             for i in 0..n {
                 let s = Dim::Known(self.strides[i]);
                 let o = match self.auto_pad {
                     AutoPad::SameUpper | AutoPad::SameLower => x.0[i + 2].mul(&s),
                     _ => {
-                        let (pb, pe) = if self.auto_pad == AutoPad::Valid { (0, 0) } else { (self.pads[i], self.pads[i + n]) };
+                        let (pb, pe) = if self.auto_pad == AutoPad::Valid {
+                            (0, 0)
+                        } else {
+                            (self.pads[i], self.pads[i + n])
+                        };
                         x.0[i + 2]
                             .sub(&Dim::Known(1))
                             .mul(&s)
                             .add(&Dim::Known(self.output_padding[i] + 1 - pb - pe))
-                            .add(&w.0[i + 2].sub(&Dim::Known(1)).mul(&Dim::Known(self.dilations[i])))
+                            .add(
+                                &w.0[i + 2]
+                                    .sub(&Dim::Known(1))
+                                    .mul(&Dim::Known(self.dilations[i])),
+                            )
                     }
                 };
                 out.push(o);
@@ -292,7 +384,13 @@ impl OpDef for DeformConv {
         let d = cx.expect_dtype(0, FLOATS)?;
         cx.expect_rank(0, 4)?;
         let (x, w) = (cx.shape(0), cx.shape(1));
-        let win = SpatialWindow { kernel: &w.0[2..], strides: &self.strides, dilations: &self.dilations, pads: &self.pads, auto_pad: AutoPad::NotSet };
+        let win = SpatialWindow {
+            kernel: &w.0[2..],
+            strides: &self.strides,
+            dilations: &self.dilations,
+            pads: &self.pads,
+            auto_pad: AutoPad::NotSet,
+        };
         let mut out = vec![x.0[0].clone(), w.0[0].clone()];
         out.extend(win.output(&x.0[2..], false)?);
         Ok(vec![TensorType::new(d, Shape(out))])
@@ -360,7 +458,14 @@ impl OpDef for Pool {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let allowed: &[DType] = if self.kind == PoolKind::Max {
-            &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::U8]
+            &[
+                DType::F32,
+                DType::F64,
+                DType::F16,
+                DType::BF16,
+                DType::I8,
+                DType::U8,
+            ]
         } else {
             FLOATS
         };
@@ -368,10 +473,23 @@ impl OpDef for Pool {
         cx.expect_min_rank(0, 3)?;
         let x = cx.shape(0);
         if self.kernel_shape.len() != x.rank() - 2 {
-            return Err(attr_err("kernel_shape", format!("{} values for {} spatial dims", self.kernel_shape.len(), x.rank() - 2)));
+            return Err(attr_err(
+                "kernel_shape",
+                format!(
+                    "{} values for {} spatial dims",
+                    self.kernel_shape.len(),
+                    x.rank() - 2
+                ),
+            ));
         }
         let k: Vec<Dim> = self.kernel_shape.iter().map(|&v| Dim::Known(v)).collect();
-        let win = SpatialWindow { kernel: &k, strides: &self.strides, dilations: &self.dilations, pads: &self.pads, auto_pad: self.auto_pad };
+        let win = SpatialWindow {
+            kernel: &k,
+            strides: &self.strides,
+            dilations: &self.dilations,
+            pads: &self.pads,
+            auto_pad: self.auto_pad,
+        };
         let mut out = vec![x.0[0].clone(), x.0[1].clone()];
         out.extend(win.output(&x.0[2..], self.ceil_mode)?);
         let shape = Shape(out);
@@ -430,13 +548,19 @@ impl OpDef for MaxUnpool {
         let x = cx.shape(0);
         let n = x.rank().saturating_sub(2);
         if cx.has(2) {
-            return Ok(vec![TensorType::new(d, match cx.dims_value(2) {
-                Some(v) => Shape(v),
-                None => cx.fresh_shape(0, x.rank()),
-            })]);
+            return Ok(vec![TensorType::new(
+                d,
+                match cx.dims_value(2) {
+                    Some(v) => Shape(v),
+                    None => cx.fresh_shape(0, x.rank()),
+                },
+            )]);
         }
         if self.kernel_shape.len() != n || self.strides.len() != n || self.pads.len() != 2 * n {
-            return Err(attr_err("kernel_shape", format!("kernel_shape, strides and pads need {n} spatial values")));
+            return Err(attr_err(
+                "kernel_shape",
+                format!("kernel_shape, strides and pads need {n} spatial values"),
+            ));
         }
         let mut out = vec![x.0[0].clone(), x.0[1].clone()];
         for i in 0..n {
@@ -444,7 +568,9 @@ impl OpDef for MaxUnpool {
                 x.0[i + 2]
                     .sub(&Dim::Known(1))
                     .mul(&Dim::Known(self.strides[i]))
-                    .add(&Dim::Known(self.kernel_shape[i] - self.pads[i] - self.pads[i + n])),
+                    .add(&Dim::Known(
+                        self.kernel_shape[i] - self.pads[i] - self.pads[i + n],
+                    )),
             );
         }
         Ok(vec![TensorType::new(d, Shape(out))])

@@ -28,7 +28,10 @@ impl UnaryKind {
     /// True for functions defined on floats only.
     pub fn float_only(self) -> bool {
         use UnaryKind::*;
-        !matches!(self, Abs | Neg | Sign | Relu | Not | BitwiseNot | Ceil | Floor | Round)
+        !matches!(
+            self,
+            Abs | Neg | Sign | Relu | Not | BitwiseNot | Ceil | Floor | Round
+        )
     }
 
     /// The output dtype for an input dtype, or why the kind rejects it.
@@ -62,11 +65,14 @@ impl OpDef for Unary {
         (1, 1)
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        let d = self.kind.output_dtype(cx.dtype(0)).map_err(|_| InferError::DType {
-            port: 0,
-            got: cx.dtype(0),
-            expected: format!("a dtype `{}` is defined on", self.kind.name()),
-        })?;
+        let d = self
+            .kind
+            .output_dtype(cx.dtype(0))
+            .map_err(|_| InferError::DType {
+                port: 0,
+                got: cx.dtype(0),
+                expected: format!("a dtype `{}` is defined on", self.kind.name()),
+            })?;
         Ok(vec![TensorType::new(d, cx.shape(0).clone())])
     }
 }
@@ -103,7 +109,11 @@ impl OpDef for Binary {
             // Pow's exponent may have its own numeric dtype.
             Pow => {
                 if !(cx.dtype(1).is_float() || cx.dtype(1).is_int()) {
-                    return Err(InferError::DType { port: 1, got: cx.dtype(1), expected: "a number".into() });
+                    return Err(InferError::DType {
+                        port: 1,
+                        got: cx.dtype(1),
+                        expected: "a number".into(),
+                    });
                 }
             }
             _ => {
@@ -116,9 +126,16 @@ impl OpDef for Binary {
             _ => d.is_float() || d.is_int(),
         };
         if !ok || !d.is_standard() {
-            return Err(InferError::DType { port: 0, got: d, expected: format!("a dtype `{}` is defined on", self.kind.name()) });
+            return Err(InferError::DType {
+                port: 0,
+                got: d,
+                expected: format!("a dtype `{}` is defined on", self.kind.name()),
+            });
         }
-        Ok(vec![TensorType::new(d, broadcast(cx.shape(0), cx.shape(1))?)])
+        Ok(vec![TensorType::new(
+            d,
+            broadcast(cx.shape(0), cx.shape(1))?,
+        )])
     }
 }
 
@@ -140,7 +157,10 @@ impl OpDef for Compare {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_same_dtype(1, 0)?;
-        Ok(vec![TensorType::new(DType::Bool, broadcast(cx.shape(0), cx.shape(1))?)])
+        Ok(vec![TensorType::new(
+            DType::Bool,
+            broadcast(cx.shape(0), cx.shape(1))?,
+        )])
     }
 }
 
@@ -160,7 +180,10 @@ impl OpDef for Logical {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(0, &[DType::Bool])?;
         cx.expect_dtype(1, &[DType::Bool])?;
-        Ok(vec![TensorType::new(DType::Bool, broadcast(cx.shape(0), cx.shape(1))?)])
+        Ok(vec![TensorType::new(
+            DType::Bool,
+            broadcast(cx.shape(0), cx.shape(1))?,
+        )])
     }
 }
 
@@ -176,7 +199,10 @@ impl OpDef for Where {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(0, &[DType::Bool])?;
         let d = cx.expect_same_dtype(2, 1)?;
-        Ok(vec![TensorType::new(d, broadcast_all([cx.shape(0), cx.shape(1), cx.shape(2)])?)])
+        Ok(vec![TensorType::new(
+            d,
+            broadcast_all([cx.shape(0), cx.shape(1), cx.shape(2)])?,
+        )])
     }
 }
 
@@ -218,7 +244,11 @@ impl OpDef for BitCast {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let from = cx.dtype(0);
         if from.packed_bits() != self.to.packed_bits() {
-            return Err(InferError::DType { port: 0, got: from, expected: format!("a dtype of {} bits", self.to.packed_bits()) });
+            return Err(InferError::DType {
+                port: 0,
+                got: from,
+                expected: format!("a dtype of {} bits", self.to.packed_bits()),
+            });
         }
         Ok(vec![TensorType::new(self.to, cx.shape(0).clone())])
     }

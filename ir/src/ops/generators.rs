@@ -78,7 +78,12 @@ impl OpDef for ConstantOfShape {
                 Shape(d)
             }
             None => {
-                let n = cx.shape(0).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 0 })?;
+                let n = cx
+                    .shape(0)
+                    .0
+                    .first()
+                    .and_then(Dim::known)
+                    .ok_or(InferError::NotConstant { port: 0 })?;
                 cx.fresh_shape(0, n as usize)
             }
         };
@@ -104,11 +109,26 @@ impl OpDef for Range {
         &[0, 1, 2]
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        let d = cx.expect_dtype(0, &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I16, DType::I32, DType::I64])?;
+        let d = cx.expect_dtype(
+            0,
+            &[
+                DType::F32,
+                DType::F64,
+                DType::F16,
+                DType::BF16,
+                DType::I16,
+                DType::I32,
+                DType::I64,
+            ],
+        )?;
         cx.expect_same_dtype(1, 0)?;
         cx.expect_same_dtype(2, 0)?;
         let len = if d.is_float() {
-            match (cx.value(0).and_then(|v| v.as_f64s()), cx.value(1).and_then(|v| v.as_f64s()), cx.value(2).and_then(|v| v.as_f64s())) {
+            match (
+                cx.value(0).and_then(|v| v.as_f64s()),
+                cx.value(1).and_then(|v| v.as_f64s()),
+                cx.value(2).and_then(|v| v.as_f64s()),
+            ) {
                 (Some(s), Some(l), Some(dl)) if s.len() == 1 && l.len() == 1 && dl.len() == 1 => {
                     if dl[0] == 0.0 {
                         return Err(value_err(2, "delta is zero"));
@@ -119,12 +139,16 @@ impl OpDef for Range {
             }
         } else {
             match (cx.dims_value(0), cx.dims_value(1), cx.dims_value(2)) {
-                (Some(s), Some(l), Some(dl)) if s.len() == 1 && l.len() == 1 && dl.len() == 1 => match (s[0].known(), l[0].known(), dl[0].known()) {
-                    (_, _, Some(0)) => return Err(value_err(2, "delta is zero")),
-                    (Some(a), Some(b), Some(c)) => Dim::Known((-crate::dim::floor_div_i64(a - b, c)).max(0)),
-                    (_, _, Some(c)) if c > 0 => l[0].sub(&s[0]).ceil_div(&Dim::Known(c))?,
-                    _ => cx.fresh(0, 0),
-                },
+                (Some(s), Some(l), Some(dl)) if s.len() == 1 && l.len() == 1 && dl.len() == 1 => {
+                    match (s[0].known(), l[0].known(), dl[0].known()) {
+                        (_, _, Some(0)) => return Err(value_err(2, "delta is zero")),
+                        (Some(a), Some(b), Some(c)) => {
+                            Dim::Known((-crate::dim::floor_div_i64(a - b, c)).max(0))
+                        }
+                        (_, _, Some(c)) if c > 0 => l[0].sub(&s[0]).ceil_div(&Dim::Known(c))?,
+                        _ => cx.fresh(0, 0),
+                    }
+                }
                 _ => cx.fresh(0, 0),
             }
         };

@@ -68,9 +68,15 @@ impl OpDef for GatherNd {
         if idx.rank() < 1 || b >= idx.rank() || b >= x.rank() {
             return Err(attr_err("batch_dims", "must be less than both ranks"));
         }
-        let last = idx.0[idx.rank() - 1].known().ok_or_else(|| value_err(1, "the last dim of indices must be known"))? as usize;
+        let last = idx.0[idx.rank() - 1]
+            .known()
+            .ok_or_else(|| value_err(1, "the last dim of indices must be known"))?
+            as usize;
         if b + last > x.rank() {
-            return Err(value_err(1, format!("index depth {last} exceeds the data rank")));
+            return Err(value_err(
+                1,
+                format!("index depth {last} exceeds the data rank"),
+            ));
         }
         let mut s = idx.0[..idx.rank() - 1].to_vec();
         s.extend(x.0[b + last..].iter().cloned());
@@ -145,7 +151,9 @@ impl OpDef for OneHot {
                 Some(_) => return Err(value_err(1, "depth must be one value")),
                 None => {
                     let f = v.as_f64s().unwrap_or_default();
-                    let [f] = f[..] else { return Err(value_err(1, "depth must be one value")) };
+                    let [f] = f[..] else {
+                        return Err(value_err(1, "depth must be one value"));
+                    };
                     Dim::Known(f as i64)
                 }
             },

@@ -10,7 +10,11 @@ use crate::tensor::Tensor;
 #[derive(Debug, Clone, PartialEq)]
 pub enum KnownValue {
     Tensor(Tensor),
-    Dims { dtype: DType, shape: Vec<usize>, elems: Vec<Dim> },
+    Dims {
+        dtype: DType,
+        shape: Vec<usize>,
+        elems: Vec<Dim>,
+    },
 }
 
 impl KnownValue {
@@ -56,7 +60,11 @@ impl KnownValue {
     pub fn to_tensor(&self) -> Option<Tensor> {
         match self {
             KnownValue::Tensor(t) => Some(t.clone()),
-            KnownValue::Dims { dtype, shape, elems } => {
+            KnownValue::Dims {
+                dtype,
+                shape,
+                elems,
+            } => {
                 let v: Vec<i64> = elems.iter().map(Dim::known).collect::<Option<_>>()?;
                 crate::ops::values::int_tensor(*dtype, shape, &v)
             }
@@ -134,7 +142,15 @@ impl<'a> InferCx<'a> {
         if allowed.contains(&d) {
             Ok(d)
         } else {
-            Err(InferError::DType { port, got: d, expected: allowed.iter().map(|d| d.name()).collect::<Vec<_>>().join("|") })
+            Err(InferError::DType {
+                port,
+                got: d,
+                expected: allowed
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            })
         }
     }
 
@@ -144,7 +160,11 @@ impl<'a> InferCx<'a> {
         if a == b {
             Ok(a)
         } else {
-            Err(InferError::DType { port, got: b, expected: a.name().to_string() })
+            Err(InferError::DType {
+                port,
+                got: b,
+                expected: a.name().to_string(),
+            })
         }
     }
 
@@ -152,7 +172,11 @@ impl<'a> InferCx<'a> {
         if self.rank(port) == rank {
             Ok(())
         } else {
-            Err(InferError::Rank { port, expected: rank.to_string(), got: self.rank(port) })
+            Err(InferError::Rank {
+                port,
+                expected: rank.to_string(),
+                got: self.rank(port),
+            })
         }
     }
 
@@ -160,7 +184,11 @@ impl<'a> InferCx<'a> {
         if self.rank(port) >= rank {
             Ok(())
         } else {
-            Err(InferError::Rank { port, expected: format!(">= {rank}"), got: self.rank(port) })
+            Err(InferError::Rank {
+                port,
+                expected: format!(">= {rank}"),
+                got: self.rank(port),
+            })
         }
     }
 }
@@ -171,15 +199,27 @@ pub enum InferError {
     #[error("expected {min}..={max} inputs, got {got}")]
     Arity { min: usize, max: usize, got: usize },
     #[error("input {port} has dtype {got}, expected {expected}")]
-    DType { port: usize, got: DType, expected: String },
+    DType {
+        port: usize,
+        got: DType,
+        expected: String,
+    },
     #[error("input {port} has rank {got}, expected {expected}")]
-    Rank { port: usize, got: usize, expected: String },
+    Rank {
+        port: usize,
+        got: usize,
+        expected: String,
+    },
     #[error("shapes {a} and {b} do not broadcast")]
     Broadcast { a: Shape, b: Shape },
     #[error("axis {axis} is out of range for rank {rank}")]
     Axis { axis: i64, rank: usize },
     #[error("{what}: {a} and {b} differ")]
-    Mismatch { what: &'static str, a: String, b: String },
+    Mismatch {
+        what: &'static str,
+        a: String,
+        b: String,
+    },
     #[error("attribute `{name}`: {reason}")]
     Attr { name: &'static str, reason: String },
     #[error("input {port}: {reason}")]
@@ -192,12 +232,18 @@ pub enum InferError {
 
 /// An attribute error.
 pub fn attr_err(name: &'static str, reason: impl Into<String>) -> InferError {
-    InferError::Attr { name, reason: reason.into() }
+    InferError::Attr {
+        name,
+        reason: reason.into(),
+    }
 }
 
 /// A bad input value.
 pub fn value_err(port: usize, reason: impl Into<String>) -> InferError {
-    InferError::Value { port, reason: reason.into() }
+    InferError::Value {
+        port,
+        reason: reason.into(),
+    }
 }
 
 /// Resolves a possibly negative axis against `rank`.
@@ -229,11 +275,22 @@ pub fn broadcast(a: &Shape, b: &Shape) -> Result<Shape, InferError> {
     let r = a.rank().max(b.rank());
     let mut out = Vec::with_capacity(r);
     for i in 0..r {
-        let da = if i + a.rank() >= r { Some(&a.0[i + a.rank() - r]) } else { None };
-        let db = if i + b.rank() >= r { Some(&b.0[i + b.rank() - r]) } else { None };
+        let da = if i + a.rank() >= r {
+            Some(&a.0[i + a.rank() - r])
+        } else {
+            None
+        };
+        let db = if i + b.rank() >= r {
+            Some(&b.0[i + b.rank() - r])
+        } else {
+            None
+        };
         let d = match (da, db) {
             (Some(x), None) | (None, Some(x)) => x.clone(),
-            (Some(x), Some(y)) => broadcast_dim(x, y).ok_or_else(|| InferError::Broadcast { a: a.clone(), b: b.clone() })?,
+            (Some(x), Some(y)) => broadcast_dim(x, y).ok_or_else(|| InferError::Broadcast {
+                a: a.clone(),
+                b: b.clone(),
+            })?,
             (None, None) => Dim::Known(1),
         };
         out.push(d);
@@ -255,7 +312,9 @@ pub fn broadcast_dim(x: &Dim, y: &Dim) -> Option<Dim> {
 
 /// Broadcast of several shapes.
 pub fn broadcast_all<'s>(shapes: impl IntoIterator<Item = &'s Shape>) -> Result<Shape, InferError> {
-    shapes.into_iter().try_fold(Shape::scalar(), |acc, s| broadcast(&acc, s))
+    shapes
+        .into_iter()
+        .try_fold(Shape::scalar(), |acc, s| broadcast(&acc, s))
 }
 
 #[cfg(test)]
@@ -265,7 +324,10 @@ mod tests {
     #[test]
     fn broadcasting() {
         let s = |d: &[i64]| Shape(d.iter().map(|&v| Dim::Known(v)).collect());
-        assert_eq!(broadcast(&s(&[2, 1, 4]), &s(&[3, 1])).unwrap(), s(&[2, 3, 4]));
+        assert_eq!(
+            broadcast(&s(&[2, 1, 4]), &s(&[3, 1])).unwrap(),
+            s(&[2, 3, 4])
+        );
         assert!(broadcast(&s(&[2]), &s(&[3])).is_err());
         let n = Shape(vec![Dim::sym("N"), Dim::Known(1)]);
         assert_eq!(broadcast(&n, &s(&[5])).unwrap().to_string(), "[N,5]");

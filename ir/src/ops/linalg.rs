@@ -8,8 +8,16 @@ use crate::shape::{Shape, TensorType};
 use crate::{attr_enum, op_attrs};
 
 /// Dtypes matrix products accept.
-pub const MATMUL_DTYPES: &[DType] =
-    &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U32, DType::U64];
+pub const MATMUL_DTYPES: &[DType] = &[
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::I64,
+    DType::U32,
+    DType::U64,
+];
 
 op_attrs! {
     /// Numpy `matmul`: batch dims broadcast, 1-D operands are promoted and the
@@ -20,17 +28,36 @@ op_attrs! {
 /// The output shape of `a @ b` under numpy rules.
 pub fn matmul_shape(a: &Shape, b: &Shape) -> Result<Shape, InferError> {
     if a.rank() == 0 || b.rank() == 0 {
-        return Err(InferError::Rank { port: if a.rank() == 0 { 0 } else { 1 }, got: 0, expected: ">= 1".into() });
+        return Err(InferError::Rank {
+            port: if a.rank() == 0 { 0 } else { 1 },
+            got: 0,
+            expected: ">= 1".into(),
+        });
     }
-    let a2 = if a.rank() == 1 { Shape(vec![Dim::Known(1), a.0[0].clone()]) } else { a.clone() };
-    let b2 = if b.rank() == 1 { Shape(vec![b.0[0].clone(), Dim::Known(1)]) } else { b.clone() };
+    let a2 = if a.rank() == 1 {
+        Shape(vec![Dim::Known(1), a.0[0].clone()])
+    } else {
+        a.clone()
+    };
+    let b2 = if b.rank() == 1 {
+        Shape(vec![b.0[0].clone(), Dim::Known(1)])
+    } else {
+        b.clone()
+    };
     let (ra, rb) = (a2.rank(), b2.rank());
     let k1 = &a2.0[ra - 1];
     let k2 = &b2.0[rb - 2];
     if k1.is_known() && k2.is_known() && k1 != k2 {
-        return Err(InferError::Mismatch { what: "matmul inner dims", a: k1.to_string(), b: k2.to_string() });
+        return Err(InferError::Mismatch {
+            what: "matmul inner dims",
+            a: k1.to_string(),
+            b: k2.to_string(),
+        });
     }
-    let batch = broadcast(&Shape(a2.0[..ra - 2].to_vec()), &Shape(b2.0[..rb - 2].to_vec()))?;
+    let batch = broadcast(
+        &Shape(a2.0[..ra - 2].to_vec()),
+        &Shape(b2.0[..rb - 2].to_vec()),
+    )?;
     let mut out = batch.0;
     if a.rank() > 1 {
         out.push(a2.0[ra - 2].clone());
@@ -48,7 +75,10 @@ impl OpDef for MatMul {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let d = cx.expect_dtype(0, MATMUL_DTYPES)?;
         cx.expect_same_dtype(1, 0)?;
-        Ok(vec![TensorType::new(d, matmul_shape(cx.shape(0), cx.shape(1))?)])
+        Ok(vec![TensorType::new(
+            d,
+            matmul_shape(cx.shape(0), cx.shape(1))?,
+        )])
     }
 }
 
@@ -80,12 +110,19 @@ impl OpDef for FusedMatMul {
             cx.expect_same_dtype(2, 0)?;
             let b = broadcast(&s, cx.shape(2))?;
             if b != s {
-                return Err(InferError::Broadcast { a: s, b: cx.shape(2).clone() });
+                return Err(InferError::Broadcast {
+                    a: s,
+                    b: cx.shape(2).clone(),
+                });
             }
             s = b;
         }
         if self.activation != Activation::None && !d.is_float() {
-            return Err(InferError::DType { port: 0, got: d, expected: "a float for a fused activation".into() });
+            return Err(InferError::DType {
+                port: 0,
+                got: d,
+                expected: "a float for a fused activation".into(),
+            });
         }
         Ok(vec![TensorType::new(d, s)])
     }
@@ -110,14 +147,22 @@ impl Einsum {
     /// numbered broadcast labels (characters from U+0100 on).
     pub fn spec(&self, ranks: &[usize]) -> Result<EinsumSpec, InferError> {
         let bad = |r: &str| super::attr_err("equation", format!("`{}`: {r}", self.equation));
-        let eq: String = self.equation.chars().filter(|c| !c.is_whitespace()).collect();
+        let eq: String = self
+            .equation
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
         let (lhs, rhs) = match eq.split_once("->") {
             Some((l, r)) => (l.to_string(), Some(r.to_string())),
             None => (eq.clone(), None),
         };
         let terms: Vec<&str> = lhs.split(',').collect();
         if terms.len() != ranks.len() {
-            return Err(bad(&format!("{} terms for {} inputs", terms.len(), ranks.len())));
+            return Err(bad(&format!(
+                "{} terms for {} inputs",
+                terms.len(),
+                ranks.len()
+            )));
         }
         // Ellipsis dims are right-aligned across inputs, like numpy broadcasting.
         let mut ell_counts = Vec::new();
@@ -127,9 +172,13 @@ impl Einsum {
                 return Err(bad("labels must be letters"));
             }
             let n = if t.contains("...") {
-                rank.checked_sub(letters.len()).ok_or_else(|| bad("too many labels for the input rank"))?
+                rank.checked_sub(letters.len())
+                    .ok_or_else(|| bad("too many labels for the input rank"))?
             } else if letters.len() != rank {
-                return Err(bad(&format!("term `{t}` has {} labels for rank {rank}", letters.len())));
+                return Err(bad(&format!(
+                    "term `{t}` has {} labels for rank {rank}",
+                    letters.len()
+                )));
             } else {
                 0
             };
@@ -197,8 +246,11 @@ impl OpDef for Einsum {
             cx.expect_same_dtype(i, 0)?;
             for (c, dim) in labels.iter().zip(&cx.shape(i).0) {
                 let e = sizes.entry(*c).or_insert_with(|| dim.clone());
-                *e = super::broadcast_dim(e, dim)
-                    .ok_or_else(|| InferError::Mismatch { what: "einsum label sizes", a: e.to_string(), b: dim.to_string() })?;
+                *e = super::broadcast_dim(e, dim).ok_or_else(|| InferError::Mismatch {
+                    what: "einsum label sizes",
+                    a: e.to_string(),
+                    b: dim.to_string(),
+                })?;
             }
         }
         let shape = spec.output.iter().map(|c| sizes[c].clone()).collect();

@@ -6,7 +6,9 @@
 //! are inputs, as in recent ONNX opsets; their values are read when known, and
 //! the output dims are fresh symbols otherwise.
 
-use super::{attr_err, broadcast, broadcast_dim, norm_axes, norm_axis, value_err, InferCx, InferError, OpDef};
+use super::{
+    attr_err, broadcast, broadcast_dim, norm_axes, norm_axis, value_err, InferCx, InferError, OpDef,
+};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::shape::{Shape, TensorType};
@@ -33,7 +35,9 @@ pub fn reshape_shape(input: &Shape, spec: &[Dim], allowzero: bool) -> Result<Sha
                 out.push(Dim::Known(1));
             }
             Some(0) if !allowzero => {
-                out.push(input.0.get(i).cloned().ok_or_else(|| value_err(1, format!("0 at {i} copies a dim the input lacks")))?)
+                out.push(input.0.get(i).cloned().ok_or_else(|| {
+                    value_err(1, format!("0 at {i} copies a dim the input lacks"))
+                })?)
             }
             Some(v) if v < -1 => return Err(value_err(1, format!("invalid target dim {v}"))),
             _ => out.push(d.clone()),
@@ -50,7 +54,11 @@ pub fn reshape_shape(input: &Shape, spec: &[Dim], allowzero: bool) -> Result<Sha
     let prod = Shape(out.clone()).numel();
     if let (Some(a), Some(b)) = (prod.known(), total.known()) {
         if a != b {
-            return Err(InferError::Mismatch { what: "element counts of reshape", a: total.to_string(), b: Shape(out).to_string() });
+            return Err(InferError::Mismatch {
+                what: "element counts of reshape",
+                a: total.to_string(),
+                b: Shape(out).to_string(),
+            });
         }
     }
     Ok(Shape(out))
@@ -69,7 +77,9 @@ impl OpDef for Reshape {
         let s = match cx.dims_value(1) {
             Some(spec) => reshape_shape(cx.shape(0), &spec, self.allowzero)?,
             None => {
-                let n = cx.shape(1).0[0].known().ok_or(InferError::NotConstant { port: 1 })?;
+                let n = cx.shape(1).0[0]
+                    .known()
+                    .ok_or(InferError::NotConstant { port: 1 })?;
                 cx.fresh_shape(0, n as usize)
             }
         };
@@ -91,14 +101,24 @@ impl OpDef for Flatten {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         let r = x.rank() as i64;
-        let a = if self.axis < 0 { self.axis + r } else { self.axis };
+        let a = if self.axis < 0 {
+            self.axis + r
+        } else {
+            self.axis
+        };
         if !(0..=r).contains(&a) {
-            return Err(InferError::Axis { axis: self.axis, rank: x.rank() });
+            return Err(InferError::Axis {
+                axis: self.axis,
+                rank: x.rank(),
+            });
         }
         let a = a as usize;
         let outer = Shape(x.0[..a].to_vec()).numel();
         let inner = Shape(x.0[a..].to_vec()).numel();
-        Ok(vec![TensorType::new(cx.dtype(0), Shape(vec![outer, inner]))])
+        Ok(vec![TensorType::new(
+            cx.dtype(0),
+            Shape(vec![outer, inner]),
+        )])
     }
 }
 
@@ -118,8 +138,16 @@ impl OpDef for Squeeze {
         let x = cx.shape(0);
         let axes = if cx.has(1) {
             let Some(a) = cx.ints(1) else {
-                let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
-                let r = x.rank().checked_sub(n).ok_or_else(|| value_err(1, "more axes than dims"))?;
+                let n = cx
+                    .shape(1)
+                    .0
+                    .first()
+                    .and_then(Dim::known)
+                    .ok_or(InferError::NotConstant { port: 1 })? as usize;
+                let r = x
+                    .rank()
+                    .checked_sub(n)
+                    .ok_or_else(|| value_err(1, "more axes than dims"))?;
                 return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, r))]);
             };
             let axes = norm_axes(&a, x.rank())?;
@@ -135,9 +163,16 @@ impl OpDef for Squeeze {
             if x.0.iter().any(|d| !d.is_known()) {
                 return Err(value_err(0, "squeezing every size-1 axis needs known dims"));
             }
-            (0..x.rank()).filter(|&i| x.0[i].known() == Some(1)).collect()
+            (0..x.rank())
+                .filter(|&i| x.0[i].known() == Some(1))
+                .collect()
         };
-        let s = x.0.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d.clone()).collect();
+        let s =
+            x.0.iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(i))
+                .map(|(_, d)| d.clone())
+                .collect();
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
 }
@@ -158,13 +193,29 @@ impl OpDef for Unsqueeze {
         let x = cx.shape(0);
         let Some(a) = cx.ints(1) else {
             // Unknown axes: only the output rank is known.
-            let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
-            return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, x.rank() + n))]);
+            let n = cx
+                .shape(1)
+                .0
+                .first()
+                .and_then(Dim::known)
+                .ok_or(InferError::NotConstant { port: 1 })? as usize;
+            return Ok(vec![TensorType::new(
+                cx.dtype(0),
+                cx.fresh_shape(0, x.rank() + n),
+            )]);
         };
         let rank = x.rank() + a.len();
         let axes = norm_axes(&a, rank)?;
         let mut src = x.0.iter();
-        let s = (0..rank).map(|i| if axes.contains(&i) { Some(Dim::Known(1)) } else { src.next().cloned() }).collect::<Option<Vec<_>>>();
+        let s = (0..rank)
+            .map(|i| {
+                if axes.contains(&i) {
+                    Some(Dim::Known(1))
+                } else {
+                    src.next().cloned()
+                }
+            })
+            .collect::<Option<Vec<_>>>();
         let s = s.ok_or_else(|| value_err(1, "bad axes"))?;
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
@@ -184,10 +235,16 @@ impl OpDef for Transpose {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         if self.perm.len() != x.rank() {
-            return Err(attr_err("perm", format!("{} entries for rank {}", self.perm.len(), x.rank())));
+            return Err(attr_err(
+                "perm",
+                format!("{} entries for rank {}", self.perm.len(), x.rank()),
+            ));
         }
         let p = norm_axes(&self.perm, x.rank())?;
-        Ok(vec![TensorType::new(cx.dtype(0), Shape(p.iter().map(|&i| x.0[i].clone()).collect()))])
+        Ok(vec![TensorType::new(
+            cx.dtype(0),
+            Shape(p.iter().map(|&i| x.0[i].clone()).collect()),
+        )])
     }
 }
 
@@ -209,7 +266,9 @@ impl OpDef for Expand {
         let s = match cx.dims_value(1) {
             Some(v) => broadcast(cx.shape(0), &Shape(v))?,
             None => {
-                let n = cx.shape(1).0[0].known().ok_or(InferError::NotConstant { port: 1 })? as usize;
+                let n = cx.shape(1).0[0]
+                    .known()
+                    .ok_or(InferError::NotConstant { port: 1 })? as usize;
                 cx.fresh_shape(0, n.max(cx.rank(0)))
             }
         };
@@ -236,7 +295,11 @@ impl OpDef for Concat {
             cx.expect_same_dtype(i, 0)?;
             let s = cx.shape(i);
             if s.rank() != first.rank() {
-                return Err(InferError::Rank { port: i, got: s.rank(), expected: first.rank().to_string() });
+                return Err(InferError::Rank {
+                    port: i,
+                    got: s.rank(),
+                    expected: first.rank().to_string(),
+                });
             }
             for (j, d) in s.0.iter().enumerate() {
                 if j == axis {
@@ -248,7 +311,11 @@ impl OpDef for Concat {
                         (None, Some(_)) => Some(d.clone()),
                         (None, None) => broadcast_dim(&out.0[j], d),
                     };
-                    out.0[j] = unified.ok_or_else(|| InferError::Mismatch { what: "concat dims", a: first.to_string(), b: s.to_string() })?;
+                    out.0[j] = unified.ok_or_else(|| InferError::Mismatch {
+                        what: "concat dims",
+                        a: first.to_string(),
+                        b: s.to_string(),
+                    })?;
                 }
             }
         }
@@ -289,7 +356,10 @@ impl OpDef for Split {
                     let total = v.iter().fold(Dim::Known(0), |a, d| a.add(d));
                     if let (Some(t), Some(nn)) = (total.known(), n.known()) {
                         if t != nn {
-                            return Err(value_err(1, format!("sizes sum to {t}, the axis has {nn}")));
+                            return Err(value_err(
+                                1,
+                                format!("sizes sum to {t}, the axis has {nn}"),
+                            ));
                         }
                     }
                     v
@@ -302,7 +372,10 @@ impl OpDef for Split {
             v[k - 1] = n.sub(&each.mul(&Dim::Known(k as i64 - 1)));
             if let Some(last) = v[k - 1].known() {
                 if last < 0 {
-                    return Err(value_err(0, format!("axis of size {n} cannot split into {k} parts")));
+                    return Err(value_err(
+                        0,
+                        format!("axis of size {n} cannot split into {k} parts"),
+                    ));
                 }
             }
             v
@@ -326,6 +399,9 @@ op_attrs! {
 /// Clamped start and length of an ONNX slice over a concrete axis of size `n`.
 pub fn slice_range(n: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
     let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+    if n <= 0 {
+        return (0, 0);
+    }
     if step > 0 {
         let s = fix(start).clamp(0, n);
         let e = fix(end).clamp(0, n);
@@ -338,7 +414,13 @@ pub fn slice_range(n: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
 }
 
 /// The per-axis (start, end, step) of a slice for an input of `rank`.
-pub fn slice_params(starts: &[i64], ends: &[i64], axes: Option<&[i64]>, steps: Option<&[i64]>, rank: usize) -> Result<Vec<(usize, i64, i64, i64)>, InferError> {
+pub fn slice_params(
+    starts: &[i64],
+    ends: &[i64],
+    axes: Option<&[i64]>,
+    steps: Option<&[i64]>,
+    rank: usize,
+) -> Result<Vec<(usize, i64, i64, i64)>, InferError> {
     if starts.len() != ends.len() {
         return Err(value_err(2, "starts and ends differ in length"));
     }
@@ -349,11 +431,15 @@ pub fn slice_params(starts: &[i64], ends: &[i64], axes: Option<&[i64]>, steps: O
     if axes.len() != starts.len() {
         return Err(value_err(3, "axes and starts differ in length"));
     }
-    let steps = steps.map(<[i64]>::to_vec).unwrap_or_else(|| vec![1; starts.len()]);
+    let steps = steps
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![1; starts.len()]);
     if steps.len() != starts.len() || steps.contains(&0) {
         return Err(value_err(4, "steps must be non-zero, one per axis"));
     }
-    Ok((0..starts.len()).map(|i| (axes[i], starts[i], ends[i], steps[i])).collect())
+    Ok((0..starts.len())
+        .map(|i| (axes[i], starts[i], ends[i], steps[i]))
+        .collect())
 }
 
 /// Length of a slice of a symbolic axis, for the bounds ONNX exporters produce.
@@ -392,11 +478,23 @@ impl OpDef for Slice {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         if cx.has(3) && cx.ints(3).is_none() {
-            return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, x.rank()))]);
+            return Ok(vec![TensorType::new(
+                cx.dtype(0),
+                cx.fresh_shape(0, x.rank()),
+            )]);
         }
         let axes = if cx.has(3) { cx.ints(3) } else { None };
-        let steps = if cx.has(4) { cx.ints(4) } else { Some(vec![1; cx.shape(1).0.first().and_then(Dim::known).unwrap_or(0) as usize]) };
-        let (Some(starts), Some(ends), Some(steps)) = (cx.dims_value(1), cx.dims_value(2), steps) else {
+        let steps = if cx.has(4) {
+            cx.ints(4)
+        } else {
+            Some(vec![
+                1;
+                cx.shape(1).0.first().and_then(Dim::known).unwrap_or(0)
+                    as usize
+            ])
+        };
+        let (Some(starts), Some(ends), Some(steps)) = (cx.dims_value(1), cx.dims_value(2), steps)
+        else {
             // Unknown bounds: the sliced axes get fresh dims.
             let mut s = x.clone();
             match &axes {
@@ -406,7 +504,12 @@ impl OpDef for Slice {
                     }
                 }
                 None => {
-                    let n = cx.shape(1).0.first().and_then(Dim::known).unwrap_or(x.rank() as i64) as usize;
+                    let n = cx
+                        .shape(1)
+                        .0
+                        .first()
+                        .and_then(Dim::known)
+                        .unwrap_or(x.rank() as i64) as usize;
                     for ax in 0..n.min(x.rank()) {
                         s.0[ax] = cx.fresh(0, ax);
                     }
@@ -432,7 +535,8 @@ impl OpDef for Slice {
             }
             s.0[ax] = match (x.0[ax].known(), starts[i].known(), ends[i].known()) {
                 (Some(n), Some(st), Some(en)) => Dim::Known(slice_range(n, st, en, steps[i]).1),
-                _ => symbolic_slice_len(&x.0[ax], &starts[i], &ends[i], steps[i]).unwrap_or_else(|| cx.fresh(0, ax)),
+                _ => symbolic_slice_len(&x.0[ax], &starts[i], &ends[i], steps[i])
+                    .unwrap_or_else(|| cx.fresh(0, ax)),
             };
         }
         Ok(vec![TensorType::new(cx.dtype(0), s)])
@@ -461,7 +565,10 @@ impl OpDef for Pad {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         if cx.has(3) && cx.ints(3).is_none() {
-            return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, x.rank()))]);
+            return Ok(vec![TensorType::new(
+                cx.dtype(0),
+                cx.fresh_shape(0, x.rank()),
+            )]);
         }
         let axes = if let Some(a) = cx.ints(3) {
             norm_axes(&a, x.rank())?
@@ -476,7 +583,10 @@ impl OpDef for Pad {
             return Ok(vec![TensorType::new(cx.dtype(0), s)]);
         };
         if pads.len() != 2 * axes.len() {
-            return Err(value_err(1, format!("{} pads for {} axes", pads.len(), axes.len())));
+            return Err(value_err(
+                1,
+                format!("{} pads for {} axes", pads.len(), axes.len()),
+            ));
         }
         let mut s = x.clone();
         for (i, &a) in axes.iter().enumerate() {
@@ -506,7 +616,10 @@ impl OpDef for Tile {
         let s = match cx.dims_value(1) {
             Some(r) => {
                 if r.len() != x.rank() {
-                    return Err(value_err(1, format!("{} repeats for rank {}", r.len(), x.rank())));
+                    return Err(value_err(
+                        1,
+                        format!("{} repeats for rank {}", r.len(), x.rank()),
+                    ));
                 }
                 Shape(x.0.iter().zip(&r).map(|(a, b)| a.mul(b)).collect())
             }
@@ -540,7 +653,12 @@ impl OpDef for DepthToSpace {
         }
         let x = &cx.shape(0).0;
         let bb = Dim::Known(b);
-        let s = vec![x[0].clone(), x[1].floor_div(&Dim::Known(b * b))?, x[2].mul(&bb), x[3].mul(&bb)];
+        let s = vec![
+            x[0].clone(),
+            x[1].floor_div(&Dim::Known(b * b))?,
+            x[2].mul(&bb),
+            x[3].mul(&bb),
+        ];
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
 }
@@ -564,7 +682,12 @@ impl OpDef for SpaceToDepth {
         }
         let x = &cx.shape(0).0;
         let bb = Dim::Known(b);
-        let s = vec![x[0].clone(), x[1].mul(&Dim::Known(b * b)), x[2].floor_div(&bb)?, x[3].floor_div(&bb)?];
+        let s = vec![
+            x[0].clone(),
+            x[1].mul(&Dim::Known(b * b)),
+            x[2].floor_div(&bb)?,
+            x[3].floor_div(&bb)?,
+        ];
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
 }
@@ -605,12 +728,19 @@ impl OpDef for CenterCropPad {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
-        let axes: Vec<usize> = if self.axes.is_empty() { (0..x.rank()).collect() } else { norm_axes(&self.axes, x.rank())? };
+        let axes: Vec<usize> = if self.axes.is_empty() {
+            (0..x.rank()).collect()
+        } else {
+            norm_axes(&self.axes, x.rank())?
+        };
         let mut s = x.clone();
         match cx.dims_value(1) {
             Some(v) => {
                 if v.len() != axes.len() {
-                    return Err(value_err(1, format!("{} sizes for {} axes", v.len(), axes.len())));
+                    return Err(value_err(
+                        1,
+                        format!("{} sizes for {} axes", v.len(), axes.len()),
+                    ));
                 }
                 for (a, d) in axes.iter().zip(v) {
                     s.0[*a] = d;

@@ -82,7 +82,10 @@ impl OpDef for GroupNorm {
         }
         if let Some(c) = cx.shape(0).0[1].known() {
             if c % self.num_groups != 0 {
-                return Err(attr_err("num_groups", format!("{c} channels do not split into {} groups", self.num_groups)));
+                return Err(attr_err(
+                    "num_groups",
+                    format!("{c} channels do not split into {} groups", self.num_groups),
+                ));
             }
         }
         Ok(vec![cx.ty(0).clone()])

@@ -49,24 +49,43 @@ impl OpDef for Reduce {
         let d = cx.dtype(0);
         let bool_ok = d == DType::Bool && matches!(self.kind, ReduceKind::Max | ReduceKind::Min);
         if !d.is_standard() || (d == DType::Bool && !bool_ok) {
-            return Err(InferError::DType { port: 0, got: d, expected: "a number".into() });
+            return Err(InferError::DType {
+                port: 0,
+                got: d,
+                expected: "a number".into(),
+            });
         }
         let x = cx.shape(0);
         let axes = if cx.has(1) {
             match cx.ints(1) {
                 Some(a) => self.axes(Some(&a), x.rank())?,
-                None if cx.shape(1).0.first().and_then(Dim::known) == Some(0) => self.axes(None, x.rank())?,
+                None if cx.shape(1).0.first().and_then(Dim::known) == Some(0) => {
+                    self.axes(None, x.rank())?
+                }
                 None => {
                     // Unknown axes: the sizes are only known at run time.
-                    let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
-                    let r = if self.keepdims { x.rank() } else { x.rank().saturating_sub(n) };
+                    let n = cx
+                        .shape(1)
+                        .0
+                        .first()
+                        .and_then(Dim::known)
+                        .ok_or(InferError::NotConstant { port: 1 })?
+                        as usize;
+                    let r = if self.keepdims {
+                        x.rank()
+                    } else {
+                        x.rank().saturating_sub(n)
+                    };
                     return Ok(vec![TensorType::new(d, cx.fresh_shape(0, r))]);
                 }
             }
         } else {
             self.axes(None, x.rank())?
         };
-        Ok(vec![TensorType::new(d, reduced_shape(x, &axes, self.keepdims))])
+        Ok(vec![TensorType::new(
+            d,
+            reduced_shape(x, &axes, self.keepdims),
+        )])
     }
 }
 
@@ -105,7 +124,10 @@ impl OpDef for ArgReduce {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         let axis = norm_axis(self.axis, x.rank())?;
-        Ok(vec![TensorType::new(DType::I64, reduced_shape(x, &[axis], self.keepdims))])
+        Ok(vec![TensorType::new(
+            DType::I64,
+            reduced_shape(x, &[axis], self.keepdims),
+        )])
     }
 }
 
@@ -150,7 +172,9 @@ impl OpDef for Cumulative {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(1, &[DType::I32, DType::I64])?;
         if let Some(a) = cx.ints(1) {
-            let [a] = a[..] else { return Err(value_err(1, "the axis must be one value")) };
+            let [a] = a[..] else {
+                return Err(value_err(1, "the axis must be one value"));
+            };
             norm_axis(a, cx.rank(0))?;
         }
         Ok(vec![cx.ty(0).clone()])
@@ -185,7 +209,10 @@ impl OpDef for TopK {
                 }
                 if let Some(n) = x.0[axis].known() {
                     if k[0] > n {
-                        return Err(value_err(1, format!("k = {} exceeds the axis size {n}", k[0])));
+                        return Err(value_err(
+                            1,
+                            format!("k = {} exceeds the axis size {n}", k[0]),
+                        ));
                     }
                 }
                 Dim::Known(k[0])
@@ -193,6 +220,9 @@ impl OpDef for TopK {
             Some(_) => return Err(value_err(1, "k must be one value")),
             None => cx.fresh(0, axis),
         };
-        Ok(vec![TensorType::new(cx.dtype(0), s.clone()), TensorType::new(DType::I64, s)])
+        Ok(vec![
+            TensorType::new(cx.dtype(0), s.clone()),
+            TensorType::new(DType::I64, s),
+        ])
     }
 }

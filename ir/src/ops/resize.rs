@@ -50,23 +50,39 @@ op_attrs! {
 
 impl Resize {
     /// Concrete output sizes and per-axis scales (for all axes) from the target values.
-    pub fn resolve(&self, input: &[i64], scales: Option<&[f64]>, sizes: Option<&[i64]>, roi: &[f64]) -> Result<(Vec<i64>, Vec<f64>), InferError> {
+    pub fn resolve(
+        &self,
+        input: &[i64],
+        scales: Option<&[f64]>,
+        sizes: Option<&[i64]>,
+        roi: &[f64],
+    ) -> Result<(Vec<i64>, Vec<f64>), InferError> {
         let rank = input.len();
-        let axes = if self.axes.is_empty() { (0..rank).collect() } else { norm_axes(&self.axes, rank)? };
+        let axes = if self.axes.is_empty() {
+            (0..rank).collect()
+        } else {
+            norm_axes(&self.axes, rank)?
+        };
         let mut out = input.to_vec();
         let mut sc = vec![1.0f64; rank];
         match self.target {
             ResizeTarget::Scales => {
                 let s = scales.ok_or(InferError::NotConstant { port: 2 })?;
                 if s.len() != axes.len() {
-                    return Err(value_err(2, format!("{} scales for {} axes", s.len(), axes.len())));
+                    return Err(value_err(
+                        2,
+                        format!("{} scales for {} axes", s.len(), axes.len()),
+                    ));
                 }
                 for (i, &a) in axes.iter().enumerate() {
                     if s[i] <= 0.0 {
                         return Err(value_err(2, "scales must be positive"));
                     }
                     sc[a] = s[i];
-                    let extent = if self.coordinate_transformation_mode == CoordMode::TfCropAndResize && roi.len() == 2 * axes.len() {
+                    let extent = if self.coordinate_transformation_mode
+                        == CoordMode::TfCropAndResize
+                        && roi.len() == 2 * axes.len()
+                    {
                         roi[i + axes.len()] - roi[i]
                     } else {
                         1.0
@@ -77,9 +93,16 @@ impl Resize {
             ResizeTarget::Sizes => {
                 let z = sizes.ok_or(InferError::NotConstant { port: 2 })?;
                 if z.len() != axes.len() {
-                    return Err(value_err(2, format!("{} sizes for {} axes", z.len(), axes.len())));
+                    return Err(value_err(
+                        2,
+                        format!("{} sizes for {} axes", z.len(), axes.len()),
+                    ));
                 }
-                let ratios: Vec<f64> = axes.iter().enumerate().map(|(i, &a)| z[i] as f64 / input[a] as f64).collect();
+                let ratios: Vec<f64> = axes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &a)| z[i] as f64 / input[a] as f64)
+                    .collect();
                 let fixed = match self.keep_aspect_ratio_policy {
                     AspectPolicy::Stretch => None,
                     AspectPolicy::NotLarger => ratios.iter().copied().reduce(f64::min),
@@ -113,15 +136,35 @@ impl OpDef for Resize {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         let d = cx.dtype(0);
-        let axes = if self.axes.is_empty() { (0..x.rank()).collect() } else { norm_axes(&self.axes, x.rank())? };
+        let axes = if self.axes.is_empty() {
+            (0..x.rank()).collect()
+        } else {
+            norm_axes(&self.axes, x.rank())?
+        };
         let roi = cx.value(1).and_then(|v| v.as_f64s()).unwrap_or_default();
         let out = match (self.target, x.as_known()) {
             (ResizeTarget::Scales, Some(dims)) => match cx.value(2).and_then(|v| v.as_f64s()) {
-                Some(s) => Some(self.resolve(&dims.iter().map(|&v| v as i64).collect::<Vec<_>>(), Some(&s), None, &roi)?.0),
+                Some(s) => Some(
+                    self.resolve(
+                        &dims.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+                        Some(&s),
+                        None,
+                        &roi,
+                    )?
+                    .0,
+                ),
                 None => None,
             },
             (ResizeTarget::Sizes, Some(dims)) => match cx.ints(2) {
-                Some(z) => Some(self.resolve(&dims.iter().map(|&v| v as i64).collect::<Vec<_>>(), None, Some(&z), &roi)?.0),
+                Some(z) => Some(
+                    self.resolve(
+                        &dims.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+                        None,
+                        Some(&z),
+                        &roi,
+                    )?
+                    .0,
+                ),
                 None => None,
             },
             _ => None,
@@ -132,13 +175,27 @@ impl OpDef for Resize {
                 // Symbolic input: integral scales and stretch sizes stay exact.
                 let mut s = x.clone();
                 let scales = cx.value(2).and_then(|v| v.as_f64s());
-                let sizes = if self.target == ResizeTarget::Sizes { cx.dims_value(2) } else { None };
+                let sizes = if self.target == ResizeTarget::Sizes {
+                    cx.dims_value(2)
+                } else {
+                    None
+                };
                 for (i, &a) in axes.iter().enumerate() {
                     s.0[a] = match (&scales, &sizes) {
-                        (Some(sc), _) if sc.len() == axes.len() && sc[i].fract() == 0.0 && self.coordinate_transformation_mode != CoordMode::TfCropAndResize => {
+                        (Some(sc), _)
+                            if sc.len() == axes.len()
+                                && sc[i].fract() == 0.0
+                                && self.coordinate_transformation_mode
+                                    != CoordMode::TfCropAndResize =>
+                        {
                             x.0[a].mul(&Dim::Known(sc[i] as i64))
                         }
-                        (_, Some(z)) if z.len() == axes.len() && self.keep_aspect_ratio_policy == AspectPolicy::Stretch => z[i].clone(),
+                        (_, Some(z))
+                            if z.len() == axes.len()
+                                && self.keep_aspect_ratio_policy == AspectPolicy::Stretch =>
+                        {
+                            z[i].clone()
+                        }
                         _ => cx.fresh(0, a),
                     };
                 }
@@ -196,7 +253,12 @@ impl OpDef for AffineGrid {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_rank(0, 3)?;
-        let n = cx.shape(1).0.first().and_then(Dim::known).ok_or(InferError::NotConstant { port: 1 })? as usize;
+        let n = cx
+            .shape(1)
+            .0
+            .first()
+            .and_then(Dim::known)
+            .ok_or(InferError::NotConstant { port: 1 })? as usize;
         if n != 4 && n != 5 {
             return Err(value_err(1, "size must be [N,C,H,W] or [N,C,D,H,W]"));
         }
@@ -244,7 +306,12 @@ impl OpDef for RoiAlign {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_rank(0, 4)?;
         cx.expect_rank(1, 2)?;
-        let s = vec![cx.shape(1).0[0].clone(), cx.shape(0).0[1].clone(), Dim::Known(self.output_height), Dim::Known(self.output_width)];
+        let s = vec![
+            cx.shape(1).0[0].clone(),
+            cx.shape(0).0[1].clone(),
+            Dim::Known(self.output_height),
+            Dim::Known(self.output_width),
+        ];
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
 }
@@ -264,6 +331,9 @@ impl OpDef for NonMaxSuppression {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_rank(0, 3)?;
         cx.expect_rank(1, 3)?;
-        Ok(vec![TensorType::new(DType::I64, Shape(vec![cx.fresh(0, 0), Dim::Known(3)]))])
+        Ok(vec![TensorType::new(
+            DType::I64,
+            Shape(vec![cx.fresh(0, 0), Dim::Known(3)]),
+        )])
     }
 }

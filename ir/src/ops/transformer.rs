@@ -51,26 +51,45 @@ impl Attention {
         let past_key = take(self.has_past);
         let past_value = take(self.has_past);
         let nonpad = take(self.has_nonpad);
-        AttentionPorts { mask, past_key, past_value, nonpad }
+        AttentionPorts {
+            mask,
+            past_key,
+            past_value,
+            nonpad,
+        }
     }
 
     fn input_count(&self) -> usize {
-        3 + usize::from(self.has_mask) + 2 * usize::from(self.has_past) + usize::from(self.has_nonpad)
+        3 + usize::from(self.has_mask)
+            + 2 * usize::from(self.has_past)
+            + usize::from(self.has_nonpad)
     }
 }
 
 /// `[B, heads, seq, head_dim]` view of a 3-D or 4-D attention operand.
 fn heads_view(s: &Shape, heads: i64, port: usize) -> Result<[Dim; 4], InferError> {
     match s.rank() {
-        4 => Ok([s.0[0].clone(), s.0[1].clone(), s.0[2].clone(), s.0[3].clone()]),
+        4 => Ok([
+            s.0[0].clone(),
+            s.0[1].clone(),
+            s.0[2].clone(),
+            s.0[3].clone(),
+        ]),
         3 => {
             if heads < 1 {
-                return Err(attr_err("q_num_heads", "3-D inputs need q_num_heads and kv_num_heads"));
+                return Err(attr_err(
+                    "q_num_heads",
+                    "3-D inputs need q_num_heads and kv_num_heads",
+                ));
             }
             let hd = s.0[2].floor_div(&Dim::Known(heads))?;
             Ok([s.0[0].clone(), Dim::Known(heads), s.0[1].clone(), hd])
         }
-        r => Err(InferError::Rank { port, got: r, expected: "3 or 4".into() }),
+        r => Err(InferError::Rank {
+            port,
+            got: r,
+            expected: "3 or 4".into(),
+        }),
     }
 }
 
@@ -88,12 +107,22 @@ impl OpDef for Attention {
         let v = heads_view(cx.shape(2), self.kv_num_heads, 2)?;
         if let (Some(qh), Some(kh)) = (q[1].known(), k[1].known()) {
             if kh == 0 || qh % kh != 0 {
-                return Err(InferError::Mismatch { what: "query heads must be a multiple of key heads", a: qh.to_string(), b: kh.to_string() });
+                return Err(InferError::Mismatch {
+                    what: "query heads must be a multiple of key heads",
+                    a: qh.to_string(),
+                    b: kh.to_string(),
+                });
             }
         }
         let p = self.ports();
         let total = match p.past_key {
-            Some(pk) => cx.shape(pk).0.get(2).cloned().unwrap_or(Dim::Known(0)).add(&k[2]),
+            Some(pk) => cx
+                .shape(pk)
+                .0
+                .get(2)
+                .cloned()
+                .unwrap_or(Dim::Known(0))
+                .add(&k[2]),
             None => k[2].clone(),
         };
         let y = if cx.rank(0) == 4 {
@@ -104,13 +133,32 @@ impl OpDef for Attention {
         let mut out = vec![TensorType::new(d, y)];
         let n = self.num_outputs.clamp(1, 4) as usize;
         if n > 1 {
-            out.push(TensorType::new(d, Shape(vec![k[0].clone(), k[1].clone(), total.clone(), k[3].clone()])));
+            out.push(TensorType::new(
+                d,
+                Shape(vec![
+                    k[0].clone(),
+                    k[1].clone(),
+                    total.clone(),
+                    k[3].clone(),
+                ]),
+            ));
         }
         if n > 2 {
-            out.push(TensorType::new(d, Shape(vec![v[0].clone(), v[1].clone(), total.clone(), v[3].clone()])));
+            out.push(TensorType::new(
+                d,
+                Shape(vec![
+                    v[0].clone(),
+                    v[1].clone(),
+                    total.clone(),
+                    v[3].clone(),
+                ]),
+            ));
         }
         if n > 3 {
-            out.push(TensorType::new(d, Shape(vec![q[0].clone(), q[1].clone(), q[2].clone(), total])));
+            out.push(TensorType::new(
+                d,
+                Shape(vec![q[0].clone(), q[1].clone(), q[2].clone(), total]),
+            ));
         }
         Ok(out)
     }
@@ -135,7 +183,11 @@ impl OpDef for RotaryEmbedding {
         cx.expect_dtype(0, FLOATS)?;
         let r = cx.rank(0);
         if r != 3 && r != 4 {
-            return Err(InferError::Rank { port: 0, got: r, expected: "3 or 4".into() });
+            return Err(InferError::Rank {
+                port: 0,
+                got: r,
+                expected: "3 or 4".into(),
+            });
         }
         if r == 3 && self.num_heads < 1 {
             return Err(attr_err("num_heads", "3-D input needs num_heads"));

@@ -19,13 +19,41 @@ const MAX_ELEMS: usize = 4096;
 pub fn int_tensor(dtype: DType, shape: &[usize], v: &[i64]) -> Option<Tensor> {
     let t = match dtype {
         DType::I64 => Tensor::from_slice(dtype, shape, v),
-        DType::I32 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
-        DType::I16 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as i16).collect::<Vec<_>>()),
-        DType::I8 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as i8).collect::<Vec<_>>()),
-        DType::U8 | DType::Bool => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as u8).collect::<Vec<_>>()),
-        DType::U16 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as u16).collect::<Vec<_>>()),
-        DType::U32 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as u32).collect::<Vec<_>>()),
-        DType::U64 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as u64).collect::<Vec<_>>()),
+        DType::I32 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as i32).collect::<Vec<_>>(),
+        ),
+        DType::I16 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as i16).collect::<Vec<_>>(),
+        ),
+        DType::I8 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as i8).collect::<Vec<_>>(),
+        ),
+        DType::U8 | DType::Bool => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as u8).collect::<Vec<_>>(),
+        ),
+        DType::U16 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as u16).collect::<Vec<_>>(),
+        ),
+        DType::U32 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as u32).collect::<Vec<_>>(),
+        ),
+        DType::U64 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as u64).collect::<Vec<_>>(),
+        ),
         _ => return None,
     };
     t.ok()
@@ -34,10 +62,26 @@ pub fn int_tensor(dtype: DType, shape: &[usize], v: &[i64]) -> Option<Tensor> {
 /// A float tensor of `dtype` from f64 values; `None` for non-float dtypes.
 pub fn float_tensor(dtype: DType, shape: &[usize], v: &[f64]) -> Option<Tensor> {
     let t = match dtype {
-        DType::F32 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| x as f32).collect::<Vec<_>>()),
+        DType::F32 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        ),
         DType::F64 => Tensor::from_slice(dtype, shape, v),
-        DType::F16 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| half::f16::from_f64(x)).collect::<Vec<_>>()),
-        DType::BF16 => Tensor::from_slice(dtype, shape, &v.iter().map(|&x| half::bf16::from_f64(x)).collect::<Vec<_>>()),
+        DType::F16 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter()
+                .map(|&x| half::f16::from_f64(x))
+                .collect::<Vec<_>>(),
+        ),
+        DType::BF16 => Tensor::from_slice(
+            dtype,
+            shape,
+            &v.iter()
+                .map(|&x| half::bf16::from_f64(x))
+                .collect::<Vec<_>>(),
+        ),
         _ => return None,
     };
     t.ok()
@@ -49,11 +93,20 @@ fn dims_value(dtype: DType, shape: Vec<usize>, elems: Vec<Dim>) -> Option<KnownV
         let v: Vec<i64> = elems.iter().filter_map(Dim::known).collect();
         return int_tensor(dtype, &shape, &v).map(KnownValue::Tensor);
     }
-    Some(KnownValue::Dims { dtype, shape, elems })
+    Some(KnownValue::Dims {
+        dtype,
+        shape,
+        elems,
+    })
 }
 
 /// Output values of `op` from its inputs' known values, where shape arithmetic allows.
-pub fn eval_known(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], outputs: &[TensorType]) -> Vec<Option<KnownValue>> {
+pub fn eval_known(
+    op: &Op,
+    inputs: &[TensorType],
+    values: &[Option<KnownValue>],
+    outputs: &[TensorType],
+) -> Vec<Option<KnownValue>> {
     let mut out = vec![None; outputs.len()];
     if outputs.is_empty() {
         return out;
@@ -66,7 +119,13 @@ pub fn eval_known(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>],
     out
 }
 
-fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out: &TensorType, shape: Vec<usize>) -> Option<KnownValue> {
+fn eval_first(
+    op: &Op,
+    inputs: &[TensorType],
+    values: &[Option<KnownValue>],
+    out: &TensorType,
+    shape: Vec<usize>,
+) -> Option<KnownValue> {
     let val = |i: usize| values.get(i).and_then(Option::as_ref);
     let dims = |i: usize| val(i).and_then(KnownValue::as_dims);
     let dt = out.dtype;
@@ -89,7 +148,10 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
                 return None;
             }
             let n = data.len() as i64;
-            let picked = idx.iter().map(|&i| data.get((if i < 0 { i + n } else { i }) as usize).cloned()).collect::<Option<Vec<_>>>()?;
+            let picked = idx
+                .iter()
+                .map(|&i| data.get((if i < 0 { i + n } else { i }) as usize).cloned())
+                .collect::<Option<Vec<_>>>()?;
             dims_value(dt, shape, picked)
         }
         Op::Concat(_) => {
@@ -108,9 +170,20 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
             }
             let data = dims(0)?;
             let (st, en) = (val(1)?.as_i64s()?, val(2)?.as_i64s()?);
-            let step = if inputs.len() > 4 { val(4)?.as_i64s()? } else { vec![1] };
-            let (start, len) = super::slice_range(data.len() as i64, *st.first()?, *en.first()?, *step.first()?);
-            let picked = (0..len).map(|k| data[(start + k * step[0]) as usize].clone()).collect();
+            let step = if inputs.len() > 4 {
+                val(4)?.as_i64s()?
+            } else {
+                vec![1]
+            };
+            let (start, len) = super::slice_range(
+                data.len() as i64,
+                *st.first()?,
+                *en.first()?,
+                *step.first()?,
+            );
+            let picked = (0..len)
+                .map(|k| data[(start + k * step[0]) as usize].clone())
+                .collect();
             dims_value(dt, shape, picked)
         }
         Op::Cast(c) => {
@@ -120,13 +193,23 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
                 dims_value(c.to, shape, v.as_dims()?)
             } else if from.is_int() && c.to.is_float() {
                 let i = v.as_i64s()?;
-                float_tensor(c.to, &shape, &i.iter().map(|&x| x as f64).collect::<Vec<_>>()).map(KnownValue::Tensor)
+                float_tensor(
+                    c.to,
+                    &shape,
+                    &i.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+                )
+                .map(KnownValue::Tensor)
             } else if from.is_float() && c.to.is_int() {
                 let f = v.as_f64s()?;
                 if f.iter().any(|x| !x.is_finite()) {
                     return None;
                 }
-                int_tensor(c.to, &shape, &f.iter().map(|&x| x.trunc() as i64).collect::<Vec<_>>()).map(KnownValue::Tensor)
+                int_tensor(
+                    c.to,
+                    &shape,
+                    &f.iter().map(|&x| x.trunc() as i64).collect::<Vec<_>>(),
+                )
+                .map(KnownValue::Tensor)
             } else if from.is_float() && c.to.is_float() {
                 float_tensor(c.to, &shape, &v.as_f64s()?).map(KnownValue::Tensor)
             } else {
@@ -154,7 +237,10 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
                 })
             };
             let n: usize = shape.iter().product();
-            let elems = broadcast_pairs(&x, &y, n)?.into_iter().map(|(a, c)| f(a, c)).collect::<Option<Vec<_>>>()?;
+            let elems = broadcast_pairs(&x, &y, n)?
+                .into_iter()
+                .map(|(a, c)| f(a, c))
+                .collect::<Option<Vec<_>>>()?;
             dims_value(dt, shape, elems)
         }
         Op::Binary(b) if dt.is_float() => {
@@ -190,7 +276,10 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
                 let d = v.as_dims()?;
                 let g: Vec<Dim> = match u.kind {
                     UnaryKind::Neg => d.iter().map(Dim::neg).collect(),
-                    UnaryKind::Abs => d.iter().map(|x| x.known().map(|k| Dim::Known(k.abs()))).collect::<Option<_>>()?,
+                    UnaryKind::Abs => d
+                        .iter()
+                        .map(|x| x.known().map(|k| Dim::Known(k.abs())))
+                        .collect::<Option<_>>()?,
                     _ => return None,
                 };
                 dims_value(dt, shape, g)
@@ -222,7 +311,17 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
                 return None;
             }
             let pairs = broadcast_pairs(&x, &y, n)?;
-            let r = pairs.into_iter().enumerate().map(|(i, (a, b))| if cond[i % cond.len()] != 0 { a.clone() } else { b.clone() }).collect();
+            let r = pairs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (a, b))| {
+                    if cond[i % cond.len()] != 0 {
+                        a.clone()
+                    } else {
+                        b.clone()
+                    }
+                })
+                .collect();
             dims_value(dt, shape, r)
         }
         Op::Reduce(r) if inputs[0].rank() == 1 && dt.is_int() => {
@@ -241,7 +340,13 @@ fn eval_first(op: &Op, inputs: &[TensorType], values: &[Option<KnownValue>], out
             for _ in 0..n {
                 bytes.extend_from_slice(one);
             }
-            Tensor::new(c.value.dtype(), shape, crate::tensor::Bytes::copy_from(&bytes)).ok().map(KnownValue::Tensor)
+            Tensor::new(
+                c.value.dtype(),
+                shape,
+                crate::tensor::Bytes::copy_from(&bytes),
+            )
+            .ok()
+            .map(KnownValue::Tensor)
         }
         Op::Range(_) if dt.is_int() => {
             let (s, d) = (val(0)?.as_i64s()?, val(2)?.as_i64s()?);

@@ -44,7 +44,10 @@ impl AttrValue for f32 {
         w.push(&fmt_f64(*self as f64, format!("{self:?}")));
     }
     fn read_attr(p: &mut Parser) -> Result<Self, ParseError> {
-        p.float_text().and_then(|(o, t)| t.parse::<f32>().map_err(|_| p.error_at(o, format!("bad f32 `{t}`"))))
+        p.float_text().and_then(|(o, t)| {
+            t.parse::<f32>()
+                .map_err(|_| p.error_at(o, format!("bad f32 `{t}`")))
+        })
     }
 }
 
@@ -53,7 +56,10 @@ impl AttrValue for f64 {
         w.push(&fmt_f64(*self, format!("{self:?}")));
     }
     fn read_attr(p: &mut Parser) -> Result<Self, ParseError> {
-        p.float_text().and_then(|(o, t)| t.parse::<f64>().map_err(|_| p.error_at(o, format!("bad f64 `{t}`"))))
+        p.float_text().and_then(|(o, t)| {
+            t.parse::<f64>()
+                .map_err(|_| p.error_at(o, format!("bad f64 `{t}`")))
+        })
     }
 }
 
@@ -63,7 +69,11 @@ pub(crate) fn fmt_f64(v: f64, shortest: String) -> String {
     if v.is_nan() {
         "nan".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
     } else {
         shortest
     }

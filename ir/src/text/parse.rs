@@ -161,11 +161,15 @@ impl<'s> Parser<'s> {
 
     pub fn dtype(&mut self) -> Result<DType, ParseError> {
         let (off, w) = self.ident()?;
-        w.parse().map_err(|e: crate::dtype::UnknownDType| self.error_at(off, e.to_string()))
+        w.parse()
+            .map_err(|e: crate::dtype::UnknownDType| self.error_at(off, e.to_string()))
     }
 
     /// `[a, b, ...]` of items parsed by `item`.
-    pub fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, ParseError>) -> Result<Vec<T>, ParseError> {
+    pub fn list<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<T, ParseError>,
+    ) -> Result<Vec<T>, ParseError> {
         self.expect('[')?;
         let mut v = Vec::new();
         if self.eat(']') {
@@ -212,7 +216,9 @@ impl<'s> Parser<'s> {
             }
             Tok::Int(v) => {
                 self.bump();
-                i64::try_from(v).map(Dim::Known).map_err(|_| self.error(format!("{v} does not fit in i64")))
+                i64::try_from(v)
+                    .map(Dim::Known)
+                    .map_err(|_| self.error(format!("{v} does not fit in i64")))
             }
             Tok::Str(s) => {
                 self.bump();
@@ -224,7 +230,10 @@ impl<'s> Parser<'s> {
                 self.expect(')')?;
                 Ok(d)
             }
-            Tok::Ident(w) if matches!(w.as_str(), "floordiv" | "min" | "max") && self.toks.get(self.pos + 1).map(|t| &t.kind) == Some(&Tok::Punct('(')) => {
+            Tok::Ident(w)
+                if matches!(w.as_str(), "floordiv" | "min" | "max")
+                    && self.toks.get(self.pos + 1).map(|t| &t.kind) == Some(&Tok::Punct('(')) =>
+            {
                 let off = self.bump().offset;
                 self.expect('(')?;
                 let a = self.dim()?;
@@ -232,7 +241,9 @@ impl<'s> Parser<'s> {
                 let b = self.dim()?;
                 self.expect(')')?;
                 match w.as_str() {
-                    "floordiv" => a.floor_div(&b).map_err(|e| self.error_at(off, e.to_string())),
+                    "floordiv" => a
+                        .floor_div(&b)
+                        .map_err(|e| self.error_at(off, e.to_string())),
                     "min" => Ok(a.min_dim(&b)),
                     _ => Ok(a.max_dim(&b)),
                 }
@@ -260,14 +271,18 @@ impl<'s> Parser<'s> {
     pub fn tensor(&mut self) -> Result<Tensor, ParseError> {
         let off = self.peek_token().offset;
         let ty = self.tensor_type()?;
-        let dims = ty.shape.as_known().ok_or_else(|| self.error_at(off, "a constant needs a concrete shape".into()))?;
+        let dims = ty
+            .shape
+            .as_known()
+            .ok_or_else(|| self.error_at(off, "a constant needs a concrete shape".into()))?;
         let d = ty.dtype;
         let mut bytes: Vec<u8> = Vec::new();
         let items = self.list(|p| element(p, d))?;
         for b in items {
             bytes.extend(b);
         }
-        Tensor::new(d, dims, Bytes::copy_from(&bytes)).map_err(|e| self.error_at(off, e.to_string()))
+        Tensor::new(d, dims, Bytes::copy_from(&bytes))
+            .map_err(|e| self.error_at(off, e.to_string()))
     }
 
     /// `graph { ... }`.
@@ -294,9 +309,12 @@ impl<'s> Parser<'s> {
         match self.peek().clone() {
             Tok::Value(n, port) => {
                 let off = self.bump().offset;
-                let id = *nums.get(&n).ok_or_else(|| self.error_at(off, format!("%{n} is not defined before its use")))?;
+                let id = *nums.get(&n).ok_or_else(|| {
+                    self.error_at(off, format!("%{n} is not defined before its use"))
+                })?;
                 let v = Value::new(id, port);
-                g.check_value(v).map_err(|e| self.error_at(off, e.to_string()))?;
+                g.check_value(v)
+                    .map_err(|e| self.error_at(off, e.to_string()))?;
                 Ok(v)
             }
             _ => Err(self.unexpected("a value like %3")),
@@ -314,11 +332,16 @@ impl<'s> Parser<'s> {
                     let name = self.string()?;
                     self.expect('=')?;
                     let v = self.value_ref(&nums, &g)?;
-                    g.add_output(name, v).map_err(|e| self.error(e.to_string()))?;
+                    g.add_output(name, v)
+                        .map_err(|e| self.error(e.to_string()))?;
                 }
                 Tok::Value(n, 0) => {
                     let off = self.bump().offset;
-                    let count = if self.eat(':') { self.int()? as usize } else { 1 };
+                    let count = if self.eat(':') {
+                        self.int()? as usize
+                    } else {
+                        1
+                    };
                     self.expect('=')?;
                     let (op, inputs) = self.op(&nums, &g)?;
                     self.expect(':')?;
@@ -333,7 +356,13 @@ impl<'s> Parser<'s> {
                         vec![self.tensor_type()?]
                     };
                     if types.len() != count {
-                        return Err(self.error_at(off, format!("%{n} declares {count} outputs but lists {} types", types.len())));
+                        return Err(self.error_at(
+                            off,
+                            format!(
+                                "%{n} declares {count} outputs but lists {} types",
+                                types.len()
+                            ),
+                        ));
                     }
                     let (name, origin) = match self.peek().clone() {
                         Tok::Comment(c) => {
@@ -352,7 +381,8 @@ impl<'s> Parser<'s> {
                     let id = if is_input {
                         g.add_input(node)
                     } else {
-                        g.add_node(node, &inputs).map_err(|e| self.error_at(off, e.to_string()))?
+                        g.add_node(node, &inputs)
+                            .map_err(|e| self.error_at(off, e.to_string()))?
                     };
                     if nums.insert(n, id).is_some() {
                         return Err(self.error_at(off, format!("%{n} is defined twice")));
@@ -363,12 +393,37 @@ impl<'s> Parser<'s> {
         }
     }
 
-    fn op(&mut self, nums: &HashMap<u32, NodeId>, g: &Graph) -> Result<(Op, Vec<Value>), ParseError> {
+    fn op(
+        &mut self,
+        nums: &HashMap<u32, NodeId>,
+        g: &Graph,
+    ) -> Result<(Op, Vec<Value>), ParseError> {
         let (off, name) = self.ident()?;
         match name.as_str() {
-            "input" => return Ok((Op::Input(Input { name: self.string()? }), Vec::new())),
-            "weight" => return Ok((Op::Weight(Weight { name: self.string()? }), Vec::new())),
-            "constant" => return Ok((Op::Constant(Constant { value: self.tensor()? }), Vec::new())),
+            "input" => {
+                return Ok((
+                    Op::Input(Input {
+                        name: self.string()?,
+                    }),
+                    Vec::new(),
+                ))
+            }
+            "weight" => {
+                return Ok((
+                    Op::Weight(Weight {
+                        name: self.string()?,
+                    }),
+                    Vec::new(),
+                ))
+            }
+            "constant" => {
+                return Ok((
+                    Op::Constant(Constant {
+                        value: self.tensor()?,
+                    }),
+                    Vec::new(),
+                ))
+            }
             _ => {}
         }
         self.expect('(')?;
@@ -382,7 +437,8 @@ impl<'s> Parser<'s> {
                 self.expect(',')?;
             }
         }
-        let op = Op::read(&name, self).ok_or_else(|| self.error_at(off, format!("unknown op `{name}`")))??;
+        let op = Op::read(&name, self)
+            .ok_or_else(|| self.error_at(off, format!("unknown op `{name}`")))??;
         Ok((op, inputs))
     }
 }
@@ -393,7 +449,10 @@ fn element(p: &mut Parser, d: DType) -> Result<Vec<u8>, ParseError> {
         DType::F32 => f32_text(p)?.to_le_bytes().to_vec(),
         DType::F64 => {
             let (o, t) = p.float_text()?;
-            t.parse::<f64>().map_err(|_| p.error_at(o, format!("bad f64 `{t}`")))?.to_le_bytes().to_vec()
+            t.parse::<f64>()
+                .map_err(|_| p.error_at(o, format!("bad f64 `{t}`")))?
+                .to_le_bytes()
+                .to_vec()
         }
         DType::F16 => half::f16::from_f32(f32_text(p)?).to_le_bytes().to_vec(),
         DType::BF16 => half::bf16::from_f32(f32_text(p)?).to_le_bytes().to_vec(),
@@ -408,7 +467,8 @@ fn element(p: &mut Parser, d: DType) -> Result<Vec<u8>, ParseError> {
 
 fn f32_text(p: &mut Parser) -> Result<f32, ParseError> {
     let (o, t) = p.float_text()?;
-    t.parse::<f32>().map_err(|_| p.error_at(o, format!("bad f32 `{t}`")))
+    t.parse::<f32>()
+        .map_err(|_| p.error_at(o, format!("bad f32 `{t}`")))
 }
 
 /// Parses `[name] origin1, "origin 2"` from a trailing comment.
@@ -417,7 +477,9 @@ fn parse_origin(c: &str) -> Result<(Option<String>, Vec<String>), String> {
     let mut name = None;
     if let Some(r) = rest.strip_prefix('[') {
         let (n, after) = take_name(r, &[']'])?;
-        let after = after.strip_prefix(']').ok_or("unterminated `[name]` in comment")?;
+        let after = after
+            .strip_prefix(']')
+            .ok_or("unterminated `[name]` in comment")?;
         name = Some(n);
         rest = after.trim_start();
     }
@@ -444,8 +506,13 @@ fn take_name<'a>(s: &'a str, stops: &[char]) -> Result<(String, &'a str), String
                 '\\' => match chars.next() {
                     Some((_, 'n')) => out.push('\n'),
                     Some((_, 'u')) => {
-                        let body: String = chars.by_ref().map(|(_, c)| c).take_while(|c| *c != '}').collect();
-                        let v = u32::from_str_radix(body.trim_start_matches('{'), 16).map_err(|_| "bad escape")?;
+                        let body: String = chars
+                            .by_ref()
+                            .map(|(_, c)| c)
+                            .take_while(|c| *c != '}')
+                            .collect();
+                        let v = u32::from_str_radix(body.trim_start_matches('{'), 16)
+                            .map_err(|_| "bad escape")?;
                         out.push(char::from_u32(v).ok_or("bad escape")?);
                     }
                     Some((_, e)) => out.push(e),
@@ -456,7 +523,9 @@ fn take_name<'a>(s: &'a str, stops: &[char]) -> Result<(String, &'a str), String
         }
         Err("unterminated name".into())
     } else {
-        let end = s.find(|c: char| stops.contains(&c) || c.is_whitespace()).unwrap_or(s.len());
+        let end = s
+            .find(|c: char| stops.contains(&c) || c.is_whitespace())
+            .unwrap_or(s.len());
         Ok((s[..end].to_string(), &s[end..]))
     }
 }
@@ -465,7 +534,11 @@ fn location(src: &str, offset: usize, message: String) -> ParseError {
     let before = &src[..offset.min(src.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    ParseError { line, column, message }
+    ParseError {
+        line,
+        column,
+        message,
+    }
 }
 
 /// Parses a whole IR text (with its `rlx-ir N` header).
@@ -476,7 +549,10 @@ pub fn parse_graph(src: &str) -> Result<Graph, ParseError> {
     p.expect_ident("ir")?;
     let v = p.int()?;
     if v != i64::from(super::TEXT_VERSION) {
-        return Err(p.error(format!("IR text version {v} is not supported (this build reads {})", super::TEXT_VERSION)));
+        return Err(p.error(format!(
+            "IR text version {v} is not supported (this build reads {})",
+            super::TEXT_VERSION
+        )));
     }
     let g = p.subgraph()?;
     if *p.peek() != Tok::Eof {

@@ -18,7 +18,10 @@ pub struct Writer {
 
 impl Writer {
     pub fn new() -> Writer {
-        Writer { out: String::new(), indent: 0 }
+        Writer {
+            out: String::new(),
+            indent: 0,
+        }
     }
 
     pub fn push(&mut self, s: &str) {
@@ -103,10 +106,18 @@ fn write_elements(out: &mut String, t: &Tensor) {
             DType::U8 | DType::U4 | DType::U2 => b[i].to_string(),
             DType::I16 => i16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_string(),
             DType::U16 => u16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_string(),
-            DType::I32 => i32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap_or_default()).to_string(),
-            DType::U32 => u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap_or_default()).to_string(),
-            DType::I64 => i64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or_default()).to_string(),
-            DType::U64 => u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or_default()).to_string(),
+            DType::I32 => {
+                i32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap_or_default()).to_string()
+            }
+            DType::U32 => {
+                u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap_or_default()).to_string()
+            }
+            DType::I64 => {
+                i64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or_default()).to_string()
+            }
+            DType::U64 => {
+                u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or_default()).to_string()
+            }
             _ => format!("0x{:02x}", b[i]),
         };
         out.push_str(&s);
@@ -117,7 +128,8 @@ fn write_elements(out: &mut String, t: &Tensor) {
 fn is_bare_name(s: &str) -> bool {
     !s.is_empty()
         && !s.starts_with('[')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_./:@+-".contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@+-".contains(c))
 }
 
 fn write_name(out: &mut String, s: &str) {
@@ -171,7 +183,11 @@ fn write_body(w: &mut Writer, g: &Graph) {
             op => {
                 w.push(op.name());
                 w.push("(");
-                let args: Vec<String> = g.inputs_of(id).into_iter().map(|v| value_ref(&num, g, v)).collect();
+                let args: Vec<String> = g
+                    .inputs_of(id)
+                    .into_iter()
+                    .map(|v| value_ref(&num, g, v))
+                    .collect();
                 w.push(&args.join(", "));
                 w.push(")");
                 op.write_attrs(w);

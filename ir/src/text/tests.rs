@@ -63,9 +63,17 @@ fn print_parse_print_is_identical() {
 #[test]
 fn names_and_origins_survive() {
     let g = parse_graph(SAMPLE).unwrap();
-    let split = g.node_ids().into_iter().map(|i| g.node(i)).find(|n| n.op.name() == "split").unwrap();
+    let split = g
+        .node_ids()
+        .into_iter()
+        .map(|i| g.node(i))
+        .find(|n| n.op.name() == "split")
+        .unwrap();
     assert_eq!(split.name, "split");
-    assert_eq!(split.origin, vec!["My Split".to_string(), "Other".to_string()]);
+    assert_eq!(
+        split.origin,
+        vec!["My Split".to_string(), "Other".to_string()]
+    );
     assert_eq!(g.inputs().len(), 2);
 }
 

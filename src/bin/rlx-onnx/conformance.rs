@@ -4,9 +4,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rlx_onnx::conformance::{check_import, Outcome};
+use rlx_onnx::conformance::{check_import, run_case, Outcome, Tolerance};
 use rlx_onnx::importer::Registry;
 use rlx_onnx::testdata::case_dirs;
+use rlx_onnx::Target;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -22,13 +23,29 @@ pub struct Args {
     /// Only cases whose name contains this text.
     #[arg(long)]
     filter: Option<String>,
+    /// The backend that runs the cases.
+    #[arg(long, default_value = "cpu")]
+    target: String,
+    /// Relative tolerance (default: the ONNX runner's 1e-3).
+    #[arg(long, default_value_t = 1e-3)]
+    rtol: f64,
+    /// Absolute tolerance (default: the ONNX runner's 1e-7).
+    #[arg(long, default_value_t = 1e-7)]
+    atol: f64,
 }
 
 pub fn run(a: Args) -> ExitCode {
-    if !a.import_only {
-        eprintln!("error: running cases needs a backend; use --import-only");
-        return ExitCode::from(2);
-    }
+    let target = match Target::parse(&a.target) {
+        Ok(t) => t,
+        Err(e) => {
+            crate::report(&e);
+            return ExitCode::from(2);
+        }
+    };
+    let tol = Tolerance {
+        rtol: a.rtol,
+        atol: a.atol,
+    };
     let cases = match case_dirs(&a.data) {
         Ok(c) => c,
         Err(e) => {
@@ -39,11 +56,23 @@ pub fn run(a: Args) -> ExitCode {
     let registry = Registry::standard();
     let mut rows = Vec::new();
     for case in cases {
-        let name = case.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        if a.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+        let name = case
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if a.filter
+            .as_ref()
+            .is_some_and(|f| !name.contains(f.as_str()))
+        {
             continue;
         }
-        let outcome = check_import(&case, &registry);
+        let outcome = if a.import_only {
+            check_import(&case, &registry)
+        } else {
+            // A panic is a bug, but one case must not take the whole run down.
+            std::panic::catch_unwind(|| run_case(&case, &registry, target, tol))
+                .unwrap_or_else(|_| Outcome::Failed("panicked (a bug in rlx-onnx)".into()))
+        };
         rows.push((name, outcome));
     }
     let count = |f: fn(&Outcome) -> bool| rows.iter().filter(|(_, o)| f(o)).count();
@@ -51,15 +80,35 @@ pub fn run(a: Args) -> ExitCode {
     let failed = count(|o| matches!(o, Outcome::Failed(_)));
     let unsupported = count(|o| matches!(o, Outcome::Unsupported(_)));
     if let Some(path) = &a.report {
-        let mut t = String::from("| case | import | reason |\n|---|---|---|\n");
+        let mut t = format!(
+            "| case | {} | reason |\n|---|---|---|\n",
+            if a.import_only {
+                "import"
+            } else {
+                target.name()
+            }
+        );
         for (name, o) in &rows {
-            let _ = writeln!(t, "| {name} | {} | {} |", o.label(), o.reason().replace('|', "\\|"));
+            let _ = writeln!(
+                t,
+                "| {name} | {} | {} |",
+                o.label(),
+                o.reason().replace('|', "\\|")
+            );
         }
         if let Err(e) = std::fs::write(path, t) {
             eprintln!("error: cannot write `{}`: {e}", path.display());
             return ExitCode::from(2);
         }
     }
-    println!("import: {passed} passed, {failed} failed, {unsupported} unsupported, of {}", rows.len());
+    let label = if a.import_only {
+        "import"
+    } else {
+        target.name()
+    };
+    println!(
+        "{label}: {passed} passed, {failed} failed, {unsupported} unsupported, of {}",
+        rows.len()
+    );
     ExitCode::SUCCESS
 }

@@ -39,8 +39,13 @@ pub fn report(e: &dyn std::error::Error) {
 pub fn parse_binds(binds: &[String]) -> Result<rlx_onnx::ir::Bindings, String> {
     let mut b = rlx_onnx::ir::Bindings::new();
     for s in binds {
-        let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected NAME=VALUE"))?;
-        let v: i64 = v.trim().parse().map_err(|_| format!("`{s}`: the value must be an integer"))?;
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("`{s}`: expected NAME=VALUE"))?;
+        let v: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}`: the value must be an integer"))?;
         if v < 0 {
             return Err(format!("`{s}`: dims are non-negative"));
         }

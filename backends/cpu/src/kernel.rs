@@ -1,0 +1,176 @@
+//! The kernel interface and the op -> kernel registry.
+
+use rlx_ir::{DType, Node, Op, Tensor, TensorType, Weights};
+
+use crate::dynamic;
+
+use crate::kernels;
+use crate::tensor::{TensorMut, TensorRef};
+
+/// Why a kernel cannot be built or run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KernelError {
+    #[error("dtype {0} is not supported")]
+    DType(DType),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("invalid input: {0}")]
+    Value(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error("in a subgraph: {0}")]
+    Subgraph(String),
+}
+
+/// What a kernel is built from: the node, its concrete input and output types,
+/// the values of its constant inputs, and the weight store (for subgraphs).
+pub struct Spec<'a> {
+    pub node: &'a Node,
+    pub inputs: &'a [TensorType],
+    pub outputs: &'a [TensorType],
+    pub consts: &'a [Option<Tensor>],
+    pub weights: &'a Weights,
+}
+
+impl Spec<'_> {
+    pub fn op(&self) -> &Op {
+        &self.node.op
+    }
+
+    /// Concrete dims of input `i`.
+    pub fn in_dims(&self, i: usize) -> Vec<usize> {
+        self.inputs[i].shape.as_known().unwrap_or_default()
+    }
+
+    pub fn out_dims(&self, i: usize) -> Vec<usize> {
+        self.outputs[i].shape.as_known().unwrap_or_default()
+    }
+}
+
+/// A compiled step: reads its inputs, writes its outputs (which never alias the
+/// inputs), may use `scratch` bytes of its own.
+pub trait Kernel: Send + Sync {
+    /// A short description for schedule listings (`matmul.f32 gemm 64x128x32`).
+    fn label(&self) -> String;
+
+    /// Scratch bytes `run` needs.
+    fn scratch_bytes(&self) -> usize {
+        0
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        scratch: &mut [u8],
+    ) -> Result<(), KernelError>;
+}
+
+/// A kernel that is a plain function of the op and the tensors.
+pub struct FnKernel {
+    pub op: Op,
+    pub label: String,
+    pub f: fn(&Op, &[TensorRef], &mut [TensorMut]) -> Result<(), KernelError>,
+}
+
+impl Kernel for FnKernel {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        _: &mut [u8],
+    ) -> Result<(), KernelError> {
+        (self.f)(&self.op, ins, outs)
+    }
+}
+
+/// Wraps a function kernel.
+pub fn fn_kernel(
+    spec: &Spec,
+    f: fn(&Op, &[TensorRef], &mut [TensorMut]) -> Result<(), KernelError>,
+) -> Box<dyn Kernel> {
+    let dt = spec
+        .inputs
+        .first()
+        .map_or(String::new(), |t| format!(".{}", t.dtype));
+    Box::new(FnKernel {
+        op: spec.node.op.clone(),
+        label: format!("{}{dt}", spec.node.op.name()),
+        f,
+    })
+}
+
+/// An op whose output shapes depend on data (or on subgraphs): it computes its
+/// outputs together with their shapes.
+pub type EvalFn = fn(&Node, &[Tensor], &Weights) -> Result<Vec<Tensor>, KernelError>;
+
+/// Runs an [`EvalFn`] inside a planned schedule, where inference already knew
+/// the output shapes; the results are checked against them and copied.
+pub struct EvalKernel {
+    pub node: Node,
+    pub weights: Weights,
+    pub f: EvalFn,
+}
+
+impl Kernel for EvalKernel {
+    fn label(&self) -> String {
+        format!("{} (evaluated)", self.node.op.name())
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        _: &mut [u8],
+    ) -> Result<(), KernelError> {
+        let owned: Vec<Tensor> = ins
+            .iter()
+            .map(|t| t.to_tensor())
+            .collect::<Result<_, _>>()?;
+        let results = (self.f)(&self.node, &owned, &self.weights)?;
+        if results.len() != outs.len() {
+            return Err(KernelError::Internal(format!(
+                "{} results for {} outputs",
+                results.len(),
+                outs.len()
+            )));
+        }
+        for (r, o) in results.iter().zip(outs.iter_mut()) {
+            if r.dims() != o.dims || r.dtype() != o.dtype {
+                return Err(KernelError::Internal(format!(
+                    "computed {} where the plan expects {}{:?}",
+                    r.ty(),
+                    o.dtype,
+                    o.dims
+                )));
+            }
+            o.bytes.copy_from_slice(r.bytes());
+        }
+        Ok(())
+    }
+}
+
+/// Builds the kernel for a node.
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    if let Some(f) = kernels::evaluated(spec.op()) {
+        return Ok(Box::new(EvalKernel {
+            node: spec.node.clone(),
+            weights: spec.weights.clone(),
+            f,
+        }));
+    }
+    kernels::build(spec)
+}
+
+/// Runs a subgraph with the dynamic interpreter, for control-flow ops.
+pub fn run_subgraph(
+    g: &rlx_ir::Graph,
+    weights: &Weights,
+    inputs: Vec<Tensor>,
+) -> Result<Vec<Tensor>, KernelError> {
+    dynamic::run_graph(g, weights, inputs).map_err(|e| KernelError::Subgraph(e.to_string()))
+}

@@ -1,0 +1,549 @@
+//! Convolutions. Conv and FusedConv: im2col in column tiles + GEMM per group
+//! (a 1x1, stride-1, unpadded conv reads the input directly), bias and
+//! activation as an epilogue. ConvTranspose: GEMM then col2im. f16/bf16 widen
+//! to f32; integer convs (ConvInteger) use a direct loop.
+
+use rlx_ir::ops::{resolve_pads, Activation, Conv, ConvTranspose};
+use rlx_ir::{DType, Op};
+
+use super::gemm::{gemm, gemm_strided, GemmElem};
+use super::matmul::{activate, widen};
+use super::num::{Comp, Int};
+use crate::kernel::{Kernel, KernelError, Spec};
+use crate::tensor::{TensorMut, TensorRef};
+
+/// Resolved geometry of one convolution.
+#[derive(Debug, Clone)]
+pub struct ConvGeom {
+    pub n: usize,
+    pub c: usize,
+    pub m: usize,
+    pub group: usize,
+    pub input: Vec<usize>,
+    pub kernel: Vec<usize>,
+    pub output: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    /// Begin pads (end pads only shape the output).
+    pub pads: Vec<usize>,
+}
+
+impl ConvGeom {
+    fn from_conv(c: &Conv, x: &[usize], w: &[usize], y: &[usize]) -> Result<ConvGeom, KernelError> {
+        let nsp = x.len() - 2;
+        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let pads = resolve_pads(
+            c.auto_pad,
+            &c.pads,
+            &i64s(&x[2..]),
+            &i64s(&w[2..]),
+            &c.strides,
+            &c.dilations,
+        );
+        Ok(ConvGeom {
+            n: x[0],
+            c: x[1],
+            m: w[0],
+            group: c.group.max(1) as usize,
+            input: x[2..].to_vec(),
+            kernel: w[2..].to_vec(),
+            output: y[2..].to_vec(),
+            strides: c.strides.iter().map(|&s| s as usize).collect(),
+            dilations: c.dilations.iter().map(|&s| s as usize).collect(),
+            pads: pads[..nsp].iter().map(|&p| p.max(0) as usize).collect(),
+        })
+    }
+
+    fn spatial_in(&self) -> usize {
+        self.input.iter().product()
+    }
+    fn spatial_out(&self) -> usize {
+        self.output.iter().product()
+    }
+    fn kernel_size(&self) -> usize {
+        self.kernel.iter().product()
+    }
+    /// Rows of the im2col matrix of one group.
+    fn col_rows(&self) -> usize {
+        self.c / self.group * self.kernel_size()
+    }
+    fn is_pointwise(&self) -> bool {
+        self.kernel.iter().all(|&k| k == 1)
+            && self.strides.iter().all(|&s| s == 1)
+            && self.pads.iter().all(|&p| p == 0)
+    }
+    /// Output columns per im2col tile: about 1 MiB of f32 per tile.
+    fn tile(&self) -> usize {
+        ((1 << 18) / self.col_rows().max(1))
+            .max(64)
+            .min(self.spatial_out().max(1))
+    }
+}
+
+/// Fills `col[r, j - j0]` for output positions `j0..j1` of one group's channels.
+fn im2col<T: Copy + Default>(
+    g: &ConvGeom,
+    x: &[T],
+    c0: usize,
+    j0: usize,
+    j1: usize,
+    col: &mut [T],
+) {
+    let width = j1 - j0;
+    let ks = g.kernel_size();
+    let nsp = g.input.len();
+    let sin = g.spatial_in();
+    if nsp == 2 {
+        let (ih, iw) = (g.input[0] as isize, g.input[1] as isize);
+        let ow = g.output[1];
+        for cc in 0..g.c / g.group {
+            let xc = &x[(c0 + cc) * sin..(c0 + cc + 1) * sin];
+            for kh in 0..g.kernel[0] {
+                for kw in 0..g.kernel[1] {
+                    let row = (cc * ks + kh * g.kernel[1] + kw) * width;
+                    let dst = &mut col[row..row + width];
+                    let (dh, dw) = (
+                        (kh * g.dilations[0]) as isize - g.pads[0] as isize,
+                        (kw * g.dilations[1]) as isize - g.pads[1] as isize,
+                    );
+                    let (sh, sw) = (g.strides[0] as isize, g.strides[1] as isize);
+                    let mut j = j0;
+                    while j < j1 {
+                        let (oh, ow0) = (j / ow, j % ow);
+                        let run = (ow - ow0).min(j1 - j);
+                        let hh = oh as isize * sh + dh;
+                        let out = &mut dst[j - j0..j - j0 + run];
+                        if hh < 0 || hh >= ih {
+                            out.fill(T::default());
+                        } else {
+                            let xr = &xc[(hh * iw) as usize..((hh + 1) * iw) as usize];
+                            for (t, o) in out.iter_mut().enumerate() {
+                                let ww = (ow0 + t) as isize * sw + dw;
+                                *o = if ww >= 0 && ww < iw {
+                                    xr[ww as usize]
+                                } else {
+                                    T::default()
+                                };
+                            }
+                        }
+                        j += run;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    // Any spatial rank: walk multi-indices.
+    let mut kidx = vec![0usize; nsp];
+    let mut oidx = vec![0usize; nsp];
+    for cc in 0..g.c / g.group {
+        let xc = &x[(c0 + cc) * sin..(c0 + cc + 1) * sin];
+        for kf in 0..ks {
+            unflatten(kf, &g.kernel, &mut kidx);
+            let row = (cc * ks + kf) * width;
+            for j in j0..j1 {
+                unflatten(j, &g.output, &mut oidx);
+                let mut off = 0usize;
+                let mut inside = true;
+                for d in 0..nsp {
+                    let p = (oidx[d] * g.strides[d] + kidx[d] * g.dilations[d]) as isize
+                        - g.pads[d] as isize;
+                    if p < 0 || p >= g.input[d] as isize {
+                        inside = false;
+                        break;
+                    }
+                    off = off * g.input[d] + p as usize;
+                }
+                col[row + j - j0] = if inside { xc[off] } else { T::default() };
+            }
+        }
+    }
+}
+
+fn unflatten(mut i: usize, dims: &[usize], out: &mut [usize]) {
+    for d in (0..dims.len()).rev() {
+        out[d] = i % dims[d].max(1);
+        i /= dims[d].max(1);
+    }
+}
+
+struct ConvKernel {
+    dtype: DType,
+    g: ConvGeom,
+    act: Activation,
+}
+
+struct ConvTransposeKernel {
+    dtype: DType,
+    g: ConvGeom,
+}
+
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    let (x, w, y) = (spec.in_dims(0), spec.in_dims(1), spec.out_dims(0));
+    let dtype = spec.inputs[0].dtype;
+    if x.len() < 3 {
+        return Err(KernelError::Value(
+            "convolution input needs rank >= 3".into(),
+        ));
+    }
+    match spec.op() {
+        Op::Conv(c) => Ok(Box::new(ConvKernel {
+            dtype,
+            g: ConvGeom::from_conv(c, &x, &w, &y)?,
+            act: Activation::None,
+        })),
+        Op::FusedConv(f) => Ok(Box::new(ConvKernel {
+            dtype,
+            g: ConvGeom::from_conv(&f.conv(), &x, &w, &y)?,
+            act: f.activation,
+        })),
+        Op::ConvTranspose(t) => Ok(Box::new(ConvTransposeKernel {
+            dtype,
+            g: transpose_geom(t, &x, &w, &y),
+        })),
+        op => Err(KernelError::Internal(format!(
+            "{} is not a convolution",
+            op.name()
+        ))),
+    }
+}
+
+impl Kernel for ConvKernel {
+    fn label(&self) -> String {
+        let g = &self.g;
+        let how = if g.is_pointwise() {
+            "pointwise"
+        } else {
+            "im2col"
+        };
+        format!(
+            "conv.{} {how} k{:?} s{:?} g{} {}->{} act={}",
+            self.dtype, g.kernel, g.strides, g.group, g.c, g.m, self.act
+        )
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        let g = &self.g;
+        let col = if g.is_pointwise() {
+            0
+        } else {
+            g.col_rows() * g.tile()
+        };
+        let widen = match self.dtype {
+            DType::F16 | DType::BF16 => {
+                g.n * g.c * g.spatial_in() + g.m * g.col_rows() + g.n * g.m * g.spatial_out() + g.m
+            }
+            _ => 0,
+        };
+        (col + widen) * 8 + 256
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        scratch: &mut [u8],
+    ) -> Result<(), KernelError> {
+        let out = &mut outs[0];
+        match self.dtype {
+            DType::F32 => conv_float::<f32>(
+                &self.g,
+                self.act,
+                ins[0].slice()?,
+                ins[1].slice()?,
+                bias(ins)?,
+                out.slice()?,
+                scratch,
+            ),
+            DType::F64 => conv_float::<f64>(
+                &self.g,
+                self.act,
+                ins[0].slice()?,
+                ins[1].slice()?,
+                bias(ins)?,
+                out.slice()?,
+                scratch,
+            ),
+            DType::F16 | DType::BF16 => {
+                let g = &self.g;
+                let (nx, nw, ny) = (ins[0].numel(), ins[1].numel(), out.numel());
+                let nb = ins.get(2).map_or(0, |b| b.numel());
+                let (wide, rest) = scratch.split_at_mut(4 * (nx + nw + ny + nb));
+                let f: &mut [f32] = bytemuck::try_cast_slice_mut(wide)
+                    .map_err(|e| KernelError::Internal(e.to_string()))?;
+                let (fx, r) = f.split_at_mut(nx);
+                let (fw, r) = r.split_at_mut(nw);
+                let (fb, fy) = r.split_at_mut(nb);
+                widen(&ins[0], fx)?;
+                widen(&ins[1], fw)?;
+                if let Some(b) = ins.get(2) {
+                    widen(b, fb)?;
+                }
+                let rest = super::layout::aligned_mut(rest, 8);
+                conv_float::<f32>(g, self.act, fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
+                narrow(fy, out)
+            }
+            DType::I32 => conv_int::<i32>(
+                &self.g,
+                ins[0].slice()?,
+                ins[1].slice()?,
+                ins.get(2).map(|b| b.slice::<i32>()).transpose()?,
+                out.slice()?,
+            ),
+            d => Err(KernelError::DType(d)),
+        }
+    }
+}
+
+fn bias<'a, T: bytemuck::Pod>(ins: &[TensorRef<'a>]) -> Result<Option<&'a [T]>, KernelError> {
+    ins.get(2).map(|b| b.slice::<T>()).transpose()
+}
+
+/// Narrows f32 results into an f16/bf16 output.
+pub fn narrow(src: &[f32], out: &mut TensorMut) -> Result<(), KernelError> {
+    match out.dtype {
+        DType::F16 => out
+            .slice::<half::f16>()?
+            .iter_mut()
+            .zip(src)
+            .for_each(|(o, v)| *o = half::f16::from_f32(*v)),
+        DType::BF16 => out
+            .slice::<half::bf16>()?
+            .iter_mut()
+            .zip(src)
+            .for_each(|(o, v)| *o = half::bf16::from_f32(*v)),
+        d => return Err(KernelError::DType(d)),
+    }
+    Ok(())
+}
+
+fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
+    g: &ConvGeom,
+    act: Activation,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    y: &mut [T],
+    scratch: &mut [u8],
+) -> Result<(), KernelError> {
+    let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let rows = g.col_rows();
+    let tile = g.tile();
+    let col_len = if g.is_pointwise() { 0 } else { rows * tile };
+    let sz = std::mem::size_of::<T>();
+    let scratch = super::layout::aligned_mut(scratch, sz);
+    let col: &mut [T] = bytemuck::try_cast_slice_mut(&mut scratch[..col_len * sz])
+        .map_err(|e| KernelError::Internal(e.to_string()))?;
+    for n in 0..g.n {
+        let xn = &x[n * g.c * sin..(n + 1) * g.c * sin];
+        let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
+        if let Some(b) = bias {
+            for (m, row) in yn.chunks_mut(sout).enumerate() {
+                row.fill(b[m]);
+            }
+        }
+        for grp in 0..g.group {
+            let wg = &w[grp * mg * rows..(grp + 1) * mg * rows];
+            let yg = &mut yn[grp * mg * sout..(grp + 1) * mg * sout];
+            if g.is_pointwise() {
+                let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
+                gemm(mg, sout, rows, wg, rows, xg, sout, yg, sout, bias.is_some());
+                continue;
+            }
+            let mut j0 = 0;
+            while j0 < sout {
+                let j1 = (j0 + tile).min(sout);
+                let width = j1 - j0;
+                im2col(g, xn, grp * cg, j0, j1, col);
+                gemm(
+                    mg,
+                    width,
+                    rows,
+                    wg,
+                    rows,
+                    &col[..rows * width],
+                    width,
+                    &mut yg[j0..],
+                    sout,
+                    bias.is_some(),
+                );
+                j0 = j1;
+            }
+        }
+    }
+    activate(act, y);
+    Ok(())
+}
+
+fn conv_int<T: Int + Default>(
+    g: &ConvGeom,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    y: &mut [T],
+) -> Result<(), KernelError> {
+    let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let rows = g.col_rows();
+    let mut col = vec![T::default(); rows * sout];
+    for n in 0..g.n {
+        let xn = &x[n * g.c * sin..(n + 1) * g.c * sin];
+        for grp in 0..g.group {
+            im2col(g, xn, grp * cg, 0, sout, &mut col);
+            for mm in 0..mg {
+                let m = grp * mg + mm;
+                let wr = &w[m * rows..(m + 1) * rows];
+                let yr = &mut y[(n * g.m + m) * sout..(n * g.m + m + 1) * sout];
+                yr.fill(bias.map_or(T::zero(), |b| b[m]));
+                for (r, wv) in wr.iter().enumerate() {
+                    for (o, c) in yr.iter_mut().zip(&col[r * sout..(r + 1) * sout]) {
+                        *o = o.wrapping_add(&wv.wrapping_mul(c));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn transpose_geom(t: &ConvTranspose, x: &[usize], w: &[usize], y: &[usize]) -> ConvGeom {
+    let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+    let (pads, _) = t.resolve(&i64s(&x[2..]), &i64s(&w[2..]));
+    let nsp = x.len() - 2;
+    ConvGeom {
+        n: x[0],
+        c: x[1],
+        m: y[1],
+        group: t.group.max(1) as usize,
+        input: x[2..].to_vec(),
+        kernel: w[2..].to_vec(),
+        output: y[2..].to_vec(),
+        strides: t.strides.iter().map(|&s| s as usize).collect(),
+        dilations: t.dilations.iter().map(|&s| s as usize).collect(),
+        pads: pads[..nsp].iter().map(|&p| p.max(0) as usize).collect(),
+    }
+}
+
+impl Kernel for ConvTransposeKernel {
+    fn label(&self) -> String {
+        let g = &self.g;
+        format!(
+            "conv_transpose.{} k{:?} s{:?} g{} {}->{}",
+            self.dtype, g.kernel, g.strides, g.group, g.c, g.m
+        )
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        let g = &self.g;
+        let col = g.m / g.group * g.kernel_size() * g.spatial_in();
+        let widen = g.n * g.c * g.spatial_in()
+            + g.c * g.m / g.group * g.kernel_size()
+            + g.n * g.m * g.spatial_out()
+            + g.m;
+        (col + widen) * 8 + 256
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        scratch: &mut [u8],
+    ) -> Result<(), KernelError> {
+        let out = &mut outs[0];
+        match self.dtype {
+            DType::F32 => conv_transpose::<f32>(
+                &self.g,
+                ins[0].slice()?,
+                ins[1].slice()?,
+                bias(ins)?,
+                out.slice()?,
+                scratch,
+            ),
+            DType::F64 => conv_transpose::<f64>(
+                &self.g,
+                ins[0].slice()?,
+                ins[1].slice()?,
+                bias(ins)?,
+                out.slice()?,
+                scratch,
+            ),
+            DType::F16 | DType::BF16 => {
+                let (nx, nw, ny) = (ins[0].numel(), ins[1].numel(), out.numel());
+                let nb = ins.get(2).map_or(0, |b| b.numel());
+                let (wide, rest) = scratch.split_at_mut(4 * (nx + nw + ny + nb));
+                let f: &mut [f32] = bytemuck::try_cast_slice_mut(wide)
+                    .map_err(|e| KernelError::Internal(e.to_string()))?;
+                let (fx, r) = f.split_at_mut(nx);
+                let (fw, r) = r.split_at_mut(nw);
+                let (fb, fy) = r.split_at_mut(nb);
+                widen(&ins[0], fx)?;
+                widen(&ins[1], fw)?;
+                if let Some(b) = ins.get(2) {
+                    widen(b, fb)?;
+                }
+                conv_transpose::<f32>(&self.g, fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
+                narrow(fy, out)
+            }
+            d => Err(KernelError::DType(d)),
+        }
+    }
+}
+
+/// `y = col2im(W_g^T · x_g)` per batch and group, plus bias.
+fn conv_transpose<T: GemmElem + Comp + bytemuck::Pod + Default>(
+    g: &ConvGeom,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    y: &mut [T],
+    scratch: &mut [u8],
+) -> Result<(), KernelError> {
+    let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let ks = g.kernel_size();
+    let rows = mg * ks;
+    let sz = std::mem::size_of::<T>();
+    let scratch = super::layout::aligned_mut(scratch, sz);
+    let col: &mut [T] = bytemuck::try_cast_slice_mut(&mut scratch[..rows * sin * sz])
+        .map_err(|e| KernelError::Internal(e.to_string()))?;
+    let nsp = g.input.len();
+    let (mut kidx, mut iidx) = (vec![0usize; nsp], vec![0usize; nsp]);
+    for n in 0..g.n {
+        let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
+        for (m, row) in yn.chunks_mut(sout).enumerate() {
+            row.fill(bias.map_or(T::zero(), |b| b[m]));
+        }
+        for grp in 0..g.group {
+            // W for the group is [cg, mg*ks]; read it transposed.
+            let wg = &w[grp * cg * rows..(grp + 1) * cg * rows];
+            let xg = &x[(n * g.c + grp * cg) * sin..(n * g.c + (grp + 1) * cg) * sin];
+            gemm_strided(rows, sin, cg, wg, (1, rows), xg, (sin, 1), col, sin, false);
+            for mm in 0..mg {
+                let yr = &mut yn[(grp * mg + mm) * sout..(grp * mg + mm + 1) * sout];
+                for kf in 0..ks {
+                    unflatten(kf, &g.kernel, &mut kidx);
+                    let cr = &col[(mm * ks + kf) * sin..(mm * ks + kf + 1) * sin];
+                    for (i, v) in cr.iter().enumerate() {
+                        unflatten(i, &g.input, &mut iidx);
+                        let mut off = 0usize;
+                        let mut inside = true;
+                        for d in 0..nsp {
+                            let p = (iidx[d] * g.strides[d] + kidx[d] * g.dilations[d]) as isize
+                                - g.pads[d] as isize;
+                            if p < 0 || p >= g.output[d] as isize {
+                                inside = false;
+                                break;
+                            }
+                            off = off * g.output[d] + p as usize;
+                        }
+                        if inside {
+                            yr[off] = yr[off] + *v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! CPU kernels, one module per op family. [`build`] picks the kernel for a node.
+
+pub mod cast;
+pub mod control;
+pub mod conv;
+pub mod data;
+pub mod elementwise;
+pub mod gemm;
+pub mod generators;
+pub mod layout;
+pub mod matmul;
+pub mod minifloat;
+pub mod movement;
+pub mod norm;
+pub mod num;
+pub mod pool;
+pub mod reduce;
+pub mod softmax;
+
+use rlx_ir::Op;
+
+use crate::kernel::{EvalFn, Kernel, KernelError, Spec};
+
+/// The evaluator of an op whose output shapes depend on data or subgraphs.
+pub fn evaluated(op: &Op) -> Option<EvalFn> {
+    Some(match op {
+        Op::If(_) => control::if_,
+        Op::Loop(_) => control::loop_,
+        Op::Scan(_) => control::scan,
+        Op::NonZero(_) => data::nonzero,
+        Op::Compress(_) => data::compress,
+        Op::Unique(_) => data::unique,
+        Op::NonMaxSuppression(_) => data::non_max_suppression,
+        _ => return None,
+    })
+}
+
+/// The kernel for `spec.node`, or why there is none.
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match spec.op() {
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Logical(_)
+        | Op::Where(_)
+        | Op::Clip(_)
+        | Op::Gelu(_) => elementwise::build(spec),
+        Op::Cast(_) | Op::BitCast(_) => cast::build(spec),
+        Op::MatMul(_) | Op::FusedMatMul(_) => matmul::build(spec),
+        Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build(spec),
+        Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) => pool::build(spec),
+        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::GroupNorm(_) | Op::InstanceNorm(_) => {
+            norm::build(spec)
+        }
+        Op::Reduce(_) | Op::ArgReduce(_) => reduce::build(spec),
+        Op::Softmax(_) | Op::Cumulative(_) | Op::TopK(_) => softmax::build(spec),
+        Op::Reshape(_)
+        | Op::Flatten(_)
+        | Op::Squeeze(_)
+        | Op::Unsqueeze(_)
+        | Op::Transpose(_)
+        | Op::Expand(_)
+        | Op::Concat(_)
+        | Op::Split(_)
+        | Op::Slice(_)
+        | Op::Pad(_)
+        | Op::Tile(_)
+        | Op::DepthToSpace(_)
+        | Op::SpaceToDepth(_) => movement::build(spec),
+        Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
+            generators::build(spec)
+        }
+        op => Err(KernelError::Unsupported(format!(
+            "the CPU backend has no kernel for `{}`",
+            op.name()
+        ))),
+    }
+}

@@ -1,0 +1,183 @@
+//! Normalizations: LayerNorm (with optional mean / inverse-std outputs),
+//! RmsNorm, GroupNorm and InstanceNorm. Statistics accumulate in f64.
+
+use rlx_ir::Op;
+
+use super::layout::par_rows;
+use super::num::Real;
+use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
+use crate::tensor::{TensorMut, TensorRef};
+use crate::with_dtype;
+
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match spec.op() {
+        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::GroupNorm(_) | Op::InstanceNorm(_) => {
+            Ok(fn_kernel(spec, norm))
+        }
+        op => Err(KernelError::Internal(format!(
+            "{} is not a normalization",
+            op.name()
+        ))),
+    }
+}
+
+fn axis(a: i64, r: usize) -> usize {
+    super::layout::axis(a, r)
+}
+
+/// Normalizes each of `rows` rows of `len` elements; `scale`/`bias` are indexed
+/// by `param(row, i)`.
+#[allow(clippy::too_many_arguments)]
+fn rows<T: Real>(
+    x: &[T],
+    y: &mut [T],
+    len: usize,
+    eps: f64,
+    rms: bool,
+    scale: &(dyn Fn(usize, usize) -> f64 + Sync),
+    bias: &(dyn Fn(usize, usize) -> f64 + Sync),
+    stats: Option<(&mut [f32], &mut [f32])>,
+) {
+    let compute = |r: usize| -> (f64, f64) {
+        let xs = &x[r * len..(r + 1) * len];
+        let mean = if rms {
+            0.0
+        } else {
+            xs.iter().map(|v| v.to_f64()).sum::<f64>() / len as f64
+        };
+        let var = xs.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / len as f64;
+        (mean, 1.0 / (var + eps).sqrt())
+    };
+    par_rows(y, len, |r, out| {
+        let (mean, inv) = compute(r);
+        let xs = &x[r * len..(r + 1) * len];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = T::from_f64((xs[i].to_f64() - mean) * inv * scale(r, i) + bias(r, i));
+        }
+    });
+    if let Some((m, s)) = stats {
+        for r in 0..m.len() {
+            let (mean, inv) = compute(r);
+            m[r] = mean as f32;
+            s[r] = inv as f32;
+        }
+    }
+}
+
+fn norm_typed<T: Real>(
+    op: &Op,
+    ins: &[TensorRef],
+    outs: &mut [TensorMut],
+) -> Result<(), KernelError> {
+    let x = ins[0].slice::<T>()?;
+    let dims = ins[0].dims;
+    let p = |i: usize| -> Result<Vec<f64>, KernelError> {
+        ins.get(i).map_or(Ok(Vec::new()), |t| t.to_f64s())
+    };
+    match op {
+        Op::LayerNorm(l) => {
+            let a = axis(l.axis, dims.len());
+            let len: usize = dims[a..].iter().product();
+            let (s, b) = (p(1)?, p(2)?);
+            let (sd, bd) = (ins[1].dims.to_vec(), ins.get(2).map(|t| t.dims.to_vec()));
+            let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
+            let bias =
+                move |_: usize, i: usize| bd.as_ref().map_or(0.0, |d| b[bcast_index(i, len, d)]);
+            let (first, rest) = outs.split_at_mut(1);
+            let stats = if l.stats && rest.len() == 2 {
+                let (m, s) = rest.split_at_mut(1);
+                Some((m[0].slice::<f32>()?, s[0].slice::<f32>()?))
+            } else {
+                None
+            };
+            rows(
+                x,
+                first[0].slice::<T>()?,
+                len,
+                l.epsilon as f64,
+                false,
+                &scale,
+                &bias,
+                stats,
+            );
+        }
+        Op::RmsNorm(r) => {
+            let a = axis(r.axis, dims.len());
+            let len: usize = dims[a..].iter().product();
+            let s = p(1)?;
+            let sd = ins[1].dims.to_vec();
+            let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
+            rows(
+                x,
+                outs[0].slice::<T>()?,
+                len,
+                r.epsilon as f64,
+                true,
+                &scale,
+                &|_, _| 0.0,
+                None,
+            );
+        }
+        Op::GroupNorm(g) => {
+            let c = dims[1];
+            let sp: usize = dims[2..].iter().product();
+            let groups = g.num_groups as usize;
+            let len = c / groups * sp;
+            let (s, b) = (p(1)?, p(2)?);
+            let chan = move |r: usize, i: usize| (r % groups) * (c / groups) + i / sp;
+            let scale = move |r: usize, i: usize| s[chan(r, i)];
+            let bias = move |r: usize, i: usize| b[chan(r, i)];
+            rows(
+                x,
+                outs[0].slice::<T>()?,
+                len,
+                g.epsilon as f64,
+                false,
+                &scale,
+                &bias,
+                None,
+            );
+        }
+        Op::InstanceNorm(i) => {
+            let c = dims[1];
+            let sp: usize = dims[2..].iter().product();
+            let (s, b) = (p(1)?, p(2)?);
+            let scale = move |r: usize, _: usize| s[r % c];
+            let bias = move |r: usize, _: usize| b[r % c];
+            rows(
+                x,
+                outs[0].slice::<T>()?,
+                sp,
+                i.epsilon as f64,
+                false,
+                &scale,
+                &bias,
+                None,
+            );
+        }
+        op => {
+            return Err(KernelError::Internal(format!(
+                "{} is not a normalization",
+                op.name()
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Index into a parameter of `pdims` broadcast over a normalized row of `len`
+/// elements (parameters are right-aligned against the row).
+fn bcast_index(i: usize, len: usize, pdims: &[usize]) -> usize {
+    let n: usize = pdims.iter().product();
+    if n == len {
+        i
+    } else if n == 1 {
+        0
+    } else {
+        i % n
+    }
+}
+
+fn norm(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    with_dtype!(ins[0].dtype, T => norm_typed::<T>(op, ins, outs), float)
+}

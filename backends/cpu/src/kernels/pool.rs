@@ -1,0 +1,287 @@
+//! Pooling: max (with optional argmax indices), average and Lp pooling over
+//! windows of any spatial rank; global pooling; local response normalization.
+
+use rlx_ir::ops::{resolve_pads, GlobalPoolKind, Pool, PoolKind};
+use rlx_ir::{DType, Op};
+
+use super::layout::par_rows;
+use super::num::{AnyNum, Real};
+use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
+use crate::tensor::{TensorMut, TensorRef};
+use crate::with_dtype;
+
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match spec.op() {
+        Op::Pool(_) => Ok(fn_kernel(spec, pool)),
+        Op::GlobalPool(_) => Ok(fn_kernel(spec, global_pool)),
+        Op::Lrn(_) => Ok(fn_kernel(spec, lrn)),
+        op => Err(KernelError::Internal(format!(
+            "{} is not a pool",
+            op.name()
+        ))),
+    }
+}
+
+struct Win {
+    input: Vec<usize>,
+    output: Vec<usize>,
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pad_begin: Vec<i64>,
+    pad_end: Vec<i64>,
+}
+
+impl Win {
+    fn new(p: &Pool, x: &[usize], y: &[usize]) -> Win {
+        let nsp = x.len() - 2;
+        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let pads = resolve_pads(
+            p.auto_pad,
+            &p.pads,
+            &i64s(&x[2..]),
+            &p.kernel_shape,
+            &p.strides,
+            &p.dilations,
+        );
+        Win {
+            input: x[2..].to_vec(),
+            output: y[2..].to_vec(),
+            kernel: p.kernel_shape.iter().map(|&k| k as usize).collect(),
+            strides: p.strides.iter().map(|&s| s as usize).collect(),
+            dilations: p.dilations.iter().map(|&s| s as usize).collect(),
+            pad_begin: pads[..nsp].to_vec(),
+            pad_end: pads[nsp..].to_vec(),
+        }
+    }
+
+    /// Visits the window of output position `o` (flat): `f(input offset or None
+    /// for padding, in padded extent)`.
+    fn visit(&self, o: usize, f: &mut impl FnMut(Option<usize>, bool)) {
+        let nsp = self.input.len();
+        let mut oi = [0usize; 8];
+        let mut r = o;
+        for d in (0..nsp).rev() {
+            oi[d] = r % self.output[d];
+            r /= self.output[d];
+        }
+        let ks: usize = self.kernel.iter().product();
+        let mut ki = [0usize; 8];
+        for kf in 0..ks {
+            let mut r = kf;
+            for d in (0..nsp).rev() {
+                ki[d] = r % self.kernel[d];
+                r /= self.kernel[d];
+            }
+            let mut off = 0usize;
+            let mut inside = true;
+            let mut in_padded = true;
+            for d in 0..nsp {
+                let p = (oi[d] * self.strides[d] + ki[d] * self.dilations[d]) as i64
+                    - self.pad_begin[d];
+                if p < 0 || p >= self.input[d] as i64 {
+                    inside = false;
+                }
+                if p < -self.pad_begin[d] || p >= self.input[d] as i64 + self.pad_end[d] {
+                    in_padded = false;
+                }
+                off = off * self.input[d] + p.clamp(0, (self.input[d] as i64 - 1).max(0)) as usize;
+            }
+            f(inside.then_some(off), in_padded);
+        }
+    }
+}
+
+fn pool_max<T: AnyNum>(p: &Pool, x: &TensorRef, outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let w = Win::new(p, x.dims, outs[0].dims);
+    let src = x.slice::<T>()?;
+    let (sin, sout) = (
+        w.input.iter().product::<usize>(),
+        w.output.iter().product::<usize>(),
+    );
+    let c = x.dims[1];
+    let mut idx_out: Vec<i64> = Vec::new();
+    let with_idx = outs.len() > 1;
+    {
+        let y = outs[0].slice::<T>()?;
+        par_rows(y, sout, |plane, row| {
+            let xs = &src[plane * sin..(plane + 1) * sin];
+            for (o, v) in row.iter_mut().enumerate() {
+                let mut best: Option<T> = None;
+                w.visit(o, &mut |off, _| {
+                    if let Some(off) = off {
+                        let e = xs[off];
+                        if best.is_none_or(|b| e > b || e.as_f64().is_nan()) {
+                            best = Some(e);
+                        }
+                    }
+                });
+                *v = best.unwrap_or(T::of_f64(f64::NEG_INFINITY));
+            }
+        });
+        if with_idx {
+            idx_out = vec![0i64; y.len()];
+            par_rows(&mut idx_out, sout, |plane, row| {
+                let xs = &src[plane * sin..(plane + 1) * sin];
+                let (n, ch) = (plane / c, plane % c);
+                for (o, v) in row.iter_mut().enumerate() {
+                    let mut best: Option<(T, usize)> = None;
+                    w.visit(o, &mut |off, _| {
+                        if let Some(off) = off {
+                            if best.is_none_or(|(b, _)| xs[off] > b) {
+                                best = Some((xs[off], off));
+                            }
+                        }
+                    });
+                    let off = best.map_or(0, |b| b.1);
+                    let flat = if p.storage_order == 1 {
+                        // Column-major within the spatial dims.
+                        let mut r = off;
+                        let mut idx = vec![0usize; w.input.len()];
+                        for d in (0..w.input.len()).rev() {
+                            idx[d] = r % w.input[d];
+                            r /= w.input[d];
+                        }
+                        let mut f = 0usize;
+                        for d in (0..w.input.len()).rev() {
+                            f = f * w.input[d] + idx[d];
+                        }
+                        f
+                    } else {
+                        off
+                    };
+                    *v = ((n * c + ch) * sin + flat) as i64;
+                }
+            });
+        }
+    }
+    if with_idx {
+        outs[1].slice::<i64>()?.copy_from_slice(&idx_out);
+    }
+    Ok(())
+}
+
+fn pool_avg_lp<T: Real>(p: &Pool, x: &TensorRef, out: &mut TensorMut) -> Result<(), KernelError> {
+    let w = Win::new(p, x.dims, out.dims);
+    let src = x.slice::<T>()?;
+    let (sin, sout) = (
+        w.input.iter().product::<usize>(),
+        w.output.iter().product::<usize>(),
+    );
+    let y = out.slice::<T>()?;
+    let lp = p.kind == PoolKind::Lp;
+    let pw = p.p as f64;
+    par_rows(y, sout, |plane, row| {
+        let xs = &src[plane * sin..(plane + 1) * sin];
+        for (o, v) in row.iter_mut().enumerate() {
+            let (mut sum, mut count, mut padded) = (0f64, 0usize, 0usize);
+            w.visit(o, &mut |off, in_padded| {
+                if let Some(off) = off {
+                    let e = xs[off].to_f64();
+                    sum += if lp { e.abs().powf(pw) } else { e };
+                    count += 1;
+                }
+                if in_padded {
+                    padded += 1;
+                }
+            });
+            *v = T::from_f64(if lp {
+                sum.powf(1.0 / pw)
+            } else {
+                let div = if p.count_include_pad { padded } else { count };
+                if div == 0 {
+                    0.0
+                } else {
+                    sum / div as f64
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+fn pool(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::Pool(p) = op else {
+        return Err(KernelError::Internal("not a pool".into()));
+    };
+    let x = &ins[0];
+    match p.kind {
+        PoolKind::Max => with_dtype!(x.dtype, T => pool_max::<T>(p, x, outs), num),
+        _ => with_dtype!(x.dtype, T => pool_avg_lp::<T>(p, x, &mut outs[0]), float),
+    }
+}
+
+fn global_typed<T: Real>(
+    kind: GlobalPoolKind,
+    pw: i64,
+    x: &TensorRef,
+    out: &mut TensorMut,
+) -> Result<(), KernelError> {
+    let src = x.slice::<T>()?;
+    let sin: usize = x.dims[2..].iter().product();
+    let y = out.slice::<T>()?;
+    let pw = pw as f64;
+    super::layout::par_fill(y, |plane| {
+        let xs = &src[plane * sin..(plane + 1) * sin];
+        T::from_f64(match kind {
+            GlobalPoolKind::Avg => xs.iter().map(|v| v.to_f64()).sum::<f64>() / sin.max(1) as f64,
+            GlobalPoolKind::Max => xs
+                .iter()
+                .map(|v| v.to_f64())
+                .fold(f64::NEG_INFINITY, f64::max),
+            GlobalPoolKind::Lp => xs
+                .iter()
+                .map(|v| v.to_f64().abs().powf(pw))
+                .sum::<f64>()
+                .powf(1.0 / pw),
+        })
+    });
+    Ok(())
+}
+
+fn global_pool(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::GlobalPool(g) = op else {
+        return Err(KernelError::Internal("not a global pool".into()));
+    };
+    with_dtype!(ins[0].dtype, T => global_typed::<T>(g.kind, g.p, &ins[0], &mut outs[0]), float)
+}
+
+fn lrn_typed<T: Real>(
+    size: usize,
+    alpha: f64,
+    beta: f64,
+    bias: f64,
+    x: &TensorRef,
+    out: &mut TensorMut,
+) -> Result<(), KernelError> {
+    let src = x.slice::<T>()?;
+    let c = x.dims[1];
+    let sp: usize = x.dims[2..].iter().product();
+    let y = out.slice::<T>()?;
+    let lo = (size - 1) / 2;
+    let hi = size - 1 - lo;
+    par_rows(y, c * sp, |b, plane| {
+        let xs = &src[b * c * sp..(b + 1) * c * sp];
+        for ch in 0..c {
+            let c0 = ch.saturating_sub(lo);
+            let c1 = (ch + hi).min(c - 1);
+            for s in 0..sp {
+                let sq: f64 = (c0..=c1).map(|k| xs[k * sp + s].to_f64().powi(2)).sum();
+                let v = xs[ch * sp + s].to_f64();
+                plane[ch * sp + s] = T::from_f64(v / (bias + alpha / size as f64 * sq).powf(beta));
+            }
+        }
+    });
+    Ok(())
+}
+
+fn lrn(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::Lrn(l) = op else {
+        return Err(KernelError::Internal("not lrn".into()));
+    };
+    let d = ins[0].dtype;
+    if d == DType::Bool {
+        return Err(KernelError::DType(d));
+    }
+    with_dtype!(d, T => lrn_typed::<T>(l.size as usize, l.alpha as f64, l.beta as f64, l.bias as f64, &ins[0], &mut outs[0]), float)
+}

@@ -1,0 +1,208 @@
+//! Softmax, LogSoftmax and Hardmax along an axis; CumSum/CumProd; TopK.
+
+use rlx_ir::ops::{CumulativeKind, SoftmaxKind};
+use rlx_ir::{DType, Op};
+
+use super::layout::{axis, par_rows};
+use super::num::{AnyNum, Real};
+use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
+use crate::tensor::{TensorMut, TensorRef};
+use crate::with_dtype;
+
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match spec.op() {
+        Op::Softmax(_) => Ok(fn_kernel(spec, softmax)),
+        Op::Cumulative(_) => Ok(fn_kernel(spec, cumulative)),
+        Op::TopK(_) => Ok(fn_kernel(spec, topk)),
+        op => Err(KernelError::Internal(format!(
+            "{} is not a softmax-family op",
+            op.name()
+        ))),
+    }
+}
+
+/// `(outer, n, inner)` of `dims` around axis `a`.
+fn around(dims: &[usize], a: usize) -> (usize, usize, usize) {
+    (
+        dims[..a].iter().product(),
+        dims[a],
+        dims[a + 1..].iter().product(),
+    )
+}
+
+fn softmax_typed<T: Real>(
+    kind: SoftmaxKind,
+    x: &TensorRef,
+    a: usize,
+    out: &mut TensorMut,
+) -> Result<(), KernelError> {
+    let src = x.slice::<T>()?;
+    let (_, n, inner) = around(x.dims, a);
+    let y = out.slice::<T>()?;
+    par_rows(y, n * inner, |o, block| {
+        let xs = &src[o * n * inner..(o + 1) * n * inner];
+        let mut buf = vec![0f64; n];
+        for i in 0..inner {
+            for k in 0..n {
+                buf[k] = xs[k * inner + i].to_f64();
+            }
+            let m = buf.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            match kind {
+                SoftmaxKind::Hardmax => {
+                    let first = buf.iter().position(|&v| v == m).unwrap_or(0);
+                    for k in 0..n {
+                        block[k * inner + i] = T::from_f64(if k == first { 1.0 } else { 0.0 });
+                    }
+                }
+                _ => {
+                    let sum: f64 = buf.iter().map(|v| (v - m).exp()).sum();
+                    for k in 0..n {
+                        let v = if kind == SoftmaxKind::Softmax {
+                            (buf[k] - m).exp() / sum
+                        } else {
+                            buf[k] - m - sum.ln()
+                        };
+                        block[k * inner + i] = T::from_f64(v);
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+fn softmax(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::Softmax(s) = op else {
+        return Err(KernelError::Internal("not softmax".into()));
+    };
+    let x = &ins[0];
+    let a = axis(s.axis, x.rank());
+    with_dtype!(x.dtype, T => softmax_typed::<T>(s.kind, x, a, &mut outs[0]), float)
+}
+
+fn cum_typed<T: AnyNum>(
+    kind: CumulativeKind,
+    exclusive: bool,
+    reverse: bool,
+    x: &TensorRef,
+    a: usize,
+    out: &mut TensorMut,
+) -> Result<(), KernelError> {
+    let src = x.slice::<T>()?;
+    let (_, n, inner) = around(x.dims, a);
+    let y = out.slice::<T>()?;
+    let float = x.dtype.is_float();
+    par_rows(y, n * inner, |o, block| {
+        let xs = &src[o * n * inner..(o + 1) * n * inner];
+        for i in 0..inner {
+            let (mut fa, mut ia) = (
+                if kind == CumulativeKind::Sum {
+                    0.0
+                } else {
+                    1.0
+                },
+                if kind == CumulativeKind::Sum {
+                    0i128
+                } else {
+                    1
+                },
+            );
+            for step in 0..n {
+                let k = if reverse { n - 1 - step } else { step };
+                let v = xs[k * inner + i];
+                if exclusive {
+                    block[k * inner + i] = if float { T::of_f64(fa) } else { T::of_i128(ia) };
+                }
+                match kind {
+                    CumulativeKind::Sum => {
+                        fa += v.as_f64();
+                        ia = ia.wrapping_add(v.as_i128());
+                    }
+                    CumulativeKind::Prod => {
+                        fa *= v.as_f64();
+                        ia = ia.wrapping_mul(v.as_i128());
+                    }
+                }
+                if !exclusive {
+                    block[k * inner + i] = if float { T::of_f64(fa) } else { T::of_i128(ia) };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+fn cumulative(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::Cumulative(c) = op else {
+        return Err(KernelError::Internal("not cumulative".into()));
+    };
+    let x = &ins[0];
+    let a = *ins[1]
+        .to_i64s()?
+        .first()
+        .ok_or_else(|| KernelError::Value("empty axis".into()))?;
+    let a = axis(a, x.rank());
+    with_dtype!(x.dtype, T => cum_typed::<T>(c.kind, c.exclusive, c.reverse, x, a, &mut outs[0]), num)
+}
+
+fn topk_typed<T: AnyNum>(
+    largest: bool,
+    x: &TensorRef,
+    a: usize,
+    k: usize,
+    outs: &mut [TensorMut],
+) -> Result<(), KernelError> {
+    let src = x.slice::<T>()?;
+    let (outer, n, inner) = around(x.dims, a);
+    let mut vals = vec![T::of_f64(0.0); outer * k * inner];
+    let mut idx = vec![0i64; outer * k * inner];
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    for o in 0..outer {
+        for i in 0..inner {
+            order.clear();
+            order.extend(0..n);
+            let at = |j: usize| src[(o * n + j) * inner + i];
+            // Ties keep the lower index first, as ONNX requires.
+            order.sort_by(|&p, &q| {
+                let (u, v) = (at(p), at(q));
+                let c = if largest {
+                    v.partial_cmp(&u)
+                } else {
+                    u.partial_cmp(&v)
+                };
+                c.unwrap_or(std::cmp::Ordering::Equal).then(p.cmp(&q))
+            });
+            for (r, &j) in order.iter().take(k).enumerate() {
+                vals[(o * k + r) * inner + i] = at(j);
+                idx[(o * k + r) * inner + i] = j as i64;
+            }
+        }
+    }
+    outs[0].slice::<T>()?.copy_from_slice(&vals);
+    outs[1].slice::<i64>()?.copy_from_slice(&idx);
+    Ok(())
+}
+
+fn topk(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::TopK(t) = op else {
+        return Err(KernelError::Internal("not topk".into()));
+    };
+    let x = &ins[0];
+    let a = axis(t.axis, x.rank());
+    let k = *ins[1]
+        .to_i64s()?
+        .first()
+        .ok_or_else(|| KernelError::Value("empty k".into()))? as usize;
+    if k > x.dims[a] {
+        return Err(KernelError::Value(format!(
+            "k = {k} exceeds the axis size {}",
+            x.dims[a]
+        )));
+    }
+    let d = if x.dtype == DType::Bool {
+        DType::U8
+    } else {
+        x.dtype
+    };
+    with_dtype!(d, T => topk_typed::<T>(t.largest, x, a, k, outs), num)
+}

@@ -1,0 +1,46 @@
+//! rlx-cpu: the CPU backend.
+//!
+//! - [`plan`]: a concrete graph and its memory plan become a [`Schedule`] of
+//!   compiled kernels with resolved arena offsets (pure, printable).
+//! - [`exec`]: runs a schedule over one arena per run (pooled).
+//! - [`dynamic`]: runs graphs whose shapes depend on data, node by node.
+//! - [`kernels`]: one module per op family, in every dtype the op supports. They
+//!   are also the reference the GPU backends are compared to.
+
+pub mod dynamic;
+pub mod exec;
+pub mod kernel;
+pub mod kernels;
+pub mod plan;
+pub mod tensor;
+
+use rlx_ir::{Node, Tensor, Weights};
+
+pub use exec::PlannedExecutable;
+pub use kernel::{Kernel, KernelError};
+pub use plan::{plan, Schedule};
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RunError {
+    #[error("node `{node}` (from ONNX {}): {source}", .origin.join(", "))]
+    Node {
+        node: String,
+        origin: Vec<String>,
+        #[source]
+        source: KernelError,
+    },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Evaluates single nodes with the CPU kernels (used by constant folding).
+pub struct CpuEvaluator {
+    pub weights: Weights,
+}
+
+impl rlx_passes::Evaluator for CpuEvaluator {
+    fn eval(&self, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        dynamic::eval_node(node, inputs, &self.weights).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,190 @@
+//! The CPU plan: a graph with a memory plan becomes a [`Schedule`] of steps,
+//! each a compiled kernel with resolved operand locations. Pure: no threads, no
+//! allocation of the arena; it prints for snapshot tests.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rlx_ir::{DType, Graph, NodeId, Op, Tensor, TensorType, Weights};
+use rlx_passes::memory::{is_view, MemoryPlan};
+use rlx_passes::Slot;
+
+use crate::kernel::{build, Kernel, Spec};
+use crate::RunError;
+
+/// One operand of a step: where it lives and what it is.
+#[derive(Debug, Clone)]
+pub struct StepIo {
+    pub slot: Slot,
+    pub dtype: DType,
+    pub dims: Vec<usize>,
+    pub ty_bytes: usize,
+}
+
+/// One kernel launch.
+pub struct Step {
+    pub name: String,
+    pub origin: Vec<String>,
+    pub kernel: Box<dyn Kernel>,
+    pub inputs: Vec<StepIo>,
+    pub outputs: Vec<StepIo>,
+}
+
+/// A complete CPU schedule.
+pub struct Schedule {
+    pub steps: Vec<Step>,
+    /// Arena slot of each graph input (in input order).
+    pub input_slots: Vec<Option<Slot>>,
+    pub output_names: Vec<String>,
+    pub outputs: Vec<StepIo>,
+    pub consts: HashMap<NodeId, Tensor>,
+    pub arena_bytes: usize,
+    pub scratch_bytes: usize,
+    /// Sum of all planned tensor sizes (for reporting reuse).
+    pub total_bytes: usize,
+}
+
+fn io(g: &Graph, mem: &MemoryPlan, v: rlx_ir::Value) -> Result<StepIo, RunError> {
+    let t = g.ty(v);
+    let dims = t
+        .shape
+        .as_known()
+        .ok_or_else(|| RunError::Internal(format!("symbolic shape {t} in a planned graph")))?;
+    let slot = *mem
+        .slots
+        .get(&v)
+        .ok_or_else(|| RunError::Internal("a value without a slot".into()))?;
+    Ok(StepIo {
+        slot,
+        dtype: t.dtype,
+        ty_bytes: t.byte_size().unwrap_or(0),
+        dims,
+    })
+}
+
+/// Builds the schedule of a concrete graph.
+pub fn plan(g: &Graph, weights: &Weights, mem: &MemoryPlan) -> Result<Schedule, RunError> {
+    let mut consts = HashMap::new();
+    let mut steps = Vec::new();
+    for &id in &mem.order {
+        let node = g.node(id);
+        match &node.op {
+            Op::Input(_) => continue,
+            Op::Constant(c) => {
+                consts.insert(id, c.value.clone());
+                continue;
+            }
+            Op::Weight(w) => {
+                let t = weights
+                    .get(&w.name)
+                    .ok_or_else(|| RunError::Internal(format!("weight `{}` is missing", w.name)))?;
+                consts.insert(id, t.clone());
+                continue;
+            }
+            op if is_view(op) => continue,
+            _ => {}
+        }
+        let ins = g.inputs_of(id);
+        let in_types: Vec<TensorType> = ins.iter().map(|v| g.ty(*v).clone()).collect();
+        let const_vals: Vec<Option<Tensor>> =
+            ins.iter().map(|v| leaf(g, weights, v.node)).collect();
+        let spec = Spec {
+            node,
+            inputs: &in_types,
+            outputs: &node.outputs,
+            consts: &const_vals,
+            weights,
+        };
+        let kernel = build(&spec).map_err(|source| RunError::Node {
+            node: node.name.clone(),
+            origin: node.origin.clone(),
+            source,
+        })?;
+        let inputs = ins
+            .iter()
+            .map(|v| io(g, mem, *v))
+            .collect::<Result<_, _>>()?;
+        let outputs = (0..node.outputs.len())
+            .map(|p| io(g, mem, rlx_ir::Value::new(id, p as u16)))
+            .collect::<Result<_, _>>()?;
+        steps.push(Step {
+            name: node.name.clone(),
+            origin: node.origin.clone(),
+            kernel,
+            inputs,
+            outputs,
+        });
+    }
+    let input_slots = g
+        .inputs()
+        .iter()
+        .map(|i| mem.slots.get(&rlx_ir::Value::of(*i)).copied())
+        .collect();
+    let outputs = g
+        .outputs()
+        .iter()
+        .map(|o| io(g, mem, o.value))
+        .collect::<Result<_, _>>()?;
+    let output_names = g.outputs().iter().map(|o| o.name.clone()).collect();
+    let scratch_bytes = steps
+        .iter()
+        .map(|s| s.kernel.scratch_bytes())
+        .max()
+        .unwrap_or(0);
+    Ok(Schedule {
+        steps,
+        input_slots,
+        output_names,
+        outputs,
+        consts,
+        arena_bytes: mem.arena_bytes,
+        scratch_bytes,
+        total_bytes: mem.total_bytes,
+    })
+}
+
+fn leaf(g: &Graph, weights: &Weights, id: NodeId) -> Option<Tensor> {
+    match &g.node(id).op {
+        Op::Constant(c) => Some(c.value.clone()),
+        Op::Weight(w) => weights.get(&w.name).cloned(),
+        _ => None,
+    }
+}
+
+impl fmt::Display for StepIo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
+        match self.slot {
+            Slot::Arena { offset, .. } => write!(f, "{}[{}]@{offset}", self.dtype, dims.join(",")),
+            Slot::Const(_) => write!(f, "{}[{}]@const", self.dtype, dims.join(",")),
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "cpu schedule: {} steps, arena {} bytes, scratch {} bytes",
+            self.steps.len(),
+            self.arena_bytes,
+            self.scratch_bytes
+        )?;
+        for (i, s) in self.steps.iter().enumerate() {
+            let ins: Vec<String> = s.inputs.iter().map(|x| x.to_string()).collect();
+            let outs: Vec<String> = s.outputs.iter().map(|x| x.to_string()).collect();
+            writeln!(
+                f,
+                "  {i:>3} {} ({}) -> ({})  # {}",
+                s.kernel.label(),
+                ins.join(", "),
+                outs.join(", "),
+                s.origin.join(", ")
+            )?;
+        }
+        for (n, o) in self.output_names.iter().zip(&self.outputs) {
+            writeln!(f, "  output {n:?} = {o}")?;
+        }
+        Ok(())
+    }
+}

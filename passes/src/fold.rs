@@ -1,0 +1,208 @@
+//! Inference and folding passes.
+//!
+//! - `infer` re-runs type and shape inference over the whole graph.
+//! - `fold-shapes` replaces every node whose outputs inference already knows
+//!   (shape arithmetic on known dims) with constants.
+//! - `fold-constants` evaluates nodes whose inputs are all constants with the
+//!   [`Evaluator`](crate::Evaluator), and inlines `if`s with a constant condition.
+
+use rlx_ir::analysis::infer_graph;
+use rlx_ir::ops::{Constant, Weight};
+use rlx_ir::{Graph, Node, NodeId, Op, Tensor, Value, Weights};
+
+use crate::manager::{Pass, PassContext, PassError};
+
+/// Largest result (bytes) constant folding materializes.
+const MAX_FOLD_BYTES: usize = 2 << 30;
+
+pub struct Infer;
+
+impl Pass for Infer {
+    fn name(&self) -> &'static str {
+        "infer"
+    }
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+        infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
+            pass: self.name(),
+            source,
+        })?;
+        Ok(false)
+    }
+}
+
+/// Adds `t` as a constant node (inline when small, a weight otherwise).
+pub fn add_constant(
+    g: &mut Graph,
+    weights: &mut Weights,
+    base: &str,
+    origin: Vec<String>,
+    t: Tensor,
+) -> Value {
+    let inline = t.numel() <= 8 || (!t.dtype().is_float() && t.numel() <= 64);
+    let ty = t.ty();
+    let (op, name) = if inline {
+        (Op::Constant(Constant { value: t }), g.unique_name(base))
+    } else {
+        let name = weights.unique_name(base);
+        weights.insert(name.clone(), t);
+        (Op::Weight(Weight { name: name.clone() }), name)
+    };
+    let id = g
+        .add_node(Node::new(op, name, origin, vec![ty]), &[])
+        .expect("a leaf has no inputs");
+    Value::of(id)
+}
+
+/// The tensor of a constant or weight node.
+pub fn leaf_tensor(g: &Graph, weights: &Weights, id: NodeId) -> Option<Tensor> {
+    match &g.node(id).op {
+        Op::Constant(c) => Some(c.value.clone()),
+        Op::Weight(w) => weights.get(&w.name).cloned(),
+        _ => None,
+    }
+}
+
+pub struct FoldShapes;
+
+impl Pass for FoldShapes {
+    fn name(&self) -> &'static str {
+        "fold-shapes"
+    }
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+        let values = infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
+            pass: self.name(),
+            source,
+        })?;
+        let mut changed = false;
+        for id in g.topo_order().map_err(|e| PassError::Graph {
+            pass: self.name(),
+            reason: e.to_string(),
+        })? {
+            let node = g.node(id);
+            if node.op.is_leaf() {
+                continue;
+            }
+            let n = node.outputs.len();
+            let tensors: Option<Vec<Tensor>> = (0..n)
+                .map(|p| {
+                    values
+                        .get(&Value::new(id, p as u16))
+                        .and_then(|v| v.to_tensor())
+                })
+                .collect();
+            let Some(tensors) = tensors else { continue };
+            let (name, origin) = (node.name.clone(), node.origin.clone());
+            for (p, t) in tensors.into_iter().enumerate() {
+                let c = add_constant(g, cx.weights, &name, origin.clone(), t);
+                g.replace_uses(Value::new(id, p as u16), c)
+                    .map_err(|e| PassError::Graph {
+                        pass: self.name(),
+                        reason: e.to_string(),
+                    })?;
+            }
+            changed = true;
+        }
+        if changed {
+            crate::dce::dce(g);
+        }
+        Ok(changed)
+    }
+}
+
+#[derive(Default)]
+pub struct FoldConstants;
+
+impl Pass for FoldConstants {
+    fn name(&self) -> &'static str {
+        "fold-constants"
+    }
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+        let mut changed = false;
+        let order = g.topo_order().map_err(|e| PassError::Graph {
+            pass: self.name(),
+            reason: e.to_string(),
+        })?;
+        for id in order {
+            if !g.contains(id) || g.node(id).op.is_leaf() {
+                continue;
+            }
+            if let Op::If(_) = g.node(id).op {
+                changed |=
+                    inline_constant_if(g, cx.weights, id).map_err(|reason| PassError::Graph {
+                        pass: self.name(),
+                        reason,
+                    })?;
+                continue;
+            }
+            if !g.node(id).op.subgraphs().is_empty() {
+                continue;
+            }
+            let Some(eval) = cx.evaluator else { continue };
+            let ins = g.inputs_of(id);
+            let tensors: Option<Vec<Tensor>> = ins
+                .iter()
+                .map(|v| leaf_tensor(g, cx.weights, v.node))
+                .collect();
+            let Some(tensors) = tensors else { continue };
+            let out_bytes: Option<usize> = g.node(id).outputs.iter().map(|t| t.byte_size()).sum();
+            if out_bytes.is_none_or(|b| b > MAX_FOLD_BYTES) {
+                continue;
+            }
+            // A node the evaluator cannot run stays; running it fails the same way later.
+            let Ok(outs) = eval.eval(g.node(id), &tensors) else {
+                continue;
+            };
+            let (name, origin) = (g.node(id).name.clone(), g.node(id).origin.clone());
+            for (p, t) in outs.into_iter().enumerate() {
+                let c = add_constant(g, cx.weights, &name, origin.clone(), t);
+                g.replace_uses(Value::new(id, p as u16), c)
+                    .map_err(|e| PassError::Graph {
+                        pass: self.name(),
+                        reason: e.to_string(),
+                    })?;
+            }
+            g.remove_node(id);
+            changed = true;
+        }
+        if changed {
+            crate::dce::dce(g);
+            crate::dce::gc_weights(g, cx.weights);
+        }
+        Ok(changed)
+    }
+}
+
+/// Replaces an `if` whose condition is a constant by its taken branch.
+fn inline_constant_if(g: &mut Graph, weights: &Weights, id: NodeId) -> Result<bool, String> {
+    let ins = g.inputs_of(id);
+    let Some(cond) = ins.first().and_then(|c| leaf_tensor(g, weights, c.node)) else {
+        return Ok(false);
+    };
+    let Some([c]) = cond
+        .to_i64_vec()
+        .as_deref()
+        .map(|v| <[i64; 1]>::try_from(v).ok())
+        .flatten()
+    else {
+        return Ok(false);
+    };
+    let Op::If(op) = &g.node(id).op else {
+        return Ok(false);
+    };
+    let branch = if c != 0 {
+        op.then_branch.clone()
+    } else {
+        op.else_branch.clone()
+    };
+    let outs = g.inline(&branch, &ins[1..]).map_err(|e| e.to_string())?;
+    let origin = g.node(id).origin.clone();
+    for (p, v) in outs.into_iter().enumerate() {
+        if g.get(v.node).is_some_and(|n| n.origin.is_empty()) {
+            g.node_mut(v.node).origin = origin.clone();
+        }
+        g.replace_uses(Value::new(id, p as u16), v)
+            .map_err(|e| e.to_string())?;
+    }
+    g.remove_node(id);
+    Ok(true)
+}

@@ -1,0 +1,233 @@
+//! Liveness-based memory planning over one arena.
+//!
+//! Every value that a step writes gets a buffer; views (reshape, flatten,
+//! squeeze, unsqueeze) share their input's buffer. A buffer lives from the step
+//! that defines it to the last step that reads it (graph outputs to the end).
+//! Offsets are assigned greedily, largest buffer first, at the lowest aligned
+//! offset that no time-overlapping buffer occupies (the TFLite "greedy by size"
+//! strategy). Constants and weights are not in the arena.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use rlx_ir::{Graph, NodeId, Op, Value};
+
+/// Alignment of arena offsets, in bytes.
+pub const ALIGN: usize = 64;
+
+/// Where a value's bytes live at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// `bytes` bytes of the arena at `offset`.
+    Arena { offset: usize, bytes: usize },
+    /// The bytes of a constant or weight node (or a view of them).
+    Const(NodeId),
+}
+
+/// A planned buffer: its slot and live interval in schedule steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffer {
+    pub offset: usize,
+    pub bytes: usize,
+    pub first: usize,
+    pub last: usize,
+}
+
+/// The memory plan of a concrete graph in a given schedule order.
+#[derive(Debug, Clone)]
+pub struct MemoryPlan {
+    pub order: Vec<NodeId>,
+    pub slots: HashMap<Value, Slot>,
+    pub buffers: Vec<Buffer>,
+    /// Arena size: the peak of simultaneously live bytes after packing.
+    pub arena_bytes: usize,
+    /// Sum of all buffer sizes (what one slot per tensor would need).
+    pub total_bytes: usize,
+}
+
+/// Why a graph cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("value of node `{0}` has no concrete size")]
+    Symbolic(String),
+    #[error("{0}")]
+    Graph(String),
+}
+
+/// True for ops whose output is their first input reinterpreted (no copy).
+pub fn is_view(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_)
+    )
+}
+
+/// Plans `g` in its canonical topological order.
+pub fn plan_memory(g: &Graph) -> Result<MemoryPlan, PlanError> {
+    let order = g
+        .topo_order()
+        .map_err(|e| PlanError::Graph(e.to_string()))?;
+    plan_memory_in(g, order)
+}
+
+/// Plans `g` for the schedule `order` (every node once, inputs first).
+pub fn plan_memory_in(g: &Graph, order: Vec<NodeId>) -> Result<MemoryPlan, PlanError> {
+    let step: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    // Root buffer of every value: views resolve to their input's root.
+    let mut root: HashMap<Value, Value> = HashMap::new();
+    let mut consts: HashMap<Value, NodeId> = HashMap::new();
+    for &id in &order {
+        let node = g.node(id);
+        if matches!(node.op, Op::Constant(_) | Op::Weight(_)) {
+            consts.insert(Value::of(id), id);
+            continue;
+        }
+        if is_view(&node.op) {
+            let src = g
+                .input(id, 0)
+                .ok_or_else(|| PlanError::Graph(format!("view `{}` has no input", node.name)))?;
+            if let Some(c) = consts.get(&src).copied() {
+                consts.insert(Value::of(id), c);
+            } else {
+                let r = root.get(&src).copied().unwrap_or(src);
+                root.insert(Value::of(id), r);
+            }
+            continue;
+        }
+        for p in 0..node.outputs.len() {
+            let v = Value::new(id, p as u16);
+            root.insert(v, v);
+        }
+    }
+    // Live intervals of root buffers.
+    let end = order.len();
+    let mut interval: HashMap<Value, (usize, usize)> = HashMap::new();
+    for (&v, &r) in &root {
+        if v == r {
+            let s = step[&v.node];
+            interval.insert(r, (s, s));
+        }
+    }
+    for &id in &order {
+        for v in g.inputs_of(id) {
+            if let Some(r) = root.get(&v) {
+                if let Some(iv) = interval.get_mut(r) {
+                    iv.1 = iv.1.max(step[&id]);
+                }
+            }
+        }
+    }
+    for o in g.outputs() {
+        if let Some(r) = root.get(&o.value) {
+            if let Some(iv) = interval.get_mut(r) {
+                iv.1 = end;
+            }
+        }
+    }
+    // Sizes.
+    let mut roots: Vec<(Value, usize, usize, usize)> = Vec::new();
+    for (&r, &(first, last)) in &interval {
+        let node = g.node(r.node);
+        let bytes = node.outputs[usize::from(r.port)]
+            .byte_size()
+            .ok_or_else(|| PlanError::Symbolic(node.name.clone()))?;
+        roots.push((r, bytes, first, last));
+    }
+    // Largest first; ties broken by definition order for determinism.
+    roots.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
+    let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new(); // offset, bytes, first, last
+    let mut offsets: HashMap<Value, usize> = HashMap::new();
+    for &(r, bytes, first, last) in &roots {
+        let mut busy: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|p| p.2 <= last && first <= p.3 && p.1 > 0)
+            .map(|p| (p.0, p.0 + p.1))
+            .collect();
+        busy.sort();
+        let mut offset = 0;
+        if bytes > 0 {
+            for (s, e) in busy {
+                if offset + bytes <= s {
+                    break;
+                }
+                offset = offset.max(e.next_multiple_of(ALIGN));
+            }
+        }
+        placed.push((offset, bytes, first, last));
+        offsets.insert(r, offset);
+    }
+    let arena_bytes = placed.iter().map(|p| p.0 + p.1).max().unwrap_or(0);
+    let total_bytes = roots.iter().map(|r| r.1).sum();
+    let mut slots = HashMap::new();
+    for (&v, &r) in &root {
+        let bytes = g.node(r.node).outputs[usize::from(r.port)]
+            .byte_size()
+            .unwrap_or(0);
+        slots.insert(
+            v,
+            Slot::Arena {
+                offset: offsets[&r],
+                bytes,
+            },
+        );
+    }
+    for (&v, &c) in &consts {
+        slots.insert(v, Slot::Const(c));
+    }
+    let buffers = placed
+        .into_iter()
+        .map(|(offset, bytes, first, last)| Buffer {
+            offset,
+            bytes,
+            first,
+            last,
+        })
+        .collect();
+    Ok(MemoryPlan {
+        order,
+        slots,
+        buffers,
+        arena_bytes,
+        total_bytes,
+    })
+}
+
+impl MemoryPlan {
+    /// Checks that no two buffers live at the same time overlap in the arena.
+    pub fn check_no_overlap(&self) -> Result<(), String> {
+        for (i, a) in self.buffers.iter().enumerate() {
+            if a.offset % ALIGN != 0 {
+                return Err(format!(
+                    "buffer at {} is not {ALIGN}-byte aligned",
+                    a.offset
+                ));
+            }
+            for b in &self.buffers[i + 1..] {
+                let time = a.first <= b.last && b.first <= a.last;
+                let space = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+                if time && space && a.bytes > 0 && b.bytes > 0 {
+                    return Err(format!("buffers {a:?} and {b:?} overlap while both live"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A readable summary: arena size and each buffer.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "arena {} bytes (sum of tensors {} bytes)\n",
+            self.arena_bytes, self.total_bytes
+        );
+        let mut b = self.buffers.clone();
+        b.sort_by_key(|x| (x.first, x.offset));
+        for x in b {
+            let _ = writeln!(
+                s,
+                "  [{:>8} +{:>8}) steps {}..={}",
+                x.offset, x.bytes, x.first, x.last
+            );
+        }
+        s
+    }
+}

@@ -1,0 +1,28 @@
+//! What passes need from a backend, without depending on one: an evaluator for
+//! constant folding, and the reason type of per-node support checks.
+
+use std::fmt;
+
+use rlx_ir::{Node, Tensor};
+
+/// Evaluates one node on concrete inputs. The facade wires this to the CPU
+/// backend's kernels, so folding computes exactly what execution would.
+pub trait Evaluator {
+    fn eval(&self, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>, String>;
+}
+
+/// Why a backend cannot run a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason(pub String);
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Reason {
+    pub fn new(s: impl Into<String>) -> Reason {
+        Reason(s.into())
+    }
+}

@@ -1,0 +1,157 @@
+//! The compiler: an ONNX model becomes a [`CompiledModel`] (optimized graph and
+//! weights, specialized to dim bindings where given).
+
+use std::fmt;
+use std::path::Path;
+
+use rlx_cpu::CpuEvaluator;
+use rlx_importer::{import_file, ImportedModel, Registry};
+use rlx_ir::analysis::specialize;
+use rlx_ir::{Bindings, Graph, Weights};
+use rlx_passes::{OptLevel, PassContext, PassManager};
+
+use crate::error::{Error, Result};
+
+/// Where a compiled model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    Cpu,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Cpu => "cpu",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Target> {
+        match s {
+            "cpu" => Ok(Target::Cpu),
+            other => Err(Error::Target(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Called after each pass with (step, pass name, graph).
+pub type DumpFn<'a> = dyn FnMut(usize, &str, &Graph) + 'a;
+
+/// Compiles ONNX models.
+#[derive(Debug, Clone)]
+pub struct Compiler {
+    pub target: Target,
+    pub opt_level: OptLevel,
+    /// Symbolic dims bound at compile time.
+    pub bindings: Bindings,
+}
+
+impl Default for Compiler {
+    fn default() -> Compiler {
+        Compiler {
+            target: Target::Cpu,
+            opt_level: OptLevel::O2,
+            bindings: Bindings::new(),
+        }
+    }
+}
+
+impl Compiler {
+    pub fn new(target: Target) -> Compiler {
+        Compiler {
+            target,
+            ..Compiler::default()
+        }
+    }
+
+    pub fn opt_level(mut self, level: OptLevel) -> Compiler {
+        self.opt_level = level;
+        self
+    }
+
+    pub fn bind(mut self, name: &str, value: i64) -> Compiler {
+        self.bindings.insert(name.to_string(), value);
+        self
+    }
+
+    /// Imports and compiles an `.onnx` file.
+    pub fn compile_file(&self, path: &Path) -> Result<CompiledModel> {
+        let model = import_file(path, &Registry::standard())?;
+        self.compile(model, None)
+    }
+
+    /// Compiles an imported model; `dump` sees the graph after every pass.
+    pub fn compile(
+        &self,
+        model: ImportedModel,
+        dump: Option<&mut DumpFn>,
+    ) -> Result<CompiledModel> {
+        let mut graph = model.graph;
+        let mut weights = model.weights;
+        if !self.bindings.is_empty() {
+            graph = specialize(&graph, &self.bindings, Some(&weights))?;
+        }
+        optimize(&mut graph, &mut weights, self.opt_level, dump)?;
+        Ok(CompiledModel {
+            graph,
+            weights,
+            target: self.target,
+            opt_level: self.opt_level,
+            bindings: self.bindings.clone(),
+            producer: model.producer,
+        })
+    }
+}
+
+/// Runs the generic pipeline of `level`, with CPU constant folding.
+pub fn optimize(
+    graph: &mut Graph,
+    weights: &mut Weights,
+    level: OptLevel,
+    dump: Option<&mut DumpFn>,
+) -> Result<()> {
+    let evaluator = CpuEvaluator {
+        weights: weights.clone(),
+    };
+    let mut cx = PassContext {
+        weights,
+        evaluator: Some(&evaluator),
+    };
+    PassManager::pipeline(level).run(graph, &mut cx, dump)?;
+    Ok(())
+}
+
+/// A compiled model: what a `.rlx` artifact holds.
+#[derive(Debug, Clone)]
+pub struct CompiledModel {
+    pub graph: Graph,
+    pub weights: Weights,
+    pub target: Target,
+    pub opt_level: OptLevel,
+    pub bindings: Bindings,
+    pub producer: String,
+}
+
+impl CompiledModel {
+    /// Names of the graph inputs, in order.
+    pub fn input_names(&self) -> Vec<String> {
+        self.graph
+            .inputs()
+            .iter()
+            .map(|i| self.graph.node(*i).name.clone())
+            .collect()
+    }
+
+    pub fn output_names(&self) -> Vec<String> {
+        self.graph
+            .outputs()
+            .iter()
+            .map(|o| o.name.clone())
+            .collect()
+    }
+}

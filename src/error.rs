@@ -1,0 +1,62 @@
+//! The facade's error type: every failure of compiling, loading or running.
+
+use std::path::PathBuf;
+
+use rlx_ir::analysis::BindError;
+use rlx_ir::DType;
+
+/// A problem with the inputs given to [`Session::run`](crate::Session::run).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InputError {
+    #[error("unknown input `{name}`; the model's inputs are {expected:?}")]
+    Unknown { name: String, expected: Vec<String> },
+    #[error("input `{0}` is missing")]
+    Missing(String),
+    #[error("input `{0}` is given twice")]
+    Duplicate(String),
+    #[error("input `{name}` has dtype {got}, expected {expected}")]
+    DType {
+        name: String,
+        expected: DType,
+        got: DType,
+    },
+    #[error(transparent)]
+    Shape(#[from] BindError),
+}
+
+/// Any error of the rlx-onnx library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Import(#[from] rlx_importer::ImportError),
+    #[error(transparent)]
+    Pass(#[from] rlx_passes::PassError),
+    #[error(transparent)]
+    Infer(#[from] rlx_ir::NodeError),
+    #[error("memory planning: {0}")]
+    Plan(#[from] rlx_passes::memory::PlanError),
+    #[error(transparent)]
+    Run(#[from] rlx_cpu::RunError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Artifact(#[from] crate::artifact::ArtifactError),
+    #[error("cannot {action} `{path}`: {reason}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error(transparent)]
+    Graph(#[from] rlx_ir::graph::GraphError),
+    #[error(transparent)]
+    Tensor(#[from] rlx_ir::tensor::TensorError),
+    #[error(transparent)]
+    Npy(#[from] crate::npy::NpyError),
+    #[error("target `{0}` is not available in this build")]
+    Target(String),
+    #[error("cannot start the thread pool: {0}")]
+    Threads(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,149 @@
+//! `.npy` files (numpy's array format) through the `npyz` crate, for the
+//! command line's inputs and outputs.
+
+use std::io::BufWriter;
+use std::path::Path;
+
+use npyz::WriterBuilder;
+use rlx_ir::{DType, Tensor};
+
+/// Why an `.npy` file cannot be read or written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NpyError {
+    #[error("`{path}`: {reason}")]
+    Io { path: String, reason: String },
+    #[error("`{path}`: numpy dtype `{descr}` is not supported")]
+    DType { path: String, descr: String },
+    #[error("`{path}`: Fortran-order arrays are not supported")]
+    Order { path: String },
+    #[error("dtype {0} has no .npy representation")]
+    NoNpy(DType),
+}
+
+fn tensor<T: npyz::Deserialize + bytemuck::Pod>(
+    file: npyz::NpyFile<&[u8]>,
+    d: DType,
+    dims: &[usize],
+    path: &str,
+) -> Result<Tensor, NpyError> {
+    let v: Vec<T> = file.into_vec().map_err(|e| NpyError::Io {
+        path: path.into(),
+        reason: e.to_string(),
+    })?;
+    Tensor::from_slice(d, dims, &v).map_err(|e| NpyError::Io {
+        path: path.into(),
+        reason: e.to_string(),
+    })
+}
+
+/// Reads an `.npy` file.
+pub fn read(path: &Path) -> Result<Tensor, NpyError> {
+    let p = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| NpyError::Io {
+        path: p.clone(),
+        reason: e.to_string(),
+    })?;
+    let file = npyz::NpyFile::new(&bytes[..]).map_err(|e| NpyError::Io {
+        path: p.clone(),
+        reason: e.to_string(),
+    })?;
+    if file.order() != npyz::Order::C {
+        return Err(NpyError::Order { path: p });
+    }
+    let dims: Vec<usize> = file.shape().iter().map(|&d| d as usize).collect();
+    let descr = match file.dtype() {
+        npyz::DType::Plain(ts) => ts.to_string(),
+        other => format!("{other:?}"),
+    };
+    match descr.as_str() {
+        "<f4" => tensor::<f32>(file, DType::F32, &dims, &p),
+        "<f8" => tensor::<f64>(file, DType::F64, &dims, &p),
+        "<f2" => tensor::<half::f16>(file, DType::F16, &dims, &p),
+        "|i1" => tensor::<i8>(file, DType::I8, &dims, &p),
+        "<i2" => tensor::<i16>(file, DType::I16, &dims, &p),
+        "<i4" => tensor::<i32>(file, DType::I32, &dims, &p),
+        "<i8" => tensor::<i64>(file, DType::I64, &dims, &p),
+        "|u1" => tensor::<u8>(file, DType::U8, &dims, &p),
+        "<u2" => tensor::<u16>(file, DType::U16, &dims, &p),
+        "<u4" => tensor::<u32>(file, DType::U32, &dims, &p),
+        "<u8" => tensor::<u64>(file, DType::U64, &dims, &p),
+        "|b1" => {
+            let v: Vec<bool> = file.into_vec().map_err(|e| NpyError::Io {
+                path: p.clone(),
+                reason: e.to_string(),
+            })?;
+            let b: Vec<u8> = v.into_iter().map(u8::from).collect();
+            Tensor::from_slice(DType::Bool, &dims, &b).map_err(|e| NpyError::Io {
+                path: p.clone(),
+                reason: e.to_string(),
+            })
+        }
+        _ => Err(NpyError::DType { path: p, descr }),
+    }
+}
+
+fn write_typed<T: npyz::Serialize + npyz::AutoSerialize + bytemuck::Pod>(
+    path: &Path,
+    t: &Tensor,
+) -> Result<(), NpyError> {
+    let p = path.display().to_string();
+    let io = |e: std::io::Error| NpyError::Io {
+        path: p.clone(),
+        reason: e.to_string(),
+    };
+    let f = std::fs::File::create(path).map_err(io)?;
+    let shape: Vec<u64> = t.dims().iter().map(|&d| d as u64).collect();
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&shape)
+        .writer(BufWriter::new(f))
+        .begin_nd()
+        .map_err(io)?;
+    let data: &[T] = bytemuck::cast_slice(t.bytes());
+    w.extend(data.iter().copied()).map_err(io)?;
+    w.finish().map_err(io)
+}
+
+/// Writes a tensor as `.npy`.
+pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
+    match t.dtype() {
+        DType::F32 => write_typed::<f32>(path, t),
+        DType::F64 => write_typed::<f64>(path, t),
+        DType::F16 => write_typed::<half::f16>(path, t),
+        DType::I8 => write_typed::<i8>(path, t),
+        DType::I16 => write_typed::<i16>(path, t),
+        DType::I32 => write_typed::<i32>(path, t),
+        DType::I64 => write_typed::<i64>(path, t),
+        DType::U8 => write_typed::<u8>(path, t),
+        DType::U16 => write_typed::<u16>(path, t),
+        DType::U32 => write_typed::<u32>(path, t),
+        DType::U64 => write_typed::<u64>(path, t),
+        DType::Bool => {
+            let b: Vec<u8> = t.bytes().to_vec();
+            let bt = Tensor::from_slice(DType::U8, t.dims(), &b).map_err(|e| NpyError::Io {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            write_bool(path, &bt)
+        }
+        d => Err(NpyError::NoNpy(d)),
+    }
+}
+
+fn write_bool(path: &Path, t: &Tensor) -> Result<(), NpyError> {
+    let p = path.display().to_string();
+    let io = |e: std::io::Error| NpyError::Io {
+        path: p.clone(),
+        reason: e.to_string(),
+    };
+    let f = std::fs::File::create(path).map_err(io)?;
+    let shape: Vec<u64> = t.dims().iter().map(|&d| d as u64).collect();
+    let mut w = npyz::WriteOptions::<bool>::new()
+        .default_dtype()
+        .shape(&shape)
+        .writer(BufWriter::new(f))
+        .begin_nd()
+        .map_err(io)?;
+    w.extend(t.bytes().iter().map(|&b| b != 0)).map_err(io)?;
+    w.finish().map_err(io)
+}

@@ -1,0 +1,208 @@
+//! Sessions: run a compiled model. Each distinct input-shape binding (and the
+//! values of inputs that determine shapes) is specialized, planned and cached
+//! once; runs with the same shapes reuse the plan.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rlx_cpu::dynamic::run_graph;
+use rlx_cpu::tensor::TensorRef;
+use rlx_cpu::{plan, PlannedExecutable, Schedule};
+use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
+use rlx_ir::{Graph, Tensor, Weights};
+use rlx_passes::plan_memory;
+
+use crate::compile::{optimize, CompiledModel};
+use crate::error::{Error, InputError, Result};
+
+/// Options of a session.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Worker threads (1 runs everything on one thread).
+    pub threads: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> SessionOptions {
+        SessionOptions {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// What one input binding compiles to.
+enum Executable {
+    Planned(PlannedExecutable),
+    /// Shapes depend on data: node-by-node execution.
+    Dynamic {
+        graph: Graph,
+        weights: Weights,
+    },
+}
+
+/// Key of the specialization cache: input shapes and shape-determining values.
+type Key = (Vec<Vec<usize>>, Vec<Vec<u8>>);
+
+/// A model ready to run. `Send + Sync`: runs may come from several threads.
+pub struct Session {
+    model: Arc<CompiledModel>,
+    value_inputs: Vec<usize>,
+    pool: rayon::ThreadPool,
+    cache: Mutex<HashMap<Key, Arc<Executable>>>,
+}
+
+impl Session {
+    pub fn new(model: CompiledModel, options: SessionOptions) -> Result<Session> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads.max(1))
+            .build()
+            .map_err(|e| Error::Threads(e.to_string()))?;
+        let value_inputs = value_inputs(&model.graph);
+        Ok(Session {
+            model: Arc::new(model),
+            value_inputs,
+            pool,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn model(&self) -> &CompiledModel {
+        &self.model
+    }
+
+    /// Orders named inputs as the graph declares them, checking names and dtypes.
+    fn order<'a>(&self, inputs: &[(&str, &'a Tensor)]) -> Result<Vec<&'a Tensor>> {
+        let g = &self.model.graph;
+        let names = self.model.input_names();
+        let mut slots: Vec<Option<&Tensor>> = vec![None; names.len()];
+        for (name, t) in inputs {
+            let i = names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| InputError::Unknown {
+                    name: name.to_string(),
+                    expected: names.clone(),
+                })?;
+            if slots[i].replace(*t).is_some() {
+                return Err(InputError::Duplicate(name.to_string()).into());
+            }
+            let want = g.node(g.inputs()[i]).outputs[0].dtype;
+            if t.dtype() != want {
+                return Err(InputError::DType {
+                    name: name.to_string(),
+                    expected: want,
+                    got: t.dtype(),
+                }
+                .into());
+            }
+        }
+        slots
+            .into_iter()
+            .zip(&names)
+            .map(|(s, n)| s.ok_or_else(|| InputError::Missing(n.clone()).into()))
+            .collect()
+    }
+
+    /// Runs the model on named inputs; returns the outputs in graph order.
+    pub fn run(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
+        let ordered = self.order(inputs)?;
+        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
+        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        let key: Key = (
+            shapes.iter().map(|s| s.to_vec()).collect(),
+            self.value_inputs
+                .iter()
+                .map(|&i| ordered[i].bytes().to_vec())
+                .collect(),
+        );
+        let exec = {
+            let cached = self
+                .cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .cloned();
+            match cached {
+                Some(e) => e,
+                None => {
+                    let e = Arc::new(self.prepare(&bindings, &ordered)?);
+                    self.cache
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, e.clone());
+                    e
+                }
+            }
+        };
+        self.pool.install(|| match &*exec {
+            Executable::Planned(p) => {
+                let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
+                p.run(&refs).map_err(Error::from)
+            }
+            Executable::Dynamic { graph, weights } => run_graph(
+                graph,
+                weights,
+                ordered.iter().map(|t| (*t).clone()).collect(),
+            )
+            .map_err(Error::from),
+        })
+    }
+
+    /// Specializes, optimizes and plans the graph for one input binding.
+    fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
+        let m = &self.model;
+        let mut g = m.graph.clone();
+        let values: Vec<(usize, Tensor)> = self
+            .value_inputs
+            .iter()
+            .map(|&i| (i, inputs[i].clone()))
+            .collect();
+        bind_input_values(&mut g, &values)?;
+        let mut g = specialize(&g, bindings, Some(&m.weights))?;
+        let mut weights = m.weights.clone();
+        self.pool
+            .install(|| optimize(&mut g, &mut weights, m.opt_level, None))?;
+        let concrete = g
+            .node_ids()
+            .into_iter()
+            .all(|id| g.node(id).outputs.iter().all(|t| t.shape.is_known()));
+        if !concrete {
+            return Ok(Executable::Dynamic { graph: g, weights });
+        }
+        let mem = plan_memory(&g)?;
+        let schedule = plan(&g, &weights, &mem)?;
+        Ok(Executable::Planned(PlannedExecutable::new(schedule)))
+    }
+
+    /// The plan for inputs of these shapes (and values), for inspection; `None`
+    /// when shapes depend on data and the graph runs node by node.
+    pub fn plan_for(&self, inputs: &[(&str, &Tensor)]) -> Result<Option<PlanInfo>> {
+        let ordered = self.order(inputs)?;
+        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
+        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        Ok(match self.prepare(&bindings, &ordered)? {
+            Executable::Planned(p) => Some(PlanInfo::of(&p.schedule)),
+            Executable::Dynamic { .. } => None,
+        })
+    }
+}
+
+/// A printed schedule and its memory numbers.
+#[derive(Debug, Clone)]
+pub struct PlanInfo {
+    pub schedule: String,
+    /// Bytes of the arena (peak of simultaneously live tensors after packing).
+    pub arena_bytes: usize,
+    /// Sum of all planned tensor sizes.
+    pub total_bytes: usize,
+}
+
+impl PlanInfo {
+    fn of(s: &Schedule) -> PlanInfo {
+        PlanInfo {
+            schedule: s.to_string(),
+            arena_bytes: s.arena_bytes,
+            total_bytes: s.total_bytes,
+        }
+    }
+}
