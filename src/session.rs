@@ -148,6 +148,24 @@ impl Session {
         })
     }
 
+    /// Runs once and returns, per planned step, (kernel label, ONNX origin, time);
+    /// `None` when the graph runs node by node (data-dependent shapes).
+    pub fn profile(&self, inputs: &[(&str, &Tensor)]) -> Result<Option<Vec<(String, String, std::time::Duration)>>> {
+        self.run(inputs)?;
+        let ordered = self.order(inputs)?;
+        let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.dims().to_vec()).collect();
+        let key: Key = (shapes, self.value_inputs.iter().map(|&i| ordered[i].bytes().to_vec()).collect());
+        let exec = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        let Some(exec) = exec else { return Ok(None) };
+        let Executable::Planned(p) = &*exec else { return Ok(None) };
+        let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
+        let mut times = Vec::new();
+        self.pool.install(|| p.run_timed(&refs, Some(&mut times)))?;
+        Ok(Some(
+            p.schedule.steps.iter().zip(times).map(|(s, t)| (s.kernel.label(), s.origin.join(", "), t)).collect(),
+        ))
+    }
+
     /// Specializes, optimizes and plans the graph for one input binding.
     fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
         let m = &self.model;

@@ -67,13 +67,18 @@ impl PlannedExecutable {
 
     /// Runs the schedule. `inputs` are in graph-input order, already checked.
     pub fn run(&self, inputs: &[TensorRef]) -> Result<Vec<Tensor>, RunError> {
+        self.run_timed(inputs, None)
+    }
+
+    /// Runs the schedule; with `times`, records each step's duration.
+    pub fn run_timed(&self, inputs: &[TensorRef], times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
-        let result = self.run_in(&mut arena, inputs);
+        let result = self.run_in(&mut arena, inputs, times);
         self.give_arena(arena);
         result
     }
 
-    fn run_in(&self, arena: &mut Arena, inputs: &[TensorRef]) -> Result<Vec<Tensor>, RunError> {
+    fn run_in(&self, arena: &mut Arena, inputs: &[TensorRef], mut times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>, RunError> {
         let s = &self.schedule;
         let base = arena.ptr();
         let total = arena.len();
@@ -114,6 +119,7 @@ impl PlannedExecutable {
             let scratch = unsafe {
                 std::slice::from_raw_parts_mut(base.add(scratch_at), step.kernel.scratch_bytes())
             };
+            let start = std::time::Instant::now();
             step.kernel
                 .run(&ins, &mut outs, scratch)
                 .map_err(|source| RunError::Node {
@@ -121,6 +127,9 @@ impl PlannedExecutable {
                     origin: step.origin.clone(),
                     source,
                 })?;
+            if let Some(t) = times.as_deref_mut() {
+                t.push(start.elapsed());
+            }
         }
         // Copy the outputs while the arena is still ours.
         let mut outs = Vec::with_capacity(s.outputs.len());

@@ -1,8 +1,13 @@
 //! The `rlx-onnx` command: inspect, dump, conformance (and more as backends land).
 
+mod bench;
+mod check;
+mod common;
 mod conformance;
+mod convert;
 mod dump;
 mod inspect;
+mod run;
 
 use std::process::ExitCode;
 
@@ -21,8 +26,16 @@ enum Command {
     Inspect(inspect::Args),
     /// Print the IR text of a model after import and inference.
     Dump(dump::Args),
+    /// Compile a model to an .rlx artifact.
+    Convert(convert::Args),
+    /// Run a model or artifact and write its outputs as .npy files.
+    Run(run::Args),
+    /// Run a directory in the ONNX backend-test layout and compare with its outputs.
+    Check(check::Args),
     /// Run every case of an ONNX backend-test directory.
     Conformance(conformance::Args),
+    /// Measure latency: min, median and p90 over repeated runs.
+    Bench(bench::Args),
 }
 
 /// Prints an error with its `source()` chain.
@@ -60,5 +73,9 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Dump(a) => dump::run(a),
         Command::Conformance(a) => conformance::run(a),
+        Command::Convert(a) => convert::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }

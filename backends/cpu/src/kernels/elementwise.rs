@@ -1,7 +1,7 @@
 //! Elementwise kernels: unary math, binary arithmetic, comparisons, logic,
 //! `where`, `clip` and GELU, with numpy broadcasting. f16/bf16 compute in f32.
 
-use num_traits::Float;
+use num_traits::{Float, One, Zero};
 use rlx_ir::ops::{BinaryKind as B, CompareKind, GeluApprox, LogicalKind, UnaryKind as U};
 use rlx_ir::{DType, Op};
 
@@ -32,60 +32,55 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
 
 // ----- unary -----
 
-fn float_fn<C: Comp>(k: U) -> Result<fn(C) -> C, KernelError> {
-    Ok(match k {
-        U::Abs => |x: C| x.abs(),
-        U::Neg => |x: C| -x,
-        U::Sign => |x: C| {
-            if x.is_nan() {
-                x
-            } else if x > C::zero() {
-                C::one()
-            } else if x < C::zero() {
-                -C::one()
+/// Applies `f` elementwise through the compute type, monomorphized per
+/// function so that simple ones vectorize.
+fn map_float<T: Real>(x: &[T], out: &mut [T], f: impl Fn(T::C) -> T::C + Sync) {
+    par_fill(out, |i| T::down(f(x[i].up())));
+}
+
+fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelError> {
+    type C<T> = <T as Real>::C;
+    let zero = C::<T>::zero();
+    let one = C::<T>::one();
+    match k {
+        U::Abs => map_float(x, out, |v: C<T>| v.abs()),
+        U::Neg => map_float(x, out, |v: C<T>| -v),
+        U::Sign => map_float(x, out, |v: C<T>| if v.is_nan() { v } else if v > zero { one } else if v < zero { -one } else { zero }),
+        U::Ceil => map_float(x, out, |v: C<T>| v.ceil()),
+        U::Floor => map_float(x, out, |v: C<T>| v.floor()),
+        U::Round => map_float(x, out, |v: C<T>| v.round_even()),
+        U::Sqrt => map_float(x, out, |v: C<T>| v.sqrt()),
+        U::Reciprocal => map_float(x, out, |v: C<T>| v.recip()),
+        U::Exp => map_float(x, out, |v: C<T>| v.exp()),
+        U::Log => map_float(x, out, |v: C<T>| v.ln()),
+        U::Sin => map_float(x, out, |v: C<T>| v.sin()),
+        U::Cos => map_float(x, out, |v: C<T>| v.cos()),
+        U::Tan => map_float(x, out, |v: C<T>| v.tan()),
+        U::Asin => map_float(x, out, |v: C<T>| v.asin()),
+        U::Acos => map_float(x, out, |v: C<T>| v.acos()),
+        U::Atan => map_float(x, out, |v: C<T>| v.atan()),
+        U::Sinh => map_float(x, out, |v: C<T>| v.sinh()),
+        U::Cosh => map_float(x, out, |v: C<T>| v.cosh()),
+        U::Asinh => map_float(x, out, |v: C<T>| v.asinh()),
+        U::Acosh => map_float(x, out, |v: C<T>| v.acosh()),
+        U::Atanh => map_float(x, out, |v: C<T>| v.atanh()),
+        U::Tanh => map_float(x, out, |v: C<T>| v.tanh()),
+        U::Sigmoid => map_float(x, out, |v: C<T>| {
+            if v >= zero {
+                one / (one + (-v).exp())
             } else {
-                C::zero()
+                let e = v.exp();
+                e / (one + e)
             }
-        },
-        U::Ceil => |x: C| x.ceil(),
-        U::Floor => |x: C| x.floor(),
-        U::Round => |x: C| x.round_even(),
-        U::Sqrt => |x: C| x.sqrt(),
-        U::Reciprocal => |x: C| x.recip(),
-        U::Exp => |x: C| x.exp(),
-        U::Log => |x: C| x.ln(),
-        U::Sin => |x: C| x.sin(),
-        U::Cos => |x: C| x.cos(),
-        U::Tan => |x: C| x.tan(),
-        U::Asin => |x: C| x.asin(),
-        U::Acos => |x: C| x.acos(),
-        U::Atan => |x: C| x.atan(),
-        U::Sinh => |x: C| x.sinh(),
-        U::Cosh => |x: C| x.cosh(),
-        U::Asinh => |x: C| x.asinh(),
-        U::Acosh => |x: C| x.acosh(),
-        U::Atanh => |x: C| x.atanh(),
-        U::Tanh => |x: C| x.tanh(),
-        U::Sigmoid => |x: C| {
-            if x >= C::zero() {
-                C::one() / (C::one() + (-x).exp())
-            } else {
-                let e = x.exp();
-                e / (C::one() + e)
-            }
-        },
-        U::Relu => |x: C| if x < C::zero() { C::zero() } else { x },
-        U::Erf => |x: C| x.erf(),
-        U::Softplus => |x: C| {
-            if x > C::zero() {
-                x + (-x).exp().ln_1p()
-            } else {
-                x.exp().ln_1p()
-            }
-        },
-        U::Softsign => |x: C| x / (C::one() + x.abs()),
+        }),
+        // NaN passes through (`v < 0` is false for NaN).
+        U::Relu => map_float(x, out, |v: C<T>| if v < zero { zero } else { v }),
+        U::Erf => map_float(x, out, |v: C<T>| v.erf()),
+        U::Softplus => map_float(x, out, |v: C<T>| if v > zero { v + (-v).exp().ln_1p() } else { v.exp().ln_1p() }),
+        U::Softsign => map_float(x, out, |v: C<T>| v / (one + v.abs())),
         k => return Err(KernelError::Unsupported(format!("{} on floats", k.name()))),
-    })
+    }
+    Ok(())
 }
 
 fn unary_float<T: Real>(k: U, x: &[T], out: &mut [u8]) -> Result<(), KernelError> {
@@ -101,11 +96,9 @@ fn unary_float<T: Real>(k: U, x: &[T], out: &mut [u8]) -> Result<(), KernelError
             Ok(())
         }
         _ => {
-            let f = float_fn::<T::C>(k)?;
             let out: &mut [T] = bytemuck::try_cast_slice_mut(out)
                 .map_err(|e| KernelError::Internal(e.to_string()))?;
-            par_fill(out, |i| T::down(f(x[i].up())));
-            Ok(())
+            unary_float_map(k, x, out)
         }
     }
 }

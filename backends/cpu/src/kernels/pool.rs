@@ -92,8 +92,75 @@ impl Win {
     }
 }
 
+/// 2-D max or average pooling without indices: for each output, the window is
+/// clamped to the input once, then scanned with no per-element bounds checks.
+fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
+    let (ih, iw) = (w.input[0] as i64, w.input[1] as i64);
+    let (oh, ow) = (w.output[0], w.output[1]);
+    let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
+    let (sh, sw) = (w.strides[0] as i64, w.strides[1] as i64);
+    let (dh, dw) = (w.dilations[0] as i64, w.dilations[1] as i64);
+    let (ph, pw) = (w.pad_begin[0], w.pad_begin[1]);
+    let (eh, ew) = (ih + w.pad_end[0], iw + w.pad_end[1]);
+    let max = p.kind == PoolKind::Max;
+    let sin = (ih * iw) as usize;
+    // Taps of a window start `s` that fall in [lo, hi): first and one-past-last tap.
+    let taps = |s: i64, d: i64, k: i64, lo: i64, hi: i64| -> (i64, i64) {
+        let first = if s >= lo { 0 } else { (lo - s + d - 1) / d };
+        let last = if s + (k - 1) * d < hi { k } else { ((hi - 1 - s) / d + 1).max(0) };
+        (first.min(k), last.max(first.min(k)))
+    };
+    par_rows(y, oh * ow, |plane, row| {
+        let xs = &src[plane * sin..(plane + 1) * sin];
+        for r in 0..oh {
+            let h0 = r as i64 * sh - ph;
+            let (ha, hb) = taps(h0, dh, kh, 0, ih);
+            let (hpa, hpb) = taps(h0, dh, kh, -ph, eh);
+            for c in 0..ow {
+                let w0 = c as i64 * sw - pw;
+                let (wa, wb) = taps(w0, dw, kw, 0, iw);
+                let v = if max {
+                    let mut best: Option<T> = None;
+                    for a in ha..hb {
+                        let line = &xs[((h0 + a * dh) * iw) as usize..];
+                        for b in wa..wb {
+                            let v = line[(w0 + b * dw) as usize];
+                            match best {
+                                Some(m) if !(v > m) && v.partial_cmp(&v).is_some() => {}
+                                _ => best = Some(v),
+                            }
+                        }
+                    }
+                    best.unwrap_or(T::of_f64(f64::NEG_INFINITY))
+                } else {
+                    let mut sum = 0f64;
+                    for a in ha..hb {
+                        let line = &xs[((h0 + a * dh) * iw) as usize..];
+                        for b in wa..wb {
+                            sum += line[(w0 + b * dw) as usize].as_f64();
+                        }
+                    }
+                    let count = ((hb - ha) * (wb - wa)) as usize;
+                    let div = if p.count_include_pad {
+                        let (wpa, wpb) = taps(w0, dw, kw, -pw, ew);
+                        ((hpb - hpa) * (wpb - wpa)) as usize
+                    } else {
+                        count
+                    };
+                    T::of_f64(if div == 0 { 0.0 } else { sum / div as f64 })
+                };
+                row[r * ow + c] = v;
+            }
+        }
+    });
+}
+
 fn pool_max<T: AnyNum>(p: &Pool, x: &TensorRef, outs: &mut [TensorMut]) -> Result<(), KernelError> {
     let w = Win::new(p, x.dims, outs[0].dims);
+    if w.input.len() == 2 && outs.len() == 1 {
+        pool2d(p, &w, x.slice::<T>()?, outs[0].slice::<T>()?);
+        return Ok(());
+    }
     let src = x.slice::<T>()?;
     let (sin, sout) = (
         w.input.iter().product::<usize>(),
@@ -161,8 +228,12 @@ fn pool_max<T: AnyNum>(p: &Pool, x: &TensorRef, outs: &mut [TensorMut]) -> Resul
     Ok(())
 }
 
-fn pool_avg_lp<T: Real>(p: &Pool, x: &TensorRef, out: &mut TensorMut) -> Result<(), KernelError> {
+fn pool_avg_lp<T: Real + AnyNum>(p: &Pool, x: &TensorRef, out: &mut TensorMut) -> Result<(), KernelError> {
     let w = Win::new(p, x.dims, out.dims);
+    if w.input.len() == 2 && p.kind == PoolKind::Avg {
+        pool2d(p, &w, x.slice::<T>()?, out.slice::<T>()?);
+        return Ok(());
+    }
     let src = x.slice::<T>()?;
     let (sin, sout) = (
         w.input.iter().product::<usize>(),

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""rlx-onnx (CPU) against onnxruntime, one thread each, on the 9 `light/` models
+of the onnx 1.22.0 test data and the golden CNN and transformer.
+
+Each round runs ORT (intra-op threads 1, all graph optimizations) then
+`rlx-onnx bench --threads 1`, for several rounds alternately; the table reports the
+median of the per-round medians and the ratio rlx/ORT (below 1: rlx-onnx is faster),
+with the geometric mean last.
+
+Usage: python3 scripts/bench_vs_ort.py [--rounds 3] [--iters 20] [--opt-level 2] [--models light_vgg19,...]
+Needs: pip install onnxruntime==1.31.1 onnx==1.22.0 numpy, and a release build of rlx-onnx
+(the script builds it with cargo if missing).
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def data_dir():
+    out = subprocess.run([os.path.join(ROOT, "scripts", "fetch-onnx-testdata.sh")], check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def models():
+    light = os.path.join(data_dir(), "light")
+    for f in sorted(os.listdir(light)):
+        if f.endswith(".onnx"):
+            path = os.path.join(light, f)
+            m = onnx.load(path, load_external_data=False)
+            inits = {t.name for t in m.graph.initializer}
+            inp = [i for i in m.graph.input if i.name not in inits][0]
+            dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+            n = int(np.prod(dims))
+            x = (np.arange(n) / n).astype(np.float32).reshape(dims)
+            yield f[:-5], path, {inp.name: x}
+    for name in ["cnn", "transformer"]:
+        case = os.path.join(ROOT, "golden", name)
+        m = onnx.load(os.path.join(case, "model.onnx"), load_external_data=False)
+        inits = {t.name for t in m.graph.initializer}
+        names = [i.name for i in m.graph.input if i.name not in inits]
+        feeds = {}
+        for i, n in enumerate(names):
+            feeds[n] = numpy_helper.to_array(onnx.load_tensor(os.path.join(case, "test_data_set_0", f"input_{i}.pb")))
+        yield f"golden_{name}", os.path.join(case, "model.onnx"), feeds
+
+
+def ort_median(path, feeds, iters):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, feeds)
+    ts = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def rlx_median(binary, path, feeds, iters, opt_level, tmp):
+    d = os.path.join(tmp, "inputs")
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    for i, x in enumerate(feeds.values()):
+        onnx.save_tensor(numpy_helper.from_array(x), os.path.join(d, f"input_{i}.pb"))
+    out = subprocess.run(
+        [binary, "bench", path, "--inputs", d, "--threads", "1", "--iters", str(iters), "-O", str(opt_level)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("median:"):
+            return float(line.split()[1])
+    raise RuntimeError(f"no median in output: {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--opt-level", default="2")
+    ap.add_argument("--models", default="")
+    args = ap.parse_args()
+    binary = os.path.join(ROOT, "target", "release", "rlx-onnx")
+    if not os.path.exists(binary):
+        subprocess.run(["cargo", "build", "--release", "--bin", "rlx-onnx"], cwd=ROOT, check=True)
+    wanted = set(filter(None, args.models.split(",")))
+    print(f"onnxruntime {ort.__version__}, 1 thread; rlx-onnx -O{args.opt_level}, 1 thread; {args.rounds} rounds x {args.iters} runs")
+    print(f"{'model':<24} {'ORT ms':>10} {'rlx ms':>10} {'rlx/ORT':>8}")
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path, feeds in models():
+            if wanted and name not in wanted:
+                continue
+            o, r = [], []
+            for _ in range(args.rounds):
+                o.append(ort_median(path, feeds, args.iters))
+                r.append(rlx_median(binary, path, feeds, args.iters, args.opt_level, tmp))
+            om, rm = statistics.median(o), statistics.median(r)
+            ratios.append(rm / om)
+            print(f"{name:<24} {om:>10.3f} {rm:>10.3f} {rm / om:>8.3f}")
+            sys.stdout.flush()
+    print(f"{'geometric mean':<24} {'':>10} {'':>10} {math.exp(sum(map(math.log, ratios)) / len(ratios)):>8.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+//! `rlx-onnx bench MODEL|ARTIFACT [--inputs DIR] [--threads N] [--iters K]`:
+//! latency percentiles over repeated runs (after warm-up runs, which also
+//! compile the plan for the input shapes).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use rlx_onnx::testdata::read_data_set;
+use rlx_onnx::{Session, SessionOptions};
+
+use crate::common::{load_model, random_inputs, CompileArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// An .onnx model or an .rlx artifact.
+    model: PathBuf,
+    /// A test_data_set_* directory with input_N.pb files (random inputs otherwise).
+    #[arg(long)]
+    inputs: Option<PathBuf>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Timed runs.
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Also print the time per op kind and the slowest ONNX nodes.
+    #[arg(long)]
+    profile: bool,
+    #[command(flatten)]
+    compile: CompileArgs,
+}
+
+pub fn run(a: Args) -> ExitCode {
+    match go(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            crate::report(e.as_ref());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted samples, nearest rank.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let model = load_model(&a.model, &a.compile)?;
+    let names = model.input_names();
+    let inputs: Vec<(String, rlx_onnx::ir::Tensor)> = match &a.inputs {
+        Some(dir) => names.iter().cloned().zip(read_data_set(dir)?.inputs).collect(),
+        None => random_inputs(&model, &crate::parse_binds(&a.compile.binds)?)?,
+    };
+    let session = Session::new(model, SessionOptions { threads: a.threads })?;
+    let named: Vec<(&str, &rlx_onnx::ir::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    for _ in 0..a.warmup.max(1) {
+        session.run(&named)?;
+    }
+    let mut ms = Vec::with_capacity(a.iters);
+    for _ in 0..a.iters.max(1) {
+        let t = Instant::now();
+        session.run(&named)?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!("min: {:.3} ms", ms[0]);
+    println!("median: {:.3} ms", quantile(&ms, 0.5));
+    println!("p90: {:.3} ms", quantile(&ms, 0.9));
+    if a.profile {
+        print_profile(&session, &named)?;
+    }
+    Ok(())
+}
+
+fn print_profile(session: &Session, named: &[(&str, &rlx_onnx::ir::Tensor)]) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(steps) = session.profile(named)? else {
+        println!("profile: this graph runs node by node (data-dependent shapes); no per-step profile");
+        return Ok(());
+    };
+    let total: f64 = steps.iter().map(|s| s.2.as_secs_f64()).sum();
+    let mut by_kind: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
+    for (label, _, t) in &steps {
+        let kind = label.split(' ').next().unwrap_or(label).to_string();
+        let e = by_kind.entry(kind).or_default();
+        e.0 += t.as_secs_f64();
+        e.1 += 1;
+    }
+    let mut kinds: Vec<_> = by_kind.into_iter().collect();
+    kinds.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0));
+    println!("profile: {} steps, {:.3} ms in kernels", steps.len(), total * 1e3);
+    for (k, (t, n)) in kinds {
+        println!("  {:<28} {:>9.3} ms {:>5.1}%  ({n} steps)", k, t * 1e3, 100.0 * t / total.max(1e-12));
+    }
+    let mut slow: Vec<_> = steps.iter().collect();
+    slow.sort_by(|a, b| b.2.cmp(&a.2));
+    println!("slowest ONNX nodes:");
+    for (label, origin, t) in slow.iter().take(10) {
+        println!("  {:>9.3} ms  {origin}  [{label}]", t.as_secs_f64() * 1e3);
+    }
+    Ok(())
+}

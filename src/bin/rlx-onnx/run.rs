@@ -1,0 +1,78 @@
+//! `rlx-onnx run MODEL|ARTIFACT [--input name=file.npy|file.pb ...]`: runs the
+//! model (on generated inputs when none are given) and writes outputs as `.npy`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rlx_onnx::{Session, SessionOptions};
+
+use crate::common::{load_model, random_inputs, read_inputs, CompileArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// An .onnx model or an .rlx artifact.
+    model: PathBuf,
+    /// An input: `--input name=file.npy` or `name=file.pb` (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// Where the outputs go, one `<name>.npy` each.
+    #[arg(long, default_value = "rlx-outputs")]
+    output_dir: PathBuf,
+    /// Worker threads.
+    #[arg(long)]
+    threads: Option<usize>,
+    #[command(flatten)]
+    compile: CompileArgs,
+}
+
+/// A file name for an output name (path separators and odd characters replaced).
+pub fn file_name(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("output{s}")
+    } else {
+        s
+    }
+}
+
+pub fn run(a: Args) -> ExitCode {
+    match go(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            crate::report(e.as_ref());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let model = load_model(&a.model, &a.compile)?;
+    let inputs = if a.inputs.is_empty() {
+        let binds = crate::parse_binds(&a.compile.binds)?;
+        let generated = random_inputs(&model, &binds)?;
+        for (n, t) in &generated {
+            println!("input {n}: generated {}{:?}", t.dtype(), t.dims());
+        }
+        generated
+    } else {
+        read_inputs(&a.inputs)?
+    };
+    let out_names = model.output_names();
+    let mut opts = SessionOptions::default();
+    if let Some(t) = a.threads {
+        opts.threads = t;
+    }
+    let session = Session::new(model, opts)?;
+    let named: Vec<(&str, &rlx_onnx::ir::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let start = std::time::Instant::now();
+    let outputs = session.run(&named)?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    std::fs::create_dir_all(&a.output_dir).map_err(|e| format!("cannot create `{}`: {e}", a.output_dir.display()))?;
+    for (name, t) in out_names.iter().zip(&outputs) {
+        let path = a.output_dir.join(format!("{}.npy", file_name(name)));
+        rlx_onnx::npy::write(&path, t)?;
+        println!("output {name}: {}{:?} -> {}", t.dtype(), t.dims(), path.display());
+    }
+    println!("ran in {ms:.2} ms (including compilation for these shapes)");
+    Ok(())
+}
