@@ -15,7 +15,7 @@ use rlx_ir::ops::RoundMode;
 use rlx_ir::{DType, Op};
 
 use super::cast::{read, write, Val};
-use super::layout::{axis, par_rows, strides};
+use super::layout::{axis, par_fill, par_rows, strides};
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -53,7 +53,10 @@ impl ParamMap {
     fn new(x: &[usize], p: &[usize], ax: i64, block: i64) -> Result<ParamMap, KernelError> {
         let numel: usize = p.iter().product();
         let bad = |why: String| Err(KernelError::Value(why));
-        if block == 0 && numel == 1 && p.len() <= 1 {
+        if block < 0 {
+            return bad(format!("block_size {block} is negative"));
+        }
+        if numel == 1 && p.len() <= 1 {
             return Ok(ParamMap::Tensor);
         }
         if !(-(x.len() as i64)..x.len() as i64).contains(&ax) {
@@ -192,6 +195,26 @@ fn quantize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Ke
         d => return Err(KernelError::Unsupported(format!("quantize_linear to {d}"))),
     };
     let (xd, w) = (x.dtype, od.size());
+    let bytes8 = matches!(od, DType::U8 | DType::I8) && zp.dtype == od;
+    if xd == DType::F32 && scale.dtype == DType::F32 && bytes8 {
+        let (xs, ss) = (x.slice::<f32>()?, scale.slice::<f32>()?);
+        let (zs, signed) = (zp.bytes, od == DType::I8);
+        let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+        let z = |k: usize| {
+            let b = zs[if zs.len() == 1 { 0 } else { k }];
+            if signed {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        };
+        par_fill(&mut *out.bytes, |i| {
+            let k = map.at(i);
+            let q = (xs[i] / ss[k]).round_ties_even() as i64 + z(k);
+            q.clamp(lo, hi) as i8 as u8
+        });
+        return Ok(());
+    }
     let saturate = q.saturate;
     par_rows(&mut *out.bytes, CHUNK * w, |c, row| {
         for j in 0..row.len() / w {
@@ -232,6 +255,17 @@ fn dequantize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), 
     }
     let out = &mut outs[0];
     let (xd, od, w) = (x.dtype, out.dtype, out.dtype.size());
+    let bytes8 = matches!(xd, DType::U8 | DType::I8) && zp.dtype == xd;
+    if bytes8 && scale.dtype == DType::F32 && od == DType::F32 {
+        let (xs, ss, zs) = (x.bytes, scale.slice::<f32>()?, zp.bytes);
+        let signed = xd == DType::I8;
+        let v = move |b: u8| if signed { b as i8 as f32 } else { b as f32 };
+        par_fill(out.slice::<f32>()?, |i| {
+            let k = map.at(i);
+            (v(xs[i]) - v(zs[if zs.len() == 1 { 0 } else { k }])) * ss[k]
+        });
+        return Ok(());
+    }
     // Like the reference, 32-bit integers are widened to f64 (numpy's promotion).
     let wide = matches!(xd, DType::I32 | DType::U32);
     par_rows(&mut *out.bytes, CHUNK * w, |c, row| {
@@ -263,7 +297,7 @@ fn dynamic_quantize(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result
     let scale = if max == min { 1.0 } else { max - min } / 255.0;
     let zp = (0.0 - min / scale).clamp(0.0, 255.0).round_ties_even();
     let y = outs[0].slice::<u8>()?;
-    super::layout::par_fill(y, |i| {
+    par_fill(y, |i| {
         ((x[i] / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8
     });
     outs[1].slice::<f32>()?[0] = scale;

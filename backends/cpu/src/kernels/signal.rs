@@ -163,9 +163,10 @@ fn col2im(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kern
     for d in 0..nd {
         let span = image[d] as i64 + c.pads[d] + c.pads[d + nd]
             - (c.dilations[d] * (block[d] as i64 - 1) + 1);
-        if span < 0 || c.strides[d] < 1 {
+        if span < 0 || c.strides[d] < 1 || c.dilations[d] < 1 || c.pads[d] < 0 {
             return Err(KernelError::Value(format!(
-                "col2im blocks do not fit the image along dim {d}"
+                "col2im along dim {d}: strides and dilations must be positive, pads \
+                 non-negative, and a block must fit the padded image"
             )));
         }
         blocks.push((span / c.strides[d] + 1) as usize);
