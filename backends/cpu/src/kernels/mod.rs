@@ -4,17 +4,23 @@ pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod data;
+pub mod deform_conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod generators;
+pub mod indexing;
 pub mod layout;
+pub mod linalg_extra;
+pub mod loss;
 pub mod matmul;
 pub mod minifloat;
 pub mod movement;
 pub mod norm;
 pub mod num;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
+pub mod signal;
 pub mod softmax;
 
 use rlx_ir::Op;
@@ -48,7 +54,22 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::Cast(_) | Op::BitCast(_) => cast::build(spec),
         Op::MatMul(_) | Op::FusedMatMul(_) => matmul::build(spec),
         Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build(spec),
-        Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) => pool::build(spec),
+        Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) | Op::MaxUnpool(_) => pool::build(spec),
+        Op::DeformConv(_) => deform_conv::build(spec),
+        Op::Col2Im(_) | Op::Window(_) => signal::build(spec),
+        Op::Einsum(_) | Op::Det(_) => linalg_extra::build(spec),
+        Op::Gather(_)
+        | Op::GatherElements(_)
+        | Op::GatherNd(_)
+        | Op::ScatterElements(_)
+        | Op::ScatterNd(_)
+        | Op::OneHot(_)
+        | Op::Trilu(_)
+        | Op::ReverseSequence(_) => indexing::build(spec),
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) | Op::DynamicQuantizeLinear(_) => {
+            quant::build(spec)
+        }
+        Op::NllLoss(_) => loss::build(spec),
         Op::LayerNorm(_) | Op::RmsNorm(_) | Op::GroupNorm(_) | Op::InstanceNorm(_) => {
             norm::build(spec)
         }
@@ -66,7 +87,8 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         | Op::Pad(_)
         | Op::Tile(_)
         | Op::DepthToSpace(_)
-        | Op::SpaceToDepth(_) => movement::build(spec),
+        | Op::SpaceToDepth(_)
+        | Op::CenterCropPad(_) => movement::build(spec),
         Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
             generators::build(spec)
         }

@@ -1,5 +1,5 @@
 //! Data movement: views (copied when not aliased), Transpose, Expand, Concat,
-//! Split, Slice, Pad, Tile, DepthToSpace, SpaceToDepth. All move raw elements
+//! Split, Slice, Pad, Tile, DepthToSpace, SpaceToDepth, CenterCropPad. All move raw elements
 //! of the dtype's width; most reduce to one strided copy.
 
 use rlx_ir::ops::{slice_params, slice_range, DepthToSpaceMode, PadMode};
@@ -21,6 +21,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::Pad(_) => pad,
         Op::Tile(_) => tile,
         Op::DepthToSpace(_) | Op::SpaceToDepth(_) => depth_space,
+        Op::CenterCropPad(_) => center_crop_pad,
         op => {
             return Err(KernelError::Internal(format!(
                 "{} is not data movement",
@@ -307,6 +308,64 @@ fn depth_space(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(),
     let out = &mut outs[0];
     with_width!(x.dtype, T => {
         strided_copy(bytes_of::<T>(x)?, 0, &st, out.slice::<T>()?, &dims6);
+        Ok(())
+    })
+}
+
+/// Crops (centered, the odd element dropped at the end) or zero-pads (centered,
+/// the odd element added at the end) each axis to the output size.
+fn center_crop_pad(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let x = &ins[0];
+    let out = &mut outs[0];
+    let dims = out.dims.to_vec();
+    if dims.len() != x.rank() {
+        return Err(KernelError::Internal(
+            "center_crop_pad changes the rank".into(),
+        ));
+    }
+    // Output coordinate o reads input coordinate o + shift (when inside).
+    let shift: Vec<i64> = x
+        .dims
+        .iter()
+        .zip(&dims)
+        .map(|(&n, &m)| {
+            if n >= m {
+                ((n - m) / 2) as i64
+            } else {
+                -(((m - n) / 2) as i64)
+            }
+        })
+        .collect();
+    let s = strides(x.dims);
+    let rank = dims.len();
+    with_width!(x.dtype, T => {
+        let src = bytes_of::<T>(x)?;
+        par_rows(out.slice::<T>()?, dims.last().copied().unwrap_or(1), |r, row| {
+            let mut off = 0usize;
+            let mut inside = true;
+            let mut rem = r;
+            for d in (0..rank.saturating_sub(1)).rev() {
+                let c = (rem % dims[d]) as i64 + shift[d];
+                rem /= dims[d];
+                if (0..x.dims[d] as i64).contains(&c) {
+                    off += c as usize * s[d];
+                } else {
+                    inside = false;
+                }
+            }
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = if rank == 0 {
+                    src[0]
+                } else {
+                    let c = j as i64 + shift[rank - 1];
+                    if inside && (0..x.dims[rank - 1] as i64).contains(&c) {
+                        src[off + c as usize]
+                    } else {
+                        T::default()
+                    }
+                };
+            }
+        });
         Ok(())
     })
 }

@@ -1,5 +1,6 @@
 //! Pooling: max (with optional argmax indices), average and Lp pooling over
-//! windows of any spatial rank; global pooling; local response normalization.
+//! windows of any spatial rank; global pooling; local response normalization;
+//! MaxUnpool.
 
 use rlx_ir::ops::{resolve_pads, GlobalPoolKind, Pool, PoolKind};
 use rlx_ir::{DType, Op};
@@ -8,13 +9,14 @@ use super::layout::par_rows;
 use super::num::{AnyNum, Real};
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::with_dtype;
+use crate::{with_dtype, with_width};
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     match spec.op() {
         Op::Pool(_) => Ok(fn_kernel(spec, pool)),
         Op::GlobalPool(_) => Ok(fn_kernel(spec, global_pool)),
         Op::Lrn(_) => Ok(fn_kernel(spec, lrn)),
+        Op::MaxUnpool(_) => Ok(fn_kernel(spec, max_unpool)),
         op => Err(KernelError::Internal(format!(
             "{} is not a pool",
             op.name()
@@ -355,4 +357,101 @@ fn lrn(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelE
         return Err(KernelError::DType(d));
     }
     with_dtype!(d, T => lrn_typed::<T>(l.size as usize, l.alpha as f64, l.beta as f64, l.bias as f64, &ins[0], &mut outs[0]), float)
+}
+
+/// Places each input value at its flat index into the unpooled shape that the
+/// attributes give (`(in - 1) * stride - pads + kernel`), as MaxPool's indices
+/// output numbers them. An explicit, larger output shape holds that result at
+/// its origin (as the ONNX reference does); every other element is zero.
+fn max_unpool(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::MaxUnpool(u) = op else {
+        return Err(KernelError::Internal("not max_unpool".into()));
+    };
+    let (x, ind) = (&ins[0], &ins[1]);
+    if ind.dims != x.dims {
+        return Err(KernelError::Value(format!(
+            "indices {:?} and input {:?} differ in shape",
+            ind.dims, x.dims
+        )));
+    }
+    let out = &mut outs[0];
+    let nsp = x.rank().saturating_sub(2);
+    if u.kernel_shape.len() != nsp || u.strides.len() != nsp || u.pads.len() != 2 * nsp {
+        return Err(KernelError::Value(format!(
+            "kernel_shape, strides and pads need {nsp} spatial values"
+        )));
+    }
+    let mut unpooled = x.dims[..2].to_vec();
+    for d in 0..nsp {
+        let v = (x.dims[d + 2] as i64 - 1) * u.strides[d] - u.pads[d] - u.pads[d + nsp]
+            + u.kernel_shape[d];
+        unpooled.push(v.max(0) as usize);
+    }
+    if out.dims.len() != unpooled.len() || out.dims.iter().zip(&unpooled).any(|(o, i)| o < i) {
+        return Err(KernelError::Value(format!(
+            "output shape {:?} is smaller than the unpooled shape {unpooled:?}",
+            out.dims
+        )));
+    }
+    let total: usize = unpooled.iter().product();
+    let os = super::layout::strides(out.dims);
+    let mut targets = Vec::with_capacity(x.numel());
+    for i in ind.to_i64s()? {
+        if i < 0 || i as usize >= total {
+            return Err(KernelError::Value(format!(
+                "index {i} is outside an unpooled tensor of {total} elements"
+            )));
+        }
+        targets.push(super::layout::offset_of(i as usize, &unpooled, &os));
+    }
+    out.bytes.fill(0);
+    with_width!(x.dtype, T => {
+        let (src, dst) = (x.slice::<T>()?, out.slice::<T>()?);
+        for (v, &t) in src.iter().zip(&targets) {
+            dst[t] = *v;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod unpool_tests {
+    use super::*;
+    use rlx_ir::ops::MaxUnpool;
+
+    #[test]
+    fn unpool_into_a_larger_output_keeps_coordinates() {
+        // 1x1x1x2 input unpooled with kernel 2, stride 2 gives 1x1x2x4; indices
+        // 1 and 6 are (0,1) and (1,2) there, placed into a 1x1x3x5 output.
+        let x = [5f32, 6.];
+        let idx = [1i64, 6];
+        let op = Op::MaxUnpool(MaxUnpool {
+            kernel_shape: vec![2, 2],
+            strides: vec![2, 2],
+            pads: vec![0, 0, 0, 0],
+        });
+        let ins = [
+            TensorRef {
+                dtype: DType::F32,
+                dims: &[1, 1, 1, 2],
+                bytes: bytemuck::cast_slice(&x),
+            },
+            TensorRef {
+                dtype: DType::I64,
+                dims: &[1, 1, 1, 2],
+                bytes: bytemuck::cast_slice(&idx),
+            },
+        ];
+        let mut y = [0f32; 15];
+        let mut outs = [TensorMut {
+            dtype: DType::F32,
+            dims: &[1, 1, 3, 5],
+            bytes: bytemuck::cast_slice_mut(&mut y),
+        }];
+        max_unpool(&op, &ins, &mut outs).unwrap();
+        let mut want = [0f32; 15];
+        want[1] = 5.;
+        want[5 + 2] = 6.;
+        assert_eq!(y, want);
+    }
 }
