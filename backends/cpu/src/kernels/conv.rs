@@ -211,7 +211,9 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
 impl Kernel for ConvKernel {
     fn label(&self) -> String {
         let g = &self.g;
-        let how = if g.is_pointwise() {
+        let how = if super::depthwise::applies(g) {
+            "depthwise"
+        } else if g.is_pointwise() {
             "pointwise"
         } else {
             "im2col"
@@ -224,7 +226,7 @@ impl Kernel for ConvKernel {
 
     fn scratch_bytes(&self) -> usize {
         let g = &self.g;
-        let col = if g.is_pointwise() {
+        let col = if g.is_pointwise() || super::depthwise::applies(g) {
             0
         } else {
             g.col_rows() * g.tile()
@@ -326,6 +328,11 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     y: &mut [T],
     scratch: &mut [u8],
 ) -> Result<(), KernelError> {
+    if super::depthwise::applies(g) {
+        super::depthwise::run(g, x, w, bias, y);
+        activate(act, y);
+        return Ok(());
+    }
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let rows = g.col_rows();

@@ -110,23 +110,27 @@ pub fn axis(a: i64, rank: usize) -> usize {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_visit_broadcast_offsets() {
-        let out = [2, 3];
-        let a = broadcast_strides(&[2, 1], &out);
-        let b = broadcast_strides(&[3], &out);
-        let mut seen = Vec::new();
-        for_each_row(&out, &[&a, &b], |o, start, n| {
-            seen.push((o.to_vec(), start, n))
-        });
-        assert_eq!(seen, vec![(vec![0, 0], 0, 3), (vec![1, 0], 3, 3)]);
-        assert_eq!(offset_of(4, &out, &strides(&out)), 4);
-        assert_eq!(offset_of(4, &out, &a), 1);
+/// Merges adjacent dims that every operand walks contiguously (or broadcasts
+/// over together), and drops size-1 dims, so loops get long inner rows.
+pub fn collapse(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut out_dims: Vec<usize> = Vec::new();
+    let mut out_strides: Vec<Vec<usize>> = vec![Vec::new(); strides.len()];
+    for d in (0..dims.len()).rev() {
+        if dims[d] == 1 {
+            continue;
+        }
+        let mergeable = !out_dims.is_empty()
+            && strides.iter().zip(&out_strides).all(|(s, o)| s[d] == o[0] * out_dims[0]);
+        if mergeable {
+            out_dims[0] *= dims[d];
+        } else {
+            out_dims.insert(0, dims[d]);
+            for (o, s) in out_strides.iter_mut().zip(strides) {
+                o.insert(0, s[d]);
+            }
+        }
     }
+    (out_dims, out_strides)
 }
 
 /// `out[i] = f(a[ia], b[ib])` with numpy broadcasting of `a` and `b` to `out`.
@@ -162,20 +166,38 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
         par_fill(out, |i| f(x, b[i]));
         return;
     }
-    let sa = broadcast_strides(a_dims, out_dims);
-    let sb = broadcast_strides(b_dims, out_dims);
-    let inner = out_dims.last().copied().unwrap_or(1);
-    let (ia, ib) = (
-        sa.last().copied().unwrap_or(0),
-        sb.last().copied().unwrap_or(0),
+    let (dims, st) = collapse(
+        out_dims,
+        &[broadcast_strides(a_dims, out_dims), broadcast_strides(b_dims, out_dims)],
     );
+    let (sa, sb) = (&st[0], &st[1]);
+    let inner = dims.last().copied().unwrap_or(1);
+    let (ia, ib) = (sa.last().copied().unwrap_or(0), sb.last().copied().unwrap_or(0));
     par_rows(out, inner, |r, row| {
-        let (oa, ob) = (
-            offset_of(r * inner, out_dims, &sa),
-            offset_of(r * inner, out_dims, &sb),
-        );
-        for (j, o) in row.iter_mut().enumerate() {
-            *o = f(a[oa + j * ia], b[ob + j * ib]);
+        let (oa, ob) = (offset_of(r * inner, &dims, sa), offset_of(r * inner, &dims, sb));
+        match (ia, ib) {
+            (1, 0) => {
+                let y = b[ob];
+                for (o, x) in row.iter_mut().zip(&a[oa..oa + inner]) {
+                    *o = f(*x, y);
+                }
+            }
+            (0, 1) => {
+                let x = a[oa];
+                for (o, y) in row.iter_mut().zip(&b[ob..ob + inner]) {
+                    *o = f(x, *y);
+                }
+            }
+            (1, 1) => {
+                for ((o, x), y) in row.iter_mut().zip(&a[oa..oa + inner]).zip(&b[ob..ob + inner]) {
+                    *o = f(*x, *y);
+                }
+            }
+            _ => {
+                for (j, o) in row.iter_mut().enumerate() {
+                    *o = f(a[oa + j * ia], b[ob + j * ib]);
+                }
+            }
         }
     });
 }
@@ -246,4 +268,42 @@ pub fn broadcast_into<T: Copy + Send + Sync>(
 pub fn aligned_mut(buf: &mut [u8], align: usize) -> &mut [u8] {
     let skip = buf.as_ptr().align_offset(align).min(buf.len());
     &mut buf[skip..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_visit_broadcast_offsets() {
+        let out = [2, 3];
+        let a = broadcast_strides(&[2, 1], &out);
+        let b = broadcast_strides(&[3], &out);
+        let mut seen = Vec::new();
+        for_each_row(&out, &[&a, &b], |o, start, n| {
+            seen.push((o.to_vec(), start, n))
+        });
+        assert_eq!(seen, vec![(vec![0, 0], 0, 3), (vec![1, 0], 3, 3)]);
+        assert_eq!(offset_of(4, &out, &strides(&out)), 4);
+        assert_eq!(offset_of(4, &out, &a), 1);
+    }
+
+    #[test]
+    fn collapse_merges_contiguous_and_broadcast_runs() {
+        // [N=2, C=3, H=4, W=5] against a per-channel [3,1,1].
+        let out = [2, 3, 4, 5];
+        let (d, s) = collapse(&out, &[strides(&out), broadcast_strides(&[3, 1, 1], &out)]);
+        assert_eq!(d, vec![2, 3, 20]);
+        assert_eq!(s, vec![vec![60, 20, 1], vec![0, 1, 0]]);
+        // Full contiguity collapses to one dim; a scalar operand keeps stride 0.
+        let (d, s) = collapse(&out, &[strides(&out), vec![0; 4]]);
+        assert_eq!((d, s), (vec![120], vec![vec![1], vec![0]]));
+        let mut o = vec![0f32; 120];
+        let a: Vec<f32> = (0..120).map(|i| i as f32).collect();
+        zip2(&a, &out, &[10f32, 20.0, 30.0], &[3, 1, 1], &mut o, &out, |x, y| x + y);
+        assert_eq!(o[0], 10.0);
+        assert_eq!(o[20], 40.0);
+        assert_eq!(o[60], 70.0);
+        assert_eq!(o[119], 149.0);
+    }
 }

@@ -4,6 +4,7 @@ pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod data;
+pub mod depthwise;
 pub mod deform_conv;
 pub mod elementwise;
 pub mod gemm;

@@ -135,13 +135,15 @@ fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
                     }
                     best.unwrap_or(T::of_f64(f64::NEG_INFINITY))
                 } else {
-                    let mut sum = 0f64;
+                    // Window sums are short: f32 accumulation matches ORT and is exact enough.
+                    let mut sum = 0f32;
                     for a in ha..hb {
                         let line = &xs[((h0 + a * dh) * iw) as usize..];
                         for b in wa..wb {
-                            sum += line[(w0 + b * dw) as usize].as_f64();
+                            sum += line[(w0 + b * dw) as usize].as_f64() as f32;
                         }
                     }
+                    let sum = sum as f64;
                     let count = ((hb - ha) * (wb - wa)) as usize;
                     let div = if p.count_include_pad {
                         let (wpa, wpb) = taps(w0, dw, kw, -pw, ew);

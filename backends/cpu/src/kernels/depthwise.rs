@@ -1,0 +1,62 @@
+//! Direct 2-D depthwise convolution (one input channel per group), where
+//! im2col + GEMM would multiply 1-row matrices. Rows are clamped to the valid
+//! kernel taps once, so the inner loop over output columns has no bounds checks.
+
+use super::conv::ConvGeom;
+use super::layout::par_rows;
+use super::num::Comp;
+
+/// True when `g` is a 2-D convolution with one input channel per group.
+pub fn applies(g: &ConvGeom) -> bool {
+    g.input.len() == 2 && g.group == g.c && g.group > 1 && g.m % g.group == 0
+}
+
+/// `y[n, m] = bias[m] + sum_k w[m, k] * x[n, m / (M/C)]` over the kernel window.
+pub fn run<T: Comp + bytemuck::Pod>(g: &ConvGeom, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
+    let (ih, iw) = (g.input[0] as isize, g.input[1] as isize);
+    let (oh, ow) = (g.output[0], g.output[1]);
+    let (kh, kw) = (g.kernel[0], g.kernel[1]);
+    let (sh, sw) = (g.strides[0] as isize, g.strides[1] as isize);
+    let (dh, dw) = (g.dilations[0] as isize, g.dilations[1] as isize);
+    let (ph, pw) = (g.pads[0] as isize, g.pads[1] as isize);
+    let mult = g.m / g.c;
+    let (sin, sout) = ((ih * iw) as usize, oh * ow);
+    par_rows(y, sout, |plane, out| {
+        let (n, m) = (plane / g.m, plane % g.m);
+        let c = m / mult;
+        let xs = &x[(n * g.c + c) * sin..(n * g.c + c + 1) * sin];
+        let wm = &w[m * kh * kw..(m + 1) * kh * kw];
+        out.fill(bias.map_or(T::zero(), |b| b[m]));
+        for r in 0..oh {
+            let row = &mut out[r * ow..(r + 1) * ow];
+            for a in 0..kh {
+                let h = r as isize * sh - ph + a as isize * dh;
+                if h < 0 || h >= ih {
+                    continue;
+                }
+                let line = &xs[(h * iw) as usize..((h + 1) * iw) as usize];
+                for b in 0..kw {
+                    let wv = wm[a * kw + b];
+                    let off = b as isize * dw - pw;
+                    // Output columns whose input column off + col*sw lies in [0, iw).
+                    let lo = if off >= 0 { 0 } else { ((-off + sw - 1) / sw) as usize };
+                    let hi = if iw - 1 - off < 0 { 0 } else { (((iw - 1 - off) / sw) + 1).min(ow as isize) as usize };
+                    if lo >= hi {
+                        continue;
+                    }
+                    if sw == 1 {
+                        let start = (lo as isize + off) as usize;
+                        let src = &line[start..start + (hi - lo)];
+                        for (o, v) in row[lo..hi].iter_mut().zip(src) {
+                            *o = *o + wv * *v;
+                        }
+                    } else {
+                        for (col, o) in row.iter_mut().enumerate().take(hi).skip(lo) {
+                            *o = *o + wv * line[(col as isize * sw + off) as usize];
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
