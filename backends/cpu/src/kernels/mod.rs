@@ -1,5 +1,6 @@
 //! CPU kernels, one module per op family. [`build`] picks the kernel for a node.
 
+pub mod attention;
 pub mod cast;
 pub mod control;
 pub mod conv;
@@ -7,6 +8,7 @@ pub mod data;
 pub mod elementwise;
 pub mod gemm;
 pub mod generators;
+pub mod grid;
 pub mod layout;
 pub mod matmul;
 pub mod minifloat;
@@ -15,6 +17,8 @@ pub mod norm;
 pub mod num;
 pub mod pool;
 pub mod reduce;
+pub mod resize;
+pub mod rotary;
 pub mod softmax;
 
 use rlx_ir::Op;
@@ -70,6 +74,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
             generators::build(spec)
         }
+        Op::Resize(_) => resize::build(spec),
+        Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => grid::build(spec),
+        Op::Attention(_) => attention::build(spec),
+        Op::RotaryEmbedding(_) => rotary::build(spec),
         op => Err(KernelError::Unsupported(format!(
             "the CPU backend has no kernel for `{}`",
             op.name()
