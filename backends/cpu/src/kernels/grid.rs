@@ -5,7 +5,9 @@ use rlx_ir::ops::{GridMode, GridPadding, GridSample, RoiAlign, RoiAlignMode, Roi
 use rlx_ir::{DType, Op};
 
 use super::layout::{par_rows, strides};
-use super::num::{AnyNum, Real};
+use num_traits::Float;
+
+use super::num::{AnyNum, Comp, Real};
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -303,71 +305,76 @@ fn affine_grid(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(),
 }
 
 /// Bilinear sample taps of RoiAlign: 4 (offset, weight) pairs, all zero
-/// weight outside the feature map.
-fn roi_taps(h: usize, w: usize, y: f64, x: f64) -> [(usize, f64); 4] {
-    let (hf, wf) = (h as f64, w as f64);
-    if y < -1.0 || y > hf || x < -1.0 || x > wf {
+/// weight outside the feature map. Computed in `F`, the input's compute type,
+/// as the reference does.
+fn roi_taps<F: Float>(h: usize, w: usize, y: F, x: F) -> [(usize, f64); 4] {
+    let c = |v: f64| F::from(v).unwrap_or_else(F::nan);
+    let (hf, wf) = (c(h as f64), c(w as f64));
+    if y < -F::one() || y > hf || x < -F::one() || x > wf {
         return [(0, 0.0); 4];
     }
-    let (mut y, mut x) = (y.max(0.0), x.max(0.0));
-    let (mut y0, mut x0) = (y as usize, x as usize);
+    let (mut y, mut x) = (y.max(F::zero()), x.max(F::zero()));
+    let (mut y0, mut x0) = (y.to_usize().unwrap_or(0), x.to_usize().unwrap_or(0));
     let (y1, x1);
     if y0 + 1 >= h {
         y0 = h - 1;
         y1 = y0;
-        y = y0 as f64;
+        y = c(y0 as f64);
     } else {
         y1 = y0 + 1;
     }
     if x0 + 1 >= w {
         x0 = w - 1;
         x1 = x0;
-        x = x0 as f64;
+        x = c(x0 as f64);
     } else {
         x1 = x0 + 1;
     }
-    let (ly, lx) = (y - y0 as f64, x - x0 as f64);
-    let (hy, hx) = (1.0 - ly, 1.0 - lx);
+    let (ly, lx) = (y - c(y0 as f64), x - c(x0 as f64));
+    let (hy, hx) = (F::one() - ly, F::one() - lx);
+    let f = |v: F| v.to_f64().unwrap_or(f64::NAN);
     [
-        (y0 * w + x0, hy * hx),
-        (y0 * w + x1, hy * lx),
-        (y1 * w + x0, ly * hx),
-        (y1 * w + x1, ly * lx),
+        (y0 * w + x0, f(hy * hx)),
+        (y0 * w + x1, f(hy * lx)),
+        (y1 * w + x0, f(ly * hx)),
+        (y1 * w + x1, f(ly * lx)),
     ]
 }
 
 /// Most bilinear samples one RoiAlign region may take.
 const MAX_SAMPLES: usize = 1 << 26;
 
-/// Where one region's bins and samples lie.
-struct RoiGeom {
-    sw: f64,
-    sh: f64,
-    bw: f64,
-    bh: f64,
+/// Where one region's bins and samples lie, in the compute type `F`.
+struct RoiGeom<F> {
+    sw: F,
+    sh: F,
+    bw: F,
+    bh: F,
     gw: usize,
     gh: usize,
 }
 
-impl RoiGeom {
-    fn new(r: &RoiAlign, half: bool, scale: f64, bx: &[f64], ph: usize, pw: usize) -> RoiGeom {
-        let off = if half { 0.5 } else { 0.0 };
+impl<F: Float> RoiGeom<F> {
+    fn new(r: &RoiAlign, half: bool, bx: &[F], ph: usize, pw: usize) -> RoiGeom<F> {
+        let c = |v: f64| F::from(v).unwrap_or_else(F::nan);
+        let scale = c(r.spatial_scale as f64);
+        let off = c(if half { 0.5 } else { 0.0 });
         let (sw, sh) = (bx[0] * scale - off, bx[1] * scale - off);
         let (mut rw, mut rh) = (bx[2] * scale - off - sw, bx[3] * scale - off - sh);
         if !half {
             // Malformed regions become 1x1.
-            rw = rw.max(1.0);
-            rh = rh.max(1.0);
+            rw = rw.max(F::one());
+            rh = rh.max(F::one());
         }
-        let (bh, bw) = (rh / ph as f64, rw / pw as f64);
+        let (bh, bw) = (rh / c(ph as f64), rw / c(pw as f64));
         // sampling_ratio 0: adaptive, ceil(bin size) samples per bin side.
-        let grid = |size: f64| -> usize {
+        let grid = |size: F| -> usize {
             if r.sampling_ratio > 0 {
                 r.sampling_ratio as usize
-            } else if size.is_nan() {
-                0
             } else {
-                size.ceil().clamp(0.0, u32::MAX as f64) as usize
+                size.ceil()
+                    .to_f64()
+                    .map_or(0, |v| v.clamp(0.0, u32::MAX as f64) as usize)
             }
         };
         RoiGeom {
@@ -389,7 +396,11 @@ fn roi_typed<T: Real>(
     out: &mut TensorMut,
 ) -> Result<(), KernelError> {
     let xs = x.slice::<T>()?;
-    let boxes = rois.to_f64s()?;
+    let boxes: Vec<T::C> = rois
+        .to_f64s()?
+        .into_iter()
+        .map(<T::C as Comp>::from_f64c)
+        .collect();
     let (n, c, h, w) = (x.dims[0], x.dims[1], x.dims[2], x.dims[3]);
     let nr = rois.dims[0];
     let (ph, pw) = (
@@ -417,11 +428,10 @@ fn roi_typed<T: Real>(
         ));
     }
     let half = r.coordinate_transformation_mode == RoiCoordMode::HalfPixel;
-    let scale = r.spatial_scale as f64;
     let bin = ph * pw;
-    let geoms: Vec<RoiGeom> = boxes
+    let geoms: Vec<RoiGeom<T::C>> = boxes
         .chunks_exact(4)
-        .map(|bx| RoiGeom::new(r, half, scale, bx, ph, pw))
+        .map(|bx| RoiGeom::new(r, half, bx, ph, pw))
         .collect();
     if let Some(g) = geoms
         .iter()
@@ -433,6 +443,8 @@ fn roi_typed<T: Real>(
         )));
     }
     let y = out.slice::<T>()?;
+    let cf = |v: usize| <T::C as Comp>::from_f64c(v as f64);
+    let half_step = <T::C as Comp>::from_f64c(0.5);
     par_rows(y, c * bin, |ri, block| {
         let g = &geoms[ri];
         let (gh, gw) = (g.gh, g.gw);
@@ -441,9 +453,9 @@ fn roi_typed<T: Real>(
         for py in 0..ph {
             for px in 0..pw {
                 for iy in 0..gh {
-                    let yy = g.sh + py as f64 * g.bh + (iy as f64 + 0.5) * g.bh / gh as f64;
+                    let yy = g.sh + cf(py) * g.bh + (cf(iy) + half_step) * g.bh / cf(gh);
                     for ix in 0..gw {
-                        let xx = g.sw + px as f64 * g.bw + (ix as f64 + 0.5) * g.bw / gw as f64;
+                        let xx = g.sw + cf(px) * g.bw + (cf(ix) + half_step) * g.bw / cf(gw);
                         taps.push(roi_taps(h, w, yy, xx));
                     }
                 }
@@ -549,9 +561,9 @@ mod tests {
     #[test]
     fn roi_bilinear_taps() {
         // (y, x) = (0.5, 1.25) on a 2x3 map: rows 0/1 half each, columns 1/2.
-        let t = roi_taps(2, 3, 0.5, 1.25);
+        let t = roi_taps(2, 3, 0.5f64, 1.25);
         assert_eq!(t, [(1, 0.375), (2, 0.125), (4, 0.375), (5, 0.125)]);
         // Outside by more than one pixel: no contribution.
-        assert!(roi_taps(2, 3, -1.5, 0.0).iter().all(|&(_, w)| w == 0.0));
+        assert!(roi_taps(2, 3, -1.5f64, 0.0).iter().all(|&(_, w)| w == 0.0));
     }
 }

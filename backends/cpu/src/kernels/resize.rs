@@ -49,8 +49,9 @@ fn source_coord(r: &Resize, p: &AxisPlan, y: f64) -> f64 {
             let offset = inp / 2.0 * (1.0 - adjustment);
             offset + (y + 0.5) / scale - 0.5
         }
+        // As with align_corners, the length is the fractional one.
         CoordMode::PytorchHalfPixel => {
-            if p.output > 1 {
+            if out_f > 1.0 {
                 (y + 0.5) / scale - 0.5
             } else {
                 0.0
