@@ -128,6 +128,12 @@ fn grid_sample_typed<T: AnyNum, G: Real>(
     grid: &TensorRef,
     out: &mut TensorMut,
 ) -> Result<(), KernelError> {
+    if x.rank() < 3 || grid.rank() != x.rank() {
+        return Err(KernelError::Value(format!(
+            "grid {:?} does not match input {:?}",
+            grid.dims, x.dims
+        )));
+    }
     let xs = x.slice::<T>()?;
     let gs = grid.slice::<G>()?;
     let (n, c) = (x.dims[0], x.dims[1]);
@@ -243,10 +249,9 @@ fn affine_typed<T: Real>(
     out: &mut TensorMut,
 ) -> Result<(), KernelError> {
     let th = theta.slice::<T>()?;
-    let n = theta.dims[0];
     let sp: Vec<usize> = size[2..].iter().map(|&d| d as usize).collect();
     let r = sp.len();
-    if theta.rank() != 3 || theta.dims[1..] != [r, r + 1] || size[0] as usize != n {
+    if theta.rank() != 3 || theta.dims[1..] != [r, r + 1] || size[0] as usize != theta.dims[0] {
         return Err(KernelError::Value(format!(
             "theta {:?} does not fit size {size:?}",
             theta.dims
@@ -395,6 +400,12 @@ fn roi_typed<T: Real>(
     batch: &[i64],
     out: &mut TensorMut,
 ) -> Result<(), KernelError> {
+    if x.rank() != 4 || rois.rank() != 2 {
+        return Err(KernelError::Value(format!(
+            "roi_align needs a 4-D input and 2-D rois, got {:?} and {:?}",
+            x.dims, rois.dims
+        )));
+    }
     let xs = x.slice::<T>()?;
     let boxes: Vec<T::C> = rois
         .to_f64s()?

@@ -362,6 +362,15 @@ mod tests {
     }
 
     #[test]
+    fn pytorch_half_pixel_single_output() {
+        let r = op(ResizeMode::Linear, CoordMode::PytorchHalfPixel);
+        // Target length 1.5 (> 1): x_ori = (0 + 0.5) / 0.5 - 0.5 = 0.5.
+        assert_eq!(run1(&r, &[2.0, 4.0, 8.0], 1, 0.5), vec![3.0]);
+        // Target length exactly 1: x_ori = 0.
+        assert_eq!(run1(&r, &[2.0, 4.0, 8.0], 1, 1.0 / 3.0), vec![2.0]);
+    }
+
+    #[test]
     fn crop_and_resize_extrapolates() {
         let r = op(ResizeMode::Linear, CoordMode::TfCropAndResize);
         let p = AxisPlan {
