@@ -37,27 +37,81 @@ fn mode(cx: &mut NodeCtx, allowed: &[&str]) -> Result<ResizeMode, MapError> {
     })
 }
 
-/// The Upsample/Resize-10 semantics: asymmetric coordinates, nearest = floor.
+/// The Upsample/Resize-10 semantics: asymmetric coordinates; nearest takes
+/// `nearest` (floor, or ceil on shrinking axes for Resize-10) over `axes`
+/// (all when empty).
 fn simple_resize(
     cx: &mut NodeCtx,
     x: Value,
     scales: Value,
     mode: ResizeMode,
+    nearest: NearestMode,
+    axes: Vec<i64>,
 ) -> Result<Value, MapError> {
     let roi = empty_roi(cx)?;
     let op = Resize {
         mode,
         coordinate_transformation_mode: CoordMode::Asymmetric,
-        nearest_mode: NearestMode::Floor,
+        nearest_mode: nearest,
         cubic_coeff_a: -0.75,
         exclude_outside: false,
         extrapolation_value: 0.0,
         antialias: false,
-        axes: Vec::new(),
+        axes,
         keep_aspect_ratio_policy: AspectPolicy::Stretch,
         target: ResizeTarget::Scales,
     };
     cx.add1(op, &[x, roi, scales])
+}
+
+/// Constant f32 scales.
+fn scales_const(cx: &mut NodeCtx, s: &[f64]) -> Result<Value, MapError> {
+    let t = float_tensor(DType::F32, &[s.len()], s)
+        .ok_or_else(|| MapError::Unsupported("scales".into()))?;
+    Ok(cx.constant(t))
+}
+
+/// Resize-10 nearest, as onnxruntime and the opset-10 ONNX tests define it:
+/// asymmetric coordinates rounded up (ceil) on shrinking axes and down
+/// (floor) on growing ones. Axes of each kind become one Resize each.
+fn nearest_v10(cx: &mut NodeCtx, x: Value, scales: Value) -> Result<Value, MapError> {
+    let Some(s) = cx.known(scales).and_then(|k| k.as_f64s()) else {
+        return cx
+            .unsupported("Resize-10 nearest needs constant scales (rounding depends on them)");
+    };
+    let pick = |keep: &dyn Fn(f64) -> bool| -> (Vec<i64>, Vec<f64>) {
+        s.iter()
+            .enumerate()
+            .filter(|(_, &v)| keep(v))
+            .map(|(i, &v)| (i as i64, v))
+            .unzip()
+    };
+    let (down, down_s) = pick(&|v| v < 1.0);
+    let (up, up_s) = pick(&|v| v >= 1.0);
+    if down.is_empty() {
+        return simple_resize(
+            cx,
+            x,
+            scales,
+            ResizeMode::Nearest,
+            NearestMode::Floor,
+            Vec::new(),
+        );
+    }
+    if up.is_empty() {
+        return simple_resize(
+            cx,
+            x,
+            scales,
+            ResizeMode::Nearest,
+            NearestMode::Ceil,
+            Vec::new(),
+        );
+    }
+    let ds = scales_const(cx, &down_s)?;
+    let y = simple_resize(cx, x, ds, ResizeMode::Nearest, NearestMode::Ceil, down)?;
+    let us = scales_const(cx, &up_s)?;
+    simple_resize(cx, y, us, ResizeMode::Nearest, NearestMode::Floor, up)
 }
 
 fn upsample(cx: &mut NodeCtx) -> Result<(), MapError> {
@@ -78,7 +132,8 @@ fn upsample(cx: &mut NodeCtx) -> Result<(), MapError> {
     } else {
         cx.req(1)?
     };
-    let y = simple_resize(cx, x, scales, mode)?;
+    // Upsample scales are at least 1, so nearest rounds down.
+    let y = simple_resize(cx, x, scales, mode, NearestMode::Floor, Vec::new())?;
     cx.set_output(0, y);
     Ok(())
 }
@@ -86,7 +141,10 @@ fn upsample(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn resize_v10(cx: &mut NodeCtx) -> Result<(), MapError> {
     let mode = mode(cx, &["nearest", "linear"])?;
     let (x, scales) = (cx.req(0)?, cx.req(1)?);
-    let y = simple_resize(cx, x, scales, mode)?;
+    let y = match mode {
+        ResizeMode::Nearest => nearest_v10(cx, x, scales)?,
+        _ => simple_resize(cx, x, scales, mode, NearestMode::Floor, Vec::new())?,
+    };
     cx.set_output(0, y);
     Ok(())
 }

@@ -1,14 +1,16 @@
 //! CPU kernels, one module per op family. [`build`] picks the kernel for a node.
 
+pub mod attention;
 pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod data;
-pub mod depthwise;
 pub mod deform_conv;
+pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
 pub mod generators;
+pub mod grid;
 pub mod indexing;
 pub mod layout;
 pub mod linalg_extra;
@@ -21,6 +23,8 @@ pub mod num;
 pub mod pool;
 pub mod quant;
 pub mod reduce;
+pub mod resize;
+pub mod rotary;
 pub mod signal;
 pub mod softmax;
 
@@ -93,6 +97,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
             generators::build(spec)
         }
+        Op::Resize(_) => resize::build(spec),
+        Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => grid::build(spec),
+        Op::Attention(_) => attention::build(spec),
+        Op::RotaryEmbedding(_) => rotary::build(spec),
         op => Err(KernelError::Unsupported(format!(
             "the CPU backend has no kernel for `{}`",
             op.name()
