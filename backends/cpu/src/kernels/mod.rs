@@ -8,14 +8,18 @@ pub mod elementwise;
 pub mod gemm;
 pub mod generators;
 pub mod layout;
+pub mod linear_attention;
 pub mod matmul;
 pub mod minifloat;
 pub mod movement;
 pub mod norm;
 pub mod num;
 pub mod pool;
+pub mod recurrent;
 pub mod reduce;
+pub mod signal;
 pub mod softmax;
+pub mod tensor_scatter;
 
 use rlx_ir::Op;
 
@@ -70,6 +74,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
             generators::build(spec)
         }
+        Op::Recurrent(_) | Op::CausalConvWithState(_) => recurrent::build(spec),
+        Op::LinearAttention(_) => linear_attention::build(spec),
+        Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => signal::build(spec),
+        Op::TensorScatter(_) => tensor_scatter::build(spec),
         op => Err(KernelError::Unsupported(format!(
             "the CPU backend has no kernel for `{}`",
             op.name()
