@@ -3,8 +3,11 @@
 //!
 //! `activation_alpha` / `activation_beta` are consumed in order by the
 //! activations that take them (Affine, LeakyRelu, ThresholdedRelu, ScaledTanh,
-//! HardSigmoid, Elu), as ONNX Runtime does; the others take none. Each
-//! activation's values are resolved here, defaults included.
+//! HardSigmoid, Elu), as ONNX Runtime does; the others take none. Missing
+//! values take the defaults of the ONNX operators of the same name (Affine
+//! 1/0, LeakyRelu 0.01, ThresholdedRelu 1, HardSigmoid 0.2/0.5, Elu 1);
+//! ScaledTanh has none, so its values are required. Each activation's values
+//! are resolved here.
 
 use rlx_ir::ops::{
     CausalConvActivation, CausalConvWithState, Recurrent, RecurrentKind, RnnActivation,
@@ -41,28 +44,53 @@ fn attr_error(name: &str, reason: impl Into<String>) -> MapError {
     }
 }
 
-/// An activation by its ONNX name (any case), with its `(alpha, beta)`
-/// defaults where it takes them.
-fn activation(name: &str) -> Option<(RnnActivation, Option<f32>, Option<f32>)> {
+/// How an activation takes `alpha` or `beta`.
+#[derive(Clone, Copy)]
+enum Param {
+    Unused,
+    /// Taken, with the default of the ONNX operator of that name.
+    Default(f32),
+    /// Taken, and the ONNX operator has no default.
+    Required,
+}
+
+/// An activation by its ONNX name (any case), with how it takes alpha and beta.
+fn activation(name: &str) -> Option<(RnnActivation, Param, Param)> {
+    use Param::*;
     use RnnActivation::*;
     Some(match name.to_ascii_lowercase().as_str() {
-        "relu" => (Relu, None, None),
-        "tanh" => (Tanh, None, None),
-        "sigmoid" => (Sigmoid, None, None),
-        "affine" => (Affine, Some(1.0), Some(0.0)),
-        "leakyrelu" => (LeakyRelu, Some(0.01), None),
-        "thresholdedrelu" => (ThresholdedRelu, Some(1.0), None),
-        "scaledtanh" => (ScaledTanh, Some(1.0), Some(1.0)),
-        "hardsigmoid" => (HardSigmoid, Some(0.2), Some(0.5)),
-        "elu" => (Elu, Some(1.0), None),
-        "softsign" => (Softsign, None, None),
-        "softplus" => (Softplus, None, None),
+        "relu" => (Relu, Unused, Unused),
+        "tanh" => (Tanh, Unused, Unused),
+        "sigmoid" => (Sigmoid, Unused, Unused),
+        "affine" => (Affine, Default(1.0), Default(0.0)),
+        "leakyrelu" => (LeakyRelu, Default(0.01), Unused),
+        "thresholdedrelu" => (ThresholdedRelu, Default(1.0), Unused),
+        "scaledtanh" => (ScaledTanh, Required, Required),
+        "hardsigmoid" => (HardSigmoid, Default(0.2), Default(0.5)),
+        "elu" => (Elu, Default(1.0), Unused),
+        "softsign" => (Softsign, Unused, Unused),
+        "softplus" => (Softplus, Unused, Unused),
         _ => return None,
     })
 }
 
 /// The activations of every direction with their alpha and beta values.
 type Activations = (Vec<RnnActivation>, Vec<f32>, Vec<f32>);
+
+/// The next value of `attr` for an activation that takes it as `p`.
+fn take(
+    p: Param,
+    values: &mut std::slice::Iter<f32>,
+    attr: &str,
+    act: &str,
+) -> Result<f32, MapError> {
+    match (p, values.next()) {
+        (Param::Unused, _) => Ok(0.0),
+        (_, Some(&v)) => Ok(v),
+        (Param::Default(d), None) => Ok(d),
+        (Param::Required, None) => Err(attr_error(attr, format!("{act} needs a value"))),
+    }
+}
 
 fn activations(
     cx: &mut NodeCtx,
@@ -92,11 +120,11 @@ fn activations(
     let (mut a_next, mut b_next) = (alphas.iter(), betas.iter());
     let (mut acts, mut a_out, mut b_out) = (Vec::new(), Vec::new(), Vec::new());
     for n in &names {
-        let (act, da, db) = activation(n)
+        let (act, pa, pb) = activation(n)
             .ok_or_else(|| attr_error("activations", format!("`{n}` is not supported")))?;
         acts.push(act);
-        a_out.push(da.map_or(0.0, |d| a_next.next().copied().unwrap_or(d)));
-        b_out.push(db.map_or(0.0, |d| b_next.next().copied().unwrap_or(d)));
+        a_out.push(take(pa, &mut a_next, "activation_alpha", n)?);
+        b_out.push(take(pb, &mut b_next, "activation_beta", n)?);
     }
     if a_next.next().is_some() || b_next.next().is_some() {
         return Err(attr_error(
