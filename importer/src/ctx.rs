@@ -248,6 +248,20 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
         }
     }
 
+    pub fn attr_strings(&mut self, name: &str) -> Result<Option<Vec<String>>, MapError> {
+        match self.typed(name, AttributeType::Strings)? {
+            None => Ok(None),
+            Some(a) => a
+                .strings
+                .iter()
+                .map(|s| {
+                    String::from_utf8(s.clone()).map_err(|_| Self::attr_err(name, "is not UTF-8"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+        }
+    }
+
     /// A string attribute from `allowed`, or `default`; anything else is an error.
     pub fn attr_choice(
         &mut self,

@@ -109,6 +109,42 @@ impl<'a> TensorMut<'a> {
     }
 }
 
+impl TensorMut<'_> {
+    /// Stores one value per element, converted like Cast: floats round to
+    /// nearest, integers truncate toward zero.
+    pub fn store_f64s(&mut self, vals: &[f64]) -> Result<(), KernelError> {
+        if vals.len() != self.numel() {
+            return Err(KernelError::Internal(format!(
+                "{} values for {} elements",
+                vals.len(),
+                self.numel()
+            )));
+        }
+        match self.dtype {
+            DType::F32 => {
+                for (o, &v) in self.slice::<f32>()?.iter_mut().zip(vals) {
+                    *o = v as f32;
+                }
+            }
+            DType::F64 => self.slice::<f64>()?.copy_from_slice(vals),
+            d => {
+                let round = rlx_ir::ops::RoundMode::Nearest;
+                for (i, &v) in vals.iter().enumerate() {
+                    crate::kernels::cast::write(
+                        d,
+                        self.bytes,
+                        i,
+                        crate::kernels::cast::Val::Float(v),
+                        false,
+                        round,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs `$body` with `$T` bound to the Rust type of a dtype from the listed
 /// groups: `float` (f32, f64, f16, bf16), `int` (i8..i64, u8..u64), `bool` (u8).
 /// Other dtypes give `$err`.

@@ -1,9 +1,9 @@
 //! Indexing: Gather, GatherElements, GatherND, Scatter/ScatterElements,
-//! ScatterND, OneHot, Compress, NonZero, Unique and Trilu.
+//! ScatterND, TensorScatter, OneHot, Compress, NonZero, Unique and Trilu.
 
 use rlx_ir::ops::{
     Compress, Gather, GatherElements, GatherNd, NonZero, OneHot, ScatterElements, ScatterNd,
-    ScatterReduction, Trilu, Unique,
+    ScatterReduction, TensorScatter, Trilu, Unique,
 };
 
 use crate::ctx::NodeCtx;
@@ -17,6 +17,7 @@ pub fn register(r: &mut Registry) {
     r.add("Scatter", 9, scatter_elements);
     r.add("ScatterElements", 11, scatter_elements);
     r.add("ScatterND", 11, scatter_nd);
+    r.add("TensorScatter", 24, tensor_scatter);
     r.add("OneHot", 9, one_hot);
     r.add("Compress", 9, compress);
     r.add("NonZero", 9, nonzero);
@@ -110,6 +111,23 @@ fn trilu(cx: &mut NodeCtx) -> Result<(), MapError> {
         ins.push(k);
     }
     let y = cx.add1(Trilu { upper }, &ins)?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+fn tensor_scatter(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let axis = cx.attr_i("axis", -2)?;
+    let mode = cx.attr_choice("mode", "linear", &["linear", "circular"])?;
+    let (past, update) = (cx.req(0)?, cx.req(1)?);
+    let indices = cx.input(2)?;
+    let mut ins = vec![past, update];
+    ins.extend(indices);
+    let op = TensorScatter {
+        axis,
+        circular: mode == "circular",
+        has_indices: indices.is_some(),
+    };
+    let y = cx.add1(op, &ins)?;
     cx.set_output(0, y);
     Ok(())
 }

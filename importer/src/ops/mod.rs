@@ -11,8 +11,10 @@ mod loss;
 mod movement;
 mod norm;
 mod quant;
+mod recurrent;
 mod reduce;
 mod resize;
+mod signal;
 mod transformer;
 mod unsupported;
 
@@ -35,8 +37,10 @@ pub fn register_all(r: &mut Registry) {
     movement::register(r);
     norm::register(r);
     quant::register(r);
+    recurrent::register(r);
     reduce::register(r);
     resize::register(r);
+    signal::register(r);
     transformer::register(r);
     unsupported::register(r);
 }

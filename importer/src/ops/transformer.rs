@@ -1,6 +1,6 @@
-//! Attention (opset 23/24) and RotaryEmbedding (opset 23).
+//! Attention (opset 23/24), RotaryEmbedding (opset 23) and LinearAttention (opset 27).
 
-use rlx_ir::ops::{Attention, RotaryEmbedding};
+use rlx_ir::ops::{Attention, LinearAttention, LinearUpdateRule, RotaryEmbedding};
 
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -9,6 +9,7 @@ use crate::registry::Registry;
 pub fn register(r: &mut Registry) {
     r.add("Attention", 23, attention);
     r.add("RotaryEmbedding", 23, rotary_embedding);
+    r.add("LinearAttention", 27, linear_attention);
 }
 
 fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
@@ -84,5 +85,68 @@ fn rotary_embedding(cx: &mut NodeCtx) -> Result<(), MapError> {
         &ins,
     )?;
     cx.set_output(0, y);
+    Ok(())
+}
+
+fn linear_attention(cx: &mut NodeCtx) -> Result<(), MapError> {
+    // A tuning hint for chunked prefill; the output does not depend on it.
+    cx.ignore_attr("chunk_size");
+    let q_num_heads = cx
+        .attr_i_opt("q_num_heads")?
+        .ok_or_else(|| MapError::Attr {
+            name: "q_num_heads".into(),
+            reason: "is required".into(),
+        })?;
+    let kv_num_heads = cx
+        .attr_i_opt("kv_num_heads")?
+        .ok_or_else(|| MapError::Attr {
+            name: "kv_num_heads".into(),
+            reason: "is required".into(),
+        })?;
+    // ONNX spells the default scale as 0.0.
+    let scale = cx.attr_f_opt("scale")?.filter(|&s| s != 0.0);
+    let rule = cx.attr_choice(
+        "update_rule",
+        "gated_delta",
+        &["linear", "gated", "delta", "gated_delta"],
+    )?;
+    let update_rule = LinearUpdateRule::from_name(&rule).unwrap_or(LinearUpdateRule::GatedDelta);
+    let (q, k, v) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
+    let past = cx.input(3)?;
+    let decay = cx.input(4)?;
+    let beta = cx.input(5)?;
+    if decay.is_some() != update_rule.gated() {
+        return cx.unsupported(format!(
+            "update_rule `{rule}` {} the decay input",
+            if update_rule.gated() {
+                "requires"
+            } else {
+                "forbids"
+            }
+        ));
+    }
+    if beta.is_some() != update_rule.delta() {
+        return cx.unsupported(format!(
+            "update_rule `{rule}` {} the beta input",
+            if update_rule.delta() {
+                "requires"
+            } else {
+                "forbids"
+            }
+        ));
+    }
+    let mut ins = vec![q, k, v];
+    ins.extend(past);
+    ins.extend(decay);
+    ins.extend(beta);
+    let op = LinearAttention {
+        q_num_heads,
+        kv_num_heads,
+        scale,
+        update_rule,
+        has_past: past.is_some(),
+    };
+    let ys = cx.add(op, &ins)?;
+    cx.set_outputs(&ys);
     Ok(())
 }

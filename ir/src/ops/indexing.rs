@@ -1,5 +1,6 @@
 //! Indexing: Gather, GatherElements, GatherND, ScatterElements, ScatterND, OneHot,
-//! Trilu, and the data-dependent Compress, NonZero and Unique.
+//! Trilu, TensorScatter (KV-cache writes), and the data-dependent Compress,
+//! NonZero and Unique.
 
 use super::{attr_err, norm_axis, value_err, InferCx, InferError, OpDef};
 use crate::dim::Dim;
@@ -260,5 +261,109 @@ impl OpDef for Unique {
             TensorType::new(DType::I64, Shape(vec![inv_len])),
             TensorType::new(DType::I64, Shape(vec![count])),
         ])
+    }
+}
+
+op_attrs! {
+    /// ONNX TensorScatter (KV-cache update): a copy of `past_cache` with
+    /// `update` written along `axis` from each batch row's write index (input
+    /// `write_indices [batch]` if `has_indices`, else 0), wrapping modulo the
+    /// axis length when `circular`. Output shaped like `past_cache`.
+    pub struct TensorScatter {
+        pub axis: i64,
+        pub circular: bool,
+        pub has_indices: bool,
+    }
+}
+
+impl OpDef for TensorScatter {
+    fn arity(&self) -> (usize, usize) {
+        let n = 2 + usize::from(self.has_indices);
+        (n, n)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_same_dtype(1, 0)?;
+        let (past, upd) = (cx.shape(0), cx.shape(1));
+        cx.expect_rank(1, past.rank())?;
+        let axis = norm_axis(self.axis, past.rank())?;
+        if axis == 0 {
+            return Err(attr_err("axis", "cannot be the batch axis 0"));
+        }
+        for (i, (p, u)) in past.0.iter().zip(&upd.0).enumerate() {
+            if let (Some(p), Some(u)) = (p.known(), u.known()) {
+                if (i == axis && u > p) || (i != axis && u != p) {
+                    return Err(value_err(
+                        1,
+                        format!("update dim {i} is {u}, the cache's is {p}"),
+                    ));
+                }
+            }
+        }
+        if self.has_indices {
+            cx.expect_dtype(2, &[DType::I64])?;
+            cx.expect_rank(2, 1)?;
+            if let (Some(n), Some(b)) = (cx.shape(2).0[0].known(), past.0[0].known()) {
+                if n != b {
+                    return Err(value_err(2, format!("{n} write indices for batch {b}")));
+                }
+            }
+        }
+        Ok(vec![cx.ty(0).clone()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+
+    fn infer(op: impl Into<Op>, ins: &[TensorType]) -> Result<Vec<TensorType>, InferError> {
+        let values = vec![None; ins.len()];
+        let cx = InferCx {
+            inputs: ins,
+            values: &values,
+            node: "n",
+            prior: &[],
+        };
+        op.into().infer(&cx)
+    }
+
+    #[test]
+    fn tensor_scatter_checks_update_shape() {
+        let op = TensorScatter {
+            axis: -2,
+            circular: false,
+            has_indices: true,
+        };
+        let cache = TensorType::known(DType::F32, &[2, 3, 4, 5]);
+        let idx = TensorType::known(DType::I64, &[2]);
+        let ok = [
+            cache.clone(),
+            TensorType::known(DType::F32, &[2, 3, 1, 5]),
+            idx.clone(),
+        ];
+        assert_eq!(infer(op.clone(), &ok).unwrap(), vec![cache.clone()]);
+        let long = [
+            cache.clone(),
+            TensorType::known(DType::F32, &[2, 3, 5, 5]),
+            idx.clone(),
+        ];
+        assert!(infer(op.clone(), &long).is_err());
+        let wide = [
+            cache.clone(),
+            TensorType::known(DType::F32, &[2, 3, 1, 6]),
+            idx,
+        ];
+        assert!(infer(op.clone(), &wide).is_err());
+        let batch_axis = TensorScatter { axis: 0, ..op };
+        let two = [cache.clone(), cache];
+        assert!(infer(
+            TensorScatter {
+                has_indices: false,
+                ..batch_axis
+            },
+            &two
+        )
+        .is_err());
     }
 }

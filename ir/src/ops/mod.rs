@@ -17,8 +17,10 @@ pub mod loss;
 pub mod movement;
 pub mod norm;
 pub mod quant;
+pub mod recurrent;
 pub mod reduce;
 pub mod resize;
+pub mod signal;
 pub mod transformer;
 pub mod values;
 
@@ -34,8 +36,10 @@ pub use loss::*;
 pub use movement::*;
 pub use norm::*;
 pub use quant::*;
+pub use recurrent::*;
 pub use reduce::*;
 pub use resize::*;
+pub use signal::*;
 pub use transformer::*;
 pub use values::eval_known;
 
@@ -246,6 +250,7 @@ define_ops! {
         GatherNd(GatherNd) = "gather_nd",
         ScatterElements(ScatterElements) = "scatter_elements",
         ScatterNd(ScatterNd) = "scatter_nd",
+        TensorScatter(TensorScatter) = "tensor_scatter",
         OneHot(OneHot) = "one_hot",
         Compress(Compress) = "compress",
         NonZero(NonZero) = "nonzero",
@@ -263,6 +268,11 @@ define_ops! {
         NonMaxSuppression(NonMaxSuppression) = "non_max_suppression",
         Attention(Attention) = "attention",
         RotaryEmbedding(RotaryEmbedding) = "rotary_embedding",
+        LinearAttention(LinearAttention) = "linear_attention",
+        CausalConvWithState(CausalConvWithState) = "causal_conv_with_state",
+        Dft(Dft) = "dft",
+        Stft(Stft) = "stft",
+        MelWeightMatrix(MelWeightMatrix) = "mel_weight_matrix",
         QuantizeLinear(QuantizeLinear) = "quantize_linear",
         DequantizeLinear(DequantizeLinear) = "dequantize_linear",
         DynamicQuantizeLinear(DynamicQuantizeLinear) = "dynamic_quantize_linear",
@@ -283,6 +293,7 @@ define_ops! {
         Softmax(Softmax, SoftmaxKind),
         Cumulative(Cumulative, CumulativeKind),
         Window(Window, WindowKind),
+        Recurrent(Recurrent, RecurrentKind),
     }
 }
 

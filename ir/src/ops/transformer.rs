@@ -1,11 +1,12 @@
-//! Transformer ops: scaled dot-product Attention (MHA/GQA/MQA, masks, KV cache)
-//! and rotary position embedding.
+//! Transformer ops: scaled dot-product Attention (MHA/GQA/MQA, masks, KV cache),
+//! rotary position embedding, and recurrent LinearAttention (linear, gated,
+//! delta and gated-delta state updates).
 
-use super::{attr_err, InferCx, InferError, OpDef};
+use super::{attr_err, value_err, InferCx, InferError, OpDef};
 use crate::dim::Dim;
 use crate::dtype::DType;
-use crate::op_attrs;
 use crate::shape::{Shape, TensorType};
+use crate::{attr_enum, op_attrs};
 
 const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
 
@@ -193,5 +194,238 @@ impl OpDef for RotaryEmbedding {
             return Err(attr_err("num_heads", "3-D input needs num_heads"));
         }
         Ok(vec![cx.ty(0).clone()])
+    }
+}
+
+attr_enum! {
+    /// The state recurrence of [`LinearAttention`].
+    pub enum LinearUpdateRule {
+        Linear = "linear",
+        Gated = "gated",
+        Delta = "delta",
+        GatedDelta = "gated_delta",
+    }
+}
+
+impl LinearUpdateRule {
+    /// True if the state decays by `exp(decay)` each step (a `decay` input).
+    pub fn gated(self) -> bool {
+        matches!(self, LinearUpdateRule::Gated | LinearUpdateRule::GatedDelta)
+    }
+
+    /// True if the write is delta-corrected by `beta` (a `beta` input).
+    pub fn delta(self) -> bool {
+        matches!(self, LinearUpdateRule::Delta | LinearUpdateRule::GatedDelta)
+    }
+}
+
+op_attrs! {
+    /// ONNX LinearAttention. Inputs `query [B,T,Hq*dk]`, `key [B,T,Hkv*dk]`,
+    /// `value [B,T,Hkv*dv]`, then `past_state [B,Hkv,dk,dv]` if `has_past`,
+    /// `decay` (`[B,T,Hkv*dk]` or `[B,T,Hkv]`) if the rule is gated, and `beta`
+    /// (`[B,T,Hkv]` or `[B,T,1]`) if it is a delta rule. Outputs
+    /// `output [B,T,Hq*dv]` and `present_state [B,Hkv,dk,dv]`, the latter in the
+    /// dtype of `past_state` (of `query` without it). `scale` defaults to `1/sqrt(dk)`.
+    pub struct LinearAttention {
+        pub q_num_heads: i64,
+        pub kv_num_heads: i64,
+        pub scale: Option<f32>,
+        pub update_rule: LinearUpdateRule,
+        pub has_past: bool,
+    }
+}
+
+/// Port numbers of LinearAttention's optional inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinearAttentionPorts {
+    pub past: Option<usize>,
+    pub decay: Option<usize>,
+    pub beta: Option<usize>,
+}
+
+impl LinearAttention {
+    pub fn ports(&self) -> LinearAttentionPorts {
+        let mut next = 3;
+        let mut take = |on: bool| {
+            on.then(|| {
+                next += 1;
+                next - 1
+            })
+        };
+        let past = take(self.has_past);
+        let decay = take(self.update_rule.gated());
+        let beta = take(self.update_rule.delta());
+        LinearAttentionPorts { past, decay, beta }
+    }
+
+    fn input_count(&self) -> usize {
+        3 + usize::from(self.has_past)
+            + usize::from(self.update_rule.gated())
+            + usize::from(self.update_rule.delta())
+    }
+}
+
+/// `packed / heads`, checked to divide evenly where known.
+fn per_head(packed: &Dim, heads: i64, port: usize) -> Result<Dim, InferError> {
+    if let Some(p) = packed.known() {
+        if p % heads != 0 {
+            return Err(value_err(
+                port,
+                format!("last dim {p} does not split into {heads} heads"),
+            ));
+        }
+    }
+    Ok(packed.floor_div(&Dim::Known(heads))?)
+}
+
+/// Requires dim `axis` of input `port` to equal `want` where both are known.
+fn expect_dim(cx: &InferCx, port: usize, axis: usize, want: &Dim) -> Result<(), InferError> {
+    let got = &cx.shape(port).0[axis];
+    match (got.known(), want.known()) {
+        (Some(g), Some(w)) if g != w => Err(InferError::Mismatch {
+            what: "linear attention operand dims",
+            a: format!("input {port} dim {axis} = {g}"),
+            b: w.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+impl OpDef for LinearAttention {
+    fn arity(&self) -> (usize, usize) {
+        let n = self.input_count();
+        (n, n)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let (hq, hkv) = (self.q_num_heads, self.kv_num_heads);
+        if hq < 1 || hkv < 1 || hq % hkv != 0 {
+            return Err(attr_err(
+                "q_num_heads",
+                format!("{hq} must be a positive multiple of kv_num_heads {hkv}"),
+            ));
+        }
+        let d = cx.expect_dtype(0, FLOATS)?;
+        for port in 0..3 {
+            cx.expect_same_dtype(port, 0)?;
+            cx.expect_rank(port, 3)?;
+        }
+        let q = cx.shape(0).0.clone();
+        let (b, t) = (q[0].clone(), q[1].clone());
+        let dk = per_head(&q[2], hq, 0)?;
+        let dv = per_head(&cx.shape(2).0[2], hkv, 2)?;
+        for port in [1, 2] {
+            expect_dim(cx, port, 0, &b)?;
+            expect_dim(cx, port, 1, &t)?;
+        }
+        expect_dim(cx, 1, 2, &Dim::Known(hkv).mul(&dk))?;
+        let p = self.ports();
+        let state = Shape(vec![b.clone(), Dim::Known(hkv), dk.clone(), dv.clone()]);
+        let state_dtype = match p.past {
+            Some(port) => {
+                let sd = cx.expect_dtype(port, FLOATS)?;
+                cx.expect_rank(port, 4)?;
+                for (axis, want) in state.0.iter().enumerate() {
+                    expect_dim(cx, port, axis, want)?;
+                }
+                sd
+            }
+            None => d,
+        };
+        for (port, per_kv) in [(p.decay, Some(&dk)), (p.beta, None)] {
+            let Some(port) = port else { continue };
+            cx.expect_same_dtype(port, 0)?;
+            cx.expect_rank(port, 3)?;
+            expect_dim(cx, port, 0, &b)?;
+            expect_dim(cx, port, 1, &t)?;
+            if let Some(last) = cx.shape(port).0[2].known() {
+                let ok = last == hkv
+                    || match per_kv {
+                        Some(dk) => dk.known().is_none_or(|k| last == hkv * k),
+                        None => last == 1,
+                    };
+                if !ok {
+                    return Err(value_err(
+                        port,
+                        format!("last dim {last} is neither kv_num_heads nor its allowed multiple"),
+                    ));
+                }
+            }
+        }
+        Ok(vec![
+            TensorType::new(d, Shape(vec![b, t, Dim::Known(hq).mul(&dv)])),
+            TensorType::new(state_dtype, state),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+
+    fn infer(op: impl Into<Op>, ins: &[TensorType]) -> Result<Vec<TensorType>, InferError> {
+        let values = vec![None; ins.len()];
+        let cx = InferCx {
+            inputs: ins,
+            values: &values,
+            node: "n",
+            prior: &[],
+        };
+        op.into().infer(&cx)
+    }
+
+    fn t(d: DType, dims: &[usize]) -> TensorType {
+        TensorType::known(d, dims)
+    }
+
+    fn op(rule: LinearUpdateRule, has_past: bool) -> LinearAttention {
+        LinearAttention {
+            q_num_heads: 8,
+            kv_num_heads: 4,
+            scale: None,
+            update_rule: rule,
+            has_past,
+        }
+    }
+
+    #[test]
+    fn linear_attention_gqa_shapes() {
+        let f = DType::F16;
+        let ins = [
+            t(f, &[2, 5, 64]),
+            t(f, &[2, 5, 32]),
+            t(f, &[2, 5, 48]),
+            t(DType::F32, &[2, 4, 8, 12]),
+            t(f, &[2, 5, 4]),
+            t(f, &[2, 5, 1]),
+        ];
+        let o = op(LinearUpdateRule::GatedDelta, true);
+        let p = o.ports();
+        assert_eq!((p.past, p.decay, p.beta), (Some(3), Some(4), Some(5)));
+        let out = infer(o, &ins).unwrap();
+        assert_eq!(out[0], t(f, &[2, 5, 96]));
+        assert_eq!(out[1], t(DType::F32, &[2, 4, 8, 12]));
+    }
+
+    #[test]
+    fn linear_attention_checks_operands() {
+        let f = DType::F32;
+        let qkv = [t(f, &[1, 3, 16]), t(f, &[1, 3, 8]), t(f, &[1, 3, 8])];
+        let out = infer(op(LinearUpdateRule::Linear, false), &qkv).unwrap();
+        assert_eq!(out[0], t(f, &[1, 3, 16]));
+        assert_eq!(out[1], t(f, &[1, 4, 2, 2]));
+        let mut bad_key = qkv.to_vec();
+        bad_key[1] = t(f, &[1, 3, 12]);
+        assert!(infer(op(LinearUpdateRule::Linear, false), &bad_key).is_err());
+        let mut gated = qkv.to_vec();
+        gated.push(t(f, &[1, 3, 5]));
+        assert!(infer(op(LinearUpdateRule::Gated, false), &gated).is_err());
+        gated[3] = t(f, &[1, 3, 8]);
+        assert!(infer(op(LinearUpdateRule::Gated, false), &gated).is_ok());
+        let heads = LinearAttention {
+            q_num_heads: 6,
+            ..op(LinearUpdateRule::Linear, false)
+        };
+        assert!(infer(heads, &qkv).is_err());
     }
 }

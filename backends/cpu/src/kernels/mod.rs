@@ -14,6 +14,7 @@ pub mod grid;
 pub mod indexing;
 pub mod layout;
 pub mod linalg_extra;
+pub mod linear_attention;
 pub mod loss;
 pub mod matmul;
 pub mod minifloat;
@@ -22,11 +23,14 @@ pub mod norm;
 pub mod num;
 pub mod pool;
 pub mod quant;
+pub mod recurrent;
 pub mod reduce;
 pub mod resize;
 pub mod rotary;
 pub mod signal;
 pub mod softmax;
+pub mod spectral;
+pub mod tensor_scatter;
 
 use rlx_ir::Op;
 
@@ -101,6 +105,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => grid::build(spec),
         Op::Attention(_) => attention::build(spec),
         Op::RotaryEmbedding(_) => rotary::build(spec),
+        Op::Recurrent(_) | Op::CausalConvWithState(_) => recurrent::build(spec),
+        Op::LinearAttention(_) => linear_attention::build(spec),
+        Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => spectral::build(spec),
+        Op::TensorScatter(_) => tensor_scatter::build(spec),
         op => Err(KernelError::Unsupported(format!(
             "the CPU backend has no kernel for `{}`",
             op.name()

@@ -1,0 +1,580 @@
+//! Recurrent layers (RNN, GRU, LSTM in every direction and layout, with
+//! sequence lengths, clip and peepholes), computed in f64; and the stateful
+//! depthwise CausalConvWithState.
+//!
+//! As in ONNX Runtime, `Y` is zero past each sequence's length, and `Y_h` /
+//! `Y_c` are zero for a sequence of length 0.
+
+use rlx_ir::ops::{CausalConvActivation, RecurrentKind, RnnActivation, RnnDirection};
+use rlx_ir::Op;
+
+use super::num::Real;
+use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
+use crate::tensor::{TensorMut, TensorRef};
+use crate::with_dtype;
+
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match spec.op() {
+        Op::Recurrent(_) => Ok(fn_kernel(spec, recurrent)),
+        Op::CausalConvWithState(_) => Ok(fn_kernel(spec, causal_conv)),
+        op => Err(KernelError::Internal(format!(
+            "{} is not a recurrent op",
+            op.name()
+        ))),
+    }
+}
+
+/// An activation function with its alpha and beta.
+#[derive(Debug, Clone, Copy)]
+pub struct Act(pub RnnActivation, pub f64, pub f64);
+
+impl Act {
+    pub fn apply(self, x: f64) -> f64 {
+        let Act(kind, a, b) = self;
+        match kind {
+            RnnActivation::Relu => x.max(0.0),
+            RnnActivation::Tanh => x.tanh(),
+            RnnActivation::Sigmoid => sigmoid(x),
+            RnnActivation::Affine => a * x + b,
+            RnnActivation::LeakyRelu => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    a * x
+                }
+            }
+            RnnActivation::ThresholdedRelu => {
+                if x >= a {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            RnnActivation::ScaledTanh => a * (b * x).tanh(),
+            RnnActivation::HardSigmoid => (a * x + b).clamp(0.0, 1.0),
+            RnnActivation::Elu => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    a * x.exp_m1()
+                }
+            }
+            RnnActivation::Softsign => x / (1.0 + x.abs()),
+            RnnActivation::Softplus => {
+                // log(1 + e^x) without overflow for large x.
+                x.max(0.0) + (-x.abs()).exp().ln_1p()
+            }
+        }
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// One direction's weights and settings.
+pub struct Cell<'a> {
+    pub kind: RecurrentKind,
+    pub hidden: usize,
+    pub input: usize,
+    /// `[gates*hidden, input]`.
+    pub w: &'a [f64],
+    /// `[gates*hidden, hidden]`.
+    pub r: &'a [f64],
+    /// `[2*gates*hidden]`: `Wb` then `Rb`; empty for no bias.
+    pub bias: &'a [f64],
+    /// `[3*hidden]` peepholes `i, o, f`; empty for none.
+    pub peep: &'a [f64],
+    /// `f`, `g`, `h` (as many as the kind uses).
+    pub acts: &'a [Act],
+    pub clip: Option<f64>,
+    pub linear_before_reset: bool,
+    pub input_forget: bool,
+}
+
+impl Cell<'_> {
+    fn clip(&self, x: f64) -> f64 {
+        match self.clip {
+            Some(c) => x.clamp(-c, c),
+            None => x,
+        }
+    }
+
+    fn bias(&self, rec: bool, j: usize) -> f64 {
+        let gh = self.kind.gates() as usize * self.hidden;
+        self.bias
+            .get(usize::from(rec) * gh + j)
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    fn peep(&self, gate: usize, j: usize) -> f64 {
+        self.peep
+            .get(gate * self.hidden + j)
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// Row `j` of `m` (row length `n`) times `v`.
+    fn dot(m: &[f64], n: usize, j: usize, v: &[f64]) -> f64 {
+        m[j * n..(j + 1) * n]
+            .iter()
+            .zip(v)
+            .map(|(a, b)| a * b)
+            .sum()
+    }
+
+    /// One time step: updates `h` (and `c` for LSTM) from `x`.
+    pub fn step(&self, x: &[f64], h: &mut [f64], c: &mut [f64]) {
+        let (hs, is) = (self.hidden, self.input);
+        let gh = self.kind.gates() as usize * hs;
+        let xw: Vec<f64> = (0..gh)
+            .map(|j| Self::dot(self.w, is, j, x) + self.bias(false, j))
+            .collect();
+        let hr: Vec<f64> = (0..gh)
+            .map(|j| Self::dot(self.r, hs, j, h) + self.bias(true, j))
+            .collect();
+        let f = self.acts[0];
+        match self.kind {
+            RecurrentKind::Rnn => {
+                for j in 0..hs {
+                    h[j] = f.apply(self.clip(xw[j] + hr[j]));
+                }
+            }
+            RecurrentKind::Gru => {
+                let g = self.acts[1];
+                let z: Vec<f64> = (0..hs).map(|j| f.apply(self.clip(xw[j] + hr[j]))).collect();
+                let r: Vec<f64> = (0..hs)
+                    .map(|j| f.apply(self.clip(xw[hs + j] + hr[hs + j])))
+                    .collect();
+                let rh: Vec<f64> = r.iter().zip(h.iter()).map(|(a, b)| a * b).collect();
+                for j in 0..hs {
+                    let k = 2 * hs + j;
+                    let pre = if self.linear_before_reset {
+                        xw[k] + r[j] * hr[k]
+                    } else {
+                        xw[k] + Self::dot(self.r, hs, k, &rh) + self.bias(true, k)
+                    };
+                    let hh = g.apply(self.clip(pre));
+                    h[j] = (1.0 - z[j]) * hh + z[j] * h[j];
+                }
+            }
+            RecurrentKind::Lstm => {
+                let (g, ha) = (self.acts[1], self.acts[2]);
+                for j in 0..hs {
+                    let pre = |gate: usize| xw[gate * hs + j] + hr[gate * hs + j];
+                    let i = f.apply(self.clip(pre(0) + self.peep(0, j) * c[j]));
+                    let fg = if self.input_forget {
+                        1.0 - i
+                    } else {
+                        f.apply(self.clip(pre(2) + self.peep(2, j) * c[j]))
+                    };
+                    let ct = g.apply(self.clip(pre(3)));
+                    c[j] = fg * c[j] + i * ct;
+                    let o = f.apply(self.clip(pre(1) + self.peep(1, j) * c[j]));
+                    h[j] = o * ha.apply(c[j]);
+                }
+            }
+        }
+    }
+}
+
+/// Sizes of a recurrent layer run.
+#[derive(Debug, Clone, Copy)]
+struct Geom {
+    seq: usize,
+    batch: usize,
+    input: usize,
+    hidden: usize,
+    dirs: usize,
+    layout1: bool,
+}
+
+impl Geom {
+    fn x(&self, t: usize, b: usize) -> usize {
+        let row = if self.layout1 {
+            b * self.seq + t
+        } else {
+            t * self.batch + b
+        };
+        row * self.input
+    }
+
+    fn y(&self, t: usize, d: usize, b: usize) -> usize {
+        let row = if self.layout1 {
+            (b * self.seq + t) * self.dirs + d
+        } else {
+            (t * self.dirs + d) * self.batch + b
+        };
+        row * self.hidden
+    }
+
+    fn state(&self, d: usize, b: usize) -> usize {
+        let row = if self.layout1 {
+            b * self.dirs + d
+        } else {
+            d * self.batch + b
+        };
+        row * self.hidden
+    }
+}
+
+fn recurrent(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::Recurrent(rc) = op else {
+        return Err(KernelError::Internal("not a recurrent layer".into()));
+    };
+    let xd = ins[0].dims;
+    let [a0, a1, input] = xd[..] else {
+        return Err(KernelError::Value("X must be rank 3".into()));
+    };
+    let layout1 = rc.layout == 1;
+    let (seq, batch) = if layout1 { (a1, a0) } else { (a0, a1) };
+    let g = Geom {
+        seq,
+        batch,
+        input,
+        hidden: rc.hidden_size as usize,
+        dirs: rc.direction.count(),
+        layout1,
+    };
+    let gh = rc.kind.gates() as usize * g.hidden;
+    let p = rc.ports();
+    let read = |port: Option<usize>, want: usize, what: &str| -> Result<Vec<f64>, KernelError> {
+        let Some(i) = port else { return Ok(Vec::new()) };
+        let v = ins[i].to_f64s()?;
+        if v.len() != want {
+            return Err(KernelError::Value(format!(
+                "{what} has {} elements, expected {want}",
+                v.len()
+            )));
+        }
+        Ok(v)
+    };
+    let x = read(Some(0), seq * batch * input, "X")?;
+    let w = read(Some(1), g.dirs * gh * input, "W")?;
+    let r = read(Some(2), g.dirs * gh * g.hidden, "R")?;
+    let bias = read(p.bias, g.dirs * 2 * gh, "B")?;
+    let state_len = g.dirs * batch * g.hidden;
+    let h0 = read(p.initial_h, state_len, "initial_h")?;
+    let c0 = read(p.initial_c, state_len, "initial_c")?;
+    let peep = read(p.peepholes, g.dirs * 3 * g.hidden, "P")?;
+    let lens = match p.seq_lens {
+        Some(i) => ins[i].to_i64s()?,
+        None => vec![seq as i64; batch],
+    };
+    if lens.len() != batch || lens.iter().any(|&l| l < 0 || l as usize > seq) {
+        return Err(KernelError::Value(format!(
+            "sequence_lens {lens:?} must hold {batch} values in 0..={seq}"
+        )));
+    }
+    let per_dir = rc.kind.activations();
+    let acts: Vec<Act> = rc
+        .activations
+        .iter()
+        .zip(&rc.activation_alpha)
+        .zip(&rc.activation_beta)
+        .map(|((&k, &a), &b)| Act(k, a as f64, b as f64))
+        .collect();
+    if acts.len() != per_dir * g.dirs {
+        return Err(KernelError::Value("wrong number of activations".into()));
+    }
+    let mut y = vec![0.0; seq * g.dirs * batch * g.hidden];
+    let mut yh = vec![0.0; state_len];
+    let mut yc = vec![0.0; state_len];
+    let hs = g.hidden;
+    for d in 0..g.dirs {
+        let slice = |v: &'_ [f64], n: usize| -> Vec<f64> {
+            if v.is_empty() {
+                Vec::new()
+            } else {
+                v[d * n..(d + 1) * n].to_vec()
+            }
+        };
+        let (wd, rd) = (slice(&w, gh * input), slice(&r, gh * hs));
+        let (bd, pd) = (slice(&bias, 2 * gh), slice(&peep, 3 * hs));
+        let cell = Cell {
+            kind: rc.kind,
+            hidden: hs,
+            input,
+            w: &wd,
+            r: &rd,
+            bias: &bd,
+            peep: &pd,
+            acts: &acts[d * per_dir..(d + 1) * per_dir],
+            clip: rc.clip.map(f64::from),
+            linear_before_reset: rc.linear_before_reset,
+            input_forget: rc.input_forget,
+        };
+        let reverse = rc.direction == RnnDirection::Reverse || d == 1;
+        for (b, &len) in lens.iter().enumerate() {
+            let len = len as usize;
+            let s = g.state(d, b);
+            let mut h = if h0.is_empty() {
+                vec![0.0; hs]
+            } else {
+                h0[s..s + hs].to_vec()
+            };
+            let mut c = if c0.is_empty() {
+                vec![0.0; hs]
+            } else {
+                c0[s..s + hs].to_vec()
+            };
+            for k in 0..len {
+                let t = if reverse { len - 1 - k } else { k };
+                let xo = g.x(t, b);
+                cell.step(&x[xo..xo + input], &mut h, &mut c);
+                let yo = g.y(t, d, b);
+                y[yo..yo + hs].copy_from_slice(&h);
+            }
+            if len > 0 {
+                yh[s..s + hs].copy_from_slice(&h);
+                yc[s..s + hs].copy_from_slice(&c);
+            }
+        }
+    }
+    for (o, vals) in outs.iter_mut().zip([y, yh, yc]) {
+        o.store_f64s(&vals)?;
+    }
+    Ok(())
+}
+
+fn causal_conv_typed<T: Real>(
+    silu: bool,
+    ins: &[TensorRef],
+    bias: Option<usize>,
+    past: Option<usize>,
+    outs: &mut [TensorMut],
+) -> Result<(), KernelError> {
+    let [b, ch, l] = ins[0].dims[..] else {
+        return Err(KernelError::Value("input must be rank 3".into()));
+    };
+    let k = ins[1].dims.get(2).copied().unwrap_or(0);
+    if k == 0 || ins[1].dims != [ch, 1, k] {
+        return Err(KernelError::Value(format!(
+            "weight {:?} does not match {ch} channels",
+            ins[1].dims
+        )));
+    }
+    let x = ins[0].slice::<T>()?;
+    let w = ins[1].slice::<T>()?;
+    let bias = bias.map(|i| ins[i].slice::<T>()).transpose()?;
+    let past = past.map(|i| ins[i].slice::<T>()).transpose()?;
+    if bias.is_some_and(|v| v.len() != ch) || past.is_some_and(|v| v.len() != b * ch * (k - 1)) {
+        return Err(KernelError::Value(
+            "bias or past_state does not match the input".into(),
+        ));
+    }
+    let (y, rest) = outs.split_at_mut(1);
+    let y = y[0].slice::<T>()?;
+    let state = rest[0].slice::<T>()?;
+    let mut padded = vec![T::from_f64(0.0); k - 1 + l];
+    for row in 0..b * ch {
+        let c = row % ch;
+        if let Some(p) = past {
+            padded[..k - 1].copy_from_slice(&p[row * (k - 1)..(row + 1) * (k - 1)]);
+        }
+        padded[k - 1..].copy_from_slice(&x[row * l..(row + 1) * l]);
+        let wc = &w[c * k..(c + 1) * k];
+        let b0 = bias.map_or(0.0, |v| v[c].to_f64());
+        for t in 0..l {
+            let acc: f64 = (0..k)
+                .map(|j| wc[j].to_f64() * padded[t + j].to_f64())
+                .sum();
+            // The convolution rounds to the dtype before the activation, as ONNX's reference does.
+            let v = T::from_f64(acc + b0);
+            y[row * l + t] = if silu {
+                let v = v.to_f64();
+                T::from_f64(v * sigmoid(v))
+            } else {
+                v
+            };
+        }
+        state[row * (k - 1)..(row + 1) * (k - 1)].copy_from_slice(&padded[l..]);
+    }
+    Ok(())
+}
+
+fn causal_conv(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let Op::CausalConvWithState(cc) = op else {
+        return Err(KernelError::Internal("not a causal convolution".into()));
+    };
+    let silu = cc.activation == CausalConvActivation::Silu;
+    let bias = cc.has_bias.then_some(2);
+    let past = cc.past_port();
+    with_dtype!(ins[0].dtype, T => causal_conv_typed::<T>(silu, ins, bias, past, outs), float)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_ir::ops::Recurrent;
+    use rlx_ir::{DType, Tensor};
+
+    fn act(k: RnnActivation) -> Act {
+        Act(k, 0.0, 0.0)
+    }
+
+    fn cell<'a>(kind: RecurrentKind, w: &'a [f64], r: &'a [f64], acts: &'a [Act]) -> Cell<'a> {
+        Cell {
+            kind,
+            hidden: 1,
+            input: 1,
+            w,
+            r,
+            bias: &[],
+            peep: &[],
+            acts,
+            clip: None,
+            linear_before_reset: false,
+            input_forget: false,
+        }
+    }
+
+    #[test]
+    fn activations_match_their_formulas() {
+        assert_eq!(Act(RnnActivation::Affine, 2.0, 1.0).apply(3.0), 7.0);
+        assert_eq!(Act(RnnActivation::LeakyRelu, 0.1, 0.0).apply(-2.0), -0.2);
+        assert_eq!(Act(RnnActivation::HardSigmoid, 0.2, 0.5).apply(10.0), 1.0);
+        assert_eq!(act(RnnActivation::Softsign).apply(1.0), 0.5);
+        assert!((act(RnnActivation::Softplus).apply(0.0) - 2f64.ln()).abs() < 1e-15);
+        assert_eq!(act(RnnActivation::Softplus).apply(1000.0), 1000.0);
+    }
+
+    #[test]
+    fn rnn_step_with_clip() {
+        let acts = [Act(RnnActivation::Affine, 1.0, 0.0)];
+        let mut c = cell(RecurrentKind::Rnn, &[2.0], &[0.5], &acts);
+        let mut h = [4.0];
+        c.step(&[1.0], &mut h, &mut []);
+        assert_eq!(h, [4.0]); // 2*1 + 0.5*4
+        c.clip = Some(1.5);
+        c.step(&[1.0], &mut h, &mut []);
+        assert_eq!(h, [1.5]);
+    }
+
+    #[test]
+    fn gru_reset_placement() {
+        // W = [z, r, h] = [0, 0, 1]; R = [0, 0, 2]; Rb(h) = 1; f = affine(1, 0)
+        // so z = 0 and r = 0 + 0 = pre-activation 0.
+        let acts = [
+            Act(RnnActivation::Affine, 0.0, 0.5),
+            Act(RnnActivation::Affine, 1.0, 0.0),
+        ];
+        let bias = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+        let (w, r) = ([0.0, 0.0, 1.0], [0.0, 0.0, 2.0]);
+        let mut c = cell(RecurrentKind::Gru, &w, &r, &acts);
+        c.bias = &bias;
+        // z = r = 0.5. Default: hh = x + (r*h)*2 + 1 = 1 + 3 + 1 = 5.
+        let mut h = [3.0];
+        c.step(&[1.0], &mut h, &mut []);
+        assert_eq!(h, [0.5 * 5.0 + 0.5 * 3.0]);
+        // Linear before reset: hh = x + r*(h*2 + 1) = 1 + 0.5*7 = 4.5.
+        c.linear_before_reset = true;
+        let mut h = [3.0];
+        c.step(&[1.0], &mut h, &mut []);
+        assert_eq!(h, [0.5 * 4.5 + 0.5 * 3.0]);
+    }
+
+    #[test]
+    fn lstm_step_with_peepholes_and_coupled_gates() {
+        // All gates affine(1, 0), W = 1 for every gate, no recurrence.
+        let acts = [Act(RnnActivation::Affine, 1.0, 0.0); 3];
+        let (w, r) = ([0.5, 0.25, 0.125, 1.0], [0.0; 4]);
+        let peep = [1.0, 1.0, 1.0];
+        let mut c = cell(RecurrentKind::Lstm, &w, &r, &acts);
+        c.peep = &peep;
+        let (mut h, mut cs) = ([0.0], [2.0]);
+        c.step(&[1.0], &mut h, &mut cs);
+        // i = 0.5 + 2 = 2.5, f = 0.125 + 2 = 2.125, ct = 1, C = 2.125*2 + 2.5 = 6.75,
+        // o = 0.25 + 6.75 = 7, H = 7 * 6.75.
+        assert_eq!(cs, [6.75]);
+        assert_eq!(h, [7.0 * 6.75]);
+        c.input_forget = true;
+        let (mut h, mut cs) = ([0.0], [2.0]);
+        c.step(&[1.0], &mut h, &mut cs);
+        // f = 1 - i = -1.5, C = -3 + 2.5 = -0.5, o = 0.25 - 0.5.
+        assert_eq!(cs, [-0.5]);
+        assert_eq!(h, [-0.25 * -0.5]);
+    }
+
+    fn run(op: &Op, ins: &[Tensor], out_dims: &[&[usize]]) -> Vec<Vec<f32>> {
+        let refs: Vec<TensorRef> = ins.iter().map(TensorRef::of).collect();
+        let mut bufs: Vec<Vec<f32>> = out_dims
+            .iter()
+            .map(|d| vec![0.0; d.iter().product()])
+            .collect();
+        let mut outs: Vec<TensorMut> = bufs
+            .iter_mut()
+            .zip(out_dims)
+            .map(|(b, d)| TensorMut {
+                dtype: DType::F32,
+                dims: d,
+                bytes: bytemuck::cast_slice_mut(b),
+            })
+            .collect();
+        let f = match op {
+            Op::Recurrent(_) => recurrent,
+            _ => causal_conv,
+        };
+        f(op, &refs, &mut outs).unwrap();
+        drop(outs);
+        bufs
+    }
+
+    fn f32t(dims: &[usize], v: &[f32]) -> Tensor {
+        Tensor::from_f32(dims, v).unwrap()
+    }
+
+    #[test]
+    fn reverse_rnn_with_sequence_lengths() {
+        // h_t = x_t + h_{t-1}, seq 3, batch 2 with lengths 2 and 0.
+        let op = Op::Recurrent(Recurrent {
+            kind: RecurrentKind::Rnn,
+            hidden_size: 1,
+            direction: RnnDirection::Reverse,
+            activations: vec![RnnActivation::Affine],
+            activation_alpha: vec![1.0],
+            activation_beta: vec![0.0],
+            clip: None,
+            layout: 0,
+            linear_before_reset: false,
+            input_forget: false,
+            has_bias: false,
+            has_seq_lens: true,
+            has_initial_h: false,
+            has_initial_c: false,
+            has_peepholes: false,
+            num_outputs: 2,
+        });
+        let lens = Tensor::from_slice(DType::I32, &[2], &[2i32, 0]).unwrap();
+        let ins = [
+            f32t(&[3, 2, 1], &[1.0, 10.0, 2.0, 20.0, 4.0, 40.0]),
+            f32t(&[1, 1, 1], &[1.0]),
+            f32t(&[1, 1, 1], &[1.0]),
+            lens,
+        ];
+        let out = run(&op, &ins, &[&[3, 1, 2, 1], &[1, 2, 1]]);
+        // Batch 0 runs t=1 then t=0: h = 2, then 3. Batch 1 and t=2 stay zero.
+        assert_eq!(out[0], vec![3.0, 0.0, 2.0, 0.0, 0.0, 0.0]);
+        assert_eq!(out[1], vec![3.0, 0.0]);
+    }
+
+    #[test]
+    fn causal_conv_carries_state() {
+        let op = Op::CausalConvWithState(rlx_ir::ops::CausalConvWithState {
+            activation: CausalConvActivation::None,
+            has_bias: true,
+            has_past: true,
+        });
+        // One channel, k = 3: y_t = p_{t} + 2 p_{t+1} + 3 p_{t+2} + 1 over [past, x].
+        let ins = [
+            f32t(&[1, 1, 2], &[1.0, 2.0]),
+            f32t(&[1, 1, 3], &[1.0, 2.0, 3.0]),
+            f32t(&[1], &[1.0]),
+            f32t(&[1, 1, 2], &[5.0, 6.0]),
+        ];
+        let out = run(&op, &ins, &[&[1, 1, 2], &[1, 1, 2]]);
+        assert_eq!(out[0], vec![5.0 + 12.0 + 3.0 + 1.0, 6.0 + 2.0 + 6.0 + 1.0]);
+        assert_eq!(out[1], vec![1.0, 2.0]);
+    }
+}
