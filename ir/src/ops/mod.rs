@@ -18,6 +18,7 @@ pub mod movement;
 pub mod norm;
 pub mod quant;
 pub mod reduce;
+pub mod region;
 pub mod resize;
 pub mod transformer;
 pub mod values;
@@ -35,6 +36,7 @@ pub use movement::*;
 pub use norm::*;
 pub use quant::*;
 pub use reduce::*;
+pub use region::*;
 pub use resize::*;
 pub use transformer::*;
 pub use values::eval_known;
@@ -212,6 +214,7 @@ define_ops! {
         Gelu(Gelu) = "gelu",
         MatMul(MatMul) = "matmul",
         FusedMatMul(FusedMatMul) = "fused_matmul",
+        ElementwiseRegion(ElementwiseRegion) = "elementwise_region",
         Einsum(Einsum) = "einsum",
         Det(Det) = "det",
         Conv(Conv) = "conv",
@@ -223,6 +226,7 @@ define_ops! {
         Lrn(Lrn) = "lrn",
         LayerNorm(LayerNorm) = "layer_norm",
         RmsNorm(RmsNorm) = "rms_norm",
+        ResidualNorm(ResidualNorm) = "residual_norm",
         GroupNorm(GroupNorm) = "group_norm",
         InstanceNorm(InstanceNorm) = "instance_norm",
         TopK(TopK) = "topk",
