@@ -4,11 +4,13 @@
 use std::fmt;
 use std::path::Path;
 
-use rlx_cpu::CpuEvaluator;
+use std::collections::BTreeMap;
+
+use rlx_cpu::{CpuBackend, CpuEvaluator};
 use rlx_importer::{import_file, ImportedModel, Registry};
 use rlx_ir::analysis::specialize;
 use rlx_ir::{Bindings, Graph, Weights};
-use rlx_passes::{OptLevel, PassContext, PassManager};
+use rlx_passes::{Backend, OptLevel, PassContext, PassManager};
 
 use crate::error::{Error, Result};
 
@@ -22,6 +24,13 @@ impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
+        }
+    }
+
+    /// The backend legalization asks.
+    pub fn backend(self) -> &'static dyn Backend {
+        match self {
+            Target::Cpu => &CpuBackend,
         }
     }
 
@@ -49,6 +58,8 @@ pub struct Compiler {
     pub opt_level: OptLevel,
     /// Symbolic dims bound at compile time.
     pub bindings: Bindings,
+    /// Verify the graph after every pass (on in debug builds and tests).
+    pub verify: bool,
 }
 
 impl Default for Compiler {
@@ -57,6 +68,7 @@ impl Default for Compiler {
             target: Target::Cpu,
             opt_level: OptLevel::O2,
             bindings: Bindings::new(),
+            verify: rlx_passes::verify_by_default(),
         }
     }
 }
@@ -71,6 +83,12 @@ impl Compiler {
 
     pub fn opt_level(mut self, level: OptLevel) -> Compiler {
         self.opt_level = level;
+        self
+    }
+
+    /// Verifies the graph after every pass.
+    pub fn verify(mut self, on: bool) -> Compiler {
+        self.verify = on;
         self
     }
 
@@ -96,7 +114,8 @@ impl Compiler {
         if !self.bindings.is_empty() {
             graph = specialize(&graph, &self.bindings, Some(&weights))?;
         }
-        optimize(&mut graph, &mut weights, self.opt_level, dump)?;
+        let passes = rlx_passes::pipeline::names(self.target.name(), self.opt_level);
+        run_passes(&mut graph, &mut weights, self.target, &passes, self.verify, dump)?;
         Ok(CompiledModel {
             graph,
             weights,
@@ -108,22 +127,38 @@ impl Compiler {
     }
 }
 
-/// Runs the generic pipeline of `level`, with CPU constant folding.
+/// Runs the CPU pipeline of `level`, with CPU constant folding.
 pub fn optimize(
     graph: &mut Graph,
     weights: &mut Weights,
     level: OptLevel,
     dump: Option<&mut DumpFn>,
 ) -> Result<()> {
+    let passes = rlx_passes::pipeline::names(Target::Cpu.name(), level);
+    run_passes(graph, weights, Target::Cpu, &passes, rlx_passes::verify_by_default(), dump)?;
+    Ok(())
+}
+
+/// Runs the named passes for `target` (CPU constant folding, the target's
+/// legalization); returns how often each rewrite applied.
+pub fn run_passes(
+    graph: &mut Graph,
+    weights: &mut Weights,
+    target: Target,
+    passes: &[&str],
+    verify: bool,
+    dump: Option<&mut DumpFn>,
+) -> Result<BTreeMap<String, usize>> {
     let evaluator = CpuEvaluator {
         weights: weights.clone(),
     };
-    let mut cx = PassContext {
-        weights,
-        evaluator: Some(&evaluator),
-    };
-    PassManager::pipeline(level).run(graph, &mut cx, dump)?;
-    Ok(())
+    let mut pm = PassManager::from_names(passes).map_err(Error::Pipeline)?;
+    pm.verify = verify;
+    let mut cx = PassContext::new(weights);
+    cx.evaluator = Some(&evaluator);
+    cx.backend = Some(target.backend());
+    pm.run(graph, &mut cx, dump)?;
+    Ok(cx.stats)
 }
 
 /// A compiled model: what a `.rlx` artifact holds.

@@ -252,6 +252,7 @@ pub fn run_error_unsupported(e: &crate::Error) -> bool {
     use rlx_cpu::KernelError as K;
     match e {
         crate::Error::Import(i) => is_unsupported(i),
+        crate::Error::Pass(rlx_passes::PassError::Unsupported { .. }) => true,
         crate::Error::Run(rlx_cpu::RunError::Node {
             source: K::Unsupported(_) | K::DType(_),
             ..

@@ -53,6 +53,8 @@ pub enum Error {
     Tensor(#[from] rlx_ir::tensor::TensorError),
     #[error(transparent)]
     Npy(#[from] crate::npy::NpyError),
+    #[error("pass pipeline: {0}")]
+    Pipeline(String),
     #[error("target `{0}` is not available in this build")]
     Target(String),
     #[error("cannot start the thread pool: {0}")]

@@ -20,6 +20,7 @@
 pub mod artifact;
 pub mod compile;
 pub mod conformance;
+pub mod equivalence;
 pub mod error;
 pub mod npy;
 pub mod session;

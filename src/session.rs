@@ -12,7 +12,8 @@ use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs}
 use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::plan_memory;
 
-use crate::compile::{optimize, CompiledModel};
+use crate::compile::{run_passes, CompiledModel};
+use rlx_passes::verify_by_default;
 use crate::error::{Error, InputError, Result};
 
 /// Options of a session.
@@ -178,8 +179,10 @@ impl Session {
         bind_input_values(&mut g, &values)?;
         let mut g = specialize(&g, bindings, Some(&m.weights))?;
         let mut weights = m.weights.clone();
-        self.pool
-            .install(|| optimize(&mut g, &mut weights, m.opt_level, None))?;
+        let passes = rlx_passes::pipeline::names(m.target.name(), m.opt_level);
+        self.pool.install(|| {
+            run_passes(&mut g, &mut weights, m.target, &passes, verify_by_default(), None)
+        })?;
         let concrete = g
             .node_ids()
             .into_iter()

@@ -1,18 +1,40 @@
 //! rlx-passes: the pass pipeline of rlx-onnx.
 //!
-//! A [`Pass`] rewrites a graph in place and says whether it changed anything. The
-//! [`PassManager`] runs a named pipeline per opt level, verifies after each pass
-//! when asked, and can dump the IR after any pass. The memory planner
+//! A [`Pass`] rewrites a graph in place and says whether it changed anything.
+//! The [`PassManager`] runs a named pipeline per target and opt level
+//! ([`pipeline`]), verifies after each pass when asked, and can dump the IR after
+//! any pass. Fusions are named declarative patterns ([`pattern`]) that keep the
+//! union of the fused nodes' `origin`. Legalization asks a [`Backend`] trait
+//! object per node and decomposes what it cannot run. The memory planner
 //! ([`memory`]) turns a concrete graph and a schedule order into arena offsets.
-//!
-//! Pipeline (in order): `infer` -> `fold-shapes` -> `fold-constants` -> `dce`.
 
+pub mod cse;
 pub mod dce;
+pub mod decompose;
 pub mod fold;
+pub mod fold_batchnorm;
+pub mod fuse_attention;
+pub mod fuse_conv;
+pub mod fuse_elementwise;
+pub mod fuse_gelu;
+pub mod fuse_hard;
+pub mod fuse_layer_norm;
+pub mod fuse_matmul;
+pub mod fuse_residual_norm;
+pub mod legalize;
 pub mod manager;
 pub mod memory;
+pub mod pattern;
+pub mod pipeline;
+pub mod rewrite;
+pub mod simplify;
 pub mod target;
 
-pub use manager::{OptLevel, Pass, PassContext, PassError, PassManager};
+#[cfg(test)]
+mod tests;
+
+pub use manager::{
+    verify_by_default, OptLevel, Pass, PassContext, PassError, PassManager, UnsupportedNode,
+};
 pub use memory::{plan_memory, MemoryPlan, Slot};
-pub use target::{Evaluator, Reason};
+pub use target::{Backend, Evaluator, Reason};

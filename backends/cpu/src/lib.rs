@@ -14,7 +14,7 @@ pub mod kernels;
 pub mod plan;
 pub mod tensor;
 
-use rlx_ir::{Node, Tensor, Weights};
+use rlx_ir::{Node, Tensor, TensorType, Weights};
 
 pub use exec::PlannedExecutable;
 pub use kernel::{Kernel, KernelError};
@@ -42,5 +42,18 @@ pub struct CpuEvaluator {
 impl rlx_passes::Evaluator for CpuEvaluator {
     fn eval(&self, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
         dynamic::eval_node(node, inputs, &self.weights).map_err(|e| e.to_string())
+    }
+}
+
+/// The CPU backend as legalization sees it: which nodes it runs.
+pub struct CpuBackend;
+
+impl rlx_passes::Backend for CpuBackend {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn supports(&self, node: &Node, inputs: &[TensorType]) -> Result<(), rlx_passes::Reason> {
+        kernels::supports(node, inputs).map_err(rlx_passes::Reason)
     }
 }

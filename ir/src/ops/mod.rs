@@ -19,6 +19,7 @@ pub mod norm;
 pub mod quant;
 pub mod recurrent;
 pub mod reduce;
+pub mod region;
 pub mod resize;
 pub mod signal;
 pub mod transformer;
@@ -38,6 +39,7 @@ pub use norm::*;
 pub use quant::*;
 pub use recurrent::*;
 pub use reduce::*;
+pub use region::*;
 pub use resize::*;
 pub use signal::*;
 pub use transformer::*;
@@ -216,6 +218,7 @@ define_ops! {
         Gelu(Gelu) = "gelu",
         MatMul(MatMul) = "matmul",
         FusedMatMul(FusedMatMul) = "fused_matmul",
+        ElementwiseRegion(ElementwiseRegion) = "elementwise_region",
         Einsum(Einsum) = "einsum",
         Det(Det) = "det",
         Conv(Conv) = "conv",
@@ -227,6 +230,7 @@ define_ops! {
         Lrn(Lrn) = "lrn",
         LayerNorm(LayerNorm) = "layer_norm",
         RmsNorm(RmsNorm) = "rms_norm",
+        ResidualNorm(ResidualNorm) = "residual_norm",
         GroupNorm(GroupNorm) = "group_norm",
         InstanceNorm(InstanceNorm) = "instance_norm",
         TopK(TopK) = "topk",

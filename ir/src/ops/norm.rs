@@ -109,3 +109,34 @@ impl OpDef for InstanceNorm {
         Ok(vec![cx.ty(0).clone()])
     }
 }
+
+op_attrs! {
+    /// Residual add fused with a normalization: `sum = x + residual`, then
+    /// LayerNorm (or RmsNorm with `rms`) of `sum` over the dims from `axis` on.
+    /// Inputs `x`, `residual`, `scale`, optional `bias` (LayerNorm only);
+    /// outputs the normalized `y` and `sum` (for the next residual).
+    pub struct ResidualNorm {
+        pub axis: i64,
+        pub epsilon: f32,
+        pub rms: bool,
+    }
+}
+
+impl OpDef for ResidualNorm {
+    fn arity(&self) -> (usize, usize) {
+        (3, 4)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(0, FLOATS)?;
+        for p in 1..cx.inputs.len() {
+            cx.expect_same_dtype(p, 0)?;
+        }
+        if self.rms && cx.has(3) {
+            return Err(attr_err("rms", "an RMS norm takes no bias"));
+        }
+        let s = super::broadcast(cx.shape(0), cx.shape(1))?;
+        norm_axis(self.axis, s.rank())?;
+        let t = TensorType::new(cx.dtype(0), s);
+        Ok(vec![t.clone(), t])
+    }
+}

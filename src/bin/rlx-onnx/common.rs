@@ -25,7 +25,7 @@ impl CompileArgs {
         let target = Target::parse(&self.target).map_err(|e| e.to_string())?;
         let opt_level = OptLevel::parse(&self.opt_level).ok_or_else(|| format!("unknown opt level `{}`", self.opt_level))?;
         let bindings: Bindings = crate::parse_binds(&self.binds)?;
-        Ok(Compiler { target, opt_level, bindings })
+        Ok(Compiler { target, opt_level, bindings, verify: rlx_onnx::passes::verify_by_default() })
     }
 }
 

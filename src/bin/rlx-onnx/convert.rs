@@ -1,4 +1,5 @@
-//! `rlx-onnx convert MODEL -o OUT.rlx [--target T] [--bind N=1] [-O N]`.
+//! `rlx-onnx convert MODEL -o OUT.rlx [--target T] [--bind N=1] [-O N]
+//! [--dump-ir-after PASS|all [--dump-dir DIR]]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +17,12 @@ pub struct Args {
     output: PathBuf,
     #[command(flatten)]
     compile: CompileArgs,
+    /// Dump the IR after these passes (`all`, or names; repeatable or comma-separated).
+    #[arg(long = "dump-ir-after", value_name = "PASS|all", value_delimiter = ',')]
+    dump_ir_after: Vec<String>,
+    /// Where the dumps go as numbered `.rlxir` files (standard output without it).
+    #[arg(long = "dump-dir")]
+    dump_dir: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -30,10 +37,19 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let model = match compiler.compile_file(&a.model) {
+    let spec = crate::dump::DumpSpec {
+        after: a.dump_ir_after.clone(),
+        out: a.dump_dir.clone(),
+    };
+    let compiled = if spec.after.is_empty() {
+        compiler.compile_file(&a.model).map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+    } else {
+        crate::dump::compile_dumping(&a.model, &compiler, &spec)
+    };
+    let model = match compiled {
         Ok(m) => m,
         Err(e) => {
-            crate::report(&e);
+            crate::report(e.as_ref());
             return ExitCode::from(1);
         }
     };

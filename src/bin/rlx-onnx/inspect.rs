@@ -1,4 +1,4 @@
-//! `rlx-onnx inspect MODEL`.
+//! `rlx-onnx inspect MODEL [--target T [-O N]]`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +11,49 @@ use rlx_onnx::importer::{decode_model, import_model, ImportError, Registry};
 pub struct Args {
     /// The .onnx model.
     model: PathBuf,
+    /// Also show, per node, whether this target runs it natively, after
+    /// decomposition, or not at all (on the graph the -O pipeline forms).
+    #[arg(long)]
+    target: Option<String>,
+    /// Optimization level of the graph --target inspects: 0, 1 or 2.
+    #[arg(short = 'O', long = "opt-level", default_value = "2")]
+    opt_level: String,
+}
+
+/// Prints per node how `target` runs the model's graph after the passes that
+/// come before legalization. Returns false if some node cannot run.
+fn support_table(
+    model: rlx_onnx::importer::ImportedModel,
+    target: &str,
+    level: &str,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    use rlx_onnx::passes::legalize::{classify, Support};
+    let target = rlx_onnx::Target::parse(target)?;
+    let level = rlx_onnx::OptLevel::parse(level).ok_or_else(|| format!("unknown opt level `{level}`"))?;
+    let names = rlx_onnx::passes::pipeline::names(target.name(), level);
+    let before: Vec<&str> = names.iter().copied().take_while(|n| *n != "legalize").collect();
+    let (mut g, mut w) = (model.graph, model.weights);
+    rlx_onnx::compile::run_passes(&mut g, &mut w, target, &before, false, None)?;
+    let rows = classify(&g, &w, target.backend());
+    let count = |f: fn(&Support) -> bool| rows.iter().filter(|r| f(&r.3)).count();
+    println!(
+        "target {} (-{}): {} nodes: {} native, {} after decomposition, {} unsupported",
+        target,
+        level.name(),
+        rows.len(),
+        count(|s| matches!(s, Support::Native)),
+        count(|s| matches!(s, Support::Decomposed(_))),
+        count(|s| matches!(s, Support::Unsupported(_))),
+    );
+    for (name, op, origin, s) in &rows {
+        let how = match s {
+            Support::Native => "native".to_string(),
+            Support::Decomposed(ops) => format!("decomposed into {}", ops.join(", ")),
+            Support::Unsupported(r) => format!("unsupported: {r}"),
+        };
+        println!("  {name:<28} {op:<20} {how}  (from {origin})");
+    }
+    Ok(rows.iter().all(|r| !matches!(r.3, Support::Unsupported(_))))
 }
 
 fn describe(vi: &ValueInfoProto) -> String {
@@ -148,7 +191,17 @@ pub fn run(a: Args) -> ExitCode {
                 model.weights.total_bytes()
             );
             println!("unsupported: none");
-            ExitCode::SUCCESS
+            match a.target.as_deref() {
+                None => ExitCode::SUCCESS,
+                Some(t) => match support_table(model, t, &a.opt_level) {
+                    Ok(true) => ExitCode::SUCCESS,
+                    Ok(false) => ExitCode::from(1),
+                    Err(e) => {
+                        crate::report(e.as_ref());
+                        ExitCode::from(1)
+                    }
+                },
+            }
         }
         Err(ImportError::Nodes(issues)) => {
             println!("unsupported ({} nodes):", issues.len());

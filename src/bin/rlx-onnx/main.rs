@@ -7,6 +7,7 @@ mod conformance;
 mod convert;
 mod dump;
 mod inspect;
+mod report;
 mod run;
 
 use std::process::ExitCode;
@@ -24,8 +25,10 @@ struct Cli {
 enum Command {
     /// Show a model's opsets, inputs, outputs, op histogram and unsupported nodes.
     Inspect(inspect::Args),
-    /// Print the IR text of a model after import and inference.
+    /// Print the IR of a model after import, or after chosen passes; list the passes.
     Dump(dump::Args),
+    /// The pass table of docs/passes.md: op counts and fusions per model.
+    PassReport(report::Args),
     /// Compile a model to an .rlx artifact.
     Convert(convert::Args),
     /// Run a model or artifact and write its outputs as .npy files.
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Inspect(a) => inspect::run(a),
         Command::Dump(a) => dump::run(a),
+        Command::PassReport(a) => report::run(a),
         Command::Conformance(a) => conformance::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Run(a) => run::run(a),

@@ -25,6 +25,8 @@ pub mod pool;
 pub mod quant;
 pub mod recurrent;
 pub mod reduce;
+pub mod region;
+pub mod residual_norm;
 pub mod resize;
 pub mod rotary;
 pub mod signal;
@@ -32,7 +34,7 @@ pub mod softmax;
 pub mod spectral;
 pub mod tensor_scatter;
 
-use rlx_ir::Op;
+use rlx_ir::{Node, Op, TensorType};
 
 use crate::kernel::{EvalFn, Kernel, KernelError, Spec};
 
@@ -50,23 +52,26 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
     })
 }
 
-/// The kernel for `spec.node`, or why there is none.
-pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
-    match spec.op() {
+/// Builds the kernel of one node.
+pub type BuildFn = fn(&Spec) -> Result<Box<dyn Kernel>, KernelError>;
+
+/// The kernel builder of `op`'s family; `None` if the CPU has no kernel for it.
+pub fn builder(op: &Op) -> Option<BuildFn> {
+    Some(match op {
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Compare(_)
         | Op::Logical(_)
         | Op::Where(_)
         | Op::Clip(_)
-        | Op::Gelu(_) => elementwise::build(spec),
-        Op::Cast(_) | Op::BitCast(_) => cast::build(spec),
-        Op::MatMul(_) | Op::FusedMatMul(_) => matmul::build(spec),
-        Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build(spec),
-        Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) | Op::MaxUnpool(_) => pool::build(spec),
-        Op::DeformConv(_) => deform_conv::build(spec),
-        Op::Col2Im(_) | Op::Window(_) => signal::build(spec),
-        Op::Einsum(_) | Op::Det(_) => linalg_extra::build(spec),
+        | Op::Gelu(_) => elementwise::build,
+        Op::Cast(_) | Op::BitCast(_) => cast::build,
+        Op::MatMul(_) | Op::FusedMatMul(_) => matmul::build,
+        Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build,
+        Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) | Op::MaxUnpool(_) => pool::build,
+        Op::DeformConv(_) => deform_conv::build,
+        Op::Col2Im(_) | Op::Window(_) => signal::build,
+        Op::Einsum(_) | Op::Det(_) => linalg_extra::build,
         Op::Gather(_)
         | Op::GatherElements(_)
         | Op::GatherNd(_)
@@ -74,16 +79,12 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         | Op::ScatterNd(_)
         | Op::OneHot(_)
         | Op::Trilu(_)
-        | Op::ReverseSequence(_) => indexing::build(spec),
-        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) | Op::DynamicQuantizeLinear(_) => {
-            quant::build(spec)
-        }
-        Op::NllLoss(_) => loss::build(spec),
-        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::GroupNorm(_) | Op::InstanceNorm(_) => {
-            norm::build(spec)
-        }
-        Op::Reduce(_) | Op::ArgReduce(_) => reduce::build(spec),
-        Op::Softmax(_) | Op::Cumulative(_) | Op::TopK(_) => softmax::build(spec),
+        | Op::ReverseSequence(_) => indexing::build,
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) | Op::DynamicQuantizeLinear(_) => quant::build,
+        Op::NllLoss(_) => loss::build,
+        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::GroupNorm(_) | Op::InstanceNorm(_) => norm::build,
+        Op::Reduce(_) | Op::ArgReduce(_) => reduce::build,
+        Op::Softmax(_) | Op::Cumulative(_) | Op::TopK(_) => softmax::build,
         Op::Reshape(_)
         | Op::Flatten(_)
         | Op::Squeeze(_)
@@ -97,21 +98,45 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         | Op::Tile(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
-        | Op::CenterCropPad(_) => movement::build(spec),
-        Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
-            generators::build(spec)
-        }
-        Op::Resize(_) => resize::build(spec),
-        Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => grid::build(spec),
-        Op::Attention(_) => attention::build(spec),
-        Op::RotaryEmbedding(_) => rotary::build(spec),
-        Op::Recurrent(_) | Op::CausalConvWithState(_) => recurrent::build(spec),
-        Op::LinearAttention(_) => linear_attention::build(spec),
-        Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => spectral::build(spec),
-        Op::TensorScatter(_) => tensor_scatter::build(spec),
-        op => Err(KernelError::Unsupported(format!(
+        | Op::CenterCropPad(_) => movement::build,
+        Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => generators::build,
+        Op::ElementwiseRegion(_) => region::build,
+        Op::ResidualNorm(_) => residual_norm::build,
+        Op::Resize(_) => resize::build,
+        Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => grid::build,
+        Op::Attention(_) => attention::build,
+        Op::RotaryEmbedding(_) => rotary::build,
+        Op::Recurrent(_) | Op::CausalConvWithState(_) => recurrent::build,
+        Op::LinearAttention(_) => linear_attention::build,
+        Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => spectral::build,
+        Op::TensorScatter(_) => tensor_scatter::build,
+        _ => return None,
+    })
+}
+
+/// The kernel for `spec.node`, or why there is none.
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match builder(spec.op()) {
+        Some(f) => f(spec),
+        None => Err(KernelError::Unsupported(format!(
             "the CPU backend has no kernel for `{}`",
-            op.name()
+            spec.op().name()
         ))),
     }
+}
+
+/// Whether the CPU backend runs `node` with inputs of these types, or why
+/// not: its op needs a kernel (or an evaluator), and some ops have limits of
+/// their own.
+pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
+    let op = &node.op;
+    if evaluated(op).is_none() && builder(op).is_none() {
+        return Err(format!("the CPU backend has no kernel for `{}`", op.name()));
+    }
+    if let Op::ResidualNorm(_) = op {
+        if inputs.len() >= 2 && inputs[0].shape != inputs[1].shape {
+            return Err("residual_norm runs only with a residual of the input's shape".into());
+        }
+    }
+    Ok(())
 }

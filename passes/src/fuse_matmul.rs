@@ -1,0 +1,114 @@
+//! MatMul epilogue fusion (`fuse-matmul`):
+//!
+//! - `add(matmul(a, b), bias)` -> `fused_matmul(a, b, bias) {activation=none}`
+//!   when the bias broadcasts into the product without widening it;
+//! - `act(matmul(...))` / `act(fused_matmul(...) {activation=none})` ->
+//!   `fused_matmul {activation=act}` for `relu`, `sigmoid`, `tanh`, `gelu`
+//!   (erf or tanh) and SiLU written as `mul(x, sigmoid(x))`.
+
+use rlx_ir::ops::{Activation, FusedMatMul, GeluApprox, UnaryKind};
+use rlx_ir::{Graph, Op};
+
+use crate::fold_batchnorm::rev;
+use crate::manager::{Pass, PassContext, PassError};
+use crate::pattern::{any, apply_rules, op, op_if, Match, Pat, Rule};
+use crate::rewrite::{replace_root, union_origin};
+
+pub struct FuseMatMul;
+
+const NAME: &str = "fuse-matmul";
+
+/// The fused activation an op computes on its single input, if any.
+pub fn activation_of(op: &Op) -> Option<Activation> {
+    Some(match op {
+        Op::Unary(u) => match u.kind {
+            UnaryKind::Relu => Activation::Relu,
+            UnaryKind::Sigmoid => Activation::Sigmoid,
+            UnaryKind::Tanh => Activation::Tanh,
+            _ => return None,
+        },
+        Op::Gelu(g) => match g.approximate {
+            GeluApprox::None => Activation::GeluErf,
+            GeluApprox::Tanh => Activation::GeluTanh,
+        },
+        _ => return None,
+    })
+}
+
+fn is_act(op: &Op) -> bool {
+    activation_of(op).is_some()
+}
+
+fn is_plain_fused_mm(op: &Op) -> bool {
+    matches!(op, Op::FusedMatMul(f) if f.activation == Activation::None)
+}
+
+/// The activation rules over producer patterns `prods` (each binding `p`).
+pub fn act_rules(prods: &[Pat], rewrite: crate::pattern::RewriteFn, name: &'static str) -> Vec<Rule> {
+    let mut v = Vec::new();
+    for p in prods {
+        v.push(Rule { name, pattern: op_if(is_act, [p.clone()]), rewrite });
+        v.push(Rule {
+            name,
+            pattern: op("mul", [p.clone(), op("sigmoid", [p.clone()])]).commutative(),
+            rewrite,
+        });
+    }
+    v
+}
+
+/// The activation the root of `m` applies (SiLU for the `mul` form).
+pub fn root_activation(g: &Graph, m: &Match) -> Option<Activation> {
+    let root = &g.node(m.root()).op;
+    if root.name() == "mul" {
+        return Some(Activation::Silu);
+    }
+    activation_of(root)
+}
+
+impl Pass for FuseMatMul {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+        let mm = op("matmul", [any("a"), any("b")]).bind("p");
+        let plain2 = op_if(is_plain_fused_mm, [any("a"), any("b")]).bind("p");
+        let plain3 = op_if(is_plain_fused_mm, [any("a"), any("b"), any("bias")]).bind("p");
+        let mut rules = vec![Rule {
+            name: "fused_matmul.bias",
+            pattern: op("add", [mm.clone(), any("bias")]).commutative(),
+            rewrite: bias,
+        }];
+        rules.extend(act_rules(&[mm, plain2, plain3], activate, "fused_matmul.activation"));
+        Ok(apply_rules(g, cx, NAME, &rules)? > 0)
+    }
+}
+
+fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
+    let p = m.n("p");
+    let (mm_ty, root_ty) = (&g.node(p).outputs[0], &g.node(m.root()).outputs[0]);
+    if mm_ty != root_ty || g.ty(m.v("bias")).dtype != mm_ty.dtype {
+        return Ok(false);
+    }
+    let origin = union_origin(g, &rev(g, m));
+    let op = FusedMatMul { activation: Activation::None };
+    let ins = [m.v("a"), m.v("b"), m.v("bias")];
+    replace_root(g, cx.weights, m.root(), op, &ins, origin)?;
+    Ok(true)
+}
+
+fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
+    let Some(act) = root_activation(g, m) else { return Ok(false) };
+    let p = m.n("p");
+    if !g.node(p).outputs[0].dtype.is_float() || g.node(p).outputs[0] != g.node(m.root()).outputs[0] {
+        return Ok(false);
+    }
+    let mut ins = vec![m.v("a"), m.v("b")];
+    if let Some(b) = m.values.get("bias") {
+        ins.push(*b);
+    }
+    let origin = union_origin(g, &rev(g, m));
+    replace_root(g, cx.weights, m.root(), FusedMatMul { activation: act }, &ins, origin)?;
+    Ok(true)
+}

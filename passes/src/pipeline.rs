@@ -1,0 +1,129 @@
+//! The pass registry and the named pipelines, per target and opt level.
+//!
+//! A pipeline is a plain list of pass names. `-O0` runs only what execution
+//! needs (inference, and legalization for a real target); `-O1` adds folding,
+//! simplification, CSE and DCE; `-O2` adds the fusions.
+
+use crate::manager::{OptLevel, Pass};
+
+/// The pipeline of no particular target: no legalization.
+pub const GENERIC: &str = "generic";
+
+/// A registered pass: its name, what it does, and how to make it.
+pub struct PassInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub make: fn() -> Box<dyn Pass>,
+}
+
+macro_rules! reg {
+    ($name:literal, $about:literal, $e:expr) => {
+        PassInfo {
+            name: $name,
+            about: $about,
+            make: || Box::new($e),
+        }
+    };
+}
+
+/// Every pass, by name.
+pub const PASSES: &[PassInfo] = &[
+    reg!("infer", "type and shape inference over the whole graph", crate::fold::Infer),
+    reg!("fold-shapes", "replace values inference already knows (shape arithmetic) by constants", crate::fold::FoldShapes),
+    reg!("fold-constants", "evaluate nodes whose inputs are all constant; inline constant `if`s", crate::fold::FoldConstants),
+    reg!("simplify", "algebraic identities: no-op ops, x*1, x+0, transpose/reshape/cast chains", crate::simplify::Simplify),
+    reg!("cse", "merge nodes computing the same op on the same inputs", crate::cse::Cse),
+    reg!("dce", "remove nodes no output depends on and unused weights", crate::dce::Dce),
+    reg!("fold-batchnorm", "fold per-channel multiply-adds (BatchNormalization) into the preceding conv or matmul weights", crate::fold_batchnorm::FoldBatchNorm),
+    reg!("fuse-layer-norm", "ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div(/Mul/Add) -> layer_norm", crate::fuse_layer_norm::FuseLayerNorm),
+    reg!("fuse-gelu", "the Erf and Tanh GELU formulas -> gelu", crate::fuse_gelu::FuseGelu),
+    reg!("fuse-hard-activations", "HardSigmoid and HardSwish chains -> one elementwise_region", crate::fuse_hard::FuseHard),
+    reg!("fuse-attention", "MatMul(Q, K^T), scale, mask add, Softmax, MatMul(V) with the head reshapes -> attention", crate::fuse_attention::FuseAttention),
+    reg!("fuse-residual-norm", "residual add + layer_norm/rms_norm -> residual_norm", crate::fuse_residual_norm::FuseResidualNorm),
+    reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul", crate::fuse_matmul::FuseMatMul),
+    reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
+    reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
+    reg!("legalize", "decompose what the target cannot run; report what remains", crate::legalize::Legalize),
+];
+
+/// Makes the pass called `name`.
+pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
+    PASSES.iter().find(|p| p.name == name).map(|p| (p.make)())
+}
+
+/// What a pass does, for listings.
+pub fn about(name: &str) -> &'static str {
+    PASSES
+        .iter()
+        .find(|p| p.name == name)
+        .map_or("", |p| p.about)
+}
+
+const FOLD: &[&str] = &[
+    "fold-shapes",
+    "fold-constants",
+    "simplify",
+    "cse",
+    "dce",
+];
+
+const FUSE: &[&str] = &[
+    "fold-batchnorm",
+    "fuse-layer-norm",
+    "fuse-gelu",
+    "fuse-hard-activations",
+    "fuse-attention",
+    "simplify",
+    "fuse-residual-norm",
+    "fuse-matmul",
+    "fuse-conv",
+];
+
+/// The pass names of the pipeline of `target` at `level`.
+pub fn names(target: &str, level: OptLevel) -> Vec<&'static str> {
+    let mut v = vec!["infer"];
+    if level >= OptLevel::O1 {
+        v.extend(FOLD);
+    }
+    if level >= OptLevel::O2 {
+        v.extend(FUSE);
+        // Regions come last: they absorb what the named fusions left.
+        v.push("fuse-elementwise");
+        v.push("dce");
+    }
+    if target != GENERIC {
+        v.push("legalize");
+        if level >= OptLevel::O1 {
+            // Decompositions may leave foldable or duplicate pieces.
+            v.extend(["simplify", "cse", "dce"]);
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pipeline_pass_is_registered() {
+        for t in [GENERIC, "cpu"] {
+            for l in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+                for n in names(t, l) {
+                    assert!(make_pass(n).is_some(), "{n} is not registered");
+                    assert_eq!(make_pass(n).unwrap().name(), n);
+                }
+            }
+        }
+        let mut all: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), PASSES.len(), "two passes share a name");
+    }
+
+    #[test]
+    fn o0_only_runs_what_execution_needs() {
+        assert_eq!(names("cpu", OptLevel::O0), ["infer", "legalize"]);
+        assert_eq!(names(GENERIC, OptLevel::O0), ["infer"]);
+    }
+}

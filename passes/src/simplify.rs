@@ -1,0 +1,220 @@
+//! Algebraic simplification (`simplify`): ops that change nothing go away,
+//! chains collapse.
+//!
+//! - no-op `reshape`/`flatten`/`squeeze`/`unsqueeze`/`expand`/`cast`, identity
+//!   `transpose`, one-input `concat`;
+//! - `x*1`, `1*x`, `x/1`, `x+0`, `0+x`, `x-0` (when the output type is `x`'s);
+//! - `transpose(transpose(x))` -> one transpose (or `x`);
+//! - chains of views (`reshape`, `flatten`, `squeeze`, `unsqueeze`) -> one
+//!   `reshape`, or `x` when the shape comes back (a squeeze/unsqueeze pair);
+//! - `cast(cast(x))` -> one cast when the inner cast loses nothing.
+
+use rlx_ir::ops::{BinaryKind, Reshape, Transpose};
+use rlx_ir::{DType, Graph, NodeId, Op, Tensor, Value};
+
+use crate::manager::{Pass, PassContext, PassError};
+use crate::rewrite::{constant, finish, remove_dead, replace_root, splat};
+
+pub struct Simplify;
+
+const NAME: &str = "simplify";
+
+impl Pass for Simplify {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+        let mut changed = false;
+        for _ in 0..8 {
+            let mut round = false;
+            for id in g.topo_order().map_err(|e| PassError::graph(NAME, e))? {
+                if !g.contains(id) {
+                    continue;
+                }
+                let what = simplify_node(g, cx, id).map_err(|reason| PassError::Node {
+                    pass: NAME,
+                    node: g.get(id).map_or(String::new(), |n| n.name.clone()),
+                    origin: g.get(id).map_or(String::new(), |n| n.origin_text()),
+                    reason,
+                })?;
+                if let Some(what) = what {
+                    cx.count(what);
+                    round = true;
+                }
+            }
+            changed |= round;
+            if !round {
+                break;
+            }
+        }
+        if changed {
+            finish(g, cx, NAME)?;
+        }
+        Ok(changed)
+    }
+}
+
+/// Replaces every use of `id`'s output by `v` and drops `id` if dead.
+fn forward(g: &mut Graph, id: NodeId, v: Value) -> Result<(), String> {
+    g.replace_uses(Value::of(id), v).map_err(|e| e.to_string())?;
+    remove_dead(g, &[id]);
+    Ok(())
+}
+
+fn is_view(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_)
+    )
+}
+
+/// Simplifies one node; returns the name of the rule that applied.
+fn simplify_node(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    id: NodeId,
+) -> Result<Option<&'static str>, String> {
+    let node = g.node(id);
+    if node.outputs.len() != 1 || node.op.is_leaf() {
+        return Ok(None);
+    }
+    let ins = g.inputs_of(id);
+    let Some(&x) = ins.first() else {
+        return Ok(None);
+    };
+    let out = node.outputs[0].clone();
+    let same_as_x = *g.ty(x) == out;
+    match &node.op {
+        Op::Transpose(t) => {
+            if t.perm.iter().enumerate().all(|(i, p)| *p == i as i64) && same_as_x {
+                forward(g, id, x)?;
+                return Ok(Some("simplify.identity-transpose"));
+            }
+            if let Op::Transpose(inner) = &g.node(x.node).op {
+                let (p1, p2) = (inner.perm.clone(), t.perm.clone());
+                let Some(perm) = p2
+                    .iter()
+                    .map(|&i| usize::try_from(i).ok().and_then(|i| p1.get(i).copied()))
+                    .collect::<Option<Vec<i64>>>()
+                else {
+                    return Ok(None);
+                };
+                let src = g.inputs_of(x.node)[0];
+                let origin = merged(g, &[x.node, id]);
+                replace_root(g, cx.weights, id, Transpose { perm }, &[src], origin)?;
+                remove_dead(g, &[x.node]);
+                return Ok(Some("simplify.transpose-chain"));
+            }
+        }
+        op if is_view(op) => {
+            if same_as_x {
+                forward(g, id, x)?;
+                return Ok(Some("simplify.noop-view"));
+            }
+            let inner = g.node(x.node);
+            if is_view(&inner.op) && inner.outputs.len() == 1 {
+                let src = g.inputs_of(x.node)[0];
+                if *g.ty(src) == out {
+                    forward(g, id, src)?;
+                    remove_dead(g, &[x.node]);
+                    return Ok(Some("simplify.view-pair"));
+                }
+                if let Some(dims) = out.shape.as_known() {
+                    let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+                    let t = Tensor::from_i64(&[shape.len()], &shape).map_err(|e| e.to_string())?;
+                    let origin = merged(g, &[x.node, id]);
+                    let name = g.node(id).name.clone();
+                    let s = constant(g, cx.weights, &format!("{name}.shape"), origin.clone(), t);
+                    replace_root(
+                        g,
+                        cx.weights,
+                        id,
+                        Reshape { allowzero: false },
+                        &[src, s],
+                        origin,
+                    )?;
+                    remove_dead(g, &[x.node]);
+                    return Ok(Some("simplify.view-chain"));
+                }
+            }
+        }
+        Op::Expand(_) if same_as_x => {
+            forward(g, id, x)?;
+            return Ok(Some("simplify.noop-expand"));
+        }
+        Op::Concat(_) if ins.len() == 1 && same_as_x => {
+            forward(g, id, x)?;
+            return Ok(Some("simplify.single-concat"));
+        }
+        Op::Cast(c) => {
+            if same_as_x {
+                forward(g, id, x)?;
+                return Ok(Some("simplify.noop-cast"));
+            }
+            if let Op::Cast(inner) = &g.node(x.node).op {
+                let src = g.inputs_of(x.node)[0];
+                if lossless(g.ty(src).dtype, inner.to) {
+                    let (op, origin) = (Op::Cast(c.clone()), merged(g, &[x.node, id]));
+                    replace_root(g, cx.weights, id, op, &[src], origin)?;
+                    remove_dead(g, &[x.node]);
+                    return Ok(Some("simplify.cast-chain"));
+                }
+            }
+        }
+        Op::Binary(b) if ins.len() == 2 => {
+            use BinaryKind::*;
+            let (a, c) = (ins[0], ins[1]);
+            let w = &*cx.weights;
+            let is = |v: Value, k: f64| splat(g, w, v) == Some(k) && g.ty(v).dtype == out.dtype;
+            let keep = match b.kind {
+                Add if is(c, 0.0) => Some(a),
+                Add if is(a, 0.0) => Some(c),
+                Sub if is(c, 0.0) => Some(a),
+                Mul if is(c, 1.0) => Some(a),
+                Mul if is(a, 1.0) => Some(c),
+                Div if is(c, 1.0) => Some(a),
+                _ => None,
+            };
+            if let Some(v) = keep.filter(|v| *g.ty(*v) == out) {
+                forward(g, id, v)?;
+                return Ok(Some("simplify.identity-arith"));
+            }
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+fn merged(g: &Graph, nodes: &[NodeId]) -> Vec<String> {
+    crate::rewrite::union_origin(g, nodes)
+}
+
+/// True if casting `from` -> `to` keeps every value exactly (so a following
+/// cast may read the original instead).
+pub fn lossless(from: DType, to: DType) -> bool {
+    use DType::*;
+    if from == to || from == Bool {
+        return from == to || to.is_standard();
+    }
+    let bits = |d: DType| d.size() * 8;
+    match (from.is_float(), to.is_float()) {
+        (true, true) => matches!(
+            (from, to),
+            (F16, F32) | (F16, F64) | (BF16, F32) | (BF16, F64) | (F32, F64)
+        ),
+        (false, false) if from.is_int() && to.is_int() => {
+            let (fs, ts) = (from.is_signed(), to.is_signed());
+            (fs == ts && bits(to) >= bits(from)) || (!fs && ts && bits(to) > bits(from))
+        }
+        (false, true) if from.is_int() => {
+            let mantissa = match to {
+                F64 => 53,
+                F32 => 24,
+                _ => 0,
+            };
+            bits(from) < mantissa
+        }
+        _ => false,
+    }
+}

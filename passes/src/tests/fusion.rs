@@ -1,0 +1,289 @@
+//! Tests of the fusion passes, one IR-text case (or more) per pass.
+
+use super::{check, graph};
+
+const CONV: &str = "strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1";
+
+#[test]
+fn batchnorm_folds_into_conv_weights_and_bias() {
+    let src = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = constant f32[2] [1.0, -1.0] : f32[2]
+  %3 = conv(%0, %1, %2) {{{CONV}}} : f32[1,2,3,3]  # C
+  %4 = constant f32[2,1,1] [10.0, 100.0] : f32[2,1,1]
+  %5 = mul(%3, %4) : f32[1,2,3,3]  # M
+  %6 = constant f32[2,1,1] [0.5, 0.25] : f32[2,1,1]
+  %7 = add(%5, %6) : f32[1,2,3,3]  # A
+  output "y" = %7
+"#
+    ));
+    let want = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [20.0, 300.0] : f32[2,1,1,1]  # C, M
+  %2 = constant f32[2] [10.5, -99.75] : f32[2]  # C, M, A
+  %3 = conv(%0, %1, %2) {{{CONV}}} : f32[1,2,3,3]  # C, M, A
+  output "y" = %3
+"#
+    ));
+    check(&["fold-batchnorm"], &src, &want);
+}
+
+#[test]
+fn batchnorm_folds_into_matmul_columns() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[N,2]
+  %1 = constant f32[2,2] [1.0, 2.0, 3.0, 4.0] : f32[2,2]
+  %2 = matmul(%0, %1) : f32[N,2]  # MM
+  %3 = constant f32[2] [1.0, 1.0] : f32[2]
+  %4 = add(%2, %3) : f32[N,2]  # Bias
+  %5 = constant f32[2] [2.0, 10.0] : f32[2]
+  %6 = mul(%4, %5) : f32[N,2]  # Scale
+  %7 = constant f32[2] [0.5, 0.5] : f32[2]
+  %8 = add(%6, %7) : f32[N,2]  # Shift
+  output "y" = %8
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[N,2]
+  %1 = constant f32[2,2] [2.0, 20.0, 6.0, 40.0] : f32[2,2]  # MM, Bias, Scale
+  %2 = matmul(%0, %1) : f32[N,2]  # MM
+  %3 = constant f32[2] [2.5, 10.5] : f32[2]  # MM, Bias, Scale, Shift
+  %4 = add(%2, %3) : f32[N,2]  # MM, Bias, Scale, Shift
+  output "y" = %4
+"#,
+    );
+    check(&["fold-batchnorm"], &src, &want);
+}
+
+#[test]
+fn matmul_bias_and_activation_fuse() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = input "w" : f32[3,4]
+  %2 = matmul(%0, %1) : f32[2,4]  # MM
+  %3 = constant f32[4] [1.0, 2.0, 3.0, 4.0] : f32[4]
+  %4 = add(%3, %2) : f32[2,4]  # Add
+  %5 = relu(%4) : f32[2,4]  # Relu
+  %6 = matmul(%5, %1) : f32[2,4]  # MM2
+  %7 = sigmoid(%6) : f32[2,4]  # Sig
+  %8 = mul(%7, %6) : f32[2,4]  # Silu
+  output "y" = %8
+"#,
+    );
+    // The second matmul reads a 2x4 value with a 3x4 weight: shapes do not
+    // matter to the rewrite, but inference must accept them, so use w twice
+    // only where it fits.
+    let src = src.replace("%6 = matmul(%5, %1) : f32[2,4]", "%6 = matmul(%5, %9) : f32[2,4]")
+        .replace("%1 = input \"w\" : f32[3,4]", "%1 = input \"w\" : f32[3,4]\n  %9 = input \"w2\" : f32[4,4]");
+    let want = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = input "w" : f32[3,4]
+  %2 = input "w2" : f32[4,4]
+  %3 = constant f32[4] [1.0, 2.0, 3.0, 4.0] : f32[4]
+  %4 = fused_matmul(%0, %1, %3) {activation=relu} : f32[2,4]  # MM, Add, Relu
+  %5 = fused_matmul(%4, %2) {activation=silu} : f32[2,4]  # MM2, Sig, Silu
+  output "y" = %5
+"#,
+    );
+    check(&["fuse-matmul"], &src, &want);
+}
+
+#[test]
+fn conv_bias_and_activation_fuse() {
+    let src = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = conv(%0, %1) {{{CONV}}} : f32[1,2,3,3]  # C
+  %3 = constant f32[2,1,1] [0.5, 0.25] : f32[2,1,1]
+  %4 = add(%2, %3) : f32[1,2,3,3]  # B
+  %5 = tanh(%4) : f32[1,2,3,3]  # T
+  output "y" = %5
+"#
+    ));
+    let want = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = constant f32[2] [0.5, 0.25] : f32[2]  # C, B
+  %3 = fused_conv(%0, %1, %2) {{{CONV}, activation=tanh}} : f32[1,2,3,3]  # C, B, T
+  output "y" = %3
+"#
+    ));
+    check(&["fuse-conv"], &src, &want);
+}
+
+#[test]
+fn erf_and_tanh_gelu_form() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[4]
+  %1 = constant f32[] [1.4142135] : f32[]
+  %2 = div(%0, %1) : f32[4]  # Div
+  %3 = erf(%2) : f32[4]  # Erf
+  %4 = constant f32[] [1.0] : f32[]
+  %5 = add(%3, %4) : f32[4]  # Add
+  %6 = mul(%0, %5) : f32[4]  # Mul
+  %7 = constant f32[] [0.5] : f32[]
+  %8 = mul(%6, %7) : f32[4]  # Mul_1
+  %9 = constant f32[] [3.0] : f32[]
+  %10 = pow(%8, %9) : f32[4]  # Pow
+  %11 = constant f32[] [0.044715] : f32[]
+  %12 = mul(%11, %10) : f32[4]  # C
+  %13 = add(%8, %12) : f32[4]  # Inner
+  %14 = constant f32[] [0.7978846] : f32[]
+  %15 = mul(%13, %14) : f32[4]  # K
+  %16 = tanh(%15) : f32[4]  # Tanh
+  %17 = add(%4, %16) : f32[4]  # One
+  %18 = mul(%8, %7) : f32[4]  # Half
+  %19 = mul(%18, %17) : f32[4]  # Out
+  output "y" = %19
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[4]
+  %1 = gelu(%0) {approximate=none} : f32[4]  # Div, Erf, Add, Mul, Mul_1
+  %2 = gelu(%1) {approximate=tanh} : f32[4]  # Half, Pow, C, Inner, K, Tanh, One, Out
+  output "y" = %2
+"#,
+    );
+    check(&["fuse-gelu"], &src, &want);
+}
+
+#[test]
+fn decomposed_layer_norm_forms() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,4]
+  %1 = constant i64[1] [-1] : i64[1]
+  %2 = reduce_mean(%0, %1) {keepdims=true, noop_with_empty_axes=false} : f32[2,1]  # Mean
+  %3 = sub(%0, %2) : f32[2,4]  # Sub
+  %4 = constant f32[] [2.0] : f32[]
+  %5 = pow(%3, %4) : f32[2,4]  # Pow
+  %6 = reduce_mean(%5, %1) {keepdims=true, noop_with_empty_axes=false} : f32[2,1]  # Var
+  %7 = constant f32[] [1e-5] : f32[]
+  %8 = add(%6, %7) : f32[2,1]  # Eps
+  %9 = sqrt(%8) : f32[2,1]  # Sqrt
+  %10 = div(%3, %9) : f32[2,4]  # Div
+  %11 = constant f32[4] [1.0, 2.0, 3.0, 4.0] : f32[4]
+  %12 = mul(%10, %11) : f32[2,4]  # Gamma
+  %13 = constant f32[4] [0.0, 0.5, 0.0, 0.5] : f32[4]
+  %14 = add(%12, %13) : f32[2,4]  # Beta
+  output "y" = %14
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[2,4]
+  %1 = constant f32[4] [1.0, 2.0, 3.0, 4.0] : f32[4]
+  %2 = constant f32[4] [0.0, 0.5, 0.0, 0.5] : f32[4]
+  %3 = layer_norm(%0, %1, %2) {axis=-1, epsilon=1e-5, stats=false} : f32[2,4]  # Mean, Sub, Pow, Var, Eps, Sqrt, Div, Gamma, Beta
+  output "y" = %3
+"#,
+    );
+    check(&["fuse-layer-norm"], &src, &want);
+}
+
+#[test]
+fn residual_add_joins_the_norm() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,4]
+  %1 = input "r" : f32[2,4]
+  %2 = add(%0, %1) : f32[2,4]  # Res
+  %3 = constant f32[4] [1.0, 1.0, 1.0, 1.0] : f32[4]
+  %4 = constant f32[4] [0.0, 0.0, 0.0, 0.0] : f32[4]
+  %5 = layer_norm(%2, %3, %4) {axis=-1, epsilon=1e-5, stats=false} : f32[2,4]  # LN
+  %6 = add(%2, %5) : f32[2,4]  # Res2
+  output "y" = %6
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[2,4]
+  %1 = input "r" : f32[2,4]
+  %2 = constant f32[4] [1.0, 1.0, 1.0, 1.0] : f32[4]
+  %3 = constant f32[4] [0.0, 0.0, 0.0, 0.0] : f32[4]
+  %4:2 = residual_norm(%0, %1, %2, %3) {axis=-1, epsilon=1e-5, rms=false} : (f32[2,4], f32[2,4])  # Res, LN
+  %5 = add(%4.1, %4.0) : f32[2,4]  # Res2
+  output "y" = %5
+"#,
+    );
+    check(&["fuse-residual-norm"], &src, &want);
+}
+
+#[test]
+fn attention_pattern_forms() {
+    let src = graph(
+        r#"  %0 = input "q" : f32[1,2,3,4]
+  %1 = input "kt" : f32[1,2,4,3]
+  %2 = input "v" : f32[1,2,3,4]
+  %3 = input "mask" : f32[1,1,1,3]
+  %4 = matmul(%0, %1) : f32[1,2,3,3]  # QK
+  %5 = constant f32[] [0.5] : f32[]
+  %6 = mul(%4, %5) : f32[1,2,3,3]  # S
+  %7 = add(%6, %3) : f32[1,2,3,3]  # M
+  %8 = softmax(%7) {axis=-1} : f32[1,2,3,3]  # P
+  %9 = matmul(%8, %2) : f32[1,2,3,4]  # Y
+  output "y" = %9
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "q" : f32[1,2,3,4]
+  %1 = input "kt" : f32[1,2,4,3]
+  %2 = input "v" : f32[1,2,3,4]
+  %3 = input "mask" : f32[1,1,1,3]
+  %4 = transpose(%1) {perm=[0, 1, 3, 2]} : f32[1,2,3,4]  # QK, S, M, P, Y
+  %5 = attention(%0, %4, %2, %3) {q_num_heads=0, kv_num_heads=0, scale=0.5, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=false, num_outputs=1} : f32[1,2,3,4]  # QK, S, M, P, Y
+  output "y" = %5
+"#,
+    );
+    check(&["fuse-attention"], &src, &want);
+}
+
+#[test]
+fn hard_swish_becomes_one_region() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[4]
+  %1 = constant f32[] [0.25] : f32[]
+  %2 = mul(%0, %1) : f32[4]  # HM
+  %3 = constant f32[] [0.5] : f32[]
+  %4 = add(%2, %3) : f32[4]  # HA
+  %5 = constant f32[] [0.0] : f32[]
+  %6 = constant f32[] [1.0] : f32[]
+  %7 = clip(%4, %5, %6) : f32[4]  # HC
+  %8 = mul(%0, %7) : f32[4]  # HS
+  output "y" = %8
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[4]
+  %1 = elementwise_region(%0) {program=[mul(x0, 0.25), add(t0, 0.5), max(t1, 0.0), min(t2, 1.0), mul(x0, t3)]} : f32[4]  # HM, HA, HC, HS
+  output "y" = %1
+"#,
+    );
+    check(&["fuse-hard-activations"], &src, &want);
+}
+
+#[test]
+fn elementwise_chains_become_regions() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = constant f32[3] [1.0, 2.0, 3.0] : f32[3]
+  %2 = mul(%0, %1) : f32[2,3]  # M
+  %3 = constant f32[] [0.5] : f32[]
+  %4 = add(%2, %3) : f32[2,3]  # A
+  %5 = relu(%4) : f32[2,3]  # R
+  %6 = exp(%5) : f32[2,3]  # E
+  %7 = neg(%5) : f32[2,3]  # N
+  %8 = sub(%6, %7) : f32[2,3]  # S
+  output "y" = %8
+  output "r" = %5
+"#,
+    );
+    // `relu` is an output too, so it ends one region and starts the next.
+    let want = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = constant f32[3] [1.0, 2.0, 3.0] : f32[3]
+  %2 = elementwise_region(%0, %1) {program=[mul(x0, x1), add(t0, 0.5), relu(t1)]} : f32[2,3]  # M, A, R
+  %3 = elementwise_region(%2) {program=[exp(x0), neg(x0), sub(t0, t1)]} : f32[2,3]  # E, N, S
+  output "y" = %3
+  output "r" = %2
+"#,
+    );
+    check(&["fuse-elementwise"], &src, &want);
+}
