@@ -17,7 +17,8 @@ use rlx_onnx::Target;
 pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-operator"];
 
 fn expected(name: &str) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(common::root().join("tests/expected").join(name)).unwrap_or_default();
+    let path = common::root().join("tests/expected").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| match l.split_once(char::is_whitespace) {

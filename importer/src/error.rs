@@ -21,6 +21,9 @@ pub enum MapError {
     MissingInput { index: usize },
     #[error("input `{0}` is not defined by any earlier node, initializer or graph input")]
     UnknownName(String),
+    /// The value's producer failed to import (and was reported already).
+    #[error("input `{0}` comes from a node that could not be imported")]
+    Poisoned(String),
     #[error(transparent)]
     Infer(#[from] InferError),
     #[error("in subgraph `{attr}`: {source}")]

@@ -128,9 +128,6 @@ pub(crate) struct Importer<'r> {
     unknown_dims: usize,
 }
 
-/// A lookup that failed because the value's producer failed to import.
-pub(crate) const POISONED: &str = "\u{0}poisoned";
-
 impl<'r> Importer<'r> {
     pub fn frame(&mut self) -> &mut Frame {
         self.frames
@@ -285,7 +282,7 @@ impl<'r> Importer<'r> {
             return Ok(*v);
         }
         if self.frames[level].poisoned.contains(name) {
-            return Err(MapError::UnknownName(POISONED.into()));
+            return Err(MapError::Poisoned(name.to_string()));
         }
         if let Some(tp) = self.frames[level].pending.remove(name) {
             return self.materialize(level, name, &tp).map_err(MapError::Tensor);
@@ -400,7 +397,7 @@ impl<'r> Importer<'r> {
         let result = (entry.mapper)(&mut cx).and_then(|()| cx.finish());
         match result {
             Ok(()) => {}
-            Err(MapError::UnknownName(n)) if n == POISONED => poison(self),
+            Err(MapError::Poisoned(_)) => poison(self),
             Err(e) => {
                 issue(self, opset, e);
                 poison(self);

@@ -167,6 +167,12 @@ impl Pass for FoldConstants {
         if changed {
             crate::dce::dce(g);
             crate::dce::gc_weights(g, cx.weights);
+            // Constant inputs can make data-dependent (`$`) dims known
+            // downstream: refresh the stored types.
+            infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
+                pass: self.name(),
+                source,
+            })?;
         }
         Ok(changed)
     }
