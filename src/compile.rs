@@ -115,7 +115,14 @@ impl Compiler {
             graph = specialize(&graph, &self.bindings, Some(&weights))?;
         }
         let passes = rlx_passes::pipeline::names(self.target.name(), self.opt_level);
-        run_passes(&mut graph, &mut weights, self.target, &passes, self.verify, dump)?;
+        run_passes(
+            &mut graph,
+            &mut weights,
+            self.target,
+            &passes,
+            self.verify,
+            dump,
+        )?;
         Ok(CompiledModel {
             graph,
             weights,
@@ -135,7 +142,14 @@ pub fn optimize(
     dump: Option<&mut DumpFn>,
 ) -> Result<()> {
     let passes = rlx_passes::pipeline::names(Target::Cpu.name(), level);
-    run_passes(graph, weights, Target::Cpu, &passes, rlx_passes::verify_by_default(), dump)?;
+    run_passes(
+        graph,
+        weights,
+        Target::Cpu,
+        &passes,
+        rlx_passes::verify_by_default(),
+        dump,
+    )?;
     Ok(())
 }
 

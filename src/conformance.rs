@@ -341,10 +341,12 @@ pub fn run_model_cases(
         for ((g, w), name) in got.iter().zip(expected).zip(&out_names) {
             match compare(g, w, tol) {
                 Err(e) => return Outcome::Failed(format!("output `{name}`: {e}")),
-                Ok(d) if d.mismatched > 0 => return Outcome::Failed(format!(
+                Ok(d) if d.mismatched > 0 => {
+                    return Outcome::Failed(format!(
                     "output `{name}`: {} of {} elements differ (max abs {:.3e}, max rel {:.3e})",
                     d.mismatched, d.total, d.max_abs, d.max_rel
-                )),
+                ))
+                }
                 Ok(_) => {}
             }
         }

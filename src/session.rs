@@ -13,8 +13,8 @@ use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::plan_memory;
 
 use crate::compile::{run_passes, CompiledModel};
-use rlx_passes::verify_by_default;
 use crate::error::{Error, InputError, Result};
+use rlx_passes::verify_by_default;
 
 /// Options of a session.
 #[derive(Debug, Clone)]
@@ -151,19 +151,40 @@ impl Session {
 
     /// Runs once and returns, per planned step, (kernel label, ONNX origin, time);
     /// `None` when the graph runs node by node (data-dependent shapes).
-    pub fn profile(&self, inputs: &[(&str, &Tensor)]) -> Result<Option<Vec<(String, String, std::time::Duration)>>> {
+    pub fn profile(
+        &self,
+        inputs: &[(&str, &Tensor)],
+    ) -> Result<Option<Vec<(String, String, std::time::Duration)>>> {
         self.run(inputs)?;
         let ordered = self.order(inputs)?;
         let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.dims().to_vec()).collect();
-        let key: Key = (shapes, self.value_inputs.iter().map(|&i| ordered[i].bytes().to_vec()).collect());
-        let exec = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        let key: Key = (
+            shapes,
+            self.value_inputs
+                .iter()
+                .map(|&i| ordered[i].bytes().to_vec())
+                .collect(),
+        );
+        let exec = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
         let Some(exec) = exec else { return Ok(None) };
-        let Executable::Planned(p) = &*exec else { return Ok(None) };
+        let Executable::Planned(p) = &*exec else {
+            return Ok(None);
+        };
         let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
         let mut times = Vec::new();
         self.pool.install(|| p.run_timed(&refs, Some(&mut times)))?;
         Ok(Some(
-            p.schedule.steps.iter().zip(times).map(|(s, t)| (s.kernel.label(), s.origin.join(", "), t)).collect(),
+            p.schedule
+                .steps
+                .iter()
+                .zip(times)
+                .map(|(s, t)| (s.kernel.label(), s.origin.join(", "), t))
+                .collect(),
         ))
     }
 
@@ -181,7 +202,14 @@ impl Session {
         let mut weights = m.weights.clone();
         let passes = rlx_passes::pipeline::names(m.target.name(), m.opt_level);
         self.pool.install(|| {
-            run_passes(&mut g, &mut weights, m.target, &passes, verify_by_default(), None)
+            run_passes(
+                &mut g,
+                &mut weights,
+                m.target,
+                &passes,
+                verify_by_default(),
+                None,
+            )
         })?;
         let concrete = g
             .node_ids()

@@ -30,11 +30,16 @@ fn expected(name: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn cpu_suite_matches_expected_failures() {
-    let Some(data) = common::testdata() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
     let registry = Registry::standard();
     let expected = expected("cpu.txt");
     for (case, reason) in &expected {
-        assert!(!reason.is_empty(), "expected failure `{case}` has no reason");
+        assert!(
+            !reason.is_empty(),
+            "expected failure `{case}` has no reason"
+        );
     }
     let mut surprises = Vec::new();
     let mut node_passed = 0;
@@ -49,13 +54,22 @@ fn cpu_suite_matches_expected_failures() {
                 node_passed += 1;
             }
             match (passed, expected.contains_key(&key)) {
-                (true, true) => surprises.push(format!("{key}: passes now; remove it from tests/expected/cpu.txt")),
-                (false, false) => surprises.push(format!("{key}: {} ({})", outcome.label(), outcome.reason())),
+                (true, true) => surprises.push(format!(
+                    "{key}: passes now; remove it from tests/expected/cpu.txt"
+                )),
+                (false, false) => {
+                    surprises.push(format!("{key}: {} ({})", outcome.label(), outcome.reason()))
+                }
                 _ => {}
             }
         }
     }
     assert!(seen > 1800, "only {seen} cases found");
-    assert!(surprises.is_empty(), "{} surprises:\n{}", surprises.len(), surprises.join("\n"));
+    assert!(
+        surprises.is_empty(),
+        "{} surprises:\n{}",
+        surprises.len(),
+        surprises.join("\n")
+    );
     assert!(node_passed >= 1450, "only {node_passed} node cases pass");
 }

@@ -11,27 +11,41 @@ use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_se
 use rlx_onnx::{artifact, Compiler, Error, InputError, Session, SessionOptions, Target};
 
 /// f32 outputs must match the reference this closely.
-const TOL: Tolerance = Tolerance { rtol: 1e-4, atol: 1e-5 };
+const TOL: Tolerance = Tolerance {
+    rtol: 1e-4,
+    atol: 1e-5,
+};
 
 #[test]
 fn golden_models_match_reference_outputs() {
     let registry = Registry::standard();
     for case in common::golden_cases() {
-        assert_eq!(run_case(&case, &registry, Target::Cpu, TOL), Outcome::Passed, "{}", case.display());
+        assert_eq!(
+            run_case(&case, &registry, Target::Cpu, TOL),
+            Outcome::Passed,
+            "{}",
+            case.display()
+        );
     }
 }
 
 #[test]
 fn light_models_match_reference_outputs() {
-    let Some(data) = common::testdata() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
     for m in light_models(&data.join("light")).unwrap() {
-        let model = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap_or_else(|e| panic!("{}: {e}", m.name));
+        let model = Compiler::new(Target::Cpu)
+            .compile_file(&m.model)
+            .unwrap_or_else(|e| panic!("{}: {e}", m.name));
         let g = &model.graph;
         let name = model.input_names()[0].clone();
         let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
         let x = arange_input(&dims).unwrap();
         let session = Session::new(model, SessionOptions { threads: 2 }).unwrap();
-        let got = session.run(&[(name.as_str(), &x)]).unwrap_or_else(|e| panic!("{}: {e}", m.name));
+        let got = session
+            .run(&[(name.as_str(), &x)])
+            .unwrap_or_else(|e| panic!("{}: {e}", m.name));
         let want = read_pb(&m.output).unwrap();
         let d = compare(&got[0], &want, TOL).unwrap_or_else(|e| panic!("{}: {e}", m.name));
         assert_eq!(d.mismatched, 0, "{}: {d:?}", m.name);
@@ -41,29 +55,50 @@ fn light_models_match_reference_outputs() {
 fn golden_inputs(case: &str) -> (Vec<String>, Vec<Tensor>) {
     let dir = common::root().join("golden").join(case);
     let set = read_data_set(&data_set_dirs(&dir).unwrap()[0]).unwrap();
-    let model = Compiler::new(Target::Cpu).compile_file(&dir.join("model.onnx")).unwrap();
+    let model = Compiler::new(Target::Cpu)
+        .compile_file(&dir.join("model.onnx"))
+        .unwrap();
     (model.input_names(), set.inputs)
 }
 
 #[test]
 fn artifacts_give_bit_identical_outputs() {
-    for case in ["mlp", "cnn", "transformer", "shapes", "if_branches", "loop_counter", "external_data"] {
+    for case in [
+        "mlp",
+        "cnn",
+        "transformer",
+        "shapes",
+        "if_branches",
+        "loop_counter",
+        "external_data",
+    ] {
         let path = common::root().join("golden").join(case).join("model.onnx");
         let compiled = Compiler::new(Target::Cpu).compile_file(&path).unwrap();
         let bytes = artifact::to_bytes(&compiled);
         let loaded = artifact::from_bytes(&bytes).unwrap();
-        assert_eq!(loaded.graph, compiled.graph, "{case}: graph changed through the artifact");
+        assert_eq!(
+            loaded.graph, compiled.graph,
+            "{case}: graph changed through the artifact"
+        );
         let file = std::env::temp_dir().join(format!("rlx-test-{}-{case}.rlx", std::process::id()));
         artifact::save(&compiled, &file).unwrap();
         let mapped = artifact::load(&file).unwrap();
         let (names, inputs) = golden_inputs(case);
         let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&inputs).collect();
-        let run = |m| Session::new(m, SessionOptions { threads: 1 }).unwrap().run(&named).unwrap();
+        let run = |m| {
+            Session::new(m, SessionOptions { threads: 1 })
+                .unwrap()
+                .run(&named)
+                .unwrap()
+        };
         let a = run(compiled);
         for other in [run(loaded), run(mapped)] {
             assert_eq!(a.len(), other.len());
             for (x, y) in a.iter().zip(&other) {
-                assert!(x.bit_eq(y), "{case}: outputs differ after the artifact round trip");
+                assert!(
+                    x.bit_eq(y),
+                    "{case}: outputs differ after the artifact round trip"
+                );
             }
         }
         let _ = std::fs::remove_file(&file);
@@ -74,18 +109,33 @@ fn artifacts_give_bit_identical_outputs() {
 fn corrupt_artifacts_are_errors() {
     let path = common::root().join("golden/cnn/model.onnx");
     let bytes = artifact::to_bytes(&Compiler::new(Target::Cpu).compile_file(&path).unwrap());
-    assert!(matches!(artifact::from_bytes(b"nope"), Err(artifact::ArtifactError::Magic)));
+    assert!(matches!(
+        artifact::from_bytes(b"nope"),
+        Err(artifact::ArtifactError::Magic)
+    ));
     for cut in [0, 8, 31, 40, bytes.len() / 2, bytes.len() - 1] {
-        assert!(artifact::from_bytes(&bytes[..cut]).is_err(), "truncated at {cut} loads");
+        assert!(
+            artifact::from_bytes(&bytes[..cut]).is_err(),
+            "truncated at {cut} loads"
+        );
     }
     for i in (40..bytes.len()).step_by(bytes.len() / 50) {
         let mut b = bytes.clone();
         b[i] ^= 0x5a;
-        assert!(matches!(artifact::from_bytes(&b), Err(artifact::ArtifactError::Checksum)), "flipping byte {i} went unnoticed");
+        assert!(
+            matches!(
+                artifact::from_bytes(&b),
+                Err(artifact::ArtifactError::Checksum)
+            ),
+            "flipping byte {i} went unnoticed"
+        );
     }
     let mut b = bytes.clone();
     b[8] = 99;
-    assert!(matches!(artifact::from_bytes(&b), Err(artifact::ArtifactError::Version(99))));
+    assert!(matches!(
+        artifact::from_bytes(&b),
+        Err(artifact::ArtifactError::Version(99))
+    ));
     // Saving over a directory fails without touching it.
     let dir = std::env::temp_dir();
     let compiled = Compiler::new(Target::Cpu).compile_file(&path).unwrap();
@@ -95,7 +145,9 @@ fn corrupt_artifacts_are_errors() {
 #[test]
 fn wrong_inputs_are_errors() {
     let (names, inputs) = golden_inputs("transformer");
-    let model = Compiler::new(Target::Cpu).compile_file(&common::root().join("golden/transformer/model.onnx")).unwrap();
+    let model = Compiler::new(Target::Cpu)
+        .compile_file(&common::root().join("golden/transformer/model.onnx"))
+        .unwrap();
     let s = Session::new(model, SessionOptions { threads: 1 }).unwrap();
     let (x, mask) = (&inputs[0], &inputs[1]);
     assert_eq!(names, ["x", "mask"]);
@@ -104,14 +156,29 @@ fn wrong_inputs_are_errors() {
         other => panic!("expected an input error, got {other:?}"),
     };
     assert!(matches!(err(s.run(&[("x", x)])), InputError::Missing(n) if n == "mask"));
-    assert!(matches!(err(s.run(&[("x", x), ("mask", mask), ("y", x)])), InputError::Unknown { .. }));
-    assert!(matches!(err(s.run(&[("x", x), ("x", x)])), InputError::Duplicate(_)));
+    assert!(matches!(
+        err(s.run(&[("x", x), ("mask", mask), ("y", x)])),
+        InputError::Unknown { .. }
+    ));
+    assert!(matches!(
+        err(s.run(&[("x", x), ("x", x)])),
+        InputError::Duplicate(_)
+    ));
     let xi = Tensor::zeros(DType::I64, x.dims()).unwrap();
-    assert!(matches!(err(s.run(&[("x", &xi), ("mask", mask)])), InputError::DType { .. }));
+    assert!(matches!(
+        err(s.run(&[("x", &xi), ("mask", mask)])),
+        InputError::DType { .. }
+    ));
     let wrong_rank = Tensor::zeros(DType::F32, &[2, 5]).unwrap();
-    assert!(matches!(err(s.run(&[("x", &wrong_rank), ("mask", mask)])), InputError::Shape(_)));
+    assert!(matches!(
+        err(s.run(&[("x", &wrong_rank), ("mask", mask)])),
+        InputError::Shape(_)
+    ));
     let wrong_dim = Tensor::zeros(DType::F32, &[2, 5, 8]).unwrap();
-    assert!(matches!(err(s.run(&[("x", &wrong_dim), ("mask", mask)])), InputError::Shape(_)));
+    assert!(matches!(
+        err(s.run(&[("x", &wrong_dim), ("mask", mask)])),
+        InputError::Shape(_)
+    ));
     // batch bound to 2 by x, then 3 by the mask.
     let conflict = Tensor::zeros(DType::F32, &[3, 1, 1, 5]).unwrap();
     let e = err(s.run(&[("x", x), ("mask", &conflict)]));
@@ -120,7 +187,10 @@ fn wrong_inputs_are_errors() {
     assert!(s.run(&[("x", x), ("mask", mask)]).is_ok());
     let x1 = Tensor::zeros(DType::F32, &[1, 3, 16]).unwrap();
     let m1 = Tensor::zeros(DType::F32, &[1, 1, 1, 3]).unwrap();
-    assert_eq!(s.run(&[("x", &x1), ("mask", &m1)]).unwrap()[0].dims(), &[1, 3, 16]);
+    assert_eq!(
+        s.run(&[("x", &x1), ("mask", &m1)]).unwrap()[0].dims(),
+        &[1, 3, 16]
+    );
 }
 
 #[test]
@@ -135,7 +205,12 @@ fn memory_plans_never_overlap_live_tensors() {
         let mut w = m.weights.clone();
         rlx_onnx::compile::optimize(&mut g, &mut w, rlx_onnx::OptLevel::O2, None).unwrap();
         let plan = rlx_onnx::passes::plan_memory(&g).unwrap();
-        plan.check_no_overlap().unwrap_or_else(|e| panic!("{}: {e}", case.display()));
-        assert!(plan.arena_bytes <= plan.total_bytes.next_multiple_of(64) * 2, "{}", case.display());
+        plan.check_no_overlap()
+            .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+        assert!(
+            plan.arena_bytes <= plan.total_bytes.next_multiple_of(64) * 2,
+            "{}",
+            case.display()
+        );
     }
 }

@@ -31,7 +31,8 @@ fn golden_import_snapshots() {
 }
 
 fn o2(path: &std::path::Path) -> String {
-    let m = import_file(path, &Registry::standard()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let m = import_file(path, &Registry::standard())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let c = Compiler::new(Target::Cpu)
         .opt_level(OptLevel::O2)
         .verify(true)
@@ -52,10 +53,12 @@ fn golden_o2_snapshots() {
 
 #[test]
 fn light_o2_snapshots() {
-    let Some(data) = common::testdata() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
     settings().bind(|| {
         for m in light_models(&data.join("light")).unwrap() {
-            insta::assert_snapshot!(format!("o2__light_{}", m.name), o2(&m.model));
+            insta::assert_snapshot!(format!("o2__{}", m.name), o2(&m.model));
         }
     });
 }

@@ -41,9 +41,19 @@ pub fn decompose(g: &mut Graph, w: &mut Weights, id: NodeId) -> Result<Vec<Value
             let mut args = vec![s];
             args.extend_from_slice(&ins[2..]);
             let y = if r.rms {
-                b.add(RmsNorm { axis: r.axis, epsilon: r.epsilon }, &args)?
+                b.add(
+                    RmsNorm {
+                        axis: r.axis,
+                        epsilon: r.epsilon,
+                    },
+                    &args,
+                )?
             } else {
-                let ln = LayerNorm { axis: r.axis, epsilon: r.epsilon, stats: false };
+                let ln = LayerNorm {
+                    axis: r.axis,
+                    epsilon: r.epsilon,
+                    stats: false,
+                };
                 b.add(ln, &args)?
             };
             Ok(vec![y, s])
@@ -55,8 +65,12 @@ pub fn decompose(g: &mut Graph, w: &mut Weights, id: NodeId) -> Result<Vec<Value
                 let mut args = Vec::new();
                 for a in &ins_.args {
                     args.push(match *a {
-                        Operand::Input(k) => *ins.get(usize::from(k)).ok_or("region input out of range")?,
-                        Operand::Temp(k) => *temps.get(usize::from(k)).ok_or("region temp out of range")?,
+                        Operand::Input(k) => {
+                            *ins.get(usize::from(k)).ok_or("region input out of range")?
+                        }
+                        Operand::Temp(k) => *temps
+                            .get(usize::from(k))
+                            .ok_or("region temp out of range")?,
                         Operand::Const(c) => {
                             let t = float_tensor(dtype, &[], &[c]).ok_or("bad region literal")?;
                             constant(b.g, b.w, &format!("{}.c", b.name), b.origin.clone(), t)
@@ -104,8 +118,18 @@ impl Builder<'_> {
             Activation::Relu => self.add(un(UnaryKind::Relu), &[x]),
             Activation::Sigmoid => self.add(un(UnaryKind::Sigmoid), &[x]),
             Activation::Tanh => self.add(un(UnaryKind::Tanh), &[x]),
-            Activation::GeluErf => self.add(Gelu { approximate: GeluApprox::None }, &[x]),
-            Activation::GeluTanh => self.add(Gelu { approximate: GeluApprox::Tanh }, &[x]),
+            Activation::GeluErf => self.add(
+                Gelu {
+                    approximate: GeluApprox::None,
+                },
+                &[x],
+            ),
+            Activation::GeluTanh => self.add(
+                Gelu {
+                    approximate: GeluApprox::Tanh,
+                },
+                &[x],
+            ),
             Activation::Silu => {
                 let s = self.add(un(UnaryKind::Sigmoid), &[x])?;
                 self.bin(BinaryKind::Mul, x, s)
@@ -121,7 +145,9 @@ fn attention(
     outs: &[rlx_ir::TensorType],
 ) -> Result<Vec<Value>, String> {
     if a.has_past || a.has_nonpad || outs.len() != 1 {
-        return Err("attention with a KV cache, sequence lengths or extra outputs is not decomposed".into());
+        return Err(
+            "attention with a KV cache, sequence lengths or extra outputs is not decomposed".into(),
+        );
     }
     if a.is_causal || a.softcap != 0.0 {
         return Err("causal or soft-capped attention is not decomposed".into());
@@ -137,17 +163,27 @@ fn attention(
     let scale = match a.scale {
         Some(s) => f64::from(s),
         None => {
-            let d = qt.shape.0[3].known().ok_or("the head size is symbolic; give the scale")?;
+            let d = qt.shape.0[3]
+                .known()
+                .ok_or("the head size is symbolic; give the scale")?;
             1.0 / (d as f64).sqrt()
         }
     };
     let mask = a.ports().mask.map(|p| ins[p]);
     if let Some(m) = mask {
         if b.g.ty(m).dtype != qt.dtype {
-            return Err(format!("a {} mask is not decomposed (only float masks)", b.g.ty(m).dtype));
+            return Err(format!(
+                "a {} mask is not decomposed (only float masks)",
+                b.g.ty(m).dtype
+            ));
         }
     }
-    let kt_ = b.add(Transpose { perm: vec![0, 1, 3, 2] }, &[k])?;
+    let kt_ = b.add(
+        Transpose {
+            perm: vec![0, 1, 3, 2],
+        },
+        &[k],
+    )?;
     let mut s = b.add(MatMul {}, &[q, kt_])?;
     let st = float_tensor(qt.dtype, &[], &[scale]).ok_or("bad scale")?;
     let sc = constant(b.g, b.w, &format!("{}.scale", b.name), b.origin.clone(), st);
@@ -155,6 +191,12 @@ fn attention(
     if let Some(m) = mask {
         s = b.bin(BinaryKind::Add, s, m)?;
     }
-    let p = b.add(Softmax { kind: SoftmaxKind::Softmax, axis: -1 }, &[s])?;
+    let p = b.add(
+        Softmax {
+            kind: SoftmaxKind::Softmax,
+            axis: -1,
+        },
+        &[s],
+    )?;
     Ok(vec![b.add(MatMul {}, &[p, v])?])
 }

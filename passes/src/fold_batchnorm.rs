@@ -12,7 +12,7 @@
 //! Constants must be per channel (the conv's axis 1, the matmul's last axis)
 //! and must not widen the output by broadcasting.
 
-use rlx_ir::ops::{BinaryKind, Binary, MatMul};
+use rlx_ir::ops::{Binary, BinaryKind, MatMul};
 use rlx_ir::{DType, Graph, Op, Tensor};
 
 use crate::manager::{Pass, PassContext, PassError};
@@ -33,19 +33,53 @@ impl Pass for FoldBatchNorm {
         let conv3 = || op("conv", [any("x"), leaf("w"), leaf("b")]).bind("conv");
         let mm = || op("matmul", [any("x"), leaf("w")]).bind("mm");
         let rules = [
-            Rule { name: "fold-batchnorm.conv-scale", pattern: op("mul", [conv2(), leaf("a")]).commutative(), rewrite: conv_scale },
-            Rule { name: "fold-batchnorm.conv-scale", pattern: op("mul", [conv3(), leaf("a")]).commutative(), rewrite: conv_scale },
-            Rule { name: "fold-batchnorm.conv-shift", pattern: op("add", [conv2(), leaf("d")]).commutative(), rewrite: conv_shift },
-            Rule { name: "fold-batchnorm.conv-shift", pattern: op("add", [conv3(), leaf("d")]).commutative(), rewrite: conv_shift },
-            Rule { name: "fold-batchnorm.matmul-scale", pattern: op("mul", [mm(), leaf("a")]).commutative(), rewrite: matmul_scale },
+            Rule {
+                name: "fold-batchnorm.conv-scale",
+                pattern: op("mul", [conv2(), leaf("a")]).commutative(),
+                rewrite: conv_scale,
+            },
+            Rule {
+                name: "fold-batchnorm.conv-scale",
+                pattern: op("mul", [conv3(), leaf("a")]).commutative(),
+                rewrite: conv_scale,
+            },
+            Rule {
+                name: "fold-batchnorm.conv-shift",
+                pattern: op("add", [conv2(), leaf("d")]).commutative(),
+                rewrite: conv_shift,
+            },
+            Rule {
+                name: "fold-batchnorm.conv-shift",
+                pattern: op("add", [conv3(), leaf("d")]).commutative(),
+                rewrite: conv_shift,
+            },
             Rule {
                 name: "fold-batchnorm.matmul-scale",
-                pattern: op("mul", [op("add", [mm(), leaf("c")]).commutative().bind("add"), leaf("a")]).commutative(),
+                pattern: op("mul", [mm(), leaf("a")]).commutative(),
+                rewrite: matmul_scale,
+            },
+            Rule {
+                name: "fold-batchnorm.matmul-scale",
+                pattern: op(
+                    "mul",
+                    [
+                        op("add", [mm(), leaf("c")]).commutative().bind("add"),
+                        leaf("a"),
+                    ],
+                )
+                .commutative(),
                 rewrite: matmul_scale,
             },
             Rule {
                 name: "fold-batchnorm.matmul-shift",
-                pattern: op("add", [op("add", [mm(), leaf("c")]).commutative().bind("add"), leaf("d")]).commutative(),
+                pattern: op(
+                    "add",
+                    [
+                        op("add", [mm(), leaf("c")]).commutative().bind("add"),
+                        leaf("d"),
+                    ],
+                )
+                .commutative(),
                 rewrite: matmul_shift,
             },
         ];
@@ -141,41 +175,67 @@ fn conv_op(g: &Graph, m: &Match) -> Op {
 }
 
 fn conv_scale(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some((c, rank, w)) = conv_geom(g, cx, m) else { return Ok(false) };
-    let Some(a) = const_of(g, cx.weights, m.v("a")).and_then(|t| per_channel(&t, rank, 1, c)) else {
+    let Some((c, rank, w)) = conv_geom(g, cx, m) else {
         return Ok(false);
     };
-    let (Some(w2), Some(b)) = (scale(&w, &a, false), bias_of(g, cx, m, c)) else { return Ok(false) };
+    let Some(a) = const_of(g, cx.weights, m.v("a")).and_then(|t| per_channel(&t, rank, 1, c))
+    else {
+        return Ok(false);
+    };
+    let (Some(w2), Some(b)) = (scale(&w, &a, false), bias_of(g, cx, m, c)) else {
+        return Ok(false);
+    };
     let b2: Vec<f64> = b.iter().zip(&a).map(|(b, a)| b * a).collect();
-    finish_conv(g, cx, m, w2, m.values.get("b").map(|_| b2))
+    finish_conv(g, cx, m, Kernel::Scaled(w2), m.values.get("b").map(|_| b2))
 }
 
 fn conv_shift(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some((c, rank, w)) = conv_geom(g, cx, m) else { return Ok(false) };
-    let Some(d) = const_of(g, cx.weights, m.v("d")).and_then(|t| per_channel(&t, rank, 1, c)) else {
+    let Some((c, rank, _)) = conv_geom(g, cx, m) else {
         return Ok(false);
     };
-    let Some(b) = bias_of(g, cx, m, c) else { return Ok(false) };
+    let Some(d) = const_of(g, cx.weights, m.v("d")).and_then(|t| per_channel(&t, rank, 1, c))
+    else {
+        return Ok(false);
+    };
+    let Some(b) = bias_of(g, cx, m, c) else {
+        return Ok(false);
+    };
     let b2: Vec<f64> = b.iter().zip(&d).map(|(b, d)| b + d).collect();
-    finish_conv(g, cx, m, w, Some(b2))
+    finish_conv(g, cx, m, Kernel::Keep, Some(b2))
+}
+
+/// The conv's new weights: rescaled, or the matched weights kept as they are.
+enum Kernel {
+    Scaled(Tensor),
+    Keep,
 }
 
 fn finish_conv(
     g: &mut Graph,
     cx: &mut PassContext,
     m: &Match,
-    w: Tensor,
+    kernel: Kernel,
     bias: Option<Vec<f64>>,
 ) -> Result<bool, String> {
-    let dtype = w.dtype();
+    let dtype = g.ty(m.v("w")).dtype;
     let origin = union_origin(g, &rev(g, m));
     let conv_name = g.node(m.n("conv")).name.clone();
     let mut ins = vec![m.v("x")];
-    let wv = constant(g, cx.weights, &format!("{conv_name}.w"), origin.clone(), w);
-    ins.push(wv);
+    ins.push(match kernel {
+        Kernel::Scaled(w) => constant(g, cx.weights, &format!("{conv_name}.w"), origin.clone(), w),
+        Kernel::Keep => m.v("w"),
+    });
     if let Some(b) = bias {
-        let Some(t) = float_tensor(dtype, &[b.len()], &b) else { return Ok(false) };
-        ins.push(constant(g, cx.weights, &format!("{conv_name}.b"), origin.clone(), t));
+        let Some(t) = float_tensor(dtype, &[b.len()], &b) else {
+            return Ok(false);
+        };
+        ins.push(constant(
+            g,
+            cx.weights,
+            &format!("{conv_name}.b"),
+            origin.clone(),
+            t,
+        ));
     }
     let op = conv_op(g, m);
     replace_root(g, cx.weights, m.root(), op, &ins, origin)?;
@@ -218,14 +278,22 @@ fn mm_geom(g: &Graph, cx: &PassContext, m: &Match) -> Option<(usize, usize, Tens
 }
 
 fn matmul_scale(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some((n, rank, w)) = mm_geom(g, cx, m) else { return Ok(false) };
-    let Some(a) = const_of(g, cx.weights, m.v("a")).and_then(|t| per_channel(&t, rank, rank - 1, n)) else {
+    let Some((n, rank, w)) = mm_geom(g, cx, m) else {
         return Ok(false);
     };
-    let Some(w2) = scale(&w, &a, true) else { return Ok(false) };
+    let Some(a) =
+        const_of(g, cx.weights, m.v("a")).and_then(|t| per_channel(&t, rank, rank - 1, n))
+    else {
+        return Ok(false);
+    };
+    let Some(w2) = scale(&w, &a, true) else {
+        return Ok(false);
+    };
     let shift = match m.values.get("c") {
         Some(c) => {
-            let Some(c) = const_of(g, cx.weights, *c).and_then(|t| per_channel(&t, rank, rank - 1, n)) else {
+            let Some(c) =
+                const_of(g, cx.weights, *c).and_then(|t| per_channel(&t, rank, rank - 1, n))
+            else {
                 return Ok(false);
             };
             Some(c.iter().zip(&a).map(|(c, a)| c * a).collect::<Vec<f64>>())
@@ -240,9 +308,12 @@ fn matmul_scale(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, 
     match shift {
         None => replace_root(g, cx.weights, m.root(), MatMul {}, &[m.v("x"), wv], origin)?,
         Some(c) => {
-            let Some(t) = float_tensor(dtype, &[n], &c) else { return Ok(false) };
+            let Some(t) = float_tensor(dtype, &[n], &c) else {
+                return Ok(false);
+            };
             let cv = constant(g, cx.weights, &format!("{name}.b"), origin.clone(), t);
-            g.set_inputs(mm, &[m.v("x"), wv]).map_err(|e| e.to_string())?;
+            g.set_inputs(mm, &[m.v("x"), wv])
+                .map_err(|e| e.to_string())?;
             let mmv = rlx_ir::Value::of(mm);
             replace_root(g, cx.weights, m.root(), add(), &[mmv, cv], origin)?;
         }
@@ -251,16 +322,27 @@ fn matmul_scale(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, 
 }
 
 fn add() -> Binary {
-    Binary { kind: BinaryKind::Add }
+    Binary {
+        kind: BinaryKind::Add,
+    }
 }
 
 fn matmul_shift(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some((n, rank, _)) = mm_geom(g, cx, m) else { return Ok(false) };
-    let get = |k: &str| const_of(g, cx.weights, m.v(k)).and_then(|t| per_channel(&t, rank, rank - 1, n));
-    let (Some(c), Some(d)) = (get("c"), get("d")) else { return Ok(false) };
-    let Some(dtype) = const_of(g, cx.weights, m.v("c")).map(|t| t.dtype()) else { return Ok(false) };
+    let Some((n, rank, _)) = mm_geom(g, cx, m) else {
+        return Ok(false);
+    };
+    let get =
+        |k: &str| const_of(g, cx.weights, m.v(k)).and_then(|t| per_channel(&t, rank, rank - 1, n));
+    let (Some(c), Some(d)) = (get("c"), get("d")) else {
+        return Ok(false);
+    };
+    let Some(dtype) = const_of(g, cx.weights, m.v("c")).map(|t| t.dtype()) else {
+        return Ok(false);
+    };
     let sum: Vec<f64> = c.iter().zip(&d).map(|(c, d)| c + d).collect();
-    let Some(t) = float_tensor(dtype, &[n], &sum) else { return Ok(false) };
+    let Some(t) = float_tensor(dtype, &[n], &sum) else {
+        return Ok(false);
+    };
     let origin = union_origin(g, &rev(g, m));
     let name = g.node(m.n("mm")).name.clone();
     let cv = constant(g, cx.weights, &format!("{name}.b"), origin.clone(), t);

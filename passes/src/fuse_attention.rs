@@ -53,7 +53,11 @@ impl Pass for FuseAttention {
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
         let rules: Vec<Rule> = patterns()
             .into_iter()
-            .map(|pattern| Rule { name: "attention", pattern, rewrite })
+            .map(|pattern| Rule {
+                name: "attention",
+                pattern,
+                rewrite,
+            })
             .collect();
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
@@ -72,7 +76,9 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     if qt.shape.0[..2] != ktt.shape.0[..2] || qt.shape.0[..2] != vt.shape.0[..2] {
         return Ok(false);
     }
-    let Op::Softmax(sm) = &g.node(m.n("softmax")).op else { return Ok(false) };
+    let Op::Softmax(sm) = &g.node(m.n("softmax")).op else {
+        return Ok(false);
+    };
     if sm.axis != -1 && sm.axis != 3 {
         return Ok(false);
     }
@@ -82,7 +88,9 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     }
     let scale = match (m.values.get("scale"), m.values.get("div")) {
         (Some(s), _) => splat(g, cx.weights, *s),
-        (_, Some(d)) => splat(g, cx.weights, *d).filter(|d| *d != 0.0).map(|d| 1.0 / d),
+        (_, Some(d)) => splat(g, cx.weights, *d)
+            .filter(|d| *d != 0.0)
+            .map(|d| 1.0 / d),
         _ => Some(1.0),
     };
     let Some(scale) = scale else { return Ok(false) };
@@ -97,7 +105,9 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     let k = add_op(
         g,
         cx.weights,
-        Transpose { perm: vec![0, 1, 3, 2] },
+        Transpose {
+            perm: vec![0, 1, 3, 2],
+        },
         &format!("{name}.k"),
         origin.clone(),
         &[kt],

@@ -19,8 +19,7 @@ pub struct FuseConv;
 const NAME: &str = "fuse-conv";
 
 fn is_conv(op: &Op) -> bool {
-    matches!(op, Op::Conv(_))
-        || matches!(op, Op::FusedConv(f) if f.activation == Activation::None)
+    matches!(op, Op::Conv(_)) || matches!(op, Op::FusedConv(f) if f.activation == Activation::None)
 }
 
 /// The fused form of a `conv` or `fused_conv` with `act`.
@@ -51,8 +50,16 @@ impl Pass for FuseConv {
         let c2 = op_if(is_conv, [any("x"), any("w")]).bind("p");
         let c3 = op_if(is_conv, [any("x"), any("w"), any("b")]).bind("p");
         let mut rules = vec![
-            Rule { name: "fused_conv.bias", pattern: op("add", [c2.clone(), leaf("d")]).commutative(), rewrite: bias },
-            Rule { name: "fused_conv.bias", pattern: op("add", [c3.clone(), leaf("d")]).commutative(), rewrite: bias },
+            Rule {
+                name: "fused_conv.bias",
+                pattern: op("add", [c2.clone(), leaf("d")]).commutative(),
+                rewrite: bias,
+            },
+            Rule {
+                name: "fused_conv.bias",
+                pattern: op("add", [c3.clone(), leaf("d")]).commutative(),
+                rewrite: bias,
+            },
         ];
         rules.extend(act_rules(&[c2, c3], activate, "fused_conv.activation"));
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
@@ -65,9 +72,14 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
     if out != g.node(m.root()).outputs[0] || !out.dtype.is_float() {
         return Ok(false);
     }
-    let Some(w) = const_of(g, cx.weights, m.v("w")) else { return Ok(false) };
-    let Some(&c) = w.dims().first() else { return Ok(false) };
-    let Some(d) = const_of(g, cx.weights, m.v("d")).and_then(|t| per_channel(&t, out.rank(), 1, c)) else {
+    let Some(w) = const_of(g, cx.weights, m.v("w")) else {
+        return Ok(false);
+    };
+    let Some(&c) = w.dims().first() else {
+        return Ok(false);
+    };
+    let Some(d) = const_of(g, cx.weights, m.v("d")).and_then(|t| per_channel(&t, out.rank(), 1, c))
+    else {
         return Ok(false);
     };
     let b = match m.values.get("b") {
@@ -78,8 +90,12 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
         None => vec![0.0; c],
     };
     let sum: Vec<f64> = b.iter().zip(&d).map(|(b, d)| b + d).collect();
-    let Some(t) = float_tensor(out.dtype, &[c], &sum) else { return Ok(false) };
-    let Some(op) = fused(&g.node(p).op, Activation::None) else { return Ok(false) };
+    let Some(t) = float_tensor(out.dtype, &[c], &sum) else {
+        return Ok(false);
+    };
+    let Some(op) = fused(&g.node(p).op, Activation::None) else {
+        return Ok(false);
+    };
     let origin = union_origin(g, &rev(g, m));
     let name = g.node(p).name.clone();
     let bv = constant(g, cx.weights, &format!("{name}.b"), origin.clone(), t);
@@ -89,13 +105,17 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
 }
 
 fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some(act) = root_activation(g, m) else { return Ok(false) };
+    let Some(act) = root_activation(g, m) else {
+        return Ok(false);
+    };
     let p = m.n("p");
     let out = &g.node(p).outputs[0];
     if !out.dtype.is_float() || *out != g.node(m.root()).outputs[0] {
         return Ok(false);
     }
-    let Some(op) = fused(&g.node(p).op, act) else { return Ok(false) };
+    let Some(op) = fused(&g.node(p).op, act) else {
+        return Ok(false);
+    };
     let mut ins = vec![m.v("x"), m.v("w")];
     if let Some(b) = m.values.get("b") {
         ins.push(*b);

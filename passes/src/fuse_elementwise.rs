@@ -41,24 +41,33 @@ impl Pass for FuseElementwise {
                 continue;
             }
             region.sort_by_key(|n| pos.get(n).copied().unwrap_or(0));
-            let Some((program, inputs)) = build(g, cx.weights, &region) else { continue };
+            let Some((program, inputs)) = build(g, cx.weights, &region) else {
+                continue;
+            };
             if program.0.len() > MAX_INSTRS {
                 continue;
             }
             let origin = union_origin(g, &region);
             let before = g.node(root).outputs.clone();
-            replace_root(g, cx.weights, root, ElementwiseRegion { program }, &inputs, origin)
-                .map_err(|reason| PassError::Node {
-                    pass: NAME,
-                    node: g.node(root).name.clone(),
-                    origin: g.node(root).origin_text(),
-                    reason,
-                })?;
+            replace_root(
+                g,
+                cx.weights,
+                root,
+                ElementwiseRegion { program },
+                &inputs,
+                origin,
+            )
+            .map_err(|reason| PassError::Node {
+                pass: NAME,
+                node: g.node(root).name.clone(),
+                origin: g.node(root).origin_text(),
+                reason,
+            })?;
             if g.node(root).outputs != before {
-                return Err(PassError::graph(NAME, format!(
-                    "region at `{}` changed its type",
-                    g.node(root).name
-                )));
+                return Err(PassError::graph(
+                    NAME,
+                    format!("region at `{}` changed its type", g.node(root).name),
+                ));
             }
             taken.extend(region.iter().copied());
             remove_dead(g, &region);
@@ -75,7 +84,12 @@ impl Pass for FuseElementwise {
 /// A scalar float leaf: becomes a literal.
 fn literal(g: &Graph, w: &Weights, v: Value) -> Option<f64> {
     let n = g.node(v.node);
-    if !n.op.is_leaf() || n.outputs[0].shape.as_known().is_none_or(|d| d.iter().product::<usize>() != 1) {
+    if !n.op.is_leaf()
+        || n.outputs[0]
+            .shape
+            .as_known()
+            .is_none_or(|d| d.iter().product::<usize>() != 1)
+    {
         return None;
     }
     splat(g, w, v)
@@ -95,7 +109,9 @@ fn fusable(g: &Graph, w: &Weights, id: NodeId) -> bool {
     match &node.op {
         Op::Unary(u) => RegionFn::Unary(u.kind).allowed(),
         Op::Binary(b) => RegionFn::Binary(b.kind).allowed(),
-        Op::Clip(_) => ins.len() == 3 && literal(g, w, ins[1]).is_some() && literal(g, w, ins[2]).is_some(),
+        Op::Clip(_) => {
+            ins.len() == 3 && literal(g, w, ins[1]).is_some() && literal(g, w, ins[2]).is_some()
+        }
         Op::ElementwiseRegion(_) => true,
         _ => false,
     }
@@ -116,7 +132,9 @@ fn grow(g: &Graph, w: &Weights, root: NodeId, taken: &HashSet<NodeId>) -> Vec<No
                 continue;
             }
             let only_here = !g.outputs().iter().any(|o| o.value.node == p)
-                && g.users_of(Value::of(p)).iter().all(|(u, _)| set.contains(u));
+                && g.users_of(Value::of(p))
+                    .iter()
+                    .all(|(u, _)| set.contains(u));
             if only_here {
                 set.insert(p);
                 region.push(p);
@@ -132,22 +150,23 @@ fn build(g: &Graph, w: &Weights, region: &[NodeId]) -> Option<(Program, Vec<Valu
     let mut inputs: Vec<Value> = Vec::new();
     let mut result: HashMap<NodeId, u16> = HashMap::new();
     let mut prog: Vec<Instr> = Vec::new();
-    let operand = |v: Value, inputs: &mut Vec<Value>, result: &HashMap<NodeId, u16>| -> Option<Operand> {
-        if set.contains(&v.node) {
-            return result.get(&v.node).map(|t| Operand::Temp(*t));
-        }
-        if let Some(c) = literal(g, w, v) {
-            return Some(Operand::Const(c));
-        }
-        let k = match inputs.iter().position(|x| *x == v) {
-            Some(k) => k,
-            None => {
-                inputs.push(v);
-                inputs.len() - 1
+    let operand =
+        |v: Value, inputs: &mut Vec<Value>, result: &HashMap<NodeId, u16>| -> Option<Operand> {
+            if set.contains(&v.node) {
+                return result.get(&v.node).map(|t| Operand::Temp(*t));
             }
+            if let Some(c) = literal(g, w, v) {
+                return Some(Operand::Const(c));
+            }
+            let k = match inputs.iter().position(|x| *x == v) {
+                Some(k) => k,
+                None => {
+                    inputs.push(v);
+                    inputs.len() - 1
+                }
+            };
+            Some(Operand::Input(u16::try_from(k).ok()?))
         };
-        Some(Operand::Input(u16::try_from(k).ok()?))
-    };
     for &n in region {
         let ins = g.inputs_of(n);
         let args: Vec<Operand> = ins
@@ -162,8 +181,16 @@ fn build(g: &Graph, w: &Weights, region: &[NodeId]) -> Option<(Program, Vec<Valu
             Op::Unary(u) => push(&mut prog, RegionFn::Unary(u.kind), args)?,
             Op::Binary(b) => push(&mut prog, RegionFn::Binary(b.kind), args)?,
             Op::Clip(_) => {
-                let lo = push(&mut prog, RegionFn::Binary(BinaryKind::Max), vec![args[0], args[1]])?;
-                push(&mut prog, RegionFn::Binary(BinaryKind::Min), vec![Operand::Temp(lo), args[2]])?
+                let lo = push(
+                    &mut prog,
+                    RegionFn::Binary(BinaryKind::Max),
+                    vec![args[0], args[1]],
+                )?;
+                push(
+                    &mut prog,
+                    RegionFn::Binary(BinaryKind::Min),
+                    vec![Operand::Temp(lo), args[2]],
+                )?
             }
             Op::ElementwiseRegion(r) => {
                 let base = u16::try_from(prog.len()).ok()?;

@@ -75,13 +75,17 @@ impl Pass for FuseGelu {
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
         let mut rules: Vec<Rule> = erf_forms()
             .into_iter()
-            .map(|pattern| Rule { name: "gelu.erf", pattern, rewrite: erf })
+            .map(|pattern| Rule {
+                name: "gelu.erf",
+                pattern,
+                rewrite: erf,
+            })
             .collect();
-        rules.extend(
-            tanh_forms()
-                .into_iter()
-                .map(|pattern| Rule { name: "gelu.tanh", pattern, rewrite: tanh }),
-        );
+        rules.extend(tanh_forms().into_iter().map(|pattern| Rule {
+            name: "gelu.tanh",
+            pattern,
+            rewrite: tanh,
+        }));
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }
@@ -94,7 +98,12 @@ fn constants_ok(g: &Graph, cx: &PassContext, m: &Match, want: &[(&str, f64)]) ->
     })
 }
 
-fn finish(g: &mut Graph, cx: &mut PassContext, m: &Match, approximate: GeluApprox) -> Result<bool, String> {
+fn finish(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    m: &Match,
+    approximate: GeluApprox,
+) -> Result<bool, String> {
     let x = m.v("x");
     if *g.ty(x) != g.node(m.root()).outputs[0] || !g.ty(x).dtype.is_float() {
         return Ok(false);

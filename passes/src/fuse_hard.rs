@@ -23,7 +23,11 @@ const NAME: &str = "fuse-hard-activations";
 /// The HardSigmoid forms over `x`: importer's and PyTorch's (`/ 6` or `* 1/6`).
 fn hard_sigmoids() -> Vec<Pat> {
     let x = || any("x");
-    let affine = op("add", [op("mul", [x(), leaf("alpha")]).commutative(), leaf("beta")]).commutative();
+    let affine = op(
+        "add",
+        [op("mul", [x(), leaf("alpha")]).commutative(), leaf("beta")],
+    )
+    .commutative();
     let shifted = || op("add", [x(), leaf("three")]).commutative();
     let relu6 = || op("clip", [shifted(), leaf("lo"), leaf("six")]);
     vec![
@@ -47,15 +51,32 @@ impl Pass for FuseHard {
                 rewrite: swish,
             });
             // PyTorch: x * clip(x + 3, 0, 6) / 6 associates the other way.
-            rules.push(Rule { name: "hard_sigmoid", pattern: h, rewrite: sigmoid });
+            rules.push(Rule {
+                name: "hard_sigmoid",
+                pattern: h,
+                rewrite: sigmoid,
+            });
         }
         let x = || any("x");
-        let relu6 = op("clip", [op("add", [x(), leaf("three")]).commutative(), leaf("lo"), leaf("six")]);
-        rules.insert(0, Rule {
-            name: "hard_swish",
-            pattern: op("div", [op("mul", [x(), relu6]).commutative(), leaf("six_div")]),
-            rewrite: swish,
-        });
+        let relu6 = op(
+            "clip",
+            [
+                op("add", [x(), leaf("three")]).commutative(),
+                leaf("lo"),
+                leaf("six"),
+            ],
+        );
+        rules.insert(
+            0,
+            Rule {
+                name: "hard_swish",
+                pattern: op(
+                    "div",
+                    [op("mul", [x(), relu6]).commutative(), leaf("six_div")],
+                ),
+                rewrite: swish,
+            },
+        );
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }
@@ -80,7 +101,10 @@ fn params(g: &Graph, cx: &PassContext, m: &Match) -> Option<(f64, f64)> {
 }
 
 fn program(alpha: f64, beta: f64, swish: bool) -> Program {
-    let b = |k: BinaryKind, a: Operand, c: Operand| Instr { f: RegionFn::Binary(k), args: vec![a, c] };
+    let b = |k: BinaryKind, a: Operand, c: Operand| Instr {
+        f: RegionFn::Binary(k),
+        args: vec![a, c],
+    };
     use Operand::{Const, Input, Temp};
     let mut v = vec![
         b(BinaryKind::Mul, Input(0), Const(alpha)),
@@ -95,13 +119,17 @@ fn program(alpha: f64, beta: f64, swish: bool) -> Program {
 }
 
 fn form(g: &mut Graph, cx: &mut PassContext, m: &Match, swish: bool) -> Result<bool, String> {
-    let Some((alpha, beta)) = params(g, cx, m) else { return Ok(false) };
+    let Some((alpha, beta)) = params(g, cx, m) else {
+        return Ok(false);
+    };
     let x = m.v("x");
     let t = g.ty(x).clone();
     if t != g.node(m.root()).outputs[0] || !rlx_ir::ops::REGION_DTYPES.contains(&t.dtype) {
         return Ok(false);
     }
-    let op = ElementwiseRegion { program: program(alpha, beta, swish) };
+    let op = ElementwiseRegion {
+        program: program(alpha, beta, swish),
+    };
     let origin = union_origin(g, &rev(g, m));
     replace_root(g, cx.weights, m.root(), op, &[x], origin)?;
     Ok(true)

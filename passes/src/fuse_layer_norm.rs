@@ -60,7 +60,11 @@ impl Pass for FuseLayerNorm {
         let rules: Vec<Rule> = [normalized(true), normalized(false)]
             .into_iter()
             .flat_map(affine)
-            .map(|pattern| Rule { name: "layer_norm.decomposed", pattern, rewrite })
+            .map(|pattern| Rule {
+                name: "layer_norm.decomposed",
+                pattern,
+                rewrite,
+            })
             .collect();
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
@@ -88,22 +92,37 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     let axes_of = |v: Value| -> Option<Vec<usize>> {
         let mut a: Vec<usize> = const_f64s(g, cx.weights, v)?
             .into_iter()
-            .map(|a| if a < 0.0 { a as i64 + r as i64 } else { a as i64 })
+            .map(|a| {
+                if a < 0.0 {
+                    a as i64 + r as i64
+                } else {
+                    a as i64
+                }
+            })
             .map(|a| usize::try_from(a).ok().filter(|a| *a < r))
             .collect::<Option<_>>()?;
         a.sort();
         a.dedup();
         Some(a)
     };
-    let (Some(a1), Some(a2)) = (axes_of(m.v("axes")), axes_of(m.v("axes2"))) else { return Ok(false) };
-    let Some(&first) = a1.first() else { return Ok(false) };
+    let (Some(a1), Some(a2)) = (axes_of(m.v("axes")), axes_of(m.v("axes2"))) else {
+        return Ok(false);
+    };
+    let Some(&first) = a1.first() else {
+        return Ok(false);
+    };
     if a1 != a2 || a1 != (first..r).collect::<Vec<_>>() {
         return Ok(false);
     }
-    if m.values.get("two").is_some_and(|t| splat(g, cx.weights, *t) != Some(2.0)) {
+    if m.values
+        .get("two")
+        .is_some_and(|t| splat(g, cx.weights, *t) != Some(2.0))
+    {
         return Ok(false);
     }
-    let Some(eps) = splat(g, cx.weights, m.v("eps")).filter(|e| *e >= 0.0) else { return Ok(false) };
+    let Some(eps) = splat(g, cx.weights, m.v("eps")).filter(|e| *e >= 0.0) else {
+        return Ok(false);
+    };
     let norm = &xt.shape.0[first..];
     let mut ins = vec![x];
     match m.values.get("gamma") {
@@ -114,11 +133,21 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
             ins.push(*gm);
         }
         None => {
-            let Some(dims) = Shape(norm.to_vec()).as_known() else { return Ok(false) };
+            let Some(dims) = Shape(norm.to_vec()).as_known() else {
+                return Ok(false);
+            };
             let n: usize = dims.iter().product();
-            let Some(t) = float_tensor(xt.dtype, &dims, &vec![1.0; n]) else { return Ok(false) };
+            let Some(t) = float_tensor(xt.dtype, &dims, &vec![1.0; n]) else {
+                return Ok(false);
+            };
             let name = g.node(m.root()).name.clone();
-            ins.push(constant(g, cx.weights, &format!("{name}.scale"), Vec::new(), t));
+            ins.push(constant(
+                g,
+                cx.weights,
+                &format!("{name}.scale"),
+                Vec::new(),
+                t,
+            ));
         }
     }
     if let Some(b) = m.values.get("beta") {

@@ -44,10 +44,18 @@ fn is_plain_fused_mm(op: &Op) -> bool {
 }
 
 /// The activation rules over producer patterns `prods` (each binding `p`).
-pub fn act_rules(prods: &[Pat], rewrite: crate::pattern::RewriteFn, name: &'static str) -> Vec<Rule> {
+pub fn act_rules(
+    prods: &[Pat],
+    rewrite: crate::pattern::RewriteFn,
+    name: &'static str,
+) -> Vec<Rule> {
     let mut v = Vec::new();
     for p in prods {
-        v.push(Rule { name, pattern: op_if(is_act, [p.clone()]), rewrite });
+        v.push(Rule {
+            name,
+            pattern: op_if(is_act, [p.clone()]),
+            rewrite,
+        });
         v.push(Rule {
             name,
             pattern: op("mul", [p.clone(), op("sigmoid", [p.clone()])]).commutative(),
@@ -80,7 +88,11 @@ impl Pass for FuseMatMul {
             pattern: op("add", [mm.clone(), any("bias")]).commutative(),
             rewrite: bias,
         }];
-        rules.extend(act_rules(&[mm, plain2, plain3], activate, "fused_matmul.activation"));
+        rules.extend(act_rules(
+            &[mm, plain2, plain3],
+            activate,
+            "fused_matmul.activation",
+        ));
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }
@@ -92,16 +104,21 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
         return Ok(false);
     }
     let origin = union_origin(g, &rev(g, m));
-    let op = FusedMatMul { activation: Activation::None };
+    let op = FusedMatMul {
+        activation: Activation::None,
+    };
     let ins = [m.v("a"), m.v("b"), m.v("bias")];
     replace_root(g, cx.weights, m.root(), op, &ins, origin)?;
     Ok(true)
 }
 
 fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some(act) = root_activation(g, m) else { return Ok(false) };
+    let Some(act) = root_activation(g, m) else {
+        return Ok(false);
+    };
     let p = m.n("p");
-    if !g.node(p).outputs[0].dtype.is_float() || g.node(p).outputs[0] != g.node(m.root()).outputs[0] {
+    if !g.node(p).outputs[0].dtype.is_float() || g.node(p).outputs[0] != g.node(m.root()).outputs[0]
+    {
         return Ok(false);
     }
     let mut ins = vec![m.v("a"), m.v("b")];
@@ -109,6 +126,13 @@ fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Stri
         ins.push(*b);
     }
     let origin = union_origin(g, &rev(g, m));
-    replace_root(g, cx.weights, m.root(), FusedMatMul { activation: act }, &ins, origin)?;
+    replace_root(
+        g,
+        cx.weights,
+        m.root(),
+        FusedMatMul { activation: act },
+        &ins,
+        origin,
+    )?;
     Ok(true)
 }

@@ -44,7 +44,9 @@ impl Pass for FuseResidualNorm {
             if !g.contains(id) {
                 continue;
             }
-            let Some(m) = pats.iter().find_map(|p| matches(g, p, id)) else { continue };
+            let Some(m) = pats.iter().find_map(|p| matches(g, p, id)) else {
+                continue;
+            };
             if rewrite(g, cx, &m).map_err(|reason| PassError::Node {
                 pass: NAME,
                 node: g.node(id).name.clone(),
@@ -83,7 +85,14 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
         ins.push(*b);
     }
     let origin = union_origin(g, &rev(g, m));
-    replace_root(g, cx.weights, root, ResidualNorm { axis, epsilon, rms }, &ins, origin)?;
+    replace_root(
+        g,
+        cx.weights,
+        root,
+        ResidualNorm { axis, epsilon, rms },
+        &ins,
+        origin,
+    )?;
     // Whatever else read the sum reads output 1 now.
     g.replace_uses(Value::of(sum), Value::new(root, 1))
         .map_err(|e| e.to_string())?;

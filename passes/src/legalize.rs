@@ -22,7 +22,9 @@ impl Pass for Legalize {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let Some(backend) = cx.backend else { return Ok(false) };
+        let Some(backend) = cx.backend else {
+            return Ok(false);
+        };
         let mut bad = Vec::new();
         let mut counts = Vec::new();
         let changed = legalize(g, cx.weights, backend, &mut bad, &mut counts)
@@ -92,7 +94,9 @@ fn legalize(
             if node.op.is_leaf() {
                 continue;
             }
-            let Err(reason) = backend.supports(node, &input_types(g, id)) else { continue };
+            let Err(reason) = backend.supports(node, &input_types(g, id)) else {
+                continue;
+            };
             let op = node.op.name();
             match decompose(g, w, id) {
                 Ok(values) => {
@@ -133,7 +137,11 @@ pub enum Support {
 
 /// Per node of `g` (top level, topological order): name, op, origin and how
 /// `backend` runs it.
-pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, String, String, Support)> {
+pub fn classify(
+    g: &Graph,
+    w: &Weights,
+    backend: &dyn Backend,
+) -> Vec<(String, String, String, Support)> {
     let mut out = Vec::new();
     for id in g.topo_order().unwrap_or_else(|_| g.node_ids()) {
         let node = g.node(id);
@@ -148,8 +156,11 @@ pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, S
                 match decompose(&mut g2, &mut w2, id) {
                     Err(why) => Support::Unsupported(format!("{reason}; {why}")),
                     Ok(_) => {
-                        let new: Vec<NodeId> =
-                            g2.node_ids().into_iter().filter(|n| !before.contains(n)).collect();
+                        let new: Vec<NodeId> = g2
+                            .node_ids()
+                            .into_iter()
+                            .filter(|n| !before.contains(n))
+                            .collect();
                         let mut ops = Vec::new();
                         let mut missing = None;
                         for n in new {
@@ -158,7 +169,10 @@ pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, S
                                 continue;
                             }
                             if let Err(r) = backend.supports(nn, &input_types(&g2, n)) {
-                                missing = Some(format!("{reason}; its part `{}` is unsupported too: {r}", nn.op.name()));
+                                missing = Some(format!(
+                                    "{reason}; its part `{}` is unsupported too: {r}",
+                                    nn.op.name()
+                                ));
                             }
                             ops.push(nn.op.name().to_string());
                         }
@@ -170,7 +184,12 @@ pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, S
                 }
             }
         };
-        out.push((node.name.clone(), node.op.name().to_string(), node.origin_text(), status));
+        out.push((
+            node.name.clone(),
+            node.op.name().to_string(),
+            node.origin_text(),
+            status,
+        ));
     }
     out
 }

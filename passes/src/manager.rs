@@ -191,7 +191,12 @@ impl PassManager {
     pub fn for_target(target: &str, level: OptLevel) -> PassManager {
         let names = pipeline::names(target, level);
         // Every name in the table is registered (a unit test checks it).
-        PassManager::new(names.iter().filter_map(|n| pipeline::make_pass(n)).collect())
+        PassManager::new(
+            names
+                .iter()
+                .filter_map(|n| pipeline::make_pass(n))
+                .collect(),
+        )
     }
 
     /// The target-independent pipeline for `level` (no legalization).

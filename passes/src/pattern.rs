@@ -148,9 +148,11 @@ fn bind_value(m: &mut Match, name: &'static str, v: Value) -> bool {
 fn go(g: &Graph, p: &Pat, v: Value, m: &mut Match) -> bool {
     match p {
         Pat::Any(name) => bind_value(m, name, v),
-        Pat::Leaf(name) => g.node(v.node).op.is_leaf()
-            && !matches!(g.node(v.node).op, Op::Input(_))
-            && bind_value(m, name, v),
+        Pat::Leaf(name) => {
+            g.node(v.node).op.is_leaf()
+                && !matches!(g.node(v.node).op, Op::Input(_))
+                && bind_value(m, name, v)
+        }
         Pat::Node {
             bind,
             test,

@@ -59,13 +59,7 @@ pub fn about(name: &str) -> &'static str {
         .map_or("", |p| p.about)
 }
 
-const FOLD: &[&str] = &[
-    "fold-shapes",
-    "fold-constants",
-    "simplify",
-    "cse",
-    "dce",
-];
+const FOLD: &[&str] = &["fold-shapes", "fold-constants", "simplify", "cse", "dce"];
 
 const FUSE: &[&str] = &[
     "fold-batchnorm",

@@ -66,13 +66,8 @@ fn leaf_values(g: &Graph, id: NodeId, w: &Weights) -> Values {
 /// Re-infers the output types of `id` from its inputs.
 pub fn retype(g: &mut Graph, w: &Weights, id: NodeId) -> Result<(), String> {
     let values = leaf_values(g, id, w);
-    let t = infer_node(g, id, &values, Some(w)).map_err(|e| {
-        format!(
-            "node `{}` ({}): {e}",
-            g.node(id).name,
-            g.node(id).op.name()
-        )
-    })?;
+    let t = infer_node(g, id, &values, Some(w))
+        .map_err(|e| format!("node `{}` ({}): {e}", g.node(id).name, g.node(id).op.name()))?;
     g.node_mut(id).outputs = t;
     Ok(())
 }
@@ -191,6 +186,12 @@ pub fn float_tensor(dtype: DType, dims: &[usize], v: &[f64]) -> Option<Tensor> {
 }
 
 /// Adds a constant (inline or a weight) and returns its value.
-pub fn constant(g: &mut Graph, w: &mut Weights, base: &str, origin: Vec<String>, t: Tensor) -> Value {
+pub fn constant(
+    g: &mut Graph,
+    w: &mut Weights,
+    base: &str,
+    origin: Vec<String>,
+    t: Tensor,
+) -> Value {
     crate::fold::add_constant(g, w, base, origin, t)
 }

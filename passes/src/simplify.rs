@@ -57,7 +57,8 @@ impl Pass for Simplify {
 
 /// Replaces every use of `id`'s output by `v` and drops `id` if dead.
 fn forward(g: &mut Graph, id: NodeId, v: Value) -> Result<(), String> {
-    g.replace_uses(Value::of(id), v).map_err(|e| e.to_string())?;
+    g.replace_uses(Value::of(id), v)
+        .map_err(|e| e.to_string())?;
     remove_dead(g, &[id]);
     Ok(())
 }

@@ -71,14 +71,23 @@ impl PlannedExecutable {
     }
 
     /// Runs the schedule; with `times`, records each step's duration.
-    pub fn run_timed(&self, inputs: &[TensorRef], times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>, RunError> {
+    pub fn run_timed(
+        &self,
+        inputs: &[TensorRef],
+        times: Option<&mut Vec<std::time::Duration>>,
+    ) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
         let result = self.run_in(&mut arena, inputs, times);
         self.give_arena(arena);
         result
     }
 
-    fn run_in(&self, arena: &mut Arena, inputs: &[TensorRef], mut times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>, RunError> {
+    fn run_in(
+        &self,
+        arena: &mut Arena,
+        inputs: &[TensorRef],
+        mut times: Option<&mut Vec<std::time::Duration>>,
+    ) -> Result<Vec<Tensor>, RunError> {
         let s = &self.schedule;
         let base = arena.ptr();
         let total = arena.len();

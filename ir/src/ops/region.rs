@@ -105,7 +105,9 @@ impl Program {
             for a in &ins.args {
                 match *a {
                     Operand::Input(k) if usize::from(k) >= inputs => {
-                        return Err(format!("t{i}: x{k} is not an input (the region has {inputs})"))
+                        return Err(format!(
+                            "t{i}: x{k} is not an input (the region has {inputs})"
+                        ))
                     }
                     Operand::Temp(k) if usize::from(k) >= i => {
                         return Err(format!("t{i}: t{k} is not computed before it"))
@@ -220,8 +222,12 @@ mod tests {
             Ok::<(), String>(())
         };
         assert!(bad("[relu(x0)]").is_ok());
-        assert!(bad("[relu(x1)]").unwrap_err().contains("x1 is not an input"));
-        assert!(bad("[relu(t0)]").unwrap_err().contains("t0 is not computed"));
+        assert!(bad("[relu(x1)]")
+            .unwrap_err()
+            .contains("x1 is not an input"));
+        assert!(bad("[relu(t0)]")
+            .unwrap_err()
+            .contains("t0 is not computed"));
         assert!(bad("[add(x0)]").unwrap_err().contains("takes 2 operands"));
         assert!(bad("[]").unwrap_err().contains("empty"));
         assert!(bad("[not(x0)]").is_err());

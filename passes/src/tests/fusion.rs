@@ -74,8 +74,15 @@ fn matmul_bias_and_activation_fuse() {
     // The second matmul reads a 2x4 value with a 3x4 weight: shapes do not
     // matter to the rewrite, but inference must accept them, so use w twice
     // only where it fits.
-    let src = src.replace("%6 = matmul(%5, %1) : f32[2,4]", "%6 = matmul(%5, %9) : f32[2,4]")
-        .replace("%1 = input \"w\" : f32[3,4]", "%1 = input \"w\" : f32[3,4]\n  %9 = input \"w2\" : f32[4,4]");
+    let src = src
+        .replace(
+            "%6 = matmul(%5, %1) : f32[2,4]",
+            "%6 = matmul(%5, %9) : f32[2,4]",
+        )
+        .replace(
+            "%1 = input \"w\" : f32[3,4]",
+            "%1 = input \"w\" : f32[3,4]\n  %9 = input \"w2\" : f32[4,4]",
+        );
     let want = graph(
         r#"  %0 = input "x" : f32[2,3]
   %1 = input "w" : f32[3,4]

@@ -167,7 +167,10 @@ fn legalize_lists_every_node_left_unsupported() {
     let b = Without(&["relu", "tanh"]);
     let e = run(&["legalize"], &src, Some(&b)).unwrap_err().to_string();
     assert!(e.contains("cannot run 2 node(s)"), "{e}");
-    assert!(e.contains("(relu, from ONNX R): `relu` is off in this test"), "{e}");
+    assert!(
+        e.contains("(relu, from ONNX R): `relu` is off in this test"),
+        "{e}"
+    );
     assert!(e.contains("(tanh, from ONNX T)"), "{e}");
     assert!(!e.contains("sigmoid"), "{e}");
 }

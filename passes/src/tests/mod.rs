@@ -19,7 +19,10 @@ impl Backend for Without {
     }
     fn supports(&self, node: &Node, _: &[TensorType]) -> Result<(), Reason> {
         if self.0.contains(&node.op.name()) {
-            Err(Reason::new(format!("`{}` is off in this test", node.op.name())))
+            Err(Reason::new(format!(
+                "`{}` is off in this test",
+                node.op.name()
+            )))
         } else {
             Ok(())
         }

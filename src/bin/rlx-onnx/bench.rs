@@ -54,11 +54,16 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let model = load_model(&a.model, &a.compile)?;
     let names = model.input_names();
     let inputs: Vec<(String, rlx_onnx::ir::Tensor)> = match &a.inputs {
-        Some(dir) => names.iter().cloned().zip(read_data_set(dir)?.inputs).collect(),
+        Some(dir) => names
+            .iter()
+            .cloned()
+            .zip(read_data_set(dir)?.inputs)
+            .collect(),
         None => random_inputs(&model, &crate::parse_binds(&a.compile.binds)?)?,
     };
     let session = Session::new(model, SessionOptions { threads: a.threads })?;
-    let named: Vec<(&str, &rlx_onnx::ir::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
+        inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     for _ in 0..a.warmup.max(1) {
         session.run(&named)?;
     }
@@ -78,9 +83,14 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn print_profile(session: &Session, named: &[(&str, &rlx_onnx::ir::Tensor)]) -> Result<(), Box<dyn std::error::Error>> {
+fn print_profile(
+    session: &Session,
+    named: &[(&str, &rlx_onnx::ir::Tensor)],
+) -> Result<(), Box<dyn std::error::Error>> {
     let Some(steps) = session.profile(named)? else {
-        println!("profile: this graph runs node by node (data-dependent shapes); no per-step profile");
+        println!(
+            "profile: this graph runs node by node (data-dependent shapes); no per-step profile"
+        );
         return Ok(());
     };
     let total: f64 = steps.iter().map(|s| s.2.as_secs_f64()).sum();
@@ -93,9 +103,18 @@ fn print_profile(session: &Session, named: &[(&str, &rlx_onnx::ir::Tensor)]) -> 
     }
     let mut kinds: Vec<_> = by_kind.into_iter().collect();
     kinds.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0));
-    println!("profile: {} steps, {:.3} ms in kernels", steps.len(), total * 1e3);
+    println!(
+        "profile: {} steps, {:.3} ms in kernels",
+        steps.len(),
+        total * 1e3
+    );
     for (k, (t, n)) in kinds {
-        println!("  {:<28} {:>9.3} ms {:>5.1}%  ({n} steps)", k, t * 1e3, 100.0 * t / total.max(1e-12));
+        println!(
+            "  {:<28} {:>9.3} ms {:>5.1}%  ({n} steps)",
+            k,
+            t * 1e3,
+            100.0 * t / total.max(1e-12)
+        );
     }
     let mut slow: Vec<_> = steps.iter().collect();
     slow.sort_by(|a, b| b.2.cmp(&a.2));

@@ -40,13 +40,20 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let names = model.input_names();
     let out_names = model.output_names();
     let session = Session::new(model, SessionOptions { threads: 1 })?;
-    let tol = Tolerance { rtol: a.rtol, atol: a.atol };
+    let tol = Tolerance {
+        rtol: a.rtol,
+        atol: a.atol,
+    };
     let mut ok = true;
     for dir in data_set_dirs(&a.case)? {
         let data = read_data_set(&dir)?;
-        let named: Vec<(&str, &rlx_onnx::ir::Tensor)> = names.iter().map(String::as_str).zip(&data.inputs).collect();
+        let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
+            names.iter().map(String::as_str).zip(&data.inputs).collect();
         let got = session.run(&named)?;
-        let set = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let set = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         for ((g, w), name) in got.iter().zip(&data.outputs).zip(&out_names) {
             match compare(g, w, tol) {
                 Ok(d) => {

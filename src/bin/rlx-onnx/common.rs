@@ -23,9 +23,15 @@ pub struct CompileArgs {
 impl CompileArgs {
     pub fn compiler(&self) -> Result<Compiler, String> {
         let target = Target::parse(&self.target).map_err(|e| e.to_string())?;
-        let opt_level = OptLevel::parse(&self.opt_level).ok_or_else(|| format!("unknown opt level `{}`", self.opt_level))?;
+        let opt_level = OptLevel::parse(&self.opt_level)
+            .ok_or_else(|| format!("unknown opt level `{}`", self.opt_level))?;
         let bindings: Bindings = crate::parse_binds(&self.binds)?;
-        Ok(Compiler { target, opt_level, bindings, verify: rlx_onnx::passes::verify_by_default() })
+        Ok(Compiler {
+            target,
+            opt_level,
+            bindings,
+            verify: rlx_onnx::passes::verify_by_default(),
+        })
     }
 }
 
@@ -33,11 +39,17 @@ impl CompileArgs {
 pub fn is_artifact(path: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 8];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"RLXONNX\0"
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"RLXONNX\0"
 }
 
 /// Loads an artifact or compiles an ONNX model.
-pub fn load_model(path: &Path, args: &CompileArgs) -> Result<CompiledModel, Box<dyn std::error::Error>> {
+pub fn load_model(
+    path: &Path,
+    args: &CompileArgs,
+) -> Result<CompiledModel, Box<dyn std::error::Error>> {
     if is_artifact(path) {
         if !args.binds.is_empty() {
             return Err("--bind applies when compiling an .onnx model, not to an artifact".into());
@@ -61,7 +73,9 @@ pub fn read_inputs(specs: &[String]) -> Result<Vec<(String, Tensor)>, Box<dyn st
     specs
         .iter()
         .map(|s| {
-            let (name, path) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected NAME=FILE"))?;
+            let (name, path) = s
+                .split_once('=')
+                .ok_or_else(|| format!("`{s}`: expected NAME=FILE"))?;
             Ok((name.to_string(), read_tensor(&PathBuf::from(path))?))
         })
         .collect()
@@ -69,7 +83,10 @@ pub fn read_inputs(specs: &[String]) -> Result<Vec<(String, Tensor)>, Box<dyn st
 
 /// Deterministic pseudo-random inputs for every graph input (seeded xorshift):
 /// floats in [-1, 1), integers in [0, 10), bools alternating by bit.
-pub fn random_inputs(model: &CompiledModel, bindings: &Bindings) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
+pub fn random_inputs(
+    model: &CompiledModel,
+    bindings: &Bindings,
+) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
     let g = &model.graph;
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -84,14 +101,31 @@ pub fn random_inputs(model: &CompiledModel, bindings: &Bindings) -> Result<Vec<(
         let ty = &node.outputs[0];
         let shape = ty.shape.bind(bindings)?;
         let dims = shape.as_known().ok_or_else(|| {
-            format!("input `{}` has symbolic dims {}: give them with --bind NAME=VALUE or pass --input", node.name, ty.shape)
+            format!(
+                "input `{}` has symbolic dims {}: give them with --bind NAME=VALUE or pass --input",
+                node.name, ty.shape
+            )
         })?;
         let n: usize = dims.iter().product();
-        let vals: Vec<f64> = (0..n).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64).collect();
+        let vals: Vec<f64> = (0..n)
+            .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
+            .collect();
         let t = match ty.dtype {
-            d if d.is_float() => rlx_onnx::ir::ops::values::float_tensor(d, &dims, &vals.iter().map(|v| v * 2.0 - 1.0).collect::<Vec<_>>()),
-            DType::Bool => rlx_onnx::ir::ops::values::int_tensor(DType::Bool, &dims, &vals.iter().map(|v| i64::from(*v > 0.5)).collect::<Vec<_>>()),
-            d => rlx_onnx::ir::ops::values::int_tensor(d, &dims, &vals.iter().map(|v| (v * 10.0) as i64).collect::<Vec<_>>()),
+            d if d.is_float() => rlx_onnx::ir::ops::values::float_tensor(
+                d,
+                &dims,
+                &vals.iter().map(|v| v * 2.0 - 1.0).collect::<Vec<_>>(),
+            ),
+            DType::Bool => rlx_onnx::ir::ops::values::int_tensor(
+                DType::Bool,
+                &dims,
+                &vals.iter().map(|v| i64::from(*v > 0.5)).collect::<Vec<_>>(),
+            ),
+            d => rlx_onnx::ir::ops::values::int_tensor(
+                d,
+                &dims,
+                &vals.iter().map(|v| (v * 10.0) as i64).collect::<Vec<_>>(),
+            ),
         }
         .ok_or_else(|| format!("input `{}`: cannot generate {} values", node.name, ty.dtype))?;
         out.push((node.name.clone(), t));

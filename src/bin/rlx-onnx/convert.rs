@@ -26,8 +26,15 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    if a.output.canonicalize().ok().is_some_and(|o| a.model.canonicalize().ok() == Some(o)) {
-        eprintln!("error: the output `{}` is the input model; refusing to overwrite it", a.output.display());
+    if a.output
+        .canonicalize()
+        .ok()
+        .is_some_and(|o| a.model.canonicalize().ok() == Some(o))
+    {
+        eprintln!(
+            "error: the output `{}` is the input model; refusing to overwrite it",
+            a.output.display()
+        );
         return ExitCode::from(2);
     }
     let compiler = match a.compile.compiler() {
@@ -42,7 +49,9 @@ pub fn run(a: Args) -> ExitCode {
         out: a.dump_dir.clone(),
     };
     let compiled = if spec.after.is_empty() {
-        compiler.compile_file(&a.model).map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+        compiler
+            .compile_file(&a.model)
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
     } else {
         crate::dump::compile_dumping(&a.model, &compiler, &spec)
     };

@@ -58,7 +58,8 @@ impl DumpSpec {
             }
         }
         if let Some(d) = &self.out {
-            std::fs::create_dir_all(d).map_err(|e| format!("cannot create `{}`: {e}", d.display()))?;
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create `{}`: {e}", d.display()))?;
         }
         Ok(())
     }

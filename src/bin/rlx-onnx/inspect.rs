@@ -29,9 +29,14 @@ fn support_table(
 ) -> Result<bool, Box<dyn std::error::Error>> {
     use rlx_onnx::passes::legalize::{classify, Support};
     let target = rlx_onnx::Target::parse(target)?;
-    let level = rlx_onnx::OptLevel::parse(level).ok_or_else(|| format!("unknown opt level `{level}`"))?;
+    let level =
+        rlx_onnx::OptLevel::parse(level).ok_or_else(|| format!("unknown opt level `{level}`"))?;
     let names = rlx_onnx::passes::pipeline::names(target.name(), level);
-    let before: Vec<&str> = names.iter().copied().take_while(|n| *n != "legalize").collect();
+    let before: Vec<&str> = names
+        .iter()
+        .copied()
+        .take_while(|n| *n != "legalize")
+        .collect();
     let (mut g, mut w) = (model.graph, model.weights);
     rlx_onnx::compile::run_passes(&mut g, &mut w, target, &before, false, None)?;
     let rows = classify(&g, &w, target.backend());

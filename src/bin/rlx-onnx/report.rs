@@ -29,7 +29,10 @@ pub struct Args {
 
 /// Op nodes (not inputs, weights or constants) of the top-level graph.
 fn ops(g: &Graph) -> usize {
-    g.node_ids().into_iter().filter(|i| !g.node(*i).op.is_leaf()).count()
+    g.node_ids()
+        .into_iter()
+        .filter(|i| !g.node(*i).op.is_leaf())
+        .count()
 }
 
 /// Names of the model's BatchNormalization nodes.
@@ -52,12 +55,21 @@ fn folded(g: &Graph, bns: &[String]) -> usize {
         if n.op.is_leaf() {
             continue;
         }
-        let folds = matches!(n.op, Op::Conv(_) | Op::FusedConv(_) | Op::MatMul(_) | Op::FusedMatMul(_));
+        let folds = matches!(
+            n.op,
+            Op::Conv(_) | Op::FusedConv(_) | Op::MatMul(_) | Op::FusedMatMul(_)
+        );
         for o in &n.origin {
-            if folds { into.insert(o) } else { elsewhere.insert(o) };
+            if folds {
+                into.insert(o)
+            } else {
+                elsewhere.insert(o)
+            };
         }
     }
-    bns.iter().filter(|b| into.contains(b.as_str()) && !elsewhere.contains(b.as_str())).count()
+    bns.iter()
+        .filter(|b| into.contains(b.as_str()) && !elsewhere.contains(b.as_str()))
+        .count()
 }
 
 struct Row {
@@ -100,7 +112,10 @@ fn join(m: &BTreeMap<String, usize>) -> String {
     if m.is_empty() {
         return "-".into();
     }
-    m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -114,13 +129,19 @@ pub fn run(a: Args) -> ExitCode {
     let mut models: Vec<(String, PathBuf)> = Vec::new();
     if let Ok(dirs) = rlx_onnx::testdata::case_dirs(&a.golden) {
         for d in dirs {
-            let n = d.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+            let n = d
+                .file_name()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default();
             models.push((format!("golden/{n}"), d.join("model.onnx")));
         }
     }
     if let Some(l) = &a.light {
         match rlx_onnx::testdata::light_models(l) {
-            Ok(ms) => models.extend(ms.into_iter().map(|m| (format!("light/{}", m.name), m.model))),
+            Ok(ms) => models.extend(
+                ms.into_iter()
+                    .map(|m| (format!("light/{}", m.name), m.model)),
+            ),
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(1);
@@ -135,11 +156,20 @@ pub fn run(a: Args) -> ExitCode {
         eprintln!("{name}...");
         match row(name, path, target) {
             Ok(r) => {
-                let bn = if r.bn.1 == 0 { "-".to_string() } else { format!("{}/{}", r.bn.0, r.bn.1) };
+                let bn = if r.bn.1 == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{}/{}", r.bn.0, r.bn.1)
+                };
                 let _ = writeln!(
                     md,
                     "| {} | {} | {} | {} | {} | {} |",
-                    r.name, r.imported, r.optimized, bn, join(&r.formed), join(&r.decomposed)
+                    r.name,
+                    r.imported,
+                    r.optimized,
+                    bn,
+                    join(&r.formed),
+                    join(&r.decomposed)
                 );
             }
             Err(e) => {

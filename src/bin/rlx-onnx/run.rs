@@ -27,7 +27,16 @@ pub struct Args {
 
 /// A file name for an output name (path separators and odd characters replaced).
 pub fn file_name(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() || s.starts_with('.') {
         format!("output{s}")
     } else {
@@ -63,15 +72,22 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         opts.threads = t;
     }
     let session = Session::new(model, opts)?;
-    let named: Vec<(&str, &rlx_onnx::ir::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
+        inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
     let outputs = session.run(&named)?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
-    std::fs::create_dir_all(&a.output_dir).map_err(|e| format!("cannot create `{}`: {e}", a.output_dir.display()))?;
+    std::fs::create_dir_all(&a.output_dir)
+        .map_err(|e| format!("cannot create `{}`: {e}", a.output_dir.display()))?;
     for (name, t) in out_names.iter().zip(&outputs) {
         let path = a.output_dir.join(format!("{}.npy", file_name(name)));
         rlx_onnx::npy::write(&path, t)?;
-        println!("output {name}: {}{:?} -> {}", t.dtype(), t.dims(), path.display());
+        println!(
+            "output {name}: {}{:?} -> {}",
+            t.dtype(),
+            t.dims(),
+            path.display()
+        );
     }
     println!("ran in {ms:.2} ms (including compilation for these shapes)");
     Ok(())

@@ -12,7 +12,13 @@ pub fn applies(g: &ConvGeom) -> bool {
 }
 
 /// `y[n, m] = bias[m] + sum_k w[m, k] * x[n, m / (M/C)]` over the kernel window.
-pub fn run<T: Comp + bytemuck::Pod>(g: &ConvGeom, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
+pub fn run<T: Comp + bytemuck::Pod>(
+    g: &ConvGeom,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    y: &mut [T],
+) {
     let (ih, iw) = (g.input[0] as isize, g.input[1] as isize);
     let (oh, ow) = (g.output[0], g.output[1]);
     let (kh, kw) = (g.kernel[0], g.kernel[1]);
@@ -39,8 +45,16 @@ pub fn run<T: Comp + bytemuck::Pod>(g: &ConvGeom, x: &[T], w: &[T], bias: Option
                     let wv = wm[a * kw + b];
                     let off = b as isize * dw - pw;
                     // Output columns whose input column off + col*sw lies in [0, iw).
-                    let lo = if off >= 0 { 0 } else { ((-off + sw - 1) / sw) as usize };
-                    let hi = if iw - 1 - off < 0 { 0 } else { (((iw - 1 - off) / sw) + 1).min(ow as isize) as usize };
+                    let lo = if off >= 0 {
+                        0
+                    } else {
+                        ((-off + sw - 1) / sw) as usize
+                    };
+                    let hi = if iw - 1 - off < 0 {
+                        0
+                    } else {
+                        (((iw - 1 - off) / sw) + 1).min(ow as isize) as usize
+                    };
                     if lo >= hi {
                         continue;
                     }

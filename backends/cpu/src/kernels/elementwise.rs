@@ -45,7 +45,17 @@ fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelEr
     match k {
         U::Abs => map_float(x, out, |v: C<T>| v.abs()),
         U::Neg => map_float(x, out, |v: C<T>| -v),
-        U::Sign => map_float(x, out, |v: C<T>| if v.is_nan() { v } else if v > zero { one } else if v < zero { -one } else { zero }),
+        U::Sign => map_float(x, out, |v: C<T>| {
+            if v.is_nan() {
+                v
+            } else if v > zero {
+                one
+            } else if v < zero {
+                -one
+            } else {
+                zero
+            }
+        }),
         U::Ceil => map_float(x, out, |v: C<T>| v.ceil()),
         U::Floor => map_float(x, out, |v: C<T>| v.floor()),
         U::Round => map_float(x, out, |v: C<T>| v.round_even()),
@@ -76,7 +86,13 @@ fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelEr
         // NaN passes through (`v < 0` is false for NaN).
         U::Relu => map_float(x, out, |v: C<T>| if v < zero { zero } else { v }),
         U::Erf => map_float(x, out, |v: C<T>| v.erf()),
-        U::Softplus => map_float(x, out, |v: C<T>| if v > zero { v + (-v).exp().ln_1p() } else { v.exp().ln_1p() }),
+        U::Softplus => map_float(x, out, |v: C<T>| {
+            if v > zero {
+                v + (-v).exp().ln_1p()
+            } else {
+                v.exp().ln_1p()
+            }
+        }),
         U::Softsign => map_float(x, out, |v: C<T>| v / (one + v.abs())),
         k => return Err(KernelError::Unsupported(format!("{} on floats", k.name()))),
     }

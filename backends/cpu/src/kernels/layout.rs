@@ -120,7 +120,10 @@ pub fn collapse(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<
             continue;
         }
         let mergeable = !out_dims.is_empty()
-            && strides.iter().zip(&out_strides).all(|(s, o)| s[d] == o[0] * out_dims[0]);
+            && strides
+                .iter()
+                .zip(&out_strides)
+                .all(|(s, o)| s[d] == o[0] * out_dims[0]);
         if mergeable {
             out_dims[0] *= dims[d];
         } else {
@@ -168,13 +171,22 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
     }
     let (dims, st) = collapse(
         out_dims,
-        &[broadcast_strides(a_dims, out_dims), broadcast_strides(b_dims, out_dims)],
+        &[
+            broadcast_strides(a_dims, out_dims),
+            broadcast_strides(b_dims, out_dims),
+        ],
     );
     let (sa, sb) = (&st[0], &st[1]);
     let inner = dims.last().copied().unwrap_or(1);
-    let (ia, ib) = (sa.last().copied().unwrap_or(0), sb.last().copied().unwrap_or(0));
+    let (ia, ib) = (
+        sa.last().copied().unwrap_or(0),
+        sb.last().copied().unwrap_or(0),
+    );
     par_rows(out, inner, |r, row| {
-        let (oa, ob) = (offset_of(r * inner, &dims, sa), offset_of(r * inner, &dims, sb));
+        let (oa, ob) = (
+            offset_of(r * inner, &dims, sa),
+            offset_of(r * inner, &dims, sb),
+        );
         match (ia, ib) {
             (1, 0) => {
                 let y = b[ob];
@@ -189,7 +201,11 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
                 }
             }
             (1, 1) => {
-                for ((o, x), y) in row.iter_mut().zip(&a[oa..oa + inner]).zip(&b[ob..ob + inner]) {
+                for ((o, x), y) in row
+                    .iter_mut()
+                    .zip(&a[oa..oa + inner])
+                    .zip(&b[ob..ob + inner])
+                {
                     *o = f(*x, *y);
                 }
             }
@@ -300,7 +316,15 @@ mod tests {
         assert_eq!((d, s), (vec![120], vec![vec![1], vec![0]]));
         let mut o = vec![0f32; 120];
         let a: Vec<f32> = (0..120).map(|i| i as f32).collect();
-        zip2(&a, &out, &[10f32, 20.0, 30.0], &[3, 1, 1], &mut o, &out, |x, y| x + y);
+        zip2(
+            &a,
+            &out,
+            &[10f32, 20.0, 30.0],
+            &[3, 1, 1],
+            &mut o,
+            &out,
+            |x, y| x + y,
+        );
         assert_eq!(o[0], 10.0);
         assert_eq!(o[20], 40.0);
         assert_eq!(o[60], 70.0);

@@ -80,7 +80,9 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         | Op::OneHot(_)
         | Op::Trilu(_)
         | Op::ReverseSequence(_) => indexing::build,
-        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) | Op::DynamicQuantizeLinear(_) => quant::build,
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) | Op::DynamicQuantizeLinear(_) => {
+            quant::build
+        }
         Op::NllLoss(_) => loss::build,
         Op::LayerNorm(_) | Op::RmsNorm(_) | Op::GroupNorm(_) | Op::InstanceNorm(_) => norm::build,
         Op::Reduce(_) | Op::ArgReduce(_) => reduce::build,
@@ -99,7 +101,9 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
         | Op::CenterCropPad(_) => movement::build,
-        Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => generators::build,
+        Op::ShapeOf(_) | Op::Size(_) | Op::ConstantOfShape(_) | Op::Range(_) | Op::EyeLike(_) => {
+            generators::build
+        }
         Op::ElementwiseRegion(_) => region::build,
         Op::ResidualNorm(_) => residual_norm::build,
         Op::Resize(_) => resize::build,

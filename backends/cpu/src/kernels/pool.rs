@@ -109,7 +109,11 @@ fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
     // Taps of a window start `s` that fall in [lo, hi): first and one-past-last tap.
     let taps = |s: i64, d: i64, k: i64, lo: i64, hi: i64| -> (i64, i64) {
         let first = if s >= lo { 0 } else { (lo - s + d - 1) / d };
-        let last = if s + (k - 1) * d < hi { k } else { ((hi - 1 - s) / d + 1).max(0) };
+        let last = if s + (k - 1) * d < hi {
+            k
+        } else {
+            ((hi - 1 - s) / d + 1).max(0)
+        };
         (first.min(k), last.max(first.min(k)))
     };
     par_rows(y, oh * ow, |plane, row| {
@@ -232,7 +236,11 @@ fn pool_max<T: AnyNum>(p: &Pool, x: &TensorRef, outs: &mut [TensorMut]) -> Resul
     Ok(())
 }
 
-fn pool_avg_lp<T: Real + AnyNum>(p: &Pool, x: &TensorRef, out: &mut TensorMut) -> Result<(), KernelError> {
+fn pool_avg_lp<T: Real + AnyNum>(
+    p: &Pool,
+    x: &TensorRef,
+    out: &mut TensorMut,
+) -> Result<(), KernelError> {
     let w = Win::new(p, x.dims, out.dims);
     if w.input.len() == 2 && p.kind == PoolKind::Avg {
         pool2d(p, &w, x.slice::<T>()?, out.slice::<T>()?);

@@ -26,7 +26,10 @@ struct RegionKernel {
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     let Op::ElementwiseRegion(r) = spec.op() else {
-        return Err(KernelError::Internal(format!("{} is not a region", spec.op().name())));
+        return Err(KernelError::Internal(format!(
+            "{} is not a region",
+            spec.op().name()
+        )));
     };
     r.program
         .check(spec.inputs.len())
@@ -46,7 +49,9 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
 /// Strides of an input of `dims` read at output coordinates (right-aligned).
 fn strides_against(dims: &[usize], out: &[usize]) -> Result<Vec<usize>, KernelError> {
     if dims.len() > out.len() {
-        return Err(KernelError::Value(format!("input {dims:?} does not broadcast to {out:?}")));
+        return Err(KernelError::Value(format!(
+            "input {dims:?} does not broadcast to {out:?}"
+        )));
     }
     let pad = out.len() - dims.len();
     let mut s = vec![0; out.len()];
@@ -54,7 +59,9 @@ fn strides_against(dims: &[usize], out: &[usize]) -> Result<Vec<usize>, KernelEr
     for i in (0..dims.len()).rev() {
         let (d, o) = (dims[i], out[pad + i]);
         if d != 1 && d != o {
-            return Err(KernelError::Value(format!("input {dims:?} does not broadcast to {out:?}")));
+            return Err(KernelError::Value(format!(
+                "input {dims:?} does not broadcast to {out:?}"
+            )));
         }
         s[pad + i] = if d == 1 { 0 } else { acc };
         acc *= d;
@@ -64,26 +71,51 @@ fn strides_against(dims: &[usize], out: &[usize]) -> Result<Vec<usize>, KernelEr
 
 impl Kernel for RegionKernel {
     fn label(&self) -> String {
-        format!("elementwise_region.{} {} ops", self.dtype, self.program.0.len())
+        format!(
+            "elementwise_region.{} {} ops",
+            self.dtype,
+            self.program.0.len()
+        )
     }
 
-    fn run(&self, ins: &[TensorRef], outs: &mut [TensorMut], _: &mut [u8]) -> Result<(), KernelError> {
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        _: &mut [u8],
+    ) -> Result<(), KernelError> {
         with_dtype!(self.dtype, T => self.run_typed::<T>(ins, &mut outs[0]), float)
     }
 }
 
 impl RegionKernel {
-    fn run_typed<T: Real>(&self, ins: &[TensorRef], out: &mut TensorMut) -> Result<(), KernelError> {
-        let srcs: Vec<&[T]> = ins.iter().map(|t| t.slice::<T>()).collect::<Result<_, _>>()?;
+    fn run_typed<T: Real>(
+        &self,
+        ins: &[TensorRef],
+        out: &mut TensorMut,
+    ) -> Result<(), KernelError> {
+        let srcs: Vec<&[T]> = ins
+            .iter()
+            .map(|t| t.slice::<T>())
+            .collect::<Result<_, _>>()?;
         let o = out.slice::<T>()?;
         let n = o.len();
         for (s, st) in srcs.iter().zip(&self.strides) {
-            let need = self.out_dims.iter().zip(st).map(|(d, s)| if *s == 0 || *d == 0 { 0 } else { (d - 1) * s }).sum::<usize>();
+            let need = self
+                .out_dims
+                .iter()
+                .zip(st)
+                .map(|(d, s)| if *s == 0 || *d == 0 { 0 } else { (d - 1) * s })
+                .sum::<usize>();
             if n > 0 && need >= s.len() {
-                return Err(KernelError::Internal("a region input is smaller than its shape".into()));
+                return Err(KernelError::Internal(
+                    "a region input is smaller than its shape".into(),
+                ));
             }
         }
-        par_rows(o, CHUNK, |ci, chunk| self.chunk::<T>(&srcs, ci * CHUNK, chunk));
+        par_rows(o, CHUNK, |ci, chunk| {
+            self.chunk::<T>(&srcs, ci * CHUNK, chunk)
+        });
         Ok(())
     }
 
@@ -119,7 +151,13 @@ impl RegionKernel {
 }
 
 /// Input values of output elements `start..start+len`, in the compute type.
-fn gather<T: Real>(src: &[T], strides: &[usize], dims: &[usize], start: usize, len: usize) -> Vec<T::C> {
+fn gather<T: Real>(
+    src: &[T],
+    strides: &[usize],
+    dims: &[usize],
+    start: usize,
+    len: usize,
+) -> Vec<T::C> {
     // As many elements as the output: the same layout (inputs broadcast to it).
     if src.len() == dims.iter().product::<usize>() && src.len() >= start + len {
         return src[start..start + len].iter().map(|v| v.up()).collect();
@@ -186,7 +224,17 @@ fn unary<C: Comp>(k: U, a: Arg<C>, len: usize) -> Vec<C> {
     match k {
         U::Abs => map1(a, len, |v| v.abs()),
         U::Neg => map1(a, len, |v| -v),
-        U::Sign => map1(a, len, |v| if v.is_nan() { v } else if v > zero { one } else if v < zero { -one } else { zero }),
+        U::Sign => map1(a, len, |v| {
+            if v.is_nan() {
+                v
+            } else if v > zero {
+                one
+            } else if v < zero {
+                -one
+            } else {
+                zero
+            }
+        }),
         U::Ceil => map1(a, len, |v| v.ceil()),
         U::Floor => map1(a, len, |v| v.floor()),
         U::Round => map1(a, len, |v| v.round_even()),
@@ -216,10 +264,18 @@ fn unary<C: Comp>(k: U, a: Arg<C>, len: usize) -> Vec<C> {
         }),
         U::Relu => map1(a, len, |v| if v < zero { zero } else { v }),
         U::Erf => map1(a, len, |v| v.erf()),
-        U::Softplus => map1(a, len, |v| if v > zero { v + (-v).exp().ln_1p() } else { v.exp().ln_1p() }),
+        U::Softplus => map1(a, len, |v| {
+            if v > zero {
+                v + (-v).exp().ln_1p()
+            } else {
+                v.exp().ln_1p()
+            }
+        }),
         U::Softsign => map1(a, len, |v| v / (one + v.abs())),
         // Not allowed in a region (the program check rejects them at build).
-        U::Not | U::BitwiseNot | U::IsNan | U::IsInf | U::IsPosInf | U::IsNegInf => vec![C::nan(); len],
+        U::Not | U::BitwiseNot | U::IsNan | U::IsInf | U::IsPosInf | U::IsNegInf => {
+            vec![C::nan(); len]
+        }
     }
 }
 
@@ -231,8 +287,24 @@ fn binary<C: Comp>(k: B, a: Arg<C>, b: Arg<C>, len: usize) -> Vec<C> {
         B::Mul => map2(a, b, len, |p, q| p * q),
         B::Div => map2(a, b, len, |p, q| p / q),
         B::Pow => map2(a, b, len, |p, q| p.powf(q)),
-        B::Max => map2(a, b, len, |p, q| if p.is_nan() || q.is_nan() { C::nan() } else if p > q { p } else { q }),
-        B::Min => map2(a, b, len, |p, q| if p.is_nan() || q.is_nan() { C::nan() } else if p < q { p } else { q }),
+        B::Max => map2(a, b, len, |p, q| {
+            if p.is_nan() || q.is_nan() {
+                C::nan()
+            } else if p > q {
+                p
+            } else {
+                q
+            }
+        }),
+        B::Min => map2(a, b, len, |p, q| {
+            if p.is_nan() || q.is_nan() {
+                C::nan()
+            } else if p < q {
+                p
+            } else {
+                q
+            }
+        }),
         // Not allowed in a region (the program check rejects them at build).
         _ => vec![C::nan(); len],
     }
@@ -240,7 +312,6 @@ fn binary<C: Comp>(k: B, a: Arg<C>, b: Arg<C>, len: usize) -> Vec<C> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::dynamic::eval_node;
     use rlx_ir::text::parse_graph;
     use rlx_ir::{Tensor, Weights};
@@ -257,7 +328,11 @@ mod tests {
             args.join(", ")
         ));
         let g = parse_graph(&format!("rlx-ir 1\ngraph {{\n{body}}}\n")).unwrap();
-        let id = g.node_ids().into_iter().find(|i| g.node(*i).op.name() == "elementwise_region").unwrap();
+        let id = g
+            .node_ids()
+            .into_iter()
+            .find(|i| g.node(*i).op.name() == "elementwise_region")
+            .unwrap();
         let out = eval_node(g.node(id), ins, &Weights::new()).unwrap();
         out[0].as_slice::<f32>().unwrap().to_vec()
     }
@@ -267,7 +342,11 @@ mod tests {
         let x = Tensor::from_f32(&[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, -6.0]).unwrap();
         let b = Tensor::from_f32(&[3], &[10.0, 20.0, 30.0]).unwrap();
         // relu(x * b + 0.5) - 1
-        let y = region("[mul(x0, x1), add(t0, 0.5), relu(t1), sub(t2, 1.0)]", &[x, b], &[2, 3]);
+        let y = region(
+            "[mul(x0, x1), add(t0, 0.5), relu(t1), sub(t2, 1.0)]",
+            &[x, b],
+            &[2, 3],
+        );
         assert_eq!(y, vec![9.5, -1.0, 89.5, -1.0, 99.5, -1.0]);
     }
 

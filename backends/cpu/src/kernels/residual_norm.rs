@@ -20,7 +20,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             }
             Ok(fn_kernel(spec, residual_norm))
         }
-        op => Err(KernelError::Internal(format!("{} is not residual_norm", op.name()))),
+        op => Err(KernelError::Internal(format!(
+            "{} is not residual_norm",
+            op.name()
+        ))),
     }
 }
 
@@ -41,7 +44,9 @@ fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
     };
     let (x, res) = (ins[0].slice::<T>()?, ins[1].slice::<T>()?);
     if x.len() != res.len() {
-        return Err(KernelError::Unsupported("residual_norm with a broadcast residual".into()));
+        return Err(KernelError::Unsupported(
+            "residual_norm with a broadcast residual".into(),
+        ));
     }
     let dims = ins[0].dims;
     let a = axis(r.axis, dims.len());
@@ -76,8 +81,14 @@ fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
         let var = s.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / len as f64;
         let inv = 1.0 / (var + eps).sqrt();
         for (i, o) in out.iter_mut().enumerate() {
-            let b = if bias.is_empty() { 0.0 } else { bias[param_index(i, len, bias.len())] };
-            *o = T::from_f64((s[i].to_f64() - mean) * inv * scale[param_index(i, len, scale.len())] + b);
+            let b = if bias.is_empty() {
+                0.0
+            } else {
+                bias[param_index(i, len, bias.len())]
+            };
+            *o = T::from_f64(
+                (s[i].to_f64() - mean) * inv * scale[param_index(i, len, scale.len())] + b,
+            );
         }
     });
     Ok(())
@@ -97,7 +108,11 @@ mod tests {
     fn sum_and_normalized_rows_match_hand_computation() {
         let src = "rlx-ir 1\ngraph {\n  %0 = input \"x\" : f32[2,2]\n  %1 = input \"r\" : f32[2,2]\n  %2 = input \"g\" : f32[2]\n  %3 = input \"b\" : f32[2]\n  %4:2 = residual_norm(%0, %1, %2, %3) {axis=-1, epsilon=0.0, rms=false} : (f32[2,2], f32[2,2])\n  output \"y\" = %4.0\n}\n";
         let g = parse_graph(src).unwrap();
-        let id = g.node_ids().into_iter().find(|i| g.node(*i).op.name() == "residual_norm").unwrap();
+        let id = g
+            .node_ids()
+            .into_iter()
+            .find(|i| g.node(*i).op.name() == "residual_norm")
+            .unwrap();
         let x = Tensor::from_f32(&[2, 2], &[1.0, 2.0, 0.0, 0.0]).unwrap();
         let r = Tensor::from_f32(&[2, 2], &[1.0, 4.0, 3.0, 1.0]).unwrap();
         let gm = Tensor::from_f32(&[2], &[2.0, 3.0]).unwrap();
