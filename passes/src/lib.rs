@@ -28,6 +28,7 @@ pub mod pattern;
 pub mod pipeline;
 pub mod rewrite;
 pub mod simplify;
+pub mod simplify_affine;
 pub mod target;
 
 #[cfg(test)]

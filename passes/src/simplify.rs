@@ -7,7 +7,8 @@
 //! - `transpose(transpose(x))` -> one transpose (or `x`);
 //! - chains of views (`reshape`, `flatten`, `squeeze`, `unsqueeze`) -> one
 //!   `reshape`, or `x` when the shape comes back (a squeeze/unsqueeze pair);
-//! - `cast(cast(x))` -> one cast when the inner cast loses nothing.
+//! - `cast(cast(x))` -> one cast when the inner cast loses nothing;
+//! - constant affine chains -> one multiply-add (`simplify_affine`).
 
 use rlx_ir::ops::{BinaryKind, Reshape, Transpose};
 use rlx_ir::{DType, Graph, NodeId, Op, Tensor, Value};
@@ -181,6 +182,7 @@ fn simplify_node(
                 forward(g, id, v)?;
                 return Ok(Some("simplify.identity-arith"));
             }
+            return crate::simplify_affine::combine(g, cx, id);
         }
         _ => {}
     }

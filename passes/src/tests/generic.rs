@@ -200,3 +200,47 @@ fn legalize_decomposes_attention() {
     );
     check_on(&["legalize"], &src, &want, Some(&Without(&["attention"])));
 }
+
+#[test]
+fn simplify_collapses_constant_affine_chains() {
+    // (x*a + b)*c + d with per-channel constants -> x*(a*c) + (b*c + d).
+    let src = graph(
+        r#"  %0 = input "x" : f32[1,2,3]
+  %1 = constant f32[2,1] [2.0, 3.0] : f32[2,1]
+  %2 = mul(%0, %1) : f32[1,2,3]  # M1
+  %3 = constant f32[2,1] [1.0, -1.0] : f32[2,1]
+  %4 = add(%2, %3) : f32[1,2,3]  # A1
+  %5 = constant f32[2,1] [10.0, 100.0] : f32[2,1]
+  %6 = mul(%4, %5) : f32[1,2,3]  # M2
+  %7 = constant f32[2,1] [0.5, 0.25] : f32[2,1]
+  %8 = add(%6, %7) : f32[1,2,3]  # A2
+  output "y" = %8
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[1,2,3]
+  %1 = constant f32[2,1] [20.0, 300.0] : f32[2,1]  # M1, A1, M2
+  %2 = mul(%0, %1) : f32[1,2,3]  # M1, A1, M2
+  %3 = constant f32[2,1] [10.5, -99.75] : f32[2,1]  # M1, A1, M2, A2
+  %4 = add(%2, %3) : f32[1,2,3]  # M1, A1, M2, A2
+  output "y" = %4
+"#,
+    );
+    check(&["simplify"], &src, &want);
+}
+
+#[test]
+fn simplify_keeps_affine_steps_that_are_shared() {
+    // x*a is also an output: the chain stays as it is.
+    let src = graph(
+        r#"  %0 = input "x" : f32[2]
+  %1 = constant f32[2] [2.0, 3.0] : f32[2]
+  %2 = mul(%0, %1) : f32[2]  # M1
+  %3 = constant f32[2] [5.0, 7.0] : f32[2]
+  %4 = mul(%2, %3) : f32[2]  # M2
+  output "y" = %4
+  output "z" = %2
+"#,
+    );
+    check(&["simplify"], &src, &src);
+}

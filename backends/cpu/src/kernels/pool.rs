@@ -94,9 +94,78 @@ impl Win {
     }
 }
 
-/// 2-D max or average pooling without indices: for each output, the window is
+/// Taps of a window starting at `s` (dilation `d`, `k` taps) that fall in
+/// `[lo, hi)`: the first and one-past-the-last tap.
+fn taps(s: i64, d: i64, k: i64, lo: i64, hi: i64) -> (i64, i64) {
+    let first = if s >= lo { 0 } else { (lo - s + d - 1) / d };
+    let last = if s + (k - 1) * d < hi {
+        k
+    } else {
+        ((hi - 1 - s) / d + 1).max(0)
+    };
+    (first.min(k), last.max(first.min(k)))
+}
+
+/// The larger of `m` and `v`, NaN winning (as ONNX Runtime's MaxPool).
+#[inline(always)]
+fn max_nan<T: PartialOrd + Copy>(m: T, v: T) -> T {
+    #[allow(clippy::eq_op)]
+    let v_nan = v != v;
+    if v > m || v_nan {
+        v
+    } else {
+        m
+    }
+}
+
+/// 2-D max pooling without indices, separably: per output row, the max over
+/// the window's input rows (contiguous, vectorizable), then over each output's
+/// columns (clamped tap ranges computed once).
+fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
+    let (ih, iw) = (w.input[0] as i64, w.input[1] as i64);
+    let (oh, ow) = (w.output[0], w.output[1]);
+    let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
+    let (sh, sw) = (w.strides[0] as i64, w.strides[1] as i64);
+    let (dh, dw) = (w.dilations[0] as i64, w.dilations[1] as i64);
+    let (ph, pw) = (w.pad_begin[0], w.pad_begin[1]);
+    let sin = (ih * iw) as usize;
+    let cols: Vec<(i64, i64, i64)> = (0..ow as i64)
+        .map(|c| {
+            let w0 = c * sw - pw;
+            let (a, b) = taps(w0, dw, kw, 0, iw);
+            (w0, a, b)
+        })
+        .collect();
+    let lowest = T::of_f64(f64::NEG_INFINITY);
+    par_rows(y, oh * ow, |plane, out| {
+        let xs = &src[plane * sin..(plane + 1) * sin];
+        // The column-wise max over the window's rows, then each output takes
+        // the max of its columns: the first pass is contiguous.
+        let mut vrow = vec![lowest; iw as usize];
+        for (r, orow) in out.chunks_mut(ow).enumerate() {
+            vrow.fill(lowest);
+            let h0 = r as i64 * sh - ph;
+            let (ha, hb) = taps(h0, dh, kh, 0, ih);
+            for a in ha..hb {
+                let at = ((h0 + a * dh) * iw) as usize;
+                for (v, x) in vrow.iter_mut().zip(&xs[at..at + iw as usize]) {
+                    *v = max_nan(*v, *x);
+                }
+            }
+            for (o, &(w0, wa, wb)) in orow.iter_mut().zip(&cols) {
+                let mut m = lowest;
+                for b in wa..wb {
+                    m = max_nan(m, vrow[(w0 + b * dw) as usize]);
+                }
+                *o = m;
+            }
+        }
+    });
+}
+
+/// 2-D average pooling without indices: for each output, the window is
 /// clamped to the input once, then scanned with no per-element bounds checks.
-fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
+fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
     let (ih, iw) = (w.input[0] as i64, w.input[1] as i64);
     let (oh, ow) = (w.output[0], w.output[1]);
     let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
@@ -104,18 +173,7 @@ fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
     let (dh, dw) = (w.dilations[0] as i64, w.dilations[1] as i64);
     let (ph, pw) = (w.pad_begin[0], w.pad_begin[1]);
     let (eh, ew) = (ih + w.pad_end[0], iw + w.pad_end[1]);
-    let max = p.kind == PoolKind::Max;
     let sin = (ih * iw) as usize;
-    // Taps of a window start `s` that fall in [lo, hi): first and one-past-last tap.
-    let taps = |s: i64, d: i64, k: i64, lo: i64, hi: i64| -> (i64, i64) {
-        let first = if s >= lo { 0 } else { (lo - s + d - 1) / d };
-        let last = if s + (k - 1) * d < hi {
-            k
-        } else {
-            ((hi - 1 - s) / d + 1).max(0)
-        };
-        (first.min(k), last.max(first.min(k)))
-    };
     par_rows(y, oh * ow, |plane, row| {
         let xs = &src[plane * sin..(plane + 1) * sin];
         for r in 0..oh {
@@ -125,29 +183,14 @@ fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
             for c in 0..ow {
                 let w0 = c as i64 * sw - pw;
                 let (wa, wb) = taps(w0, dw, kw, 0, iw);
-                let v = if max {
-                    let mut best: Option<T> = None;
+                let v = {
+                    let mut sum = 0f64;
                     for a in ha..hb {
                         let line = &xs[((h0 + a * dh) * iw) as usize..];
                         for b in wa..wb {
-                            let v = line[(w0 + b * dw) as usize];
-                            match best {
-                                Some(m) if !(v > m) && v.partial_cmp(&v).is_some() => {}
-                                _ => best = Some(v),
-                            }
+                            sum += line[(w0 + b * dw) as usize].as_f64();
                         }
                     }
-                    best.unwrap_or(T::of_f64(f64::NEG_INFINITY))
-                } else {
-                    // Window sums are short: f32 accumulation matches ORT and is exact enough.
-                    let mut sum = 0f32;
-                    for a in ha..hb {
-                        let line = &xs[((h0 + a * dh) * iw) as usize..];
-                        for b in wa..wb {
-                            sum += line[(w0 + b * dw) as usize].as_f64() as f32;
-                        }
-                    }
-                    let sum = sum as f64;
                     let count = ((hb - ha) * (wb - wa)) as usize;
                     let div = if p.count_include_pad {
                         let (wpa, wpb) = taps(w0, dw, kw, -pw, ew);
@@ -166,7 +209,7 @@ fn pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
 fn pool_max<T: AnyNum>(p: &Pool, x: &TensorRef, outs: &mut [TensorMut]) -> Result<(), KernelError> {
     let w = Win::new(p, x.dims, outs[0].dims);
     if w.input.len() == 2 && outs.len() == 1 {
-        pool2d(p, &w, x.slice::<T>()?, outs[0].slice::<T>()?);
+        max_pool2d(&w, x.slice::<T>()?, outs[0].slice::<T>()?);
         return Ok(());
     }
     let src = x.slice::<T>()?;
@@ -243,7 +286,7 @@ fn pool_avg_lp<T: Real + AnyNum>(
 ) -> Result<(), KernelError> {
     let w = Win::new(p, x.dims, out.dims);
     if w.input.len() == 2 && p.kind == PoolKind::Avg {
-        pool2d(p, &w, x.slice::<T>()?, out.slice::<T>()?);
+        avg_pool2d(p, &w, x.slice::<T>()?, out.slice::<T>()?);
         return Ok(());
     }
     let src = x.slice::<T>()?;

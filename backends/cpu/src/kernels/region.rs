@@ -1,26 +1,32 @@
-//! ElementwiseRegion: runs a region's program as one loop over the output, in
-//! chunks. Each chunk gathers its (broadcast) inputs once, then evaluates the
-//! instructions over the chunk in the compute type (f32 for f32/f16/bf16, f64
-//! for f64), with the same formulas as the elementwise kernels.
+//! ElementwiseRegion: runs a region's program as one loop over the output.
+//! The output and input strides are collapsed first (a per-channel operand of
+//! an NCHW output becomes a scalar per row), then each row is cut into pieces
+//! that stay in cache: per piece, inputs are loaded once (contiguous, scalar
+//! or strided) and the instructions run over it in the compute type (f32 for
+//! f32/f16/bf16, f64 for f64), with the formulas of the elementwise kernels.
 
 use num_traits::Float;
+use rayon::prelude::*;
 use rlx_ir::ops::{BinaryKind as B, Operand, Program, RegionFn, UnaryKind as U};
 use rlx_ir::{DType, Op};
 
-use super::layout::par_rows;
+use super::layout::{collapse, offset_of, PAR_MIN};
 use super::num::{Comp, Real};
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
 
-/// Output elements per chunk.
+/// Output elements per piece.
 const CHUNK: usize = 2048;
+/// Rows shorter than this are not worth a piece each: pieces then span rows.
+const MIN_ROW: usize = 64;
 
 struct RegionKernel {
     program: Program,
     dtype: DType,
-    out_dims: Vec<usize>,
-    /// Per input: its strides against the output dims (0 where it broadcasts).
+    /// The output dims, collapsed.
+    dims: Vec<usize>,
+    /// Per input: its strides against `dims` (0 where it broadcasts).
     strides: Vec<Vec<usize>>,
 }
 
@@ -35,13 +41,14 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         .check(spec.inputs.len())
         .map_err(KernelError::Value)?;
     let out_dims = spec.out_dims(0);
-    let strides = (0..spec.inputs.len())
+    let strides: Vec<Vec<usize>> = (0..spec.inputs.len())
         .map(|i| strides_against(&spec.in_dims(i), &out_dims))
         .collect::<Result<_, _>>()?;
+    let (dims, strides) = collapse(&out_dims, &strides);
     Ok(Box::new(RegionKernel {
         program: r.program.clone(),
         dtype: spec.outputs[0].dtype,
-        out_dims,
+        dims,
         strides,
     }))
 }
@@ -88,6 +95,21 @@ impl Kernel for RegionKernel {
     }
 }
 
+/// Per-thread buffers: loaded inputs and one register per instruction.
+struct Scratch<C> {
+    inputs: Vec<Vec<C>>,
+    regs: Vec<Vec<C>>,
+}
+
+impl<C> Scratch<C> {
+    fn new(inputs: usize, regs: usize) -> Scratch<C> {
+        Scratch {
+            inputs: (0..inputs).map(|_| Vec::with_capacity(CHUNK)).collect(),
+            regs: (0..regs).map(|_| Vec::with_capacity(CHUNK)).collect(),
+        }
+    }
+}
+
 impl RegionKernel {
     fn run_typed<T: Real>(
         &self,
@@ -100,49 +122,102 @@ impl RegionKernel {
             .collect::<Result<_, _>>()?;
         let o = out.slice::<T>()?;
         let n = o.len();
+        if n == 0 {
+            return Ok(());
+        }
         for (s, st) in srcs.iter().zip(&self.strides) {
             let need = self
-                .out_dims
+                .dims
                 .iter()
                 .zip(st)
                 .map(|(d, s)| if *s == 0 || *d == 0 { 0 } else { (d - 1) * s })
                 .sum::<usize>();
-            if n > 0 && need >= s.len() {
+            if need >= s.len() {
                 return Err(KernelError::Internal(
                     "a region input is smaller than its shape".into(),
                 ));
             }
         }
-        par_rows(o, CHUNK, |ci, chunk| {
-            self.chunk::<T>(&srcs, ci * CHUNK, chunk)
-        });
+        let inner = self.dims.last().copied().unwrap_or(1).max(1);
+        // Pieces within one row read each operand with one stride; shorter
+        // rows are walked with full coordinates instead.
+        let (unit, by_row) = if inner >= MIN_ROW {
+            (inner, true)
+        } else {
+            (CHUNK, false)
+        };
+        let new = || Scratch::new(srcs.len(), self.program.0.len());
+        let work = |scratch: &mut Scratch<T::C>, u: usize, block: &mut [T]| {
+            for (p, piece) in block.chunks_mut(CHUNK).enumerate() {
+                self.piece(&srcs, u * unit + p * CHUNK, by_row, piece, scratch);
+            }
+        };
+        if n >= PAR_MIN {
+            o.par_chunks_mut(unit)
+                .enumerate()
+                .for_each_init(new, |s, (u, block)| work(s, u, block));
+        } else {
+            let mut s = new();
+            for (u, block) in o.chunks_mut(unit).enumerate() {
+                work(&mut s, u, block);
+            }
+        }
         Ok(())
     }
 
-    fn chunk<T: Real>(&self, srcs: &[&[T]], start: usize, out: &mut [T]) {
+    /// Output elements `start..start + out.len()`.
+    fn piece<T: Real>(
+        &self,
+        srcs: &[&[T]],
+        start: usize,
+        in_row: bool,
+        out: &mut [T],
+        scratch: &mut Scratch<T::C>,
+    ) {
         type C<T> = <T as Real>::C;
         let len = out.len();
-        let gathered: Vec<Vec<C<T>>> = srcs
-            .iter()
-            .zip(&self.strides)
-            .map(|(s, st)| gather(s, st, &self.out_dims, start, len))
-            .collect();
-        let mut regs: Vec<Vec<C<T>>> = Vec::with_capacity(self.program.0.len());
-        for ins in &self.program.0 {
-            let arg = |k: usize| -> Arg<'_, C<T>> {
-                match ins.args[k] {
-                    Operand::Input(i) => Arg::Vec(&gathered[usize::from(i)]),
-                    Operand::Temp(t) => Arg::Vec(&regs[usize::from(t)]),
+        let Scratch { inputs, regs } = scratch;
+        let mut scalars: Vec<Option<C<T>>> = Vec::with_capacity(srcs.len());
+        for ((src, st), buf) in srcs.iter().zip(&self.strides).zip(inputs.iter_mut()) {
+            buf.clear();
+            let inner = st.last().copied().unwrap_or(0);
+            if in_row {
+                let off = offset_of(start, &self.dims, st);
+                match inner {
+                    0 => {
+                        scalars.push(Some(src[off].up()));
+                        continue;
+                    }
+                    1 => buf.extend(src[off..off + len].iter().map(|v| v.up())),
+                    s => buf.extend((0..len).map(|j| src[off + j * s].up())),
+                }
+            } else {
+                gather(src, st, &self.dims, start, buf, len);
+            }
+            scalars.push(None);
+        }
+        for (k, ins) in self.program.0.iter().enumerate() {
+            let (done, rest) = regs.split_at_mut(k);
+            let dst = &mut rest[0];
+            let arg = |a: usize| -> Arg<'_, C<T>> {
+                match ins.args[a] {
+                    Operand::Input(i) => {
+                        let i = usize::from(i);
+                        match scalars[i] {
+                            Some(c) => Arg::Scalar(c),
+                            None => Arg::Vec(&inputs[i]),
+                        }
+                    }
+                    Operand::Temp(t) => Arg::Vec(&done[usize::from(t)]),
                     Operand::Const(c) => Arg::Scalar(C::<T>::from_f64c(c)),
                 }
             };
-            let r = match ins.f {
-                RegionFn::Unary(k) => unary(k, arg(0), len),
-                RegionFn::Binary(k) => binary(k, arg(0), arg(1), len),
-            };
-            regs.push(r);
+            match ins.f {
+                RegionFn::Unary(f) => unary(dst, f, arg(0), len),
+                RegionFn::Binary(f) => binary(dst, f, arg(0), arg(1), len),
+            }
         }
-        if let Some(last) = regs.last() {
+        if let Some(last) = regs.get(self.program.0.len().wrapping_sub(1)) {
             for (o, v) in out.iter_mut().zip(last) {
                 *o = T::down(*v);
             }
@@ -150,18 +225,16 @@ impl RegionKernel {
     }
 }
 
-/// Input values of output elements `start..start+len`, in the compute type.
+/// Loads input values of output elements `start..start+len` into `buf`,
+/// walking output coordinates.
 fn gather<T: Real>(
     src: &[T],
     strides: &[usize],
     dims: &[usize],
     start: usize,
+    buf: &mut Vec<T::C>,
     len: usize,
-) -> Vec<T::C> {
-    // As many elements as the output: the same layout (inputs broadcast to it).
-    if src.len() == dims.iter().product::<usize>() && src.len() >= start + len {
-        return src[start..start + len].iter().map(|v| v.up()).collect();
-    }
+) {
     let r = dims.len();
     let mut coord = vec![0usize; r];
     let mut rem = start;
@@ -172,9 +245,8 @@ fn gather<T: Real>(
         }
     }
     let mut off: usize = coord.iter().zip(strides).map(|(c, s)| c * s).sum();
-    let mut v = Vec::with_capacity(len);
     for _ in 0..len {
-        v.push(src.get(off).map_or_else(T::C::nan, |x| x.up()));
+        buf.push(src.get(off).map_or_else(T::C::nan, |x| x.up()));
         for a in (0..r).rev() {
             coord[a] += 1;
             off += strides[a];
@@ -185,7 +257,6 @@ fn gather<T: Real>(
             coord[a] = 0;
         }
     }
-    v
 }
 
 enum Arg<'a, C> {
@@ -193,38 +264,31 @@ enum Arg<'a, C> {
     Scalar(C),
 }
 
-impl<C: Copy> Arg<'_, C> {
-    #[inline(always)]
-    fn at(&self, i: usize) -> C {
-        match self {
-            Arg::Vec(v) => v[i],
-            Arg::Scalar(c) => *c,
-        }
-    }
-}
-
-fn map1<C: Copy>(a: Arg<C>, len: usize, f: impl Fn(C) -> C) -> Vec<C> {
+fn map1<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, len: usize, f: impl Fn(C) -> C) {
+    dst.clear();
     match a {
-        Arg::Vec(v) => v.iter().map(|x| f(*x)).collect(),
-        Arg::Scalar(c) => vec![f(c); len],
+        Arg::Vec(v) => dst.extend(v.iter().map(|x| f(*x))),
+        Arg::Scalar(c) => dst.resize(len, f(c)),
     }
 }
 
-fn map2<C: Copy>(a: Arg<C>, b: Arg<C>, len: usize, f: impl Fn(C, C) -> C) -> Vec<C> {
+fn map2<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, b: Arg<C>, len: usize, f: impl Fn(C, C) -> C) {
+    dst.clear();
     match (&a, &b) {
-        (Arg::Vec(x), Arg::Vec(y)) => x.iter().zip(y.iter()).map(|(p, q)| f(*p, *q)).collect(),
-        (Arg::Vec(x), Arg::Scalar(q)) => x.iter().map(|p| f(*p, *q)).collect(),
-        _ => (0..len).map(|i| f(a.at(i), b.at(i))).collect(),
+        (Arg::Vec(x), Arg::Vec(y)) => dst.extend(x.iter().zip(y.iter()).map(|(p, q)| f(*p, *q))),
+        (Arg::Vec(x), Arg::Scalar(q)) => dst.extend(x.iter().map(|p| f(*p, *q))),
+        (Arg::Scalar(p), Arg::Vec(y)) => dst.extend(y.iter().map(|q| f(*p, *q))),
+        (Arg::Scalar(p), Arg::Scalar(q)) => dst.resize(len, f(*p, *q)),
     }
 }
 
 /// One unary function over a chunk (formulas as in `elementwise.rs`).
-fn unary<C: Comp>(k: U, a: Arg<C>, len: usize) -> Vec<C> {
+fn unary<C: Comp>(dst: &mut Vec<C>, k: U, a: Arg<C>, len: usize) {
     let (zero, one) = (C::zero(), C::one());
     match k {
-        U::Abs => map1(a, len, |v| v.abs()),
-        U::Neg => map1(a, len, |v| -v),
-        U::Sign => map1(a, len, |v| {
+        U::Abs => map1(dst, a, len, |v| v.abs()),
+        U::Neg => map1(dst, a, len, |v| -v),
+        U::Sign => map1(dst, a, len, |v| {
             if v.is_nan() {
                 v
             } else if v > zero {
@@ -235,26 +299,26 @@ fn unary<C: Comp>(k: U, a: Arg<C>, len: usize) -> Vec<C> {
                 zero
             }
         }),
-        U::Ceil => map1(a, len, |v| v.ceil()),
-        U::Floor => map1(a, len, |v| v.floor()),
-        U::Round => map1(a, len, |v| v.round_even()),
-        U::Sqrt => map1(a, len, |v| v.sqrt()),
-        U::Reciprocal => map1(a, len, |v| v.recip()),
-        U::Exp => map1(a, len, |v| v.exp()),
-        U::Log => map1(a, len, |v| v.ln()),
-        U::Sin => map1(a, len, |v| v.sin()),
-        U::Cos => map1(a, len, |v| v.cos()),
-        U::Tan => map1(a, len, |v| v.tan()),
-        U::Asin => map1(a, len, |v| v.asin()),
-        U::Acos => map1(a, len, |v| v.acos()),
-        U::Atan => map1(a, len, |v| v.atan()),
-        U::Sinh => map1(a, len, |v| v.sinh()),
-        U::Cosh => map1(a, len, |v| v.cosh()),
-        U::Asinh => map1(a, len, |v| v.asinh()),
-        U::Acosh => map1(a, len, |v| v.acosh()),
-        U::Atanh => map1(a, len, |v| v.atanh()),
-        U::Tanh => map1(a, len, |v| v.tanh()),
-        U::Sigmoid => map1(a, len, |v| {
+        U::Ceil => map1(dst, a, len, |v| v.ceil()),
+        U::Floor => map1(dst, a, len, |v| v.floor()),
+        U::Round => map1(dst, a, len, |v| v.round_even()),
+        U::Sqrt => map1(dst, a, len, |v| v.sqrt()),
+        U::Reciprocal => map1(dst, a, len, |v| v.recip()),
+        U::Exp => map1(dst, a, len, |v| v.exp()),
+        U::Log => map1(dst, a, len, |v| v.ln()),
+        U::Sin => map1(dst, a, len, |v| v.sin()),
+        U::Cos => map1(dst, a, len, |v| v.cos()),
+        U::Tan => map1(dst, a, len, |v| v.tan()),
+        U::Asin => map1(dst, a, len, |v| v.asin()),
+        U::Acos => map1(dst, a, len, |v| v.acos()),
+        U::Atan => map1(dst, a, len, |v| v.atan()),
+        U::Sinh => map1(dst, a, len, |v| v.sinh()),
+        U::Cosh => map1(dst, a, len, |v| v.cosh()),
+        U::Asinh => map1(dst, a, len, |v| v.asinh()),
+        U::Acosh => map1(dst, a, len, |v| v.acosh()),
+        U::Atanh => map1(dst, a, len, |v| v.atanh()),
+        U::Tanh => map1(dst, a, len, |v| v.tanh()),
+        U::Sigmoid => map1(dst, a, len, |v| {
             if v >= zero {
                 one / (one + (-v).exp())
             } else {
@@ -262,32 +326,33 @@ fn unary<C: Comp>(k: U, a: Arg<C>, len: usize) -> Vec<C> {
                 e / (one + e)
             }
         }),
-        U::Relu => map1(a, len, |v| if v < zero { zero } else { v }),
-        U::Erf => map1(a, len, |v| v.erf()),
-        U::Softplus => map1(a, len, |v| {
+        U::Relu => map1(dst, a, len, |v| if v < zero { zero } else { v }),
+        U::Erf => map1(dst, a, len, |v| v.erf()),
+        U::Softplus => map1(dst, a, len, |v| {
             if v > zero {
                 v + (-v).exp().ln_1p()
             } else {
                 v.exp().ln_1p()
             }
         }),
-        U::Softsign => map1(a, len, |v| v / (one + v.abs())),
+        U::Softsign => map1(dst, a, len, |v| v / (one + v.abs())),
         // Not allowed in a region (the program check rejects them at build).
         U::Not | U::BitwiseNot | U::IsNan | U::IsInf | U::IsPosInf | U::IsNegInf => {
-            vec![C::nan(); len]
+            dst.clear();
+            dst.resize(len, C::nan());
         }
     }
 }
 
 /// One binary function over a chunk.
-fn binary<C: Comp>(k: B, a: Arg<C>, b: Arg<C>, len: usize) -> Vec<C> {
+fn binary<C: Comp>(dst: &mut Vec<C>, k: B, a: Arg<C>, b: Arg<C>, len: usize) {
     match k {
-        B::Add => map2(a, b, len, |p, q| p + q),
-        B::Sub => map2(a, b, len, |p, q| p - q),
-        B::Mul => map2(a, b, len, |p, q| p * q),
-        B::Div => map2(a, b, len, |p, q| p / q),
-        B::Pow => map2(a, b, len, |p, q| p.powf(q)),
-        B::Max => map2(a, b, len, |p, q| {
+        B::Add => map2(dst, a, b, len, |p, q| p + q),
+        B::Sub => map2(dst, a, b, len, |p, q| p - q),
+        B::Mul => map2(dst, a, b, len, |p, q| p * q),
+        B::Div => map2(dst, a, b, len, |p, q| p / q),
+        B::Pow => map2(dst, a, b, len, |p, q| p.powf(q)),
+        B::Max => map2(dst, a, b, len, |p, q| {
             if p.is_nan() || q.is_nan() {
                 C::nan()
             } else if p > q {
@@ -296,7 +361,7 @@ fn binary<C: Comp>(k: B, a: Arg<C>, b: Arg<C>, len: usize) -> Vec<C> {
                 q
             }
         }),
-        B::Min => map2(a, b, len, |p, q| {
+        B::Min => map2(dst, a, b, len, |p, q| {
             if p.is_nan() || q.is_nan() {
                 C::nan()
             } else if p < q {
@@ -306,7 +371,10 @@ fn binary<C: Comp>(k: B, a: Arg<C>, b: Arg<C>, len: usize) -> Vec<C> {
             }
         }),
         // Not allowed in a region (the program check rejects them at build).
-        _ => vec![C::nan(); len],
+        _ => {
+            dst.clear();
+            dst.resize(len, C::nan());
+        }
     }
 }
 
@@ -370,5 +438,34 @@ mod tests {
         let y = region("[max(x0, 0.0), sigmoid(t0)]", &[x], &[2]);
         assert!(y[0].is_nan());
         assert!((y[1] - 1.0 / (1.0 + (-2.0f32).exp())).abs() < 1e-7);
+    }
+
+    #[test]
+    fn per_channel_affine_over_nchw() {
+        // x: [2,3,4,20] with per-channel scale/shift [3,1,1]: rows of 80.
+        let dims = [2usize, 3, 4, 20];
+        let n: usize = dims.iter().product();
+        let xv: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let x = Tensor::from_f32(&dims, &xv).unwrap();
+        let a = Tensor::from_f32(&[3, 1, 1], &[1.0, 2.0, -1.0]).unwrap();
+        let b = Tensor::from_f32(&[3, 1, 1], &[0.5, 0.0, 4.0]).unwrap();
+        let y = region("[mul(x0, x1), add(t0, x2), relu(t1)]", &[x, a, b], &dims);
+        for (i, (got, v)) in y.iter().zip(&xv).enumerate() {
+            let c = (i / 80) % 3;
+            let want = (v * [1.0, 2.0, -1.0][c] + [0.5, 0.0, 4.0][c]).max(0.0);
+            assert_eq!(*got, want, "element {i}");
+        }
+    }
+
+    #[test]
+    fn short_rows_walk_coordinates() {
+        // [4,3] + [4,1]: rows of 3 (< MIN_ROW) take the coordinate walk.
+        let x = Tensor::from_f32(&[4, 3], &(0..12).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+        let c = Tensor::from_f32(&[4, 1], &[100.0, 200.0, 300.0, 400.0]).unwrap();
+        let y = region("[add(x0, x1)]", &[x, c], &[4, 3]);
+        let want: Vec<f32> = (0..12)
+            .map(|i| i as f32 + 100.0 * (1 + i / 3) as f32)
+            .collect();
+        assert_eq!(y, want);
     }
 }
