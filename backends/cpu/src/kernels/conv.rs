@@ -72,9 +72,10 @@ impl ConvGeom {
             && self.strides.iter().all(|&s| s == 1)
             && self.pads.iter().all(|&p| p == 0)
     }
-    /// Output columns per im2col tile: about 1 MiB of f32 per tile.
+    /// Output columns per im2col tile: about 4 MiB of f32 per tile, so each
+    /// GEMM call is wide enough to amortize packing the weights.
     fn tile(&self) -> usize {
-        ((1 << 18) / self.col_rows().max(1))
+        ((1 << 20) / self.col_rows().max(1))
             .max(64)
             .min(self.spatial_out().max(1))
     }
@@ -117,13 +118,33 @@ fn im2col<T: Copy + Default>(
                             out.fill(T::default());
                         } else {
                             let xr = &xc[(hh * iw) as usize..((hh + 1) * iw) as usize];
-                            for (t, o) in out.iter_mut().enumerate() {
-                                let ww = (ow0 + t) as isize * sw + dw;
-                                *o = if ww >= 0 && ww < iw {
-                                    xr[ww as usize]
-                                } else {
-                                    T::default()
-                                };
+                            // Outputs t of the run read column (ow0 + t) * sw + dw: those
+                            // in [lo, hi) fall inside the row, the rest are padding.
+                            let first = ow0 as isize * sw + dw;
+                            let lo = if first >= 0 {
+                                0
+                            } else {
+                                ((-first + sw - 1) / sw) as usize
+                            }
+                            .min(run);
+                            let hi = if iw - first <= 0 {
+                                0
+                            } else {
+                                (((iw - first + sw - 1) / sw) as usize).min(run)
+                            }
+                            .max(lo);
+                            out[..lo].fill(T::default());
+                            out[hi..].fill(T::default());
+                            let start = (first + lo as isize * sw) as usize;
+                            if sw == 1 {
+                                out[lo..hi].copy_from_slice(&xr[start..start + (hi - lo)]);
+                            } else {
+                                for (o, v) in out[lo..hi]
+                                    .iter_mut()
+                                    .zip(xr[start..].iter().step_by(sw as usize))
+                                {
+                                    *o = *v;
+                                }
                             }
                         }
                         j += run;
