@@ -87,6 +87,14 @@ fn print_profile(
     session: &Session,
     named: &[(&str, &rlx_onnx::ir::Tensor)],
 ) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(plan) = session.plan_for(named)? {
+        println!(
+            "memory: arena {:.2} MiB, sum of all planned tensors {:.2} MiB ({:.1}%)",
+            plan.arena_bytes as f64 / 1048576.0,
+            plan.total_bytes as f64 / 1048576.0,
+            100.0 * plan.arena_bytes as f64 / plan.total_bytes.max(1) as f64
+        );
+    }
     let Some(steps) = session.profile(named)? else {
         println!(
             "profile: this graph runs node by node (data-dependent shapes); no per-step profile"
