@@ -4,8 +4,15 @@
 //! every node with its reason, never dropped. Subgraphs are legalized too, but
 //! what stays unsupported in a body fails when (if) it runs.
 //! Without a backend in the context the pass does nothing.
+//!
+//! On a graph whose dims are still symbolic, a rejected node whose value
+//! follows from shapes and constants alone (`shape`, arithmetic on it,
+//! `constant_of_shape`) is left alone: specialization binds the dims and
+//! folding then removes it before the target's schedule is planned.
 
-use rlx_ir::{Graph, NodeId, TensorType, Value, Weights};
+use std::collections::HashSet;
+
+use rlx_ir::{Graph, NodeId, Op, TensorType, Value, Weights};
 
 use crate::decompose::decompose;
 use crate::manager::{Pass, PassContext, PassError, UnsupportedNode};
@@ -22,7 +29,9 @@ impl Pass for Legalize {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let Some(backend) = cx.backend else { return Ok(false) };
+        let Some(backend) = cx.backend else {
+            return Ok(false);
+        };
         let mut bad = Vec::new();
         let mut counts = Vec::new();
         let changed = legalize(g, cx.weights, backend, &mut bad, &mut counts)
@@ -87,12 +96,18 @@ fn legalize(
     // Decompositions may produce nodes that need decomposing in turn.
     for _ in 0..8 {
         let mut round = false;
+        let later = foldable_after_binding(g).map_err(|e| e.to_string())?;
         for id in g.topo_order().map_err(|e| e.to_string())? {
             let node = g.node(id);
             if node.op.is_leaf() {
                 continue;
             }
-            let Err(reason) = backend.supports(node, &input_types(g, id)) else { continue };
+            let Err(reason) = backend.supports(node, &input_types(g, id)) else {
+                continue;
+            };
+            if later.contains(&id) {
+                continue;
+            }
             let op = node.op.name();
             match decompose(g, w, id) {
                 Ok(values) => {
@@ -122,6 +137,36 @@ fn legalize(
     Ok(changed)
 }
 
+/// On a graph with symbolic dims, the nodes whose values depend on shapes and
+/// constants only (never on input data); empty once every dim is known.
+fn foldable_after_binding(g: &Graph) -> Result<HashSet<NodeId>, rlx_ir::graph::GraphError> {
+    let mut set = HashSet::new();
+    let symbolic = g
+        .node_ids()
+        .into_iter()
+        .any(|id| g.node(id).outputs.iter().any(|t| !t.shape.is_known()));
+    if !symbolic {
+        return Ok(set);
+    }
+    for id in g.topo_order()? {
+        let node = g.node(id);
+        let yes = match node.op {
+            Op::Constant(_) | Op::Weight(_) | Op::ShapeOf(_) | Op::Size(_) => true,
+            Op::Input(_) => false,
+            _ => {
+                let ins = g.inputs_of(id);
+                !ins.is_empty()
+                    && node.op.subgraphs().is_empty()
+                    && ins.iter().all(|v| set.contains(&v.node))
+            }
+        };
+        if yes {
+            set.insert(id);
+        }
+    }
+    Ok(set)
+}
+
 /// How a target runs one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Support {
@@ -133,7 +178,11 @@ pub enum Support {
 
 /// Per node of `g` (top level, topological order): name, op, origin and how
 /// `backend` runs it.
-pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, String, String, Support)> {
+pub fn classify(
+    g: &Graph,
+    w: &Weights,
+    backend: &dyn Backend,
+) -> Vec<(String, String, String, Support)> {
     let mut out = Vec::new();
     for id in g.topo_order().unwrap_or_else(|_| g.node_ids()) {
         let node = g.node(id);
@@ -148,8 +197,11 @@ pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, S
                 match decompose(&mut g2, &mut w2, id) {
                     Err(why) => Support::Unsupported(format!("{reason}; {why}")),
                     Ok(_) => {
-                        let new: Vec<NodeId> =
-                            g2.node_ids().into_iter().filter(|n| !before.contains(n)).collect();
+                        let new: Vec<NodeId> = g2
+                            .node_ids()
+                            .into_iter()
+                            .filter(|n| !before.contains(n))
+                            .collect();
                         let mut ops = Vec::new();
                         let mut missing = None;
                         for n in new {
@@ -158,7 +210,10 @@ pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, S
                                 continue;
                             }
                             if let Err(r) = backend.supports(nn, &input_types(&g2, n)) {
-                                missing = Some(format!("{reason}; its part `{}` is unsupported too: {r}", nn.op.name()));
+                                missing = Some(format!(
+                                    "{reason}; its part `{}` is unsupported too: {r}",
+                                    nn.op.name()
+                                ));
                             }
                             ops.push(nn.op.name().to_string());
                         }
@@ -170,7 +225,12 @@ pub fn classify(g: &Graph, w: &Weights, backend: &dyn Backend) -> Vec<(String, S
                 }
             }
         };
-        out.push((node.name.clone(), node.op.name().to_string(), node.origin_text(), status));
+        out.push((
+            node.name.clone(),
+            node.op.name().to_string(),
+            node.origin_text(),
+            status,
+        ));
     }
     out
 }

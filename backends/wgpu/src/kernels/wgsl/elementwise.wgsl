@@ -1,0 +1,116 @@
+// elementwise: helper functions of the generated element-wise kernels (unary,
+// binary, compare, cast, where, clip, gelu and fused regions). The generator
+// appends `main`, which decomposes each output index over the output dims and
+// reads every input through its broadcast strides.
+
+fn ew_erf(x: f32) -> f32 {
+    let a = abs(x);
+    if (a < 1.0) {
+        // Maclaurin series: error below 1e-9 on |x| < 1.
+        let z = x * x;
+        var term = x;
+        var sum = x;
+        for (var n = 1; n < 12; n++) {
+            term = -term * z / f32(n);
+            sum += term / f32(2 * n + 1);
+        }
+        return 1.1283791670955126 * sum;
+    }
+    // Abramowitz and Stegun 7.1.26 (absolute error 1.5e-7) for |x| >= 1.
+    let t = 1.0 / (1.0 + 0.3275911 * a);
+    let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
+    return select(-y, y, x >= 0.0);
+}
+
+fn ew_tanh(x: f32) -> f32 {
+    let e = exp(-2.0 * abs(x));
+    let t = (1.0 - e) / (1.0 + e);
+    return select(-t, t, x >= 0.0);
+}
+
+fn ew_sigmoid(x: f32) -> f32 {
+    if (x >= 0.0) {
+        return 1.0 / (1.0 + exp(-x));
+    }
+    let e = exp(x);
+    return e / (1.0 + e);
+}
+
+fn ew_softplus(x: f32) -> f32 {
+    return max(x, 0.0) + log(1.0 + exp(-abs(x)));
+}
+
+fn ew_pow(x: f32, y: f32) -> f32 {
+    if (y == 0.0) {
+        return 1.0;
+    }
+    if (x == 0.0) {
+        return select(inf_f32(), 0.0, y > 0.0);
+    }
+    let r = exp2(y * log2(abs(x)));
+    if (x > 0.0) {
+        return r;
+    }
+    if (floor(y) != y) {
+        return nan_f32();
+    }
+    return select(r, -r, fract(y * 0.5) != 0.0);
+}
+
+fn ew_fmod(x: f32, y: f32) -> f32 {
+    return x - trunc(x / y) * y;
+}
+
+fn ew_mod(x: f32, y: f32) -> f32 {
+    let r = ew_fmod(x, y);
+    if (r != 0.0 && ((r < 0.0) != (y < 0.0))) {
+        return r + y;
+    }
+    return r;
+}
+
+fn ew_imod(x: i32, y: i32) -> i32 {
+    if (y == 0) {
+        return 0;
+    }
+    let r = x % y;
+    if (r != 0 && ((r < 0) != (y < 0))) {
+        return r + y;
+    }
+    return r;
+}
+
+fn ew_ifmod(x: i32, y: i32) -> i32 {
+    if (y == 0) {
+        return 0;
+    }
+    return x % y;
+}
+
+fn ew_idiv(x: i32, y: i32) -> i32 {
+    if (y == 0) {
+        return 0;
+    }
+    return x / y;
+}
+
+fn ew_is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn ew_is_inf(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+fn ew_i64_to_f32(v: vec2<u32>) -> f32 {
+    return f32(bitcast<i32>(v.y)) * 4294967296.0 + f32(v.x);
+}
+
+fn ew_st64(b: u32, i: u32, v: i32) {
+    A[(b >> 2u) + 2u * i] = bitcast<u32>(v);
+    A[(b >> 2u) + 2u * i + 1u] = bitcast<u32>(v >> 31u);
+}
+
+fn ew_ld64(b: u32, i: u32) -> vec2<u32> {
+    return vec2<u32>(A[(b >> 2u) + 2u * i], A[(b >> 2u) + 2u * i + 1u]);
+}
