@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use rlx_onnx::conformance::{compare, Tolerance};
 use rlx_onnx::ir::Tensor;
-use rlx_onnx::testdata::{data_set_dirs, read_data_set};
-use rlx_onnx::wgpu::Context;
+use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_set};
+use rlx_onnx::wgpu::{Caps, Context, Executable, WgpuError};
 use rlx_onnx::{CompiledModel, Compiler, Error, Session, SessionOptions, Target};
 
 const TOL: Tolerance = Tolerance {
@@ -109,6 +109,91 @@ fn golden_models_match_cpu() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn light_models_match_cpu() {
+    let Some(data) = common::testdata() else {
+        return;
+    };
+    let Some(ctx) = context() else { return };
+    let mut bad = Vec::new();
+    for m in light_models(&data.join("light")).unwrap() {
+        let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
+        let g = &c.graph;
+        let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
+        let x = arange_input(&dims).unwrap();
+        match parity(&m.model, &[x], &ctx) {
+            Ok(true) => {}
+            Ok(false) => bad.push(format!("{}: wgpu rejects it", m.name)),
+            Err(e) => bad.push(format!("{}: {e}", m.name)),
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// An arena larger than the binding limit: every dispatch binds a window.
+#[test]
+fn small_binding_limit_uses_windows() {
+    let Some(ctx) = context() else { return };
+    let case = common::root().join("golden/cnn");
+    let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
+    let model = Compiler::new(Target::Wgpu)
+        .compile_file(&case.join("model.onnx"))
+        .unwrap();
+    let names = model.input_names();
+    let session = Session::new(model.clone(), SessionOptions { threads: 1 }).unwrap();
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
+    let full = session.wgpu_schedule(&named, Caps::default()).unwrap();
+    // The smallest limit every single operand fits (with window alignment).
+    let largest = full
+        .dispatches
+        .iter()
+        .flat_map(|d| &d.operands)
+        .map(|r| r.bytes)
+        .max()
+        .unwrap();
+    let limit = (largest + 512).next_multiple_of(256);
+    assert!(
+        full.buffer_bytes > 2 * limit,
+        "the test needs a buffer well over the limit"
+    );
+    let small = session
+        .wgpu_schedule(&named, Caps { max_binding: limit })
+        .unwrap();
+    assert!(small
+        .dispatches
+        .iter()
+        .all(|d| d.windows.iter().all(|w| w.bytes <= limit)));
+    assert!(small.dispatches.iter().any(|d| d.windows.len() > 1));
+    assert!(small
+        .dispatches
+        .iter()
+        .any(|d| d.windows.iter().any(|w| w.offset > 0)));
+    let exec = Executable::new(ctx.clone(), small).unwrap();
+    let inputs: Vec<&Tensor> = set.inputs.iter().collect();
+    let got = exec.run(&inputs).unwrap();
+    let want = run(
+        Compiler::new(Target::Cpu)
+            .compile_file(&case.join("model.onnx"))
+            .unwrap(),
+        &set.inputs,
+        None,
+    )
+    .unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(compare(g, w, TOL).unwrap().mismatched, 0);
+    }
+    // A limit below one operand is a clear planning error.
+    match session.wgpu_schedule(&named, Caps { max_binding: 256 }) {
+        Err(Error::Wgpu(WgpuError::Node { reason, .. })) => {
+            assert!(reason.contains("binding limit"), "{reason}")
+        }
+        other => panic!(
+            "expected a binding-limit error, got {:?}",
+            other.map(|s| s.dispatches.len())
+        ),
+    }
 }
 
 #[test]

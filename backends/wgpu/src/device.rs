@@ -56,7 +56,7 @@ impl Context {
     /// What plans for this device may assume.
     pub fn caps(&self) -> Caps {
         Caps {
-            max_binding: u64::from(self.limits.max_storage_buffer_binding_size),
+            max_binding: u64::from(self.limits.max_storage_buffer_binding_size).min(1 << 30),
         }
     }
 }
@@ -137,7 +137,13 @@ impl Executable {
         };
         let bgl = d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("rlx layout"),
-            entries: &[storage(0, false), storage(1, true)],
+            entries: &[
+                storage(0, false),
+                storage(1, false),
+                storage(2, false),
+                storage(3, false),
+                storage(4, true),
+            ],
         });
         let layout = d.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("rlx pipeline layout"),
@@ -161,20 +167,35 @@ impl Executable {
         }
         let mut bind_groups = Vec::with_capacity(schedule.dispatches.len());
         for (disp, &o) in schedule.dispatches.iter().zip(&poffs) {
+            let window = |i: usize| {
+                let w = disp
+                    .windows
+                    .get(i)
+                    .or(disp.windows.first())
+                    .copied()
+                    .unwrap_or(crate::schedule::Range {
+                        offset: 0,
+                        bytes: schedule.buffer_bytes,
+                    });
+                wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &buffer,
+                        offset: w.offset,
+                        size: NonZeroU64::new(w.bytes),
+                    }),
+                }
+            };
             bind_groups.push(d.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: None,
                 layout: &bgl,
                 entries: &[
+                    window(0),
+                    window(1),
+                    window(2),
+                    window(3),
                     wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: &buffer,
-                            offset: disp.window.offset,
-                            size: NonZeroU64::new(disp.window.bytes),
-                        }),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
+                        binding: 4,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                             buffer: &params,
                             offset: o,

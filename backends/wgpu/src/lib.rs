@@ -47,7 +47,8 @@ pub enum WgpuError {
 /// What the adapter offers that changes what the plan may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caps {
-    /// `max_storage_buffer_binding_size`: larger buffers are bound in windows.
+    /// `max_storage_buffer_binding_size` (at most 1 GiB, what operand handles
+    /// address): larger buffers are bound in windows.
     pub max_binding: u64,
 }
 

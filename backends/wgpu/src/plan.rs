@@ -133,6 +133,7 @@ pub fn plan(
             .collect::<Result<Vec<_>, _>>()?;
         let values = ins.iter().map(|v| leaf_value(g, weights, v.node)).collect();
         let mut cx = Cx::new(node, inputs, outputs, values, scratch_at, &mut pipelines);
+        cx.max_binding = opts.caps.max_binding;
         lower(&mut cx).map_err(|reason| WgpuError::Node {
             node: node.name.clone(),
             origin: node.origin.clone(),
@@ -148,23 +149,20 @@ pub fn plan(
     let mut dispatches = Vec::with_capacity(drafts.len());
     for (id, d) in drafts {
         let node = g.node(id);
-        let window = window_of(&d.operands, buffer_bytes, max_binding).map_err(|reason| {
-            WgpuError::Node {
-                node: node.name.clone(),
-                origin: node.origin.clone(),
-                reason,
-            }
-        })?;
-        let mut params: Vec<u32> = d
-            .operands
-            .iter()
-            .map(|r| (r.offset - window.offset) as u32)
-            .collect();
+        let (windows, handles) =
+            windows_of(&d.operands, buffer_bytes, max_binding).map_err(|reason| {
+                WgpuError::Node {
+                    node: node.name.clone(),
+                    origin: node.origin.clone(),
+                    reason,
+                }
+            })?;
+        let mut params = handles;
         params.extend_from_slice(&d.params);
         dispatches.push(Dispatch {
             pipeline: d.pipeline,
             groups: groups(d.groups),
-            window,
+            windows,
             params,
             operands: d.operands,
             node: node.name.clone(),
@@ -203,33 +201,58 @@ pub fn plan(
     })
 }
 
-/// The window a dispatch binds: the whole buffer when it fits the binding
-/// limit, else the aligned span of the dispatch's operands.
-fn window_of(ops: &[Range], buffer: u64, limit: u64) -> Result<Range, String> {
+/// Bindable windows per dispatch (kernels address 4).
+pub const WINDOWS: usize = 4;
+
+/// The windows a dispatch binds and its operand handles. When the buffer fits
+/// the binding limit, one window is the whole buffer; otherwise operands are
+/// grouped, in address order, into at most [`WINDOWS`] aligned spans within
+/// the limit.
+fn windows_of(ops: &[Range], buffer: u64, limit: u64) -> Result<(Vec<Range>, Vec<u32>), String> {
     if buffer <= limit {
-        return Ok(Range {
+        let whole = Range {
             offset: 0,
             bytes: buffer,
-        });
+        };
+        return Ok((vec![whole], ops.iter().map(|r| r.offset as u32).collect()));
     }
-    let lo = ops.iter().map(|r| r.offset).min().unwrap_or(0) / BLOCK_ALIGN * BLOCK_ALIGN;
-    let hi = ops
-        .iter()
-        .map(|r| r.offset + r.bytes)
-        .max()
-        .unwrap_or(0)
-        .next_multiple_of(4)
-        .max(lo + 4);
-    if hi - lo > limit {
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by_key(|&i| ops[i].offset);
+    let mut windows: Vec<Range> = Vec::new();
+    let mut slot = vec![0usize; ops.len()];
+    for i in order {
+        let r = ops[i];
+        let end = (r.offset + r.bytes).next_multiple_of(4);
+        let lo = r.offset / BLOCK_ALIGN * BLOCK_ALIGN;
+        if end - lo > limit {
+            return Err(format!(
+                "an operand of {} bytes does not fit the binding limit of {limit}",
+                r.bytes
+            ));
+        }
+        match windows.last_mut() {
+            Some(w) if end.max(w.offset + w.bytes) - w.offset <= limit => {
+                w.bytes = end.max(w.offset + w.bytes) - w.offset;
+            }
+            _ => windows.push(Range {
+                offset: lo,
+                bytes: (end - lo).max(4),
+            }),
+        }
+        slot[i] = windows.len() - 1;
+    }
+    if windows.len() > WINDOWS {
         return Err(format!(
-            "its operands span {} bytes of the buffer, more than the binding limit of {limit}",
-            hi - lo
+            "its operands need {} windows of the binding limit of {limit}; kernels bind {WINDOWS}",
+            windows.len()
         ));
     }
-    Ok(Range {
-        offset: lo,
-        bytes: hi - lo,
-    })
+    let handles = ops
+        .iter()
+        .zip(&slot)
+        .map(|(r, &s)| ((s as u32) << 30) | (r.offset - windows[s].offset) as u32)
+        .collect();
+    Ok((windows, handles))
 }
 
 /// Workgroup counts for `n` workgroups: x up to 65535, the rest in y.
@@ -255,9 +278,19 @@ mod tests {
     #[test]
     fn windows_cover_operands_and_respect_the_limit() {
         let r = |offset, bytes| Range { offset, bytes };
-        assert_eq!(window_of(&[r(0, 64)], 1024, 4096).unwrap(), r(0, 1024));
-        let w = window_of(&[r(1000, 8), r(1300, 6)], 4096, 1024).unwrap();
-        assert_eq!(w, r(768, 540));
-        assert!(window_of(&[r(0, 8), r(3000, 8)], 4096, 1024).is_err());
+        let (w, h) = windows_of(&[r(0, 64), r(512, 8)], 1024, 4096).unwrap();
+        assert_eq!((w, h), (vec![r(0, 1024)], vec![0, 512]));
+        let (w, h) = windows_of(&[r(1000, 8), r(1300, 6)], 4096, 1024).unwrap();
+        assert_eq!(w, vec![r(768, 540)]);
+        assert_eq!(h, vec![232, 532]);
+        // Far-apart operands get their own windows (handle: window << 30 | offset).
+        let (w, h) = windows_of(&[r(3000, 8), r(0, 8)], 4096, 1024).unwrap();
+        assert_eq!(w, vec![r(0, 8), r(2816, 192)]);
+        assert_eq!(h, vec![(1 << 30) | 184, 0]);
+        assert!(windows_of(&[r(0, 2000)], 4096, 1024).is_err());
+        let five: Vec<Range> = (0..5).map(|i| r(i * 1024, 8)).collect();
+        assert!(windows_of(&five, 8192, 512)
+            .unwrap_err()
+            .contains("5 windows"));
     }
 }

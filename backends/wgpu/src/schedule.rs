@@ -25,10 +25,11 @@ pub struct Range {
 pub struct Dispatch {
     pub pipeline: usize,
     pub groups: [u32; 3],
-    /// The window of the storage buffer bound at binding 0.
-    pub window: Range,
-    /// Params (binding 1): operand byte offsets relative to the window, then
-    /// the kernel's own words.
+    /// The windows of the storage buffer bound at bindings 0 to 3 (at least
+    /// one; the device repeats the first for the rest).
+    pub windows: Vec<Range>,
+    /// Params (binding 4): operand handles (window index << 30 | byte offset
+    /// in the window), then the kernel's own words.
     pub params: Vec<u32>,
     /// The ranges the dispatch touches (absolute), for windows and reports.
     pub operands: Vec<Range>,
@@ -132,12 +133,13 @@ impl fmt::Display for Schedule {
         }
         for (i, d) in self.dispatches.iter().enumerate() {
             let params: Vec<String> = d.params.iter().map(|p| p.to_string()).collect();
+            let windows: Vec<String> = d.windows.iter().map(|w| w.to_string()).collect();
             writeln!(
                 f,
-                "  {i:>3} {} groups={:?} window={} params=[{}]  # {}",
+                "  {i:>3} {} groups={:?} windows={} params=[{}]  # {}",
                 self.pipelines[d.pipeline].name,
                 d.groups,
-                d.window,
+                windows.join(""),
                 params.join(","),
                 d.origin.join(", ")
             )?;

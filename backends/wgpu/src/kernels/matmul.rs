@@ -29,7 +29,56 @@ pub struct Gemm {
 }
 
 impl Gemm {
+    /// Emits the GEMM; when an unbatched operand exceeds half the binding
+    /// limit, as one dispatch per K chunk, accumulating into C (bias and
+    /// activation with the last chunk).
     pub fn emit(&self, cx: &mut Cx) -> LResult<()> {
+        let span = |rows: usize, rs: usize, cols: usize, cs: usize| -> u64 {
+            ((rows.saturating_sub(1) * rs + cols.saturating_sub(1) * cs + 1) * 4) as u64
+        };
+        let half = (cx.max_binding / 2).max(4);
+        let big = span(self.m, self.a_s[0], self.k, self.a_s[1]).max(span(
+            self.k,
+            self.b_s[0],
+            self.n,
+            self.b_s[1],
+        ));
+        if !self.batch.is_empty() || big <= half || self.k < 2 {
+            return self.emit_one(cx, 0);
+        }
+        let chunks = (big.div_ceil(half) as usize).clamp(2, self.k);
+        let kc = self.k.div_ceil(chunks);
+        let mut k0 = 0;
+        while k0 < self.k {
+            let k = kc.min(self.k - k0);
+            let sub = |r: Range, at: usize, bytes: u64| Range {
+                offset: r.offset + (at * 4) as u64,
+                bytes,
+            };
+            let last = k0 + k == self.k;
+            let part = Gemm {
+                a: sub(
+                    self.a,
+                    k0 * self.a_s[1],
+                    span(self.m, self.a_s[0], k, self.a_s[1]),
+                ),
+                b: sub(
+                    self.b,
+                    k0 * self.b_s[0],
+                    span(k, self.b_s[0], self.n, self.b_s[1]),
+                ),
+                bias: if last { self.bias } else { None },
+                relu: last && self.relu,
+                k,
+                ..self.clone()
+            };
+            part.emit_one(cx, u32::from(k0 > 0) << 2)?;
+            k0 += k;
+        }
+        Ok(())
+    }
+
+    fn emit_one(&self, cx: &mut Cx, extra_flags: u32) -> LResult<()> {
         if self.batch.len() > 4 {
             return Err("matmul with more than 4 batch dims after collapsing".into());
         }
@@ -50,7 +99,7 @@ impl Gemm {
             Some((r, sm, sn)) => (r, sm, sn),
             None => (self.c, 0, 0),
         };
-        let flags = u32::from(self.bias.is_some()) | (u32::from(self.relu) << 1);
+        let flags = u32::from(self.bias.is_some()) | (u32::from(self.relu) << 1) | extra_flags;
         let mut p = Vec::with_capacity(36);
         for v in [
             self.m,

@@ -90,6 +90,8 @@ pub struct Cx<'a> {
     pub outs: Vec<Operand>,
     /// Values of constant inputs (for value ports such as axes or pads).
     pub values: Vec<Option<Tensor>>,
+    /// The binding limit: kernels split work whose operands exceed it.
+    pub max_binding: u64,
     scratch_at: u64,
     scratch_used: u64,
     pipelines: &'a mut Pipelines,
@@ -112,6 +114,7 @@ impl<'a> Cx<'a> {
             ins,
             outs,
             values,
+            max_binding: u64::MAX,
             scratch_at,
             scratch_used: 0,
             pipelines,

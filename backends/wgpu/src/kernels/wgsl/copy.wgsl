@@ -21,10 +21,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         yo += c * P[23u + a];
     }
     let w = P[3];
-    let xb = (P[0] >> 2u) + u32(xo) * w;
-    let yb = (P[1] >> 2u) + yo * w;
-    A[yb] = A[xb];
+    let xb = u32(xo) * w;
+    let yb = yo * w;
+    wr(P[1], yb, rd(P[0], xb));
     if (w == 2u) {
-        A[yb + 1u] = A[xb + 1u];
+        wr(P[1], yb + 1u, rd(P[0], xb + 1u));
     }
 }

@@ -107,10 +107,10 @@ fn ew_i64_to_f32(v: vec2<u32>) -> f32 {
 }
 
 fn ew_st64(b: u32, i: u32, v: i32) {
-    A[(b >> 2u) + 2u * i] = bitcast<u32>(v);
-    A[(b >> 2u) + 2u * i + 1u] = bitcast<u32>(v >> 31u);
+    wr(b, 2u * i, bitcast<u32>(v));
+    wr(b, 2u * i + 1u, bitcast<u32>(v >> 31u));
 }
 
 fn ew_ld64(b: u32, i: u32) -> vec2<u32> {
-    return vec2<u32>(A[(b >> 2u) + 2u * i], A[(b >> 2u) + 2u * i + 1u]);
+    return vec2<u32>(rd(b, 2u * i), rd(b, 2u * i + 1u));
 }

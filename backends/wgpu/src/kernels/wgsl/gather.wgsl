@@ -20,17 +20,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (k < 0) {
         k += len;
     }
-    let yb = (P[2] >> 2u) + t * w;
+    let yb = t * w;
     if (k < 0 || k >= len) {
-        A[yb] = 0u;
+        wr(P[2], yb, 0u);
         if (w == 2u) {
-            A[yb + 1u] = 0u;
+            wr(P[2], yb + 1u, 0u);
         }
         return;
     }
-    let xb = (P[0] >> 2u) + ((o * u32(len) + u32(k)) * inner + i) * w;
-    A[yb] = A[xb];
+    let xb = ((o * u32(len) + u32(k)) * inner + i) * w;
+    wr(P[2], yb, rd(P[0], xb));
     if (w == 2u) {
-        A[yb + 1u] = A[xb + 1u];
+        wr(P[2], yb + 1u, rd(P[0], xb + 1u));
     }
 }

@@ -1,7 +1,7 @@
 // matmul: batched, strided C = act(A * B + bias), 32x32 output tiles per
 // workgroup of 64 invocations (4x4 each), K in steps of 16 through workgroup memory.
 // Params after operands (a, b, c, bias): M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn,
-// bias_sm, bias_sn, flags (bit 0: bias; bits 1..: activation, 1 = relu), tiles_m,
+// bias_sm, bias_sn, flags (bit 0: add bias, bit 1: relu, bit 2: accumulate into C), tiles_m,
 // tiles_n, batches, batch dims[4], a_sb[4], b_sb[4], c_sb[4], bias_sb[4] (element strides).
 
 var<workgroup> As: array<f32, 512>;
@@ -19,10 +19,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (bi >= batches) {
         return;
     }
-    var ao = P[0] >> 2u;
-    var bo = P[1] >> 2u;
-    var co = P[2] >> 2u;
-    var biaso = P[3] >> 2u;
+    var ao = 0u;
+    var bo = 0u;
+    var co = 0u;
+    var biaso = 0u;
     var r = bi;
     for (var d = 0u; d < 4u; d++) {
         let a = 3u - d;
@@ -50,12 +50,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let k = k0 + kk;
             var av = 0.0;
             if (m0 + x < M && k < K) {
-                av = bitcast<f32>(A[ao + (m0 + x) * a_sm + k * a_sk]);
+                av = ldf(P[0], ao + (m0 + x) * a_sm + k * a_sk);
             }
             As[idx] = av;
             var bv = 0.0;
             if (n0 + x < N && k < K) {
-                bv = bitcast<f32>(A[bo + k * b_sk + (n0 + x) * b_sn]);
+                bv = ldf(P[1], bo + k * b_sk + (n0 + x) * b_sn);
             }
             Bs[idx] = bv;
         }
@@ -79,13 +79,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let n = n0 + tx * 4u + j;
             if (m < M && n < N) {
                 var v = acc[i * 4u + j];
-                if ((flags & 1u) != 0u) {
-                    v += bitcast<f32>(A[biaso + m * P[13] + n * P[14]]);
+                let ci = co + m * P[11] + n * P[12];
+                if ((flags & 4u) != 0u) {
+                    v += ldf(P[2], ci);
                 }
-                if ((flags >> 1u) == 1u) {
+                if ((flags & 1u) != 0u) {
+                    v += ldf(P[3], biaso + m * P[13] + n * P[14]);
+                }
+                if ((flags & 2u) != 0u) {
                     v = max(v, 0.0);
                 }
-                A[co + m * P[11] + n * P[12]] = bitcast<u32>(v);
+                stf(P[2], ci, v);
             }
         }
     }

@@ -38,17 +38,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         stride *= u32(max(n, 1));
     }
     let w = P[3];
-    let yb = (P[1] >> 2u) + t * w;
+    let yb = t * w;
     if (!inside) {
-        A[yb] = P[6];
+        wr(P[1], yb, P[6]);
         if (w == 2u) {
-            A[yb + 1u] = P[7];
+            wr(P[1], yb + 1u, P[7]);
         }
         return;
     }
-    let xb = (P[0] >> 2u) + xo * w;
-    A[yb] = A[xb];
+    let xb = xo * w;
+    wr(P[1], yb, rd(P[0], xb));
     if (w == 2u) {
-        A[yb + 1u] = A[xb + 1u];
+        wr(P[1], yb + 1u, rd(P[0], xb + 1u));
     }
 }

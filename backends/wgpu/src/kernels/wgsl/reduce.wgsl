@@ -136,8 +136,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var res = sv[0];
     if (kind >= 10u) {
         let i = min(si[0], max(count, 1u) - 1u);
-        A[(P[1] >> 2u) + 2u * o] = i;
-        A[(P[1] >> 2u) + 2u * o + 1u] = 0u;
+        wr(P[1], 2u * o, i);
+        wr(P[1], 2u * o + 1u, 0u);
         return;
     }
     if (kind == 1u) {
