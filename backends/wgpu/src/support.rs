@@ -4,7 +4,7 @@
 //! only move (copy, gather, cast): i64 arithmetic would need SHADER_INT64,
 //! which this backend does not use yet.
 
-use rlx_ir::ops::{PoolKind, RegionFn, SoftmaxKind};
+use rlx_ir::ops::{PoolKind, RegionFn};
 use rlx_ir::{DType, Node, Op, TensorType};
 
 use crate::kernels::expr;
@@ -121,32 +121,17 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 PoolKind::Max if node.outputs.len() > 1 => {
                     Err("max pooling with indices has no wgpu kernel".into())
                 }
-                PoolKind::Lp => Err("lp pooling has no wgpu kernel".into()),
                 _ => spatial("pooling", inputs),
             }
         }
-        Op::GlobalPool(g) => {
+        Op::GlobalPool(_) => {
             f32_only("global pooling", d0)?;
-            if g.kind == rlx_ir::ops::GlobalPoolKind::Lp {
-                return Err("global lp pooling has no wgpu kernel".into());
-            }
             Ok(())
         }
         Op::Lrn(_) => f32_only("lrn", d0),
         Op::Reduce(_) | Op::ArgReduce(_) => f32_only("reductions", d0),
-        Op::Softmax(s) => {
-            f32_only("softmax", d0)?;
-            if s.kind == SoftmaxKind::Hardmax {
-                return Err("hardmax has no wgpu kernel".into());
-            }
-            Ok(())
-        }
-        Op::LayerNorm(l) => {
-            if l.stats || node.outputs.len() > 1 {
-                return Err("layer_norm with statistics outputs has no wgpu kernel".into());
-            }
-            f32_only("layer_norm", d0)
-        }
+        Op::Softmax(_) => f32_only("softmax", d0),
+        Op::LayerNorm(_) => f32_only("layer_norm", d0),
         Op::RmsNorm(_) => f32_only("rms_norm", d0),
         Op::Transpose(_)
         | Op::Slice(_)
@@ -157,6 +142,23 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         | Op::Tile(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_) => movable(node.op.name(), d0),
+        Op::GatherElements(_) | Op::Trilu(_) => {
+            movable(node.op.name(), d0)?;
+            match (&node.op, inputs.get(1).map(|t| t.dtype)) {
+                (Op::GatherElements(_), Some(DType::I32 | DType::I64)) | (Op::Trilu(_), _) => {
+                    Ok(())
+                }
+                _ => Err("gather_elements indices must be i32 or i64".into()),
+            }
+        }
+        Op::Cumulative(c) => f32_only(c.kind.name(), d0),
+        Op::NllLoss(_) => {
+            f32_only("nll_loss", d0)?;
+            match dtype_of(inputs, 1)? {
+                DType::I32 | DType::I64 => Ok(()),
+                d => Err(format!("nll_loss targets of {d} have no wgpu kernel")),
+            }
+        }
         Op::Gather(_) => {
             movable("gather", d0)?;
             match dtype_of(inputs, 1)? {

@@ -10,6 +10,8 @@ pub mod conv;
 pub mod elementwise;
 pub mod expr;
 pub mod gather;
+pub mod indexing;
+pub mod loss;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
@@ -264,6 +266,8 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         | Op::SpaceToDepth(_)
         | Op::Tile(_) => movement::lower(cx),
         Op::Gather(_) => gather::lower(cx),
+        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => indexing::lower(cx),
+        Op::NllLoss(l) => loss::lower(cx, l),
         op => Err(format!(
             "the wgpu backend has no kernel for `{}`",
             op.name()

@@ -8,10 +8,7 @@ const SRC: &str = include_str!("wgsl/norm.wgsl");
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let (ax, eps, rms) = match &cx.node.op {
-        Op::LayerNorm(l) if !l.stats && cx.outs.len() == 1 => (l.axis, l.epsilon, false),
-        Op::LayerNorm(_) => {
-            return Err("layer_norm with statistics outputs has no wgpu kernel".into())
-        }
+        Op::LayerNorm(l) => (l.axis, l.epsilon, false),
         Op::RmsNorm(r) => (r.axis, r.epsilon, true),
         op => return Err(format!("`{}` is not a norm", op.name())),
     };
@@ -54,14 +51,12 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         u32::from(bias.is_some()),
         u32_of(sl, "scale size")?,
         u32_of(bl, "bias size")?,
+        u32::from(cx.outs.len() == 3),
     ];
     let pipe = cx.pipeline("norm.tree64", SRC);
     let br = bias.as_ref().map_or(scale.range(), |b| b.range());
-    cx.dispatch(
-        pipe,
-        vec![x.range(), scale.range(), br, y.range()],
-        p,
-        rows as u64,
-    );
+    let stat = |i: usize| cx.outs.get(i).map_or(y.range(), |o| o.range());
+    let ops = vec![x.range(), scale.range(), br, y.range(), stat(1), stat(2)];
+    cx.dispatch(pipe, ops, p, rows as u64);
     Ok(())
 }

@@ -17,7 +17,7 @@ pub fn lower(cx: &mut Cx, p: &Pool) -> LResult<()> {
         PoolKind::Max if cx.outs.len() == 1 => 0,
         PoolKind::Avg => 1,
         PoolKind::Max => return Err("max pooling with indices has no wgpu kernel".into()),
-        PoolKind::Lp => return Err("lp pooling has no wgpu kernel".into()),
+        PoolKind::Lp => 2,
     };
     let sp = x.dims.len().saturating_sub(2);
     if !(1..=2).contains(&sp) {
@@ -70,6 +70,7 @@ pub fn lower(cx: &mut Cx, p: &Pool) -> LResult<()> {
     }
     params.push(kind);
     params.push(u32::from(p.count_include_pad));
+    params.push((p.p as f32).to_bits());
     let pipe = cx.pipeline("pool.2d", POOL);
     cx.dispatch_items(pipe, vec![x.range(), y.range()], params, n as u64);
     Ok(())

@@ -37,7 +37,14 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             let k = match g.kind {
                 GlobalPoolKind::Avg => 1,
                 GlobalPoolKind::Max => 2,
-                GlobalPoolKind::Lp => return Err("global lp pooling has no wgpu kernel".into()),
+                GlobalPoolKind::Lp if g.p == 1 => 5,
+                GlobalPoolKind::Lp if g.p == 2 => 6,
+                GlobalPoolKind::Lp => {
+                    return Err(format!(
+                        "global lp pooling with p = {} has no wgpu kernel",
+                        g.p
+                    ))
+                }
             };
             (k, (2..rank).collect(), false)
         }

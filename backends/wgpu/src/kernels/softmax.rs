@@ -15,7 +15,7 @@ pub fn lower(cx: &mut Cx, s: &Softmax) -> LResult<()> {
     let kind = match s.kind {
         SoftmaxKind::Softmax => 0,
         SoftmaxKind::LogSoftmax => 1,
-        SoftmaxKind::Hardmax => return Err("hardmax has no wgpu kernel".into()),
+        SoftmaxKind::Hardmax => 2,
     };
     let a = axis(s.axis, x.dims.len())?;
     let len = x.dims.get(a).copied().unwrap_or(1);

@@ -22,9 +22,28 @@ fn ew_erf(x: f32) -> f32 {
     return select(-y, y, x >= 0.0);
 }
 
+// exp(x) - 1 and log(1 + x) without cancellation. Near 0 they use series:
+// Vulkan lets `log` be off by 2^-21 absolute near 1, too coarse for tiny results.
+fn ew_expm1(x: f32) -> f32 {
+    if (abs(x) < 0.25) {
+        return x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x * (1.0 / 720.0 + x / 5040.0))))));
+    }
+    return exp(x) - 1.0;
+}
+
+fn ew_log1p(x: f32) -> f32 {
+    if (abs(x) < 0.25) {
+        // 2 atanh(s) with s = x / (2 + x).
+        let s = x / (2.0 + x);
+        let z = s * s;
+        return 2.0 * s * (1.0 + z * (1.0 / 3.0 + z * (0.2 + z * (1.0 / 7.0 + z / 9.0))));
+    }
+    return log(1.0 + x);
+}
+
 fn ew_tanh(x: f32) -> f32 {
-    let e = exp(-2.0 * abs(x));
-    let t = (1.0 - e) / (1.0 + e);
+    let e = ew_expm1(-2.0 * abs(x));
+    let t = -e / (e + 2.0);
     return select(-t, t, x >= 0.0);
 }
 
@@ -37,7 +56,7 @@ fn ew_sigmoid(x: f32) -> f32 {
 }
 
 fn ew_softplus(x: f32) -> f32 {
-    return max(x, 0.0) + log(1.0 + exp(-abs(x)));
+    return max(x, 0.0) + ew_log1p(exp(-abs(x)));
 }
 
 fn ew_pow(x: f32, y: f32) -> f32 {

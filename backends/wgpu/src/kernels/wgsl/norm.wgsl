@@ -1,7 +1,8 @@
 // norm: layer_norm and rms_norm over the trailing `len` elements of each row, one
 // workgroup of 64 per row (tree sums of x and of the squared deviations).
-// Params after operands (x, scale, bias, y): rows, len, eps (f32 bits), rms, has_bias,
-// scale_len, bias_len (scale and bias repeat with these periods).
+// Params after operands (x, scale, bias, y, mean, inv_std): rows, len, eps (f32 bits),
+// rms, has_bias, scale_len, bias_len (scale and bias repeat with these periods), stats
+// (write the per-row mean and inverse standard deviation).
 
 var<workgroup> nm: array<f32, 64>;
 
@@ -21,12 +22,12 @@ fn nm_sum(li: u32) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let row = wg_linear(wid, nwg);
-    if (row >= P[4]) {
+    if (row >= P[6]) {
         return;
     }
-    let len = P[5];
+    let len = P[7];
     let base = row * len;
-    let rms = P[7] != 0u;
+    let rms = P[9] != 0u;
     var mean = 0.0;
     if (!rms) {
         var s = 0.0;
@@ -42,11 +43,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         q += d * d;
     }
     nm[li] = q;
-    let inv = 1.0 / sqrt(nm_sum(li) / f32(len) + pf(6u));
+    let inv = 1.0 / sqrt(nm_sum(li) / f32(len) + pf(8u));
+    if (P[13] != 0u && li == 0u) {
+        stf(P[4], row, mean);
+        stf(P[5], row, inv);
+    }
     for (var j = li; j < len; j += 64u) {
-        var v = (ldf(P[0], base + j) - mean) * inv * ldf(P[1], j % P[9]);
-        if (P[8] != 0u) {
-            v += ldf(P[2], j % P[10]);
+        var v = (ldf(P[0], base + j) - mean) * inv * ldf(P[1], j % P[11]);
+        if (P[10] != 0u) {
+            v += ldf(P[2], j % P[12]);
         }
         stf(P[3], base + j, v);
     }

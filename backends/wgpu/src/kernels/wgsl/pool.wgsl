@@ -1,6 +1,7 @@
 // pool: 2-D max and average pooling (1-D as H = 1), one invocation per output.
 // Params after operands (x, y): n, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL,
-// EH, EW (input extents including end pads), kind (0 max, 1 avg), count_include_pad.
+// EH, EW (input extents including end pads), kind (0 max, 1 avg, 2 lp), count_include_pad,
+// p (f32 bits, lp only).
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -35,13 +36,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if (v > best || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u) {
                     best = v;
                 }
-                sum += v;
+                if (P[17] == 2u) {
+                    sum += pow(abs(v), pf(19u));
+                } else {
+                    sum += v;
+                }
                 count += 1u;
             }
         }
     }
     var r = best;
-    if (!is_max) {
+    if (P[17] == 2u) {
+        r = pow(sum, 1.0 / pf(19u));
+    } else if (!is_max) {
         var div = count;
         if (P[18] != 0u) {
             div = padded;
