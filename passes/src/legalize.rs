@@ -6,9 +6,10 @@
 //! Without a backend in the context the pass does nothing.
 //!
 //! On a graph whose dims are still symbolic, a rejected node whose value
-//! follows from shapes and constants alone (`shape`, arithmetic on it,
-//! `constant_of_shape`) is left alone: specialization binds the dims and
-//! folding then removes it before the target's schedule is planned.
+//! follows from shapes, constants and shape-determining inputs alone (`shape`,
+//! arithmetic on it, `constant_of_shape`, `range` of input scalars) is left
+//! alone: specialization binds the dims and those inputs' values, and folding
+//! then removes it before the target's schedule is planned.
 
 use std::collections::HashSet;
 
@@ -137,8 +138,9 @@ fn legalize(
     Ok(changed)
 }
 
-/// On a graph with symbolic dims, the nodes whose values depend on shapes and
-/// constants only (never on input data); empty once every dim is known.
+/// On a graph with symbolic dims, the nodes whose values depend on shapes,
+/// constants and the inputs that determine shapes (bound per run before
+/// planning) only; empty once every dim is known.
 fn foldable_after_binding(g: &Graph) -> Result<HashSet<NodeId>, rlx_ir::graph::GraphError> {
     let mut set = HashSet::new();
     let symbolic = g
@@ -148,11 +150,15 @@ fn foldable_after_binding(g: &Graph) -> Result<HashSet<NodeId>, rlx_ir::graph::G
     if !symbolic {
         return Ok(set);
     }
+    let bound: HashSet<NodeId> = rlx_ir::analysis::value_inputs(g)
+        .into_iter()
+        .filter_map(|i| g.inputs().get(i).copied())
+        .collect();
     for id in g.topo_order()? {
         let node = g.node(id);
         let yes = match node.op {
             Op::Constant(_) | Op::Weight(_) | Op::ShapeOf(_) | Op::Size(_) => true,
-            Op::Input(_) => false,
+            Op::Input(_) => bound.contains(&id),
             _ => {
                 let ins = g.inputs_of(id);
                 !ins.is_empty()
