@@ -15,6 +15,9 @@ pub mod plan;
 pub mod schedule;
 pub mod support;
 
+#[cfg(test)]
+mod tests;
+
 use rlx_ir::{Node, TensorType};
 
 pub use device::{Context, Executable};

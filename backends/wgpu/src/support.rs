@@ -80,7 +80,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         Op::Logical(_) => Ok(()),
         Op::Where(_) => {
             let d = dtype_of(inputs, 1)?;
-            no_i64("where", d, expr::wgsl_type(d).is_some())
+            no_i64("where", d, expr::wgsl_type(d).is_some() || d == DType::I64)
         }
         Op::Cast(c) => {
             if expr::cast(d0, c.to, "x").is_some() {
@@ -89,7 +89,11 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 Err(format!("cast from {d0} to {} has no wgpu kernel", c.to))
             }
         }
-        Op::Clip(_) => no_i64("clip", d0, matches!(d0, DType::F32 | DType::I32)),
+        Op::Clip(_) => no_i64(
+            "clip",
+            d0,
+            d0 != DType::Bool && expr::wgsl_type(d0).is_some(),
+        ),
         Op::Gelu(_) => f32_only("gelu", d0),
         Op::ElementwiseRegion(r) => {
             f32_only("elementwise_region", d0)?;

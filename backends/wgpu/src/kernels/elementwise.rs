@@ -67,6 +67,11 @@ fn load(d: DType, j: usize) -> LResult<String> {
     Ok(match d {
         DType::F32 => format!("ldf({b}, o{j})"),
         DType::I32 => format!("ldi({b}, o{j})"),
+        DType::U32 => format!("ldw({b}, o{j})"),
+        DType::I8 => format!("ew_ld8s({b}, o{j})"),
+        DType::U8 => format!("ldb({b}, o{j})"),
+        DType::I16 => format!("ew_ld16s({b}, o{j})"),
+        DType::U16 => format!("ew_ld16({b}, o{j})"),
         DType::Bool => format!("(ldb({b}, o{j}) != 0u)"),
         DType::I64 => format!("ew_ld64({b}, o{j})"),
         other => return Err(format!("element-wise kernels do not take {other}")),
@@ -92,7 +97,7 @@ fn body(cx: &Cx) -> LResult<(Vec<String>, String, Vec<u32>)> {
         Op::Logical(l) => expr::logical(l.kind, "x0", "x1"),
         Op::Where(_) => "select(x2, x1, x0)".to_string(),
         Op::Clip(_) => match d0 {
-            DType::F32 | DType::I32 => "min(max(x0, x1), x2)".to_string(),
+            d if d != DType::Bool && wgsl_type(d).is_some() => "min(max(x0, x1), x2)".to_string(),
             _ => return Err(no("clip")),
         },
         Op::Gelu(g) if d0 == DType::F32 => expr::gelu(g.approximate, "x0"),
@@ -144,7 +149,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let l0 = s0 + k * rank;
     let mut src = String::from(HELPERS);
     let out_ty = if out.dtype == DType::I64 {
-        "i32"
+        "vec2<u32>"
     } else {
         wgsl_type(out.dtype).unwrap_or("f32")
     };
@@ -169,15 +174,12 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     src.push_str(&format!("    return {result};\n}}\n\n"));
     src.push_str("@compute @workgroup_size(64)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n    let t = wg_linear(wid, nwg) * 64u + li;\n");
     src.push_str(&format!("    let n = P[{np}u];\n"));
-    let items = match out.dtype {
-        DType::Bool => {
-            src.push_str("    if (t * 4u >= n) {\n        return;\n    }\n    var w = 0u;\n    for (var j = 0u; j < 4u; j++) {\n        let e = t * 4u + j;\n        if (e < n && ev(e)) {\n            w |= 1u << (j * 8u);\n        }\n    }\n    stw(P[0], t, w);\n}\n");
-            n.div_ceil(4)
-        }
-        dt => {
-            let st_fn = match dt {
+    let items = match (out.dtype, out.dtype.size()) {
+        (DType::F32 | DType::I32 | DType::U32 | DType::I64, _) => {
+            let st_fn = match out.dtype {
                 DType::F32 => "stf",
                 DType::I32 => "sti",
+                DType::U32 => "stw",
                 _ => "ew_st64",
             };
             src.push_str(&format!(
@@ -185,6 +187,22 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             ));
             n
         }
+        (dt, size @ (1 | 2)) => {
+            // Sub-word outputs: each invocation packs the elements of one word.
+            let per = 4 / size as u32;
+            let bits = size * 8;
+            let word = match dt {
+                DType::Bool => "select(0u, 1u, ev(e))".to_string(),
+                DType::U8 | DType::U16 => "ev(e)".to_string(),
+                _ => "bitcast<u32>(ev(e))".to_string(),
+            };
+            let mask = if size == 1 { "0xffu" } else { "0xffffu" };
+            src.push_str(&format!(
+                "    if (t * {per}u >= n) {{\n        return;\n    }}\n    var w = 0u;\n    for (var j = 0u; j < {per}u; j++) {{\n        let e = t * {per}u + j;\n        if (e < n) {{\n            w |= ({word} & {mask}) << (j * {bits}u);\n        }}\n    }}\n    stw(P[0], t, w);\n}}\n"
+            ));
+            n.div_ceil(per)
+        }
+        (dt, _) => return Err(format!("element-wise output {dt} has no wgpu kernel")),
     };
     let name = format!("elementwise.{}.{}", cx.node.op.name(), out.dtype);
     let pipe = cx.pipeline(&name, &src);

@@ -6,18 +6,30 @@ use rlx_ir::ops::{BinaryKind, CompareKind, GeluApprox, LogicalKind, UnaryKind};
 use rlx_ir::DType;
 
 /// The WGSL type an element of `d` computes in, if element-wise kernels take it.
+/// Narrow integers compute in 32 bits and wrap when stored.
 pub fn wgsl_type(d: DType) -> Option<&'static str> {
     match d {
         DType::F32 => Some("f32"),
-        DType::I32 => Some("i32"),
+        DType::I8 | DType::I16 | DType::I32 => Some("i32"),
+        DType::U8 | DType::U16 | DType::U32 => Some("u32"),
         DType::Bool => Some("bool"),
         _ => None,
     }
 }
 
+/// The dtype whose rules `d` computes with: i32 for signed and u32 for
+/// unsigned narrow integers.
+fn class(d: DType) -> DType {
+    match d {
+        DType::I8 | DType::I16 => DType::I32,
+        DType::U8 | DType::U16 => DType::U32,
+        d => d,
+    }
+}
+
 pub fn unary(kind: UnaryKind, d: DType, x: &str) -> Option<String> {
     use UnaryKind::*;
-    let f = match (d, kind) {
+    let f = match (class(d), kind) {
         (DType::F32, k) => match k {
             Abs => format!("abs({x})"),
             Neg => format!("-{x}"),
@@ -60,6 +72,12 @@ pub fn unary(kind: UnaryKind, d: DType, x: &str) -> Option<String> {
             BitwiseNot => format!("~{x}"),
             _ => return None,
         },
+        (DType::U32, k) => match k {
+            Abs | Relu => x.to_string(),
+            Sign => format!("select(0u, 1u, {x} > 0u)"),
+            BitwiseNot => format!("~{x}"),
+            _ => return None,
+        },
         (DType::Bool, Not) => format!("!{x}"),
         _ => return None,
     };
@@ -68,7 +86,19 @@ pub fn unary(kind: UnaryKind, d: DType, x: &str) -> Option<String> {
 
 pub fn binary(kind: BinaryKind, d: DType, a: &str, b: &str) -> Option<String> {
     use BinaryKind::*;
-    let f = match (d, kind) {
+    let f = match (class(d), kind) {
+        (DType::U32, Add) => format!("({a} + {b})"),
+        (DType::U32, Sub) => format!("({a} - {b})"),
+        (DType::U32, Mul) => format!("({a} * {b})"),
+        (DType::U32, Div) => format!("select({a} / max({b}, 1u), 0u, {b} == 0u)"),
+        (DType::U32, Mod | Fmod) => format!("select({a} % max({b}, 1u), 0u, {b} == 0u)"),
+        (DType::U32, Max) => format!("max({a}, {b})"),
+        (DType::U32, Min) => format!("min({a}, {b})"),
+        (DType::U32, BitwiseAnd) => format!("({a} & {b})"),
+        (DType::U32, BitwiseOr) => format!("({a} | {b})"),
+        (DType::U32, BitwiseXor) => format!("({a} ^ {b})"),
+        (DType::U32, ShiftLeft) => format!("select(0u, {a} << {b}, {b} < 32u)"),
+        (DType::U32, ShiftRight) => format!("select(0u, {a} >> {b}, {b} < 32u)"),
         (DType::F32 | DType::I32, Add) => format!("({a} + {b})"),
         (DType::F32 | DType::I32, Sub) => format!("({a} - {b})"),
         (DType::F32 | DType::I32, Mul) => format!("({a} * {b})"),
@@ -98,8 +128,8 @@ pub fn compare(kind: CompareKind, d: DType, a: &str, b: &str) -> Option<String> 
         Greater => ">",
         GreaterOrEqual => ">=",
     };
-    match d {
-        DType::F32 | DType::I32 => Some(format!("({a} {op} {b})")),
+    match class(d) {
+        DType::F32 | DType::I32 | DType::U32 => Some(format!("({a} {op} {b})")),
         DType::Bool if kind == Equal => Some(format!("({a} == {b})")),
         _ => None,
     }
@@ -122,21 +152,48 @@ pub fn gelu(approx: GeluApprox, x: &str) -> String {
     }
 }
 
+/// The value range of a narrow integer dtype, for saturating float casts.
+fn int_range(d: DType) -> Option<(f64, f64)> {
+    match d {
+        DType::I8 => Some((-128.0, 127.0)),
+        DType::I16 => Some((-32768.0, 32767.0)),
+        DType::U8 => Some((0.0, 255.0)),
+        DType::U16 => Some((0.0, 65535.0)),
+        _ => None,
+    }
+}
+
 /// A cast between the dtypes element-wise kernels carry; i64 sources are
-/// loaded as `vec2<u32>` (low, high word).
+/// loaded as `vec2<u32>` (low, high word). Integer to integer casts wrap (the
+/// store masks narrow results); float to integer casts saturate.
 pub fn cast(from: DType, to: DType, x: &str) -> Option<String> {
     use DType::*;
-    let f = match (from, to) {
-        (a, b) if a == b && a != I64 => x.to_string(),
-        (F32, I32) => format!("i32({x})"),
-        (I32, F32) => format!("f32({x})"),
+    let (cf, ct) = (class(from), class(to));
+    let f = match (cf, ct) {
+        _ if from == to && from != I64 => x.to_string(),
+        (F32, I32 | U32) => match int_range(to) {
+            Some((lo, hi)) => format!(
+                "{}(clamp({x}, {lo:.1}, {hi:.1}))",
+                if ct == I32 { "i32" } else { "u32" }
+            ),
+            None => format!("{}({x})", if ct == I32 { "i32" } else { "u32" }),
+        },
+        (I32 | U32, F32) => format!("f32({x})"),
+        (I32, I32) | (U32, U32) => x.to_string(),
+        (I32, U32) => format!("bitcast<u32>({x})"),
+        (U32, I32) => format!("bitcast<i32>({x})"),
         (F32, Bool) => format!("({x} != 0.0)"),
         (I32, Bool) => format!("({x} != 0)"),
+        (U32, Bool) => format!("({x} != 0u)"),
         (Bool, F32) => format!("select(0.0, 1.0, {x})"),
-        (Bool, I32) | (Bool, I64) => format!("select(0, 1, {x})"),
-        (I32, I64) => x.to_string(),
+        (Bool, I32) => format!("select(0, 1, {x})"),
+        (Bool, I64) => format!("vec2<u32>(select(0u, 1u, {x}), 0u)"),
+        (Bool, U32) => format!("select(0u, 1u, {x})"),
+        (I32, I64) => format!("vec2<u32>(bitcast<u32>({x}), bitcast<u32>({x} >> 31u))"),
+        (U32, I64) => format!("vec2<u32>({x}, 0u)"),
         (I64, F32) => format!("ew_i64_to_f32({x})"),
         (I64, I32) => format!("bitcast<i32>({x}.x)"),
+        (I64, U32) => format!("{x}.x"),
         (I64, Bool) => format!("(({x}.x | {x}.y) != 0u)"),
         _ => return None,
     };

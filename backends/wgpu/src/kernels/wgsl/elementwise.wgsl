@@ -125,9 +125,23 @@ fn ew_i64_to_f32(v: vec2<u32>) -> f32 {
     return f32(bitcast<i32>(v.y)) * 4294967296.0 + f32(v.x);
 }
 
-fn ew_st64(b: u32, i: u32, v: i32) {
-    wr(b, 2u * i, bitcast<u32>(v));
-    wr(b, 2u * i + 1u, bitcast<u32>(v >> 31u));
+fn ew_st64(b: u32, i: u32, v: vec2<u32>) {
+    wr(b, 2u * i, v.x);
+    wr(b, 2u * i + 1u, v.y);
+}
+
+// Narrow integer loads (element i of the operand at b), sign- or zero-extended.
+fn ew_ld8s(b: u32, i: u32) -> i32 {
+    return bitcast<i32>(ldb(b, i) << 24u) >> 24u;
+}
+
+fn ew_ld16(b: u32, i: u32) -> u32 {
+    let o = (b & 0x3fffffffu) + 2u * i;
+    return (rd(b & 0xc0000000u, o >> 2u) >> ((o & 2u) * 8u)) & 0xffffu;
+}
+
+fn ew_ld16s(b: u32, i: u32) -> i32 {
+    return bitcast<i32>(ew_ld16(b, i) << 16u) >> 16u;
 }
 
 fn ew_ld64(b: u32, i: u32) -> vec2<u32> {
