@@ -37,6 +37,14 @@ fn movable(what: &str, d: DType) -> Result<(), String> {
     }
 }
 
+/// Dense strided copies also move 1- and 2-byte elements.
+fn copyable(what: &str, d: DType) -> Result<(), String> {
+    if matches!(d.size(), 1 | 2) && d.packed_bits() == d.size() * 8 {
+        return Ok(());
+    }
+    movable(what, d)
+}
+
 fn spatial(what: &str, inputs: &[TensorType]) -> Result<(), String> {
     let r = inputs.first().map_or(0, |t| t.shape.rank());
     if (3..=4).contains(&r) {
@@ -69,7 +77,11 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => Ok(()),
         Op::Unary(u) => no_i64(u.kind.name(), d0, expr::unary(u.kind, d0, "x").is_some()),
         Op::Binary(b) => {
-            let ok = dtype_of(inputs, 1)? == d0 && expr::binary(b.kind, d0, "a", "b").is_some();
+            let d1 = dtype_of(inputs, 1)?;
+            let pow_float = b.kind == rlx_ir::ops::BinaryKind::Pow
+                && expr::class(d0) == DType::F32
+                && expr::cast(d1, DType::F32, "b").is_some();
+            let ok = (d1 == d0 || pow_float) && expr::binary(b.kind, d0, "a", "b").is_some();
             no_i64(b.kind.name(), d0, ok)
         }
         Op::Compare(c) => no_i64(
@@ -94,9 +106,9 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
             d0,
             d0 != DType::Bool && expr::wgsl_type(d0).is_some(),
         ),
-        Op::Gelu(_) => f32_only("gelu", d0),
+        Op::Gelu(_) => f32_only("gelu", expr::class(d0)),
         Op::ElementwiseRegion(r) => {
-            f32_only("elementwise_region", d0)?;
+            f32_only("elementwise_region", expr::class(d0))?;
             for ins in &r.program.0 {
                 let ok = match ins.f {
                     RegionFn::Unary(k) => expr::unary(k, d0, "x").is_some(),
@@ -125,7 +137,17 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 PoolKind::Max if node.outputs.len() > 1 => {
                     Err("max pooling with indices has no wgpu kernel".into())
                 }
-                _ => spatial("pooling", inputs),
+                _ => {
+                    let r = inputs.first().map_or(0, |t| t.shape.rank());
+                    if (3..=5).contains(&r) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "pooling over {} spatial dims has no wgpu kernel (1-D to 3-D)",
+                            r.saturating_sub(2)
+                        ))
+                    }
+                }
             }
         }
         Op::GlobalPool(_) => {
@@ -139,13 +161,11 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         Op::RmsNorm(_) => f32_only("rms_norm", d0),
         Op::Transpose(_)
         | Op::Slice(_)
-        | Op::Concat(_)
         | Op::Split(_)
         | Op::Expand(_)
-        | Op::Pad(_)
-        | Op::Tile(_)
         | Op::DepthToSpace(_)
-        | Op::SpaceToDepth(_) => movable(node.op.name(), d0),
+        | Op::SpaceToDepth(_) => copyable(node.op.name(), d0),
+        Op::Concat(_) | Op::Pad(_) | Op::Tile(_) => movable(node.op.name(), d0),
         Op::GatherElements(_) | Op::Trilu(_) => {
             movable(node.op.name(), d0)?;
             match (&node.op, inputs.get(1).map(|t| t.dtype)) {

@@ -24,7 +24,8 @@ fn validate(s: &Schedule) {
             .unwrap_or_else(|e| panic!("{}: {}", p.name, e.emit_to_string(&p.source)));
         naga::valid::Validator::new(
             naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
+            // pack2x16float and friends: core WGSL, which wgpu always allows.
+            naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
         )
         .validate(&module)
         .unwrap_or_else(|e| panic!("{}: {e:?}", p.name));

@@ -72,6 +72,8 @@ fn load(d: DType, j: usize) -> LResult<String> {
         DType::U8 => format!("ldb({b}, o{j})"),
         DType::I16 => format!("ew_ld16s({b}, o{j})"),
         DType::U16 => format!("ew_ld16({b}, o{j})"),
+        DType::F16 => format!("ew_ldh({b}, o{j})"),
+        DType::BF16 => format!("ew_ldbf({b}, o{j})"),
         DType::Bool => format!("(ldb({b}, o{j}) != 0u)"),
         DType::I64 => format!("ew_ld64({b}, o{j})"),
         other => return Err(format!("element-wise kernels do not take {other}")),
@@ -88,10 +90,17 @@ fn body(cx: &Cx) -> LResult<(Vec<String>, String, Vec<u32>)> {
     let r = match &cx.node.op {
         Op::Unary(u) => expr::unary(u.kind, d0, "x0").ok_or_else(|| no(u.kind.name()))?,
         Op::Binary(b) => {
-            if cx.input(1)?.dtype != d0 {
+            let d1 = cx.input(1)?.dtype;
+            let x1 = if d1 == d0 {
+                "x1".to_string()
+            } else if b.kind == rlx_ir::ops::BinaryKind::Pow && expr::class(d0) == DType::F32 {
+                // A float base takes an exponent of any number dtype.
+                expr::cast(d1, DType::F32, "x1")
+                    .ok_or_else(|| no("pow with this exponent dtype"))?
+            } else {
                 return Err(no("a binary op with mixed dtypes"));
-            }
-            expr::binary(b.kind, d0, "x0", "x1").ok_or_else(|| no(b.kind.name()))?
+            };
+            expr::binary(b.kind, d0, "x0", &x1).ok_or_else(|| no(b.kind.name()))?
         }
         Op::Compare(c) => expr::compare(c.kind, d0, "x0", "x1").ok_or_else(|| no(c.kind.name()))?,
         Op::Logical(l) => expr::logical(l.kind, "x0", "x1"),
@@ -100,10 +109,10 @@ fn body(cx: &Cx) -> LResult<(Vec<String>, String, Vec<u32>)> {
             d if d != DType::Bool && wgsl_type(d).is_some() => "min(max(x0, x1), x2)".to_string(),
             _ => return Err(no("clip")),
         },
-        Op::Gelu(g) if d0 == DType::F32 => expr::gelu(g.approximate, "x0"),
+        Op::Gelu(g) if expr::class(d0) == DType::F32 => expr::gelu(g.approximate, "x0"),
         Op::Cast(c) => expr::cast(d0, c.to, "x0")
             .ok_or_else(|| format!("cast from {d0} to {} has no wgpu kernel", c.to))?,
-        Op::ElementwiseRegion(r) if d0 == DType::F32 => {
+        Op::ElementwiseRegion(r) if expr::class(d0) == DType::F32 => {
             let arg = |a: &RegionOperand, lits: &mut Vec<u32>| match *a {
                 RegionOperand::Input(k) => format!("x{k}"),
                 RegionOperand::Temp(k) => format!("t{k}"),
@@ -194,6 +203,8 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             let word = match dt {
                 DType::Bool => "select(0u, 1u, ev(e))".to_string(),
                 DType::U8 | DType::U16 => "ev(e)".to_string(),
+                DType::F16 => "pack2x16float(vec2<f32>(ev(e), 0.0))".to_string(),
+                DType::BF16 => "ew_bf16(ev(e))".to_string(),
                 _ => "bitcast<u32>(ev(e))".to_string(),
             };
             let mask = if size == 1 { "0xffu" } else { "0xffffu" };

@@ -9,7 +9,7 @@ use rlx_ir::DType;
 /// Narrow integers compute in 32 bits and wrap when stored.
 pub fn wgsl_type(d: DType) -> Option<&'static str> {
     match d {
-        DType::F32 => Some("f32"),
+        DType::F32 | DType::F16 | DType::BF16 => Some("f32"),
         DType::I8 | DType::I16 | DType::I32 => Some("i32"),
         DType::U8 | DType::U16 | DType::U32 => Some("u32"),
         DType::Bool => Some("bool"),
@@ -18,9 +18,10 @@ pub fn wgsl_type(d: DType) -> Option<&'static str> {
 }
 
 /// The dtype whose rules `d` computes with: i32 for signed and u32 for
-/// unsigned narrow integers.
-fn class(d: DType) -> DType {
+/// unsigned narrow integers, f32 for the half floats.
+pub fn class(d: DType) -> DType {
     match d {
+        DType::F16 | DType::BF16 => DType::F32,
         DType::I8 | DType::I16 => DType::I32,
         DType::U8 | DType::U16 => DType::U32,
         d => d,
@@ -179,7 +180,7 @@ pub fn cast(from: DType, to: DType, x: &str) -> Option<String> {
             None => format!("{}({x})", if ct == I32 { "i32" } else { "u32" }),
         },
         (I32 | U32, F32) => format!("f32({x})"),
-        (I32, I32) | (U32, U32) => x.to_string(),
+        (F32, F32) | (I32, I32) | (U32, U32) => x.to_string(),
         (I32, U32) => format!("bitcast<u32>({x})"),
         (U32, I32) => format!("bitcast<i32>({x})"),
         (F32, Bool) => format!("({x} != 0.0)"),

@@ -1,7 +1,7 @@
 //! Data movement through strided index kernels: transpose, slice, concat,
 //! split, expand, depth/space rearrangement (`wgsl/copy.wgsl`), and pad and
-//! tile (`wgsl/pad.wgsl`). Elements of 4 and 8 bytes; byte-sized dtypes are
-//! not supported yet.
+//! tile (`wgsl/pad.wgsl`). Elements of 4 and 8 bytes everywhere; 1- and 2-byte
+//! elements in dense copies (not into part of a tensor, not pad or tile).
 
 use rlx_ir::ops::{slice_params, slice_range, DepthToSpaceMode, PadMode};
 use rlx_ir::{DType, Op};
@@ -45,9 +45,20 @@ fn emit_copy(cx: &mut Cx, c: Copy) -> LResult<()> {
         ));
     }
     let n: usize = c.dims.iter().product();
+    let size = c.dtype.size();
+    let sub_word = matches!(size, 1 | 2) && c.dtype.packed_bits() == size * 8;
+    if !sub_word {
+        words(c.dtype)?;
+    } else if c.y0 != 0 || c.ys != strides(c.dims).as_slice() {
+        return Err(format!(
+            "writing {} elements into part of a tensor (concat) has no wgpu kernel",
+            c.dtype
+        ));
+    }
+    let items = if sub_word { n.div_ceil(4 / size) } else { n };
     let mut p = vec![
         u32_of(n, "size")?,
-        words(c.dtype)?,
+        size as u32,
         c.dims.len() as u32,
         u32_of(c.x0, "offset")?,
         u32_of(c.y0, "offset")?,
@@ -64,7 +75,7 @@ fn emit_copy(cx: &mut Cx, c: Copy) -> LResult<()> {
     p.extend(xs);
     p.extend(ys);
     let pipe = cx.pipeline("movement.copy", COPY);
-    cx.dispatch_items(pipe, vec![c.x, c.y], p, n as u64);
+    cx.dispatch_items(pipe, vec![c.x, c.y], p, items as u64);
     Ok(())
 }
 
@@ -98,7 +109,9 @@ fn plain(
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let x = cx.input(0)?.clone();
     let y = cx.output(0)?.clone();
-    words(x.dtype)?;
+    if matches!(cx.node.op, Op::Pad(_) | Op::Tile(_)) {
+        words(x.dtype)?;
+    }
     let xst = strides(&x.dims);
     match &cx.node.op.clone() {
         Op::Transpose(t) => {

@@ -1,4 +1,4 @@
-//! Max and average pooling (1-D, 2-D) and LRN lowerings.
+//! Max, average and lp pooling (1-D to 3-D) and LRN lowerings.
 
 use rlx_ir::ops::{resolve_pads, Lrn, Pool, PoolKind};
 use rlx_ir::DType;
@@ -20,9 +20,9 @@ pub fn lower(cx: &mut Cx, p: &Pool) -> LResult<()> {
         PoolKind::Lp => 2,
     };
     let sp = x.dims.len().saturating_sub(2);
-    if !(1..=2).contains(&sp) {
+    if !(1..=3).contains(&sp) {
         return Err(format!(
-            "{sp}-D pooling has no wgpu kernel (1-D and 2-D only)"
+            "{sp}-D pooling has no wgpu kernel (1-D to 3-D only)"
         ));
     }
     let ones = vec![1i64; sp];
@@ -42,36 +42,43 @@ pub fn lower(cx: &mut Cx, p: &Pool) -> LResult<()> {
     } else {
         resolve_pads(p.auto_pad, &p.pads, &xs, &p.kernel_shape, &st, &dl)
     };
-    // 1-D pools run as 2-D with a unit leading axis.
-    let two = |v: &[i64]| -> [i64; 2] {
-        if sp == 1 {
-            [1, v[0]]
-        } else {
-            [v[0], v[1]]
-        }
+    if pads.len() != 2 * sp || p.kernel_shape.len() != sp || st.len() != sp || dl.len() != sp {
+        return Err("pool attributes do not match the spatial rank".into());
+    }
+    // Fewer than 3 spatial axes run with unit leading axes.
+    let three = |v: &[i64], fill: i64| -> Vec<i64> {
+        let mut o = vec![fill; 3 - sp];
+        o.extend_from_slice(v);
+        o
     };
     let outs: Vec<i64> = y.dims[2..].iter().map(|&d| d as i64).collect();
-    let [h, w] = two(&xs);
-    let [oh, ow] = two(&outs);
-    let [kh, kw] = two(&p.kernel_shape);
-    let [sh, sw] = two(&st);
-    let [dh, dw] = two(&dl);
-    let (pt, pl, pb, pr) = if sp == 1 {
-        (0, pads[0], 0, pads[1])
-    } else {
-        (pads[0], pads[1], pads[2], pads[3])
-    };
+    let begin = three(&pads[..sp], 0);
+    let ext: Vec<i64> = three(&xs, 1)
+        .iter()
+        .zip(three(&pads[sp..], 0))
+        .map(|(a, b)| a + b)
+        .collect();
     let n = y.numel();
     let mut params = vec![u32_of(n, "output size")?];
-    for v in [h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, h + pb, w + pr] {
-        params.push(
-            u32::try_from(v).map_err(|_| format!("pool geometry value {v} is out of range"))?,
-        );
+    for group in [
+        three(&xs, 1),
+        three(&outs, 1),
+        three(&p.kernel_shape, 1),
+        three(&st, 1),
+        three(&dl, 1),
+        begin,
+        ext,
+    ] {
+        for v in group {
+            params.push(
+                u32::try_from(v).map_err(|_| format!("pool geometry value {v} is out of range"))?,
+            );
+        }
     }
     params.push(kind);
     params.push(u32::from(p.count_include_pad));
     params.push((p.p as f32).to_bits());
-    let pipe = cx.pipeline("pool.2d", POOL);
+    let pipe = cx.pipeline("pool.3d", POOL);
     cx.dispatch_items(pipe, vec![x.range(), y.range()], params, n as u64);
     Ok(())
 }

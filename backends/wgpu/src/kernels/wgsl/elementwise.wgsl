@@ -147,3 +147,21 @@ fn ew_ld16s(b: u32, i: u32) -> i32 {
 fn ew_ld64(b: u32, i: u32) -> vec2<u32> {
     return vec2<u32>(rd(b, 2u * i), rd(b, 2u * i + 1u));
 }
+
+// Half floats compute in f32: f16 through the pack built-ins, bf16 as the top
+// half of an f32 (stores round to nearest even, NaN stays NaN).
+fn ew_ldh(b: u32, i: u32) -> f32 {
+    return unpack2x16float(ew_ld16(b, i)).x;
+}
+
+fn ew_ldbf(b: u32, i: u32) -> f32 {
+    return bitcast<f32>(ew_ld16(b, i) << 16u);
+}
+
+fn ew_bf16(x: f32) -> u32 {
+    let u = bitcast<u32>(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (u >> 16u) | 0x40u;
+    }
+    return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
+}
