@@ -100,6 +100,15 @@ impl Executable {
                 "the schedule was planned for other device limits".into(),
             ));
         }
+        if schedule
+            .dispatches
+            .iter()
+            .any(|x| x.pipeline >= schedule.pipelines.len() || x.windows.len() > 4)
+        {
+            return Err(WgpuError::Internal(
+                "a dispatch names no pipeline or too many windows".into(),
+            ));
+        }
         let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = d.create_buffer(&wgpu::BufferDescriptor {
             label: Some("rlx arena"),
@@ -116,7 +125,9 @@ impl Executable {
         let mut pbytes = vec![0u8; psize as usize];
         for (disp, &o) in schedule.dispatches.iter().zip(&poffs) {
             let b: &[u8] = bytemuck::cast_slice(&disp.params);
-            pbytes[o as usize..o as usize + b.len()].copy_from_slice(b);
+            if let Some(dst) = pbytes.get_mut(o as usize..o as usize + b.len()) {
+                dst.copy_from_slice(b);
+            }
         }
         let params = d.create_buffer(&wgpu::BufferDescriptor {
             label: Some("rlx params"),
@@ -277,7 +288,10 @@ impl Executable {
                 timestamp_writes: None,
             });
             for (disp, bg) in s.dispatches.iter().zip(&self.bind_groups) {
-                pass.set_pipeline(&self.pipelines[disp.pipeline]);
+                let Some(pipeline) = self.pipelines.get(disp.pipeline) else {
+                    return Err(WgpuError::Internal("a dispatch names no pipeline".into()));
+                };
+                pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, bg, &[]);
                 pass.dispatch_workgroups(disp.groups[0], disp.groups[1], disp.groups[2]);
             }

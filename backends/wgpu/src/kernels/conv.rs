@@ -37,6 +37,9 @@ pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
             "{sp}-D convolution has no wgpu kernel (1-D and 2-D only)"
         ));
     }
+    if w.dims.len() != x.dims.len() || y.dims.len() != x.dims.len() {
+        return Err("conv weight and output ranks differ from the input's".into());
+    }
     let two = |v: &[usize]| if sp == 1 { [1, v[0]] } else { [v[0], v[1]] };
     let (n, c) = (x.dims[0], x.dims[1]);
     let [h, wd] = two(&x.dims[2..]);

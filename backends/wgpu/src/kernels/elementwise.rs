@@ -124,7 +124,8 @@ fn body(cx: &Cx) -> LResult<(Vec<String>, String, Vec<u32>)> {
             for (i, ins) in r.program.0.iter().enumerate() {
                 let a: Vec<String> = ins.args.iter().map(|a| arg(a, &mut lits)).collect();
                 let e = match ins.f {
-                    RegionFn::Unary(k) => expr::unary(k, d0, &a[0]),
+                    RegionFn::Unary(k) if a.len() == 1 => expr::unary(k, d0, &a[0]),
+                    RegionFn::Unary(_) => None,
                     RegionFn::Binary(k) if a.len() == 2 => expr::binary(k, d0, &a[0], &a[1]),
                     RegionFn::Binary(_) => None,
                 }

@@ -23,7 +23,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     };
     let a = axis(g.axis, x.dims.len())?;
     let len = x.dims.get(a).copied().unwrap_or(1);
-    let inner: usize = x.dims[a + 1..].iter().product();
+    let inner: usize = x.dims.get(a + 1..).unwrap_or(&[]).iter().product();
     let n = y.numel();
     let p = vec![
         u32_of(n, "size")?,

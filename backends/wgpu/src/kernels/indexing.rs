@@ -87,7 +87,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
                 .ok_or("the axis must be a constant")?;
             let a = axis(a, x.dims.len())?;
             let len = x.dims.get(a).copied().unwrap_or(1);
-            let inner: usize = x.dims[a + 1..].iter().product();
+            let inner: usize = x.dims.get(a + 1..).unwrap_or(&[]).iter().product();
             let lines = x.numel() / len.max(1);
             let p = vec![
                 u32_of(lines, "lines")?,

@@ -141,6 +141,9 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     if a.dtype != DType::F32 || b.dtype != DType::F32 {
         return Err(format!("matmul on {} has no wgpu kernel", a.dtype));
     }
+    if a.dims.is_empty() || b.dims.is_empty() {
+        return Err("matmul of a scalar".into());
+    }
     let ad = if a.dims.len() == 1 {
         vec![1, a.dims[0]]
     } else {

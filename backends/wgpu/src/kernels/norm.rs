@@ -22,7 +22,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         return Err(format!("normalization on {} has no wgpu kernel", x.dtype));
     }
     let a = axis(ax, x.dims.len())?;
-    let len: usize = x.dims[a..].iter().product();
+    let len: usize = x.dims.get(a..).unwrap_or(&[]).iter().product();
     // Scale and bias broadcast over the normalized dims: they must be a
     // trailing block (numpy broadcasting of a suffix), which repeats with its size.
     let period = |o: &super::Operand| -> LResult<usize> {
@@ -31,7 +31,9 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             .iter()
             .product();
         let dense = o.dims.iter().skip_while(|&&d| d == 1).count();
-        let tail_dense: usize = x.dims[x.dims.len() - dense..].iter().product();
+        let tail_dense: usize = x.dims[x.dims.len().saturating_sub(dense)..]
+            .iter()
+            .product();
         if n == 0 || len % n != 0 || (n != tail_dense && n != 1 && n != tail) {
             return Err("scale/bias that do not broadcast as a suffix have no wgpu kernel".into());
         }

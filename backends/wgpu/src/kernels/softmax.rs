@@ -19,7 +19,7 @@ pub fn lower(cx: &mut Cx, s: &Softmax) -> LResult<()> {
     };
     let a = axis(s.axis, x.dims.len())?;
     let len = x.dims.get(a).copied().unwrap_or(1);
-    let inner: usize = x.dims[a + 1..].iter().product();
+    let inner: usize = x.dims.get(a + 1..).unwrap_or(&[]).iter().product();
     let rows = x.numel() / len.max(1);
     let p = vec![
         u32_of(rows, "rows")?,
