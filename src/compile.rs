@@ -11,6 +11,7 @@ use rlx_importer::{import_file, ImportedModel, Registry};
 use rlx_ir::analysis::specialize;
 use rlx_ir::{Bindings, Graph, Weights};
 use rlx_passes::{Backend, OptLevel, PassContext, PassManager};
+use rlx_wgpu::WgpuBackend;
 
 use crate::error::{Error, Result};
 
@@ -18,12 +19,15 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Target {
     Cpu,
+    /// WGSL kernels through wgpu (Vulkan).
+    Wgpu,
 }
 
 impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
+            Target::Wgpu => "wgpu",
         }
     }
 
@@ -31,12 +35,14 @@ impl Target {
     pub fn backend(self) -> &'static dyn Backend {
         match self {
             Target::Cpu => &CpuBackend,
+            Target::Wgpu => &WgpuBackend,
         }
     }
 
     pub fn parse(s: &str) -> Result<Target> {
         match s {
             "cpu" => Ok(Target::Cpu),
+            "wgpu" => Ok(Target::Wgpu),
             other => Err(Error::Target(other.to_string())),
         }
     }

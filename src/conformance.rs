@@ -253,6 +253,9 @@ pub fn run_error_unsupported(e: &crate::Error) -> bool {
     match e {
         crate::Error::Import(i) => is_unsupported(i),
         crate::Error::Pass(rlx_passes::PassError::Unsupported { .. }) => true,
+        crate::Error::Wgpu(
+            rlx_wgpu::WgpuError::Node { .. } | rlx_wgpu::WgpuError::Unsupported(_),
+        ) => true,
         crate::Error::Run(rlx_cpu::RunError::Node {
             source: K::Unsupported(_) | K::DType(_),
             ..
@@ -267,6 +270,18 @@ pub fn run_case(
     registry: &Registry,
     target: crate::Target,
     tol: Tolerance,
+) -> Outcome {
+    run_case_on(case, registry, target, tol, None)
+}
+
+/// [`run_case`] on a given wgpu device context (one per run of many cases)
+/// instead of a new one per case.
+pub fn run_case_on(
+    case: &Path,
+    registry: &Registry,
+    target: crate::Target,
+    tol: Tolerance,
+    wgpu: Option<&std::sync::Arc<rlx_wgpu::Context>>,
 ) -> Outcome {
     let model = match import_file(&case.join("model.onnx"), registry) {
         Ok(m) => m,
@@ -287,7 +302,7 @@ pub fn run_case(
     }
     let io: Vec<(Vec<Tensor>, Vec<Tensor>)> =
         sets.into_iter().map(|s| (s.inputs, s.outputs)).collect();
-    run_model_cases(model, target, &io, tol)
+    run_model_cases_on(model, target, &io, tol, wgpu)
 }
 
 /// Compiles an imported model and checks it on (inputs, expected outputs) pairs.
@@ -296,6 +311,17 @@ pub fn run_model_cases(
     target: crate::Target,
     sets: &[(Vec<Tensor>, Vec<Tensor>)],
     tol: Tolerance,
+) -> Outcome {
+    run_model_cases_on(model, target, sets, tol, None)
+}
+
+/// [`run_model_cases`] on a given wgpu device context.
+pub fn run_model_cases_on(
+    model: rlx_importer::ImportedModel,
+    target: crate::Target,
+    sets: &[(Vec<Tensor>, Vec<Tensor>)],
+    tol: Tolerance,
+    wgpu: Option<&std::sync::Arc<rlx_wgpu::Context>>,
 ) -> Outcome {
     let outcome_of = |e: crate::Error| {
         if run_error_unsupported(&e) {
@@ -310,7 +336,12 @@ pub fn run_model_cases(
     };
     let names = compiled.input_names();
     let out_names = compiled.output_names();
-    let session = match crate::Session::new(compiled, crate::SessionOptions { threads: 1 }) {
+    let options = crate::SessionOptions { threads: 1 };
+    let session = match wgpu {
+        Some(ctx) => crate::Session::with_wgpu_context(compiled, options, ctx.clone()),
+        None => crate::Session::new(compiled, options),
+    };
+    let session = match session {
         Ok(s) => s,
         Err(e) => return outcome_of(e),
     };

@@ -38,6 +38,8 @@ pub enum Error {
     #[error(transparent)]
     Run(#[from] rlx_cpu::RunError),
     #[error(transparent)]
+    Wgpu(#[from] rlx_wgpu::WgpuError),
+    #[error(transparent)]
     Input(#[from] InputError),
     #[error(transparent)]
     Artifact(#[from] crate::artifact::ArtifactError),

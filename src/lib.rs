@@ -33,4 +33,5 @@ pub use rlx_importer as importer;
 pub use rlx_ir as ir;
 pub use rlx_passes as passes;
 pub use rlx_passes::OptLevel;
+pub use rlx_wgpu as wgpu;
 pub use session::{PlanInfo, Session, SessionOptions};

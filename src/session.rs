@@ -3,7 +3,7 @@
 //! once; runs with the same shapes reuse the plan.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rlx_cpu::dynamic::run_graph;
 use rlx_cpu::tensor::TensorRef;
@@ -12,7 +12,7 @@ use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs}
 use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::plan_memory;
 
-use crate::compile::{run_passes, CompiledModel};
+use crate::compile::{run_passes, CompiledModel, Target};
 use crate::error::{Error, InputError, Result};
 use rlx_passes::verify_by_default;
 
@@ -34,6 +34,8 @@ impl Default for SessionOptions {
 /// What one input binding compiles to.
 enum Executable {
     Planned(PlannedExecutable),
+    /// A wgpu schedule loaded on the session's device.
+    Wgpu(rlx_wgpu::Executable),
     /// Shapes depend on data: node-by-node execution.
     Dynamic {
         graph: Graph,
@@ -50,6 +52,8 @@ pub struct Session {
     value_inputs: Vec<usize>,
     pool: rayon::ThreadPool,
     cache: Mutex<HashMap<Key, Arc<Executable>>>,
+    /// The wgpu device of this session (made on first use unless given).
+    wgpu: OnceLock<Arc<rlx_wgpu::Context>>,
 }
 
 impl Session {
@@ -64,7 +68,28 @@ impl Session {
             value_inputs,
             pool,
             cache: Mutex::new(HashMap::new()),
+            wgpu: OnceLock::new(),
         })
+    }
+
+    /// A session for a wgpu model on an existing device context.
+    pub fn with_wgpu_context(
+        model: CompiledModel,
+        options: SessionOptions,
+        ctx: Arc<rlx_wgpu::Context>,
+    ) -> Result<Session> {
+        let s = Session::new(model, options)?;
+        let _ = s.wgpu.set(ctx);
+        Ok(s)
+    }
+
+    /// The session's wgpu context, created on first use.
+    fn wgpu_context(&self) -> Result<Arc<rlx_wgpu::Context>> {
+        if let Some(c) = self.wgpu.get() {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(rlx_wgpu::Context::new()?);
+        Ok(self.wgpu.get_or_init(|| c).clone())
     }
 
     pub fn model(&self) -> &CompiledModel {
@@ -140,6 +165,7 @@ impl Session {
                 let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
                 p.run(&refs).map_err(Error::from)
             }
+            Executable::Wgpu(e) => e.run(&ordered).map_err(Error::from),
             Executable::Dynamic { graph, weights } => run_graph(
                 graph,
                 weights,
@@ -189,7 +215,13 @@ impl Session {
     }
 
     /// Specializes, optimizes and plans the graph for one input binding.
-    fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
+    /// Specializes and optimizes the graph for one input binding; the flag
+    /// says whether every shape is now concrete.
+    fn specialized(
+        &self,
+        bindings: &rlx_ir::Bindings,
+        inputs: &[&Tensor],
+    ) -> Result<(Graph, Weights, bool)> {
         let m = &self.model;
         let mut g = m.graph.clone();
         let values: Vec<(usize, Tensor)> = self
@@ -215,10 +247,49 @@ impl Session {
             .node_ids()
             .into_iter()
             .all(|id| g.node(id).outputs.iter().all(|t| t.shape.is_known()));
+        Ok((g, weights, concrete))
+    }
+
+    /// The wgpu schedule for these inputs, planned for `caps`, without a
+    /// device (pure: for snapshots and inspection).
+    pub fn wgpu_schedule(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        caps: rlx_wgpu::Caps,
+    ) -> Result<rlx_wgpu::Schedule> {
+        let ordered = self.order(inputs)?;
+        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
+        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
         if !concrete {
+            return Err(dynamic_shapes());
+        }
+        let mem = plan_memory(&g)?;
+        Ok(rlx_wgpu::plan(
+            &g,
+            &weights,
+            &mem,
+            &rlx_wgpu::PlanOptions { caps },
+        )?)
+    }
+
+    /// Specializes, optimizes and plans the graph for one input binding.
+    fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
+        let (g, weights, concrete) = self.specialized(bindings, inputs)?;
+        let wgpu = self.model.target == Target::Wgpu;
+        if !concrete {
+            if wgpu {
+                return Err(dynamic_shapes());
+            }
             return Ok(Executable::Dynamic { graph: g, weights });
         }
         let mem = plan_memory(&g)?;
+        if wgpu {
+            let ctx = self.wgpu_context()?;
+            let opts = rlx_wgpu::PlanOptions { caps: ctx.caps() };
+            let schedule = rlx_wgpu::plan(&g, &weights, &mem, &opts)?;
+            return Ok(Executable::Wgpu(rlx_wgpu::Executable::new(ctx, schedule)?));
+        }
         let schedule = plan(&g, &weights, &mem)?;
         Ok(Executable::Planned(PlannedExecutable::new(schedule)))
     }
@@ -231,6 +302,11 @@ impl Session {
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
         Ok(match self.prepare(&bindings, &ordered)? {
             Executable::Planned(p) => Some(PlanInfo::of(&p.schedule)),
+            Executable::Wgpu(e) => Some(PlanInfo {
+                schedule: e.schedule.to_string(),
+                arena_bytes: e.schedule.arena_bytes as usize,
+                total_bytes: e.schedule.buffer_bytes as usize,
+            }),
             Executable::Dynamic { .. } => None,
         })
     }
@@ -254,4 +330,10 @@ impl PlanInfo {
             total_bytes: s.total_bytes,
         }
     }
+}
+
+fn dynamic_shapes() -> Error {
+    Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(
+        "shapes depend on input data; the wgpu backend runs only static schedules".into(),
+    ))
 }

@@ -4,8 +4,16 @@
 //! every node with its reason, never dropped. Subgraphs are legalized too, but
 //! what stays unsupported in a body fails when (if) it runs.
 //! Without a backend in the context the pass does nothing.
+//!
+//! On a graph whose dims are still symbolic, a rejected node whose value
+//! follows from shapes, constants and shape-determining inputs alone (`shape`,
+//! arithmetic on it, `constant_of_shape`, `range` of input scalars) is left
+//! alone: specialization binds the dims and those inputs' values, and folding
+//! then removes it before the target's schedule is planned.
 
-use rlx_ir::{Graph, NodeId, TensorType, Value, Weights};
+use std::collections::HashSet;
+
+use rlx_ir::{Graph, NodeId, Op, TensorType, Value, Weights};
 
 use crate::decompose::decompose;
 use crate::manager::{Pass, PassContext, PassError, UnsupportedNode};
@@ -89,6 +97,7 @@ fn legalize(
     // Decompositions may produce nodes that need decomposing in turn.
     for _ in 0..8 {
         let mut round = false;
+        let later = foldable_after_binding(g).map_err(|e| e.to_string())?;
         for id in g.topo_order().map_err(|e| e.to_string())? {
             let node = g.node(id);
             if node.op.is_leaf() {
@@ -97,6 +106,9 @@ fn legalize(
             let Err(reason) = backend.supports(node, &input_types(g, id)) else {
                 continue;
             };
+            if later.contains(&id) {
+                continue;
+            }
             let op = node.op.name();
             match decompose(g, w, id) {
                 Ok(values) => {
@@ -124,6 +136,41 @@ fn legalize(
         }
     }
     Ok(changed)
+}
+
+/// On a graph with symbolic dims, the nodes whose values depend on shapes,
+/// constants and the inputs that determine shapes (bound per run before
+/// planning) only; empty once every dim is known.
+fn foldable_after_binding(g: &Graph) -> Result<HashSet<NodeId>, rlx_ir::graph::GraphError> {
+    let mut set = HashSet::new();
+    let symbolic = g
+        .node_ids()
+        .into_iter()
+        .any(|id| g.node(id).outputs.iter().any(|t| !t.shape.is_known()));
+    if !symbolic {
+        return Ok(set);
+    }
+    let bound: HashSet<NodeId> = rlx_ir::analysis::value_inputs(g)
+        .into_iter()
+        .filter_map(|i| g.inputs().get(i).copied())
+        .collect();
+    for id in g.topo_order()? {
+        let node = g.node(id);
+        let yes = match node.op {
+            Op::Constant(_) | Op::Weight(_) | Op::ShapeOf(_) | Op::Size(_) => true,
+            Op::Input(_) => bound.contains(&id),
+            _ => {
+                let ins = g.inputs_of(id);
+                !ins.is_empty()
+                    && node.op.subgraphs().is_empty()
+                    && ins.iter().all(|v| set.contains(&v.node))
+            }
+        };
+        if yes {
+            set.insert(id);
+        }
+    }
+    Ok(set)
 }
 
 /// How a target runs one node.

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rlx_onnx::conformance::{check_import, run_case, Outcome, Tolerance};
+use rlx_onnx::conformance::{check_import, run_case_on, Outcome, Tolerance};
 use rlx_onnx::importer::Registry;
 use rlx_onnx::testdata::case_dirs;
 use rlx_onnx::Target;
@@ -54,6 +54,17 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     let registry = Registry::standard();
+    // One device for the whole run (each case would otherwise open its own).
+    let wgpu = match target {
+        Target::Wgpu if !a.import_only => match rlx_onnx::wgpu::Context::new() {
+            Ok(c) => Some(std::sync::Arc::new(c)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
     let mut rows = Vec::new();
     for case in cases {
         let name = case
@@ -70,8 +81,10 @@ pub fn run(a: Args) -> ExitCode {
             check_import(&case, &registry)
         } else {
             // A panic is a bug, but one case must not take the whole run down.
-            std::panic::catch_unwind(|| run_case(&case, &registry, target, tol))
-                .unwrap_or_else(|_| Outcome::Failed("panicked (a bug in rlx-onnx)".into()))
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_case_on(&case, &registry, target, tol, wgpu.as_ref())
+            }))
+            .unwrap_or_else(|_| Outcome::Failed("panicked (a bug in rlx-onnx)".into()))
         };
         rows.push((name, outcome));
     }

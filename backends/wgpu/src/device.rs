@@ -1,0 +1,342 @@
+//! The device half: an explicit [`Context`] (adapter, device, queue; no
+//! process-wide state) and [`Executable`], which builds the storage buffer,
+//! pipelines and bind groups once, and runs a schedule with one compute pass
+//! and one submission, reading outputs back through a reused staging buffer.
+
+use std::num::NonZeroU64;
+use std::sync::{Arc, Mutex};
+
+use rlx_ir::Tensor;
+
+use crate::schedule::{Schedule, PARAMS_ALIGN};
+use crate::{Caps, WgpuError};
+
+/// An adapter and its device: create once, share between executables.
+pub struct Context {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    /// The adapter's name and backend, for reports.
+    pub adapter: String,
+    pub limits: wgpu::Limits,
+}
+
+fn dev(e: impl std::fmt::Display) -> WgpuError {
+    WgpuError::Device(e.to_string())
+}
+
+impl Context {
+    /// The first Vulkan adapter (high performance preferred), or `Unavailable`.
+    pub fn new() -> Result<Context, WgpuError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::VULKAN,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|e| WgpuError::Unavailable(e.to_string()))?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("rlx-wgpu"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| WgpuError::Unavailable(e.to_string()))?;
+        Ok(Context {
+            device,
+            queue,
+            adapter: format!("{} ({:?})", info.name, info.backend),
+            limits,
+        })
+    }
+
+    /// What plans for this device may assume.
+    pub fn caps(&self) -> Caps {
+        Caps {
+            max_binding: u64::from(self.limits.max_storage_buffer_binding_size).min(1 << 30),
+        }
+    }
+}
+
+/// A schedule loaded on a device, ready to run (runs are serialized).
+pub struct Executable {
+    ctx: Arc<Context>,
+    pub schedule: Schedule,
+    buffer: wgpu::Buffer,
+    pipelines: Vec<wgpu::ComputePipeline>,
+    bind_groups: Vec<wgpu::BindGroup>,
+    /// Output offsets in the staging buffer, and its size.
+    staging_at: Vec<u64>,
+    staging: Mutex<wgpu::Buffer>,
+}
+
+fn pad4(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if b.len() % 4 == 0 {
+        b.into()
+    } else {
+        let mut v = b.to_vec();
+        v.resize(b.len().next_multiple_of(4), 0);
+        v.into()
+    }
+}
+
+impl Executable {
+    /// Creates the buffer (constants uploaded), pipelines and bind groups.
+    pub fn new(ctx: Arc<Context>, schedule: Schedule) -> Result<Executable, WgpuError> {
+        let d = &ctx.device;
+        if schedule.buffer_bytes > ctx.limits.max_buffer_size {
+            return Err(WgpuError::Device(format!(
+                "the model needs a {} byte buffer; the device allows {}",
+                schedule.buffer_bytes, ctx.limits.max_buffer_size
+            )));
+        }
+        if u64::from(ctx.limits.min_storage_buffer_offset_alignment) > PARAMS_ALIGN
+            || schedule.max_binding > u64::from(ctx.limits.max_storage_buffer_binding_size)
+        {
+            return Err(WgpuError::Device(
+                "the schedule was planned for other device limits".into(),
+            ));
+        }
+        if schedule
+            .dispatches
+            .iter()
+            .any(|x| x.pipeline >= schedule.pipelines.len() || x.windows.len() > 4)
+        {
+            return Err(WgpuError::Internal(
+                "a dispatch names no pipeline or too many windows".into(),
+            ));
+        }
+        let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx arena"),
+            size: schedule.buffer_bytes,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        for c in &schedule.consts {
+            ctx.queue.write_buffer(&buffer, c.offset, &pad4(&c.bytes));
+        }
+        let (poffs, psize) = schedule.params_layout();
+        let mut pbytes = vec![0u8; psize as usize];
+        for (disp, &o) in schedule.dispatches.iter().zip(&poffs) {
+            let b: &[u8] = bytemuck::cast_slice(&disp.params);
+            if let Some(dst) = pbytes.get_mut(o as usize..o as usize + b.len()) {
+                dst.copy_from_slice(b);
+            }
+        }
+        let params = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx params"),
+            size: psize,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        ctx.queue.write_buffer(&params, 0, &pbytes);
+        let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let bgl = d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("rlx layout"),
+            entries: &[
+                storage(0, false),
+                storage(1, false),
+                storage(2, false),
+                storage(3, false),
+                storage(4, true),
+            ],
+        });
+        let layout = d.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("rlx pipeline layout"),
+            bind_group_layouts: &[Some(&bgl)],
+            immediate_size: 0,
+        });
+        let mut pipelines = Vec::with_capacity(schedule.pipelines.len());
+        for p in &schedule.pipelines {
+            let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&p.name),
+                source: wgpu::ShaderSource::Wgsl(p.source.as_str().into()),
+            });
+            pipelines.push(d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&p.name),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            }));
+        }
+        let mut bind_groups = Vec::with_capacity(schedule.dispatches.len());
+        for (disp, &o) in schedule.dispatches.iter().zip(&poffs) {
+            let window = |i: usize| {
+                let w = disp
+                    .windows
+                    .get(i)
+                    .or(disp.windows.first())
+                    .copied()
+                    .unwrap_or(crate::schedule::Range {
+                        offset: 0,
+                        bytes: schedule.buffer_bytes,
+                    });
+                wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &buffer,
+                        offset: w.offset,
+                        size: NonZeroU64::new(w.bytes),
+                    }),
+                }
+            };
+            bind_groups.push(d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &bgl,
+                entries: &[
+                    window(0),
+                    window(1),
+                    window(2),
+                    window(3),
+                    wgpu::BindGroupEntry {
+                        binding: 4,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &params,
+                            offset: o,
+                            size: NonZeroU64::new((disp.params.len().max(1) * 4) as u64),
+                        }),
+                    },
+                ],
+            }));
+        }
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(WgpuError::Device(format!("loading the schedule: {e}")));
+        }
+        let mut staging_at = Vec::new();
+        let mut at = 0u64;
+        for o in &schedule.outputs {
+            staging_at.push(at);
+            at += o.bytes.next_multiple_of(4);
+        }
+        let staging = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx staging"),
+            size: at.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(Executable {
+            ctx,
+            schedule,
+            buffer,
+            pipelines,
+            bind_groups,
+            staging_at,
+            staging: Mutex::new(staging),
+        })
+    }
+
+    /// Runs on inputs in graph-input order; checks dtypes and shapes first.
+    pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, WgpuError> {
+        let s = &self.schedule;
+        if inputs.len() != s.inputs.len() {
+            return Err(WgpuError::Input {
+                index: inputs.len(),
+                reason: format!(
+                    "{} inputs given, the model takes {}",
+                    inputs.len(),
+                    s.inputs.len()
+                ),
+            });
+        }
+        for (i, (t, slot)) in inputs.iter().zip(&s.inputs).enumerate() {
+            if t.dtype() != slot.dtype || t.dims() != slot.dims.as_slice() {
+                return Err(WgpuError::Input {
+                    index: i,
+                    reason: format!(
+                        "`{}` is {}{:?}, the schedule expects {}{:?}",
+                        slot.name,
+                        t.dtype(),
+                        t.dims(),
+                        slot.dtype,
+                        slot.dims
+                    ),
+                });
+            }
+        }
+        // One run at a time: runs share the arena and the staging buffer.
+        let staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        let (d, q) = (&self.ctx.device, &self.ctx.queue);
+        let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
+        for (t, slot) in inputs.iter().zip(&s.inputs) {
+            if !t.bytes().is_empty() {
+                q.write_buffer(&self.buffer, slot.offset, &pad4(t.bytes()));
+            }
+        }
+        let mut enc = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("rlx run"),
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("rlx schedule"),
+                timestamp_writes: None,
+            });
+            for (disp, bg) in s.dispatches.iter().zip(&self.bind_groups) {
+                let Some(pipeline) = self.pipelines.get(disp.pipeline) else {
+                    return Err(WgpuError::Internal("a dispatch names no pipeline".into()));
+                };
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(disp.groups[0], disp.groups[1], disp.groups[2]);
+            }
+        }
+        for (o, &at) in s.outputs.iter().zip(&self.staging_at) {
+            if o.bytes > 0 {
+                enc.copy_buffer_to_buffer(
+                    &self.buffer,
+                    o.offset,
+                    &staging,
+                    at,
+                    o.bytes.next_multiple_of(4),
+                );
+            }
+        }
+        q.submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        d.poll(wgpu::PollType::wait_indefinitely()).map_err(dev)?;
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(WgpuError::Device(format!("running the schedule: {e}")));
+        }
+        rx.recv().map_err(dev)?.map_err(dev)?;
+        let mut outs = Vec::with_capacity(s.outputs.len());
+        {
+            let view = staging.get_mapped_range(..).map_err(dev)?;
+            for (o, &at) in s.outputs.iter().zip(&self.staging_at) {
+                let bytes = &view[at as usize..(at + o.bytes) as usize];
+                outs.push(
+                    Tensor::new(
+                        o.dtype,
+                        o.dims.clone(),
+                        rlx_ir::tensor::Bytes::copy_from(bytes),
+                    )
+                    .map_err(|e| WgpuError::Internal(e.to_string()))?,
+                );
+            }
+        }
+        staging.unmap();
+        Ok(outs)
+    }
+
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+}

@@ -1,0 +1,96 @@
+// matmul: batched, strided C = act(A * B + bias), 32x32 output tiles per
+// workgroup of 64 invocations (4x4 each), K in steps of 16 through workgroup memory.
+// Params after operands (a, b, c, bias): M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn,
+// bias_sm, bias_sn, flags (bit 0: add bias, bit 1: relu, bit 2: accumulate into C), tiles_m,
+// tiles_n, batches, batch dims[4], a_sb[4], b_sb[4], c_sb[4], bias_sb[4] (element strides).
+
+var<workgroup> As: array<f32, 512>;
+var<workgroup> Bs: array<f32, 512>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let wg = wg_linear(wid, nwg);
+    let M = P[4]; let N = P[5]; let K = P[6];
+    let tiles_m = P[16]; let tiles_n = P[17]; let batches = P[18];
+    let tn = wg % tiles_n;
+    let rest = wg / tiles_n;
+    let tm = rest % tiles_m;
+    let bi = rest / tiles_m;
+    if (bi >= batches) {
+        return;
+    }
+    var ao = 0u;
+    var bo = 0u;
+    var co = 0u;
+    var biaso = 0u;
+    var r = bi;
+    for (var d = 0u; d < 4u; d++) {
+        let a = 3u - d;
+        let c = r % P[19u + a];
+        r = r / P[19u + a];
+        ao += c * P[23u + a];
+        bo += c * P[27u + a];
+        co += c * P[31u + a];
+        biaso += c * P[35u + a];
+    }
+    let a_sm = P[7]; let a_sk = P[8]; let b_sk = P[9]; let b_sn = P[10];
+    let tx = li % 8u;
+    let ty = li / 8u;
+    let m0 = tm * 32u;
+    let n0 = tn * 32u;
+    var acc: array<f32, 16>;
+    for (var i = 0u; i < 16u; i++) {
+        acc[i] = 0.0;
+    }
+    for (var k0 = 0u; k0 < K; k0 += 16u) {
+        for (var i = 0u; i < 8u; i++) {
+            let idx = li + 64u * i;
+            let kk = idx / 32u;
+            let x = idx % 32u;
+            let k = k0 + kk;
+            var av = 0.0;
+            if (m0 + x < M && k < K) {
+                av = ldf(P[0], ao + (m0 + x) * a_sm + k * a_sk);
+            }
+            As[idx] = av;
+            var bv = 0.0;
+            if (n0 + x < N && k < K) {
+                bv = ldf(P[1], bo + k * b_sk + (n0 + x) * b_sn);
+            }
+            Bs[idx] = bv;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < 16u; kk++) {
+            let a4 = vec4<f32>(As[kk * 32u + ty * 4u], As[kk * 32u + ty * 4u + 1u], As[kk * 32u + ty * 4u + 2u], As[kk * 32u + ty * 4u + 3u]);
+            let b4 = vec4<f32>(Bs[kk * 32u + tx * 4u], Bs[kk * 32u + tx * 4u + 1u], Bs[kk * 32u + tx * 4u + 2u], Bs[kk * 32u + tx * 4u + 3u]);
+            for (var i = 0u; i < 4u; i++) {
+                acc[i * 4u] += a4[i] * b4.x;
+                acc[i * 4u + 1u] += a4[i] * b4.y;
+                acc[i * 4u + 2u] += a4[i] * b4.z;
+                acc[i * 4u + 3u] += a4[i] * b4.w;
+            }
+        }
+        workgroupBarrier();
+    }
+    let flags = P[15];
+    for (var i = 0u; i < 4u; i++) {
+        let m = m0 + ty * 4u + i;
+        for (var j = 0u; j < 4u; j++) {
+            let n = n0 + tx * 4u + j;
+            if (m < M && n < N) {
+                var v = acc[i * 4u + j];
+                let ci = co + m * P[11] + n * P[12];
+                if ((flags & 4u) != 0u) {
+                    v += ldf(P[2], ci);
+                }
+                if ((flags & 1u) != 0u) {
+                    v += ldf(P[3], biaso + m * P[13] + n * P[14]);
+                }
+                if ((flags & 2u) != 0u) {
+                    v = max(v, 0.0);
+                }
+                stf(P[2], ci, v);
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Which nodes the wgpu backend runs, by op, attributes and input dtypes. What
+//! it rejects and legalization cannot decompose is reported with the reason.
+//! Element-wise arithmetic is f32/i32 (bool for logic); 8-byte dtypes (i64)
+//! only move (copy, gather, cast): i64 arithmetic would need SHADER_INT64,
+//! which this backend does not use yet.
+
+use rlx_ir::ops::{PoolKind, RegionFn};
+use rlx_ir::{DType, Node, Op, TensorType};
+
+use crate::kernels::expr;
+
+fn dtype_of(inputs: &[TensorType], i: usize) -> Result<DType, String> {
+    inputs
+        .get(i)
+        .map(|t| t.dtype)
+        .ok_or_else(|| format!("input {i} is missing"))
+}
+
+fn f32_only(what: &str, d: DType) -> Result<(), String> {
+    if d == DType::F32 {
+        Ok(())
+    } else if d == DType::I64 {
+        Err(format!(
+            "{what} on i64 needs 64-bit integer arithmetic, which the wgpu backend does not have"
+        ))
+    } else {
+        Err(format!("{what} on {d} has no wgpu kernel (f32 only)"))
+    }
+}
+
+fn movable(what: &str, d: DType) -> Result<(), String> {
+    match d.size() {
+        4 | 8 => Ok(()),
+        _ => Err(format!(
+            "{what} of {d} elements has no wgpu kernel (4- and 8-byte dtypes only)"
+        )),
+    }
+}
+
+/// Dense strided copies also move 1- and 2-byte elements.
+fn copyable(what: &str, d: DType) -> Result<(), String> {
+    if matches!(d.size(), 1 | 2) && d.packed_bits() == d.size() * 8 {
+        return Ok(());
+    }
+    movable(what, d)
+}
+
+fn spatial(what: &str, inputs: &[TensorType]) -> Result<(), String> {
+    let r = inputs.first().map_or(0, |t| t.shape.rank());
+    if (3..=4).contains(&r) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} over {} spatial dims has no wgpu kernel (1-D and 2-D only)",
+            r.saturating_sub(2)
+        ))
+    }
+}
+
+fn no_i64(what: &str, d: DType, ok: bool) -> Result<(), String> {
+    if ok {
+        return Ok(());
+    }
+    if d == DType::I64 {
+        return Err(format!(
+            "`{what}` on i64 needs 64-bit integer arithmetic, which the wgpu backend does not have"
+        ));
+    }
+    Err(format!("`{what}` on {d} has no wgpu kernel"))
+}
+
+/// Whether the backend runs `node` as it is, with inputs of these types.
+pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
+    let d0 = dtype_of(inputs, 0).unwrap_or(DType::F32);
+    match &node.op {
+        Op::Input(_) | Op::Weight(_) | Op::Constant(_) => Ok(()),
+        Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => Ok(()),
+        Op::Unary(u) => no_i64(u.kind.name(), d0, expr::unary(u.kind, d0, "x").is_some()),
+        Op::Binary(b) => {
+            let d1 = dtype_of(inputs, 1)?;
+            let pow_float = b.kind == rlx_ir::ops::BinaryKind::Pow
+                && expr::class(d0) == DType::F32
+                && expr::cast(d1, DType::F32, "b").is_some();
+            let ok = (d1 == d0 || pow_float) && expr::binary(b.kind, d0, "a", "b").is_some();
+            no_i64(b.kind.name(), d0, ok)
+        }
+        Op::Compare(c) => no_i64(
+            c.kind.name(),
+            d0,
+            expr::compare(c.kind, d0, "a", "b").is_some(),
+        ),
+        Op::Logical(_) => Ok(()),
+        Op::Where(_) => {
+            let d = dtype_of(inputs, 1)?;
+            no_i64("where", d, expr::wgsl_type(d).is_some() || d == DType::I64)
+        }
+        Op::Cast(c) => {
+            if expr::cast(d0, c.to, "x").is_some() {
+                Ok(())
+            } else {
+                Err(format!("cast from {d0} to {} has no wgpu kernel", c.to))
+            }
+        }
+        Op::Clip(_) => no_i64(
+            "clip",
+            d0,
+            d0 != DType::Bool && expr::wgsl_type(d0).is_some(),
+        ),
+        Op::Gelu(_) => f32_only("gelu", expr::class(d0)),
+        Op::ElementwiseRegion(r) => {
+            f32_only("elementwise_region", expr::class(d0))?;
+            for ins in &r.program.0 {
+                let ok = match ins.f {
+                    RegionFn::Unary(k) => expr::unary(k, d0, "x").is_some(),
+                    RegionFn::Binary(k) => expr::binary(k, d0, "a", "b").is_some(),
+                };
+                if !ok {
+                    return Err(format!(
+                        "region function `{}` has no wgpu form",
+                        ins.f.name()
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Op::MatMul(_) => {
+            f32_only("matmul", d0)?;
+            f32_only("matmul", dtype_of(inputs, 1)?)
+        }
+        Op::Conv(_) => {
+            f32_only("conv", d0)?;
+            spatial("conv", inputs)
+        }
+        Op::Pool(p) => {
+            f32_only("pooling", d0)?;
+            match p.kind {
+                PoolKind::Max if node.outputs.len() > 1 => {
+                    Err("max pooling with indices has no wgpu kernel".into())
+                }
+                _ => {
+                    let r = inputs.first().map_or(0, |t| t.shape.rank());
+                    if (3..=5).contains(&r) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "pooling over {} spatial dims has no wgpu kernel (1-D to 3-D)",
+                            r.saturating_sub(2)
+                        ))
+                    }
+                }
+            }
+        }
+        Op::GlobalPool(_) => {
+            f32_only("global pooling", d0)?;
+            Ok(())
+        }
+        Op::Lrn(_) => f32_only("lrn", d0),
+        Op::Reduce(_) | Op::ArgReduce(_) => f32_only("reductions", d0),
+        Op::Softmax(_) => f32_only("softmax", d0),
+        Op::LayerNorm(_) => f32_only("layer_norm", d0),
+        Op::RmsNorm(_) => f32_only("rms_norm", d0),
+        Op::Transpose(_)
+        | Op::Slice(_)
+        | Op::Split(_)
+        | Op::Expand(_)
+        | Op::DepthToSpace(_)
+        | Op::SpaceToDepth(_) => copyable(node.op.name(), d0),
+        Op::Concat(_) | Op::Pad(_) | Op::Tile(_) => movable(node.op.name(), d0),
+        Op::GatherElements(_) | Op::Trilu(_) => {
+            movable(node.op.name(), d0)?;
+            match (&node.op, inputs.get(1).map(|t| t.dtype)) {
+                (Op::GatherElements(_), Some(DType::I32 | DType::I64)) | (Op::Trilu(_), _) => {
+                    Ok(())
+                }
+                _ => Err("gather_elements indices must be i32 or i64".into()),
+            }
+        }
+        Op::Cumulative(c) => f32_only(c.kind.name(), d0),
+        Op::NllLoss(_) => {
+            f32_only("nll_loss", d0)?;
+            match dtype_of(inputs, 1)? {
+                DType::I32 | DType::I64 => Ok(()),
+                d => Err(format!("nll_loss targets of {d} have no wgpu kernel")),
+            }
+        }
+        Op::Gather(_) => {
+            movable("gather", d0)?;
+            match dtype_of(inputs, 1)? {
+                DType::I32 | DType::I64 => Ok(()),
+                d => Err(format!("gather indices of {d} have no wgpu kernel")),
+            }
+        }
+        op => Err(format!(
+            "the wgpu backend has no kernel for `{}`",
+            op.name()
+        )),
+    }
+}

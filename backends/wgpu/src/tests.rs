@@ -1,0 +1,51 @@
+//! Device-free checks of the plan: small IR graphs covering every kernel
+//! family are planned, and every generated pipeline is parsed and validated
+//! by naga, so WGSL errors surface on machines without a GPU.
+
+use rlx_ir::analysis::infer_graph;
+use rlx_ir::text::parse_graph;
+use rlx_ir::Weights;
+use rlx_passes::plan_memory;
+
+use crate::{plan, PlanOptions, Schedule};
+
+fn planned(body: &str) -> Schedule {
+    let src = format!("rlx-ir 1\ngraph {{\n{body}}}\n");
+    let mut g = parse_graph(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    infer_graph(&mut g, None).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let mem = plan_memory(&g).unwrap();
+    plan(&g, &Weights::default(), &mem, &PlanOptions::default())
+        .unwrap_or_else(|e| panic!("{e}\n{src}"))
+}
+
+fn validate(s: &Schedule) {
+    for p in &s.pipelines {
+        let module = naga::front::wgsl::parse_str(&p.source)
+            .unwrap_or_else(|e| panic!("{}: {}", p.name, e.emit_to_string(&p.source)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            // pack2x16float and friends: core WGSL, which wgpu always allows.
+            naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {e:?}", p.name));
+    }
+}
+
+const GRAPHS: &[&str] = &[
+    // element-wise, compare, where, cast, region
+    "  %0 = input \"x\" : f32[2,3]\n  %1 = input \"y\" : f32[3]\n  %2 = add(%0, %1) : f32[2,3]\n  %3 = greater(%0, %1) : bool[2,3]\n  %4 = where(%3, %0, %2) : f32[2,3]\n  %8 = cast(%4) {to=i32, saturate=true, round_mode=nearest} : i32[2,3]\n  %5 = cast(%8) {to=i64, saturate=true, round_mode=nearest} : i64[2,3]\n  %6 = elementwise_region(%0, %1) {program=[mul(x0, x1), add(t0, 0.5), tanh(t1), erf(t2)]} : f32[2,3]\n  %7 = cast(%0) {to=u8, saturate=true, round_mode=nearest} : u8[2,3]\n  output \"a\" = %5\n  output \"b\" = %6\n  output \"c\" = %7\n",
+    // matmul, softmax, layer norm, reduce, argmax
+    "  %0 = input \"x\" : f32[2,4,8]\n  %1 = input \"w\" : f32[8,5]\n  %2 = matmul(%0, %1) : f32[2,4,5]\n  %3 = softmax(%2) {axis=-1} : f32[2,4,5]\n  %4 = input \"s\" : f32[5]\n  %5 = layer_norm(%3, %4) {axis=-1, epsilon=1e-5, stats=false} : f32[2,4,5]\n  %6 = argmax(%5) {axis=1, keepdims=false, select_last_index=false} : i64[2,5]\n  output \"y\" = %5\n  output \"i\" = %6\n",
+    // conv, pools, transpose, concat
+    "  %0 = input \"x\" : f32[1,3,8,8]\n  %1 = input \"w\" : f32[4,3,3,3]\n  %2 = conv(%0, %1) {strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], auto_pad=notset, group=1} : f32[1,4,8,8]\n  %3 = max_pool(%2) {kernel_shape=[2, 2], strides=[2, 2], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=2, storage_order=0, with_indices=false} : f32[1,4,4,4]\n  %4 = global_avg_pool(%3) {p=2} : f32[1,4,1,1]\n  %5 = transpose(%3) {perm=[0, 2, 3, 1]} : f32[1,4,4,4]\n  %6 = concat(%5, %5) {axis=1} : f32[1,8,4,4]\n  output \"y\" = %4\n  output \"z\" = %6\n",
+];
+
+#[test]
+fn every_generated_pipeline_validates() {
+    for g in GRAPHS {
+        let s = planned(g);
+        assert!(!s.dispatches.is_empty());
+        validate(&s);
+    }
+}

@@ -1,0 +1,208 @@
+//! Cross-backend parity on a real wgpu device (lavapipe in CI): every golden
+//! model and light model runs on wgpu and on the CPU backend, and the outputs
+//! must agree (f32: rtol 1e-4, atol 1e-5; integers and bools exactly). Models
+//! wgpu cannot run are listed in [`EXPECTED_UNSUPPORTED`] with the reason, and
+//! the test fails if one of them starts to run (so the list only shrinks).
+//! Without a device the tests skip, saying so, except under `CI`, where they fail.
+
+mod common;
+
+use std::sync::Arc;
+
+use rlx_onnx::conformance::{compare, Tolerance};
+use rlx_onnx::ir::Tensor;
+use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_set};
+use rlx_onnx::wgpu::{Caps, Context, Executable, WgpuError};
+use rlx_onnx::{CompiledModel, Compiler, Error, Session, SessionOptions, Target};
+
+const TOL: Tolerance = Tolerance {
+    rtol: 1e-4,
+    atol: 1e-5,
+};
+
+/// Golden models the wgpu backend does not run, and why.
+const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "if_branches",
+        "control flow (`if`) runs on the host; the wgpu backend has no kernel for it",
+    ),
+    (
+        "loop_counter",
+        "control flow (`loop`) runs on the host; the wgpu backend has no kernel for it",
+    ),
+    (
+        "int_indexing",
+        "i64 compare/where and cumsum need 64-bit integer arithmetic",
+    ),
+];
+
+fn context() -> Option<Arc<Context>> {
+    match Context::new() {
+        Ok(c) => {
+            eprintln!("wgpu adapter: {}", c.adapter);
+            Some(Arc::new(c))
+        }
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("no wgpu device in CI (install lavapipe): {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
+
+fn run(
+    model: CompiledModel,
+    inputs: &[Tensor],
+    ctx: Option<&Arc<Context>>,
+) -> Result<Vec<Tensor>, Error> {
+    let names = model.input_names();
+    let options = SessionOptions { threads: 2 };
+    let session = match ctx {
+        Some(c) => Session::with_wgpu_context(model, options, c.clone())?,
+        None => Session::new(model, options)?,
+    };
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(inputs).collect();
+    session.run(&named)
+}
+
+/// Runs `path` on both backends; `Ok(false)` when wgpu rejects the model.
+fn parity(path: &std::path::Path, inputs: &[Tensor], ctx: &Arc<Context>) -> Result<bool, String> {
+    let cpu = Compiler::new(Target::Cpu)
+        .compile_file(path)
+        .map_err(|e| e.to_string())?;
+    let want = run(cpu, inputs, None).map_err(|e| e.to_string())?;
+    let gpu = match Compiler::new(Target::Wgpu).compile_file(path) {
+        Ok(m) => m,
+        Err(Error::Pass(rlx_onnx::passes::PassError::Unsupported { .. })) => return Ok(false),
+        Err(e) => return Err(e.to_string()),
+    };
+    let got = run(gpu, inputs, Some(ctx)).map_err(|e| e.to_string())?;
+    if got.len() != want.len() {
+        return Err(format!("{} outputs, CPU gives {}", got.len(), want.len()));
+    }
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let d = compare(g, w, TOL).map_err(|e| format!("output {i}: {e}"))?;
+        if d.mismatched > 0 {
+            return Err(format!("output {i}: {d:?}"));
+        }
+    }
+    Ok(true)
+}
+
+#[test]
+fn golden_models_match_cpu() {
+    let Some(ctx) = context() else { return };
+    let mut bad = Vec::new();
+    for case in common::golden_cases() {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
+        let expected = EXPECTED_UNSUPPORTED.iter().any(|(n, _)| *n == name);
+        match parity(&case.join("model.onnx"), &set.inputs, &ctx) {
+            Ok(true) if expected => bad.push(format!(
+                "{name}: runs now; remove it from EXPECTED_UNSUPPORTED"
+            )),
+            Ok(false) if !expected => bad.push(format!("{name}: wgpu rejects it")),
+            Ok(_) => {}
+            Err(e) => bad.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn light_models_match_cpu() {
+    let Some(data) = common::testdata() else {
+        return;
+    };
+    let Some(ctx) = context() else { return };
+    let mut bad = Vec::new();
+    for m in light_models(&data.join("light")).unwrap() {
+        let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
+        let g = &c.graph;
+        let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
+        let x = arange_input(&dims).unwrap();
+        match parity(&m.model, &[x], &ctx) {
+            Ok(true) => {}
+            Ok(false) => bad.push(format!("{}: wgpu rejects it", m.name)),
+            Err(e) => bad.push(format!("{}: {e}", m.name)),
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// An arena larger than the binding limit: every dispatch binds a window.
+#[test]
+fn small_binding_limit_uses_windows() {
+    let Some(ctx) = context() else { return };
+    let case = common::root().join("golden/cnn");
+    let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
+    let model = Compiler::new(Target::Wgpu)
+        .compile_file(&case.join("model.onnx"))
+        .unwrap();
+    let names = model.input_names();
+    let session = Session::new(model.clone(), SessionOptions { threads: 1 }).unwrap();
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
+    let full = session.wgpu_schedule(&named, Caps::default()).unwrap();
+    // The smallest limit every single operand fits (with window alignment).
+    let largest = full
+        .dispatches
+        .iter()
+        .flat_map(|d| &d.operands)
+        .map(|r| r.bytes)
+        .max()
+        .unwrap();
+    let limit = (largest + 512).next_multiple_of(256);
+    assert!(
+        full.buffer_bytes > 2 * limit,
+        "the test needs a buffer well over the limit"
+    );
+    let small = session
+        .wgpu_schedule(&named, Caps { max_binding: limit })
+        .unwrap();
+    assert!(small
+        .dispatches
+        .iter()
+        .all(|d| d.windows.iter().all(|w| w.bytes <= limit)));
+    assert!(small.dispatches.iter().any(|d| d.windows.len() > 1));
+    assert!(small
+        .dispatches
+        .iter()
+        .any(|d| d.windows.iter().any(|w| w.offset > 0)));
+    let exec = Executable::new(ctx.clone(), small).unwrap();
+    let inputs: Vec<&Tensor> = set.inputs.iter().collect();
+    let got = exec.run(&inputs).unwrap();
+    let want = run(
+        Compiler::new(Target::Cpu)
+            .compile_file(&case.join("model.onnx"))
+            .unwrap(),
+        &set.inputs,
+        None,
+    )
+    .unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(compare(g, w, TOL).unwrap().mismatched, 0);
+    }
+    // A limit below one operand is a clear planning error.
+    match session.wgpu_schedule(&named, Caps { max_binding: 256 }) {
+        Err(Error::Wgpu(WgpuError::Node { reason, .. })) => {
+            assert!(reason.contains("binding limit"), "{reason}")
+        }
+        other => panic!(
+            "expected a binding-limit error, got {:?}",
+            other.map(|s| s.dispatches.len())
+        ),
+    }
+}
+
+#[test]
+fn wrong_inputs_are_errors() {
+    let Some(ctx) = context() else { return };
+    let case = common::root().join("golden/mlp");
+    let model = Compiler::new(Target::Wgpu)
+        .compile_file(&case.join("model.onnx"))
+        .unwrap();
+    let bad = Tensor::from_f32(&[4, 15], &[0.0; 60]).unwrap();
+    assert!(run(model, &[bad], Some(&ctx)).is_err());
+}
