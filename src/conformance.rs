@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rlx_importer::{import_file, ImportError, MapError, Registry};
+use rlx_importer::{import_file, ImportError, ImportedModel, MapError, Registry};
 use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
 use rlx_ir::Tensor;
 
@@ -64,6 +64,12 @@ pub fn one_line(s: &str) -> String {
 /// Imports the case, specializes it to the first data set's inputs, and checks
 /// that the inferred output dtypes and shapes equal the expected outputs'.
 pub fn check_import(case: &Path, registry: &Registry) -> Outcome {
+    // Import first: a model of unsupported types is unsupported, whatever its data.
+    let model = match import_file(&case.join("model.onnx"), registry) {
+        Ok(m) => m,
+        Err(e) if is_unsupported(&e) => return Outcome::Unsupported(one_line(&e.to_string())),
+        Err(e) => return Outcome::Failed(one_line(&e.to_string())),
+    };
     let dirs = match data_set_dirs(case) {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
@@ -75,12 +81,7 @@ pub fn check_import(case: &Path, registry: &Registry) -> Outcome {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    check_import_with(
-        &case.join("model.onnx"),
-        registry,
-        &data.inputs,
-        &data.outputs,
-    )
+    check_imported(&model, &data.inputs, &data.outputs)
 }
 
 /// Like [`check_import`] for a model file with given inputs and expected outputs.
@@ -90,11 +91,15 @@ pub fn check_import_with(
     inputs: &[Tensor],
     outputs: &[Tensor],
 ) -> Outcome {
-    let model = match import_file(model_path, registry) {
-        Ok(m) => m,
-        Err(e) if is_unsupported(&e) => return Outcome::Unsupported(one_line(&e.to_string())),
-        Err(e) => return Outcome::Failed(one_line(&e.to_string())),
-    };
+    match import_file(model_path, registry) {
+        Ok(m) => check_imported(&m, inputs, outputs),
+        Err(e) if is_unsupported(&e) => Outcome::Unsupported(one_line(&e.to_string())),
+        Err(e) => Outcome::Failed(one_line(&e.to_string())),
+    }
+}
+
+/// Checks the inferred output types of an imported model against a data set.
+fn check_imported(model: &ImportedModel, inputs: &[Tensor], outputs: &[Tensor]) -> Outcome {
     let mut g = model.graph.clone();
     if inputs.len() != g.inputs().len() {
         return Outcome::Failed(format!(
