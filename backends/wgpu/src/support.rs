@@ -196,6 +196,16 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
             }
         }
         Op::Resize(_) => f32_only("resize", d0),
+        Op::QuantizeLinear(_) => {
+            f32_only("quantize_linear", d0)?;
+            f32_only("quantize_linear scales", dtype_of(inputs, 1)?)?;
+            let q = inputs.get(2).map_or(DType::U8, |t| t.dtype);
+            crate::kernels::quant::qtype(q, true).map(|_| ())
+        }
+        Op::DequantizeLinear(_) => {
+            f32_only("dequantize_linear scales", dtype_of(inputs, 1)?)?;
+            crate::kernels::quant::qtype(d0, false).map(|_| ())
+        }
         Op::ScatterElements(s) => scatter(s.reduction, d0, inputs),
         Op::ScatterNd(s) => scatter(s.reduction, d0, inputs),
         Op::Gather(_) => {
