@@ -4,7 +4,7 @@
 //! only move (copy, gather, cast): i64 arithmetic would need SHADER_INT64,
 //! which this backend does not use yet.
 
-use rlx_ir::ops::{PoolKind, RegionFn};
+use rlx_ir::ops::{PoolKind, RegionFn, ScatterReduction};
 use rlx_ir::{DType, Node, Op, TensorType};
 
 use crate::kernels::expr;
@@ -67,6 +67,18 @@ fn no_i64(what: &str, d: DType, ok: bool) -> Result<(), String> {
         ));
     }
     Err(format!("`{what}` on {d} has no wgpu kernel"))
+}
+
+/// Scatters move 4- and 8-byte elements; reductions are f32 only.
+fn scatter(r: ScatterReduction, d: DType, inputs: &[TensorType]) -> Result<(), String> {
+    movable("scatter", d)?;
+    if r != ScatterReduction::None {
+        f32_only("scatter with a reduction", d)?;
+    }
+    match dtype_of(inputs, 1)? {
+        DType::I32 | DType::I64 => Ok(()),
+        d => Err(format!("scatter indices of {d} have no wgpu kernel")),
+    }
 }
 
 /// Whether the backend runs `node` as it is, with inputs of these types.
@@ -183,6 +195,19 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 d => Err(format!("nll_loss targets of {d} have no wgpu kernel")),
             }
         }
+        Op::Resize(_) => f32_only("resize", d0),
+        Op::QuantizeLinear(_) => {
+            f32_only("quantize_linear", d0)?;
+            f32_only("quantize_linear scales", dtype_of(inputs, 1)?)?;
+            let q = inputs.get(2).map_or(DType::U8, |t| t.dtype);
+            crate::kernels::quant::qtype(q, true).map(|_| ())
+        }
+        Op::DequantizeLinear(_) => {
+            f32_only("dequantize_linear scales", dtype_of(inputs, 1)?)?;
+            crate::kernels::quant::qtype(d0, false).map(|_| ())
+        }
+        Op::ScatterElements(s) => scatter(s.reduction, d0, inputs),
+        Op::ScatterNd(s) => scatter(s.reduction, d0, inputs),
         Op::Gather(_) => {
             movable("gather", d0)?;
             match dtype_of(inputs, 1)? {

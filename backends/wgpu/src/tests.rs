@@ -39,6 +39,8 @@ const GRAPHS: &[&str] = &[
     "  %0 = input \"x\" : f32[2,4,8]\n  %1 = input \"w\" : f32[8,5]\n  %2 = matmul(%0, %1) : f32[2,4,5]\n  %3 = softmax(%2) {axis=-1} : f32[2,4,5]\n  %4 = input \"s\" : f32[5]\n  %5 = layer_norm(%3, %4) {axis=-1, epsilon=1e-5, stats=false} : f32[2,4,5]\n  %6 = argmax(%5) {axis=1, keepdims=false, select_last_index=false} : i64[2,5]\n  output \"y\" = %5\n  output \"i\" = %6\n",
     // conv, pools, transpose, concat
     "  %0 = input \"x\" : f32[1,3,8,8]\n  %1 = input \"w\" : f32[4,3,3,3]\n  %2 = conv(%0, %1) {strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], auto_pad=notset, group=1} : f32[1,4,8,8]\n  %3 = max_pool(%2) {kernel_shape=[2, 2], strides=[2, 2], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=2, storage_order=0, with_indices=false} : f32[1,4,4,4]\n  %4 = global_avg_pool(%3) {p=2} : f32[1,4,1,1]\n  %5 = transpose(%3) {perm=[0, 2, 3, 1]} : f32[1,4,4,4]\n  %6 = concat(%5, %5) {axis=1} : f32[1,8,4,4]\n  output \"y\" = %4\n  output \"z\" = %6\n",
+    // scatter (elements with a reduction, nd), quantize and dequantize per axis
+    "  %0 = input \"x\" : f32[4,3]\n  %1 = input \"i\" : i64[2,3]\n  %2 = input \"u\" : f32[2,3]\n  %3 = scatter_elements(%0, %1, %2) {axis=0, reduction=add} : f32[4,3]\n  %4 = input \"j\" : i64[2,1]\n  %5 = scatter_nd(%3, %4, %2) {reduction=none} : f32[4,3]\n  %6 = input \"s\" : f32[3]\n  %7 = input \"z\" : u8[3]\n  %8 = quantize_linear(%5, %6, %7) {axis=1, block_size=0, saturate=true} : u8[4,3]\n  %9 = dequantize_linear(%8, %6, %7) {axis=1, block_size=0} : f32[4,3]\n  output \"y\" = %9\n",
 ];
 
 #[test]

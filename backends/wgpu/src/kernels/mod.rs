@@ -16,7 +16,10 @@ pub mod matmul;
 pub mod movement;
 pub mod norm;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
+pub mod resize;
+pub mod scatter;
 pub mod softmax;
 
 use std::collections::HashMap;
@@ -268,6 +271,9 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         Op::Gather(_) => gather::lower(cx),
         Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => indexing::lower(cx),
         Op::NllLoss(l) => loss::lower(cx, l),
+        Op::Resize(_) => resize::lower(cx),
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => quant::lower(cx),
+        Op::ScatterElements(_) | Op::ScatterNd(_) => scatter::lower(cx),
         op => Err(format!(
             "the wgpu backend has no kernel for `{}`",
             op.name()

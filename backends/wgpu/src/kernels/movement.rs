@@ -79,6 +79,12 @@ fn emit_copy(cx: &mut Cx, c: Copy) -> LResult<()> {
     Ok(())
 }
 
+/// A dense copy of `x` into `y` (same shape, 4- or 8-byte elements).
+pub fn dense_copy(cx: &mut Cx, x: &Operand, y: &Operand) -> LResult<()> {
+    let xs = i64s(&strides(&x.dims));
+    plain(cx, x, y, &x.dims, &xs, 0)
+}
+
 fn i64s(v: &[usize]) -> Vec<i64> {
     v.iter().map(|&x| x as i64).collect()
 }
