@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use rlx_onnx::conformance::{run_case, Outcome, Tolerance};
 use rlx_onnx::importer::Registry;
 use rlx_onnx::testdata::case_dirs;
@@ -16,31 +14,13 @@ use rlx_onnx::Target;
 /// Folders of the onnx wheel's test data that CI runs.
 pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-operator"];
 
-fn expected(name: &str) -> BTreeMap<String, String> {
-    let path = common::root().join("tests/expected").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| match l.split_once(char::is_whitespace) {
-            Some((k, r)) => (k.to_string(), r.trim().to_string()),
-            None => (l.to_string(), String::new()),
-        })
-        .collect()
-}
-
 #[test]
 fn cpu_suite_matches_expected_failures() {
     let Some(data) = common::testdata() else {
         return;
     };
     let registry = Registry::standard();
-    let expected = expected("cpu.txt");
-    for (case, reason) in &expected {
-        assert!(
-            !reason.is_empty(),
-            "expected failure `{case}` has no reason"
-        );
-    }
+    let expected = common::expected_failures("cpu.txt");
     let mut surprises = Vec::new();
     let mut node_passed = 0;
     let mut seen = 0;

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rlx_onnx::conformance::{run_case_on, Outcome, Tolerance};
@@ -13,18 +12,6 @@ use rlx_onnx::importer::Registry;
 use rlx_onnx::testdata::case_dirs;
 use rlx_onnx::wgpu::Context;
 use rlx_onnx::Target;
-
-fn expected() -> BTreeMap<String, String> {
-    let path = common::root().join("tests/expected/wgpu.txt");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| match l.split_once(char::is_whitespace) {
-            Some((k, r)) => (k.to_string(), r.trim().to_string()),
-            None => (l.to_string(), String::new()),
-        })
-        .collect()
-}
 
 #[test]
 fn wgpu_node_suite_matches_expected_failures() {
@@ -42,13 +29,7 @@ fn wgpu_node_suite_matches_expected_failures() {
         }
     };
     let registry = Registry::standard();
-    let expected = expected();
-    for (case, reason) in &expected {
-        assert!(
-            !reason.is_empty(),
-            "expected failure `{case}` has no reason"
-        );
-    }
+    let expected = common::expected_failures("wgpu.txt");
     let mut surprises = Vec::new();
     let mut passed = 0;
     let mut seen = 0;

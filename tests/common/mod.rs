@@ -1,6 +1,7 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The repository root.
@@ -42,4 +43,26 @@ pub fn golden_models() -> Vec<PathBuf> {
         .into_iter()
         .map(|c| c.join("model.onnx"))
         .collect()
+}
+
+/// An expected-failures list `tests/expected/<name>` (`folder/case  reason` per
+/// line, `#` comments): case -> reason. Every case must give a reason.
+pub fn expected_failures(name: &str) -> BTreeMap<String, String> {
+    let path = root().join("tests/expected").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let list: BTreeMap<String, String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| match l.split_once(char::is_whitespace) {
+            Some((k, r)) => (k.to_string(), r.trim().to_string()),
+            None => (l.to_string(), String::new()),
+        })
+        .collect();
+    for (case, reason) in &list {
+        assert!(
+            !reason.is_empty(),
+            "expected failure `{case}` in {name} has no reason"
+        );
+    }
+    list
 }

@@ -21,6 +21,7 @@ pub mod recurrent;
 pub mod reduce;
 pub mod region;
 pub mod resize;
+pub mod resize_taps;
 pub mod signal;
 pub mod transformer;
 pub mod values;
