@@ -21,20 +21,10 @@ const TOL: Tolerance = Tolerance {
 };
 
 /// Golden models the wgpu backend does not run, and why.
-const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "if_branches",
-        "control flow (`if`) runs on the host; the wgpu backend has no kernel for it",
-    ),
-    (
-        "loop_counter",
-        "control flow (`loop`) runs on the host; the wgpu backend has no kernel for it",
-    ),
-    (
-        "int_indexing",
-        "i64 compare/where and cumsum need 64-bit integer arithmetic",
-    ),
-];
+const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[(
+    "int_indexing",
+    "i64 compare/where and cumsum need 64-bit integer arithmetic",
+)];
 
 fn context() -> Option<Arc<Context>> {
     match Context::new() {
@@ -109,6 +99,24 @@ fn golden_models_match_cpu() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Both branches of an If: the golden input (all positive) takes `then`, its
+/// negation takes `else`; a Loop runs its full trip and stacks scan outputs.
+#[test]
+fn control_flow_matches_cpu() {
+    let Some(ctx) = context() else { return };
+    let case = common::root().join("golden/if_branches");
+    let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
+    let x = &set.inputs[0];
+    let neg: Vec<f32> = x.as_slice::<f32>().unwrap().iter().map(|v| -v).collect();
+    let neg = Tensor::from_f32(x.dims(), &neg).unwrap();
+    for input in [x.clone(), neg] {
+        assert_eq!(parity(&case.join("model.onnx"), &[input], &ctx), Ok(true));
+    }
+    let case = common::root().join("golden/loop_counter");
+    let x = Tensor::from_f32(&[3], &[0.25, -4.0, 3.0]).unwrap();
+    assert_eq!(parity(&case.join("model.onnx"), &[x], &ctx), Ok(true));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rlx_ir::Tensor;
 
-use crate::schedule::{Schedule, PARAMS_ALIGN};
+use crate::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
 use crate::{Caps, WgpuError};
 
 /// An adapter and its device: create once, share between executables.
@@ -71,6 +71,8 @@ pub struct Executable {
     /// Output offsets in the staging buffer, and its size.
     staging_at: Vec<u64>,
     staging: Mutex<wgpu::Buffer>,
+    /// Where control flow reads conditions and trip counts back.
+    readback: wgpu::Buffer,
 }
 
 fn pad4(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
@@ -231,6 +233,12 @@ impl Executable {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let readback = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx readback"),
+            size: READBACK,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
         Ok(Executable {
             ctx,
             schedule,
@@ -239,6 +247,7 @@ impl Executable {
             bind_groups,
             staging_at,
             staging: Mutex::new(staging),
+            readback,
         })
     }
 
@@ -279,23 +288,14 @@ impl Executable {
                 q.write_buffer(&self.buffer, slot.offset, &pad4(t.bytes()));
             }
         }
-        let mut enc = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("rlx run"),
-        });
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("rlx schedule"),
-                timestamp_writes: None,
-            });
-            for (disp, bg) in s.dispatches.iter().zip(&self.bind_groups) {
-                let Some(pipeline) = self.pipelines.get(disp.pipeline) else {
-                    return Err(WgpuError::Internal("a dispatch names no pipeline".into()));
-                };
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, bg, &[]);
-                pass.dispatch_workgroups(disp.groups[0], disp.groups[1], disp.groups[2]);
-            }
-        }
+        let mut run = Run {
+            exe: self,
+            enc: self.encoder(),
+            readback: &self.readback,
+            since_submit: 0,
+        };
+        run.steps(&s.steps)?;
+        let mut enc = run.enc;
         for (o, &at) in s.outputs.iter().zip(&self.staging_at) {
             if o.bytes > 0 {
                 enc.copy_buffer_to_buffer(
@@ -338,5 +338,141 @@ impl Executable {
 
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
+    }
+
+    fn encoder(&self) -> wgpu::CommandEncoder {
+        self.ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("rlx run"),
+            })
+    }
+}
+
+/// Bytes control flow reads back at once (an i64 trip count at most).
+const READBACK: u64 = 8;
+
+/// Loop iterations encoded between submissions when nothing is read back.
+const ITERATIONS_PER_SUBMIT: u64 = 256;
+
+/// One run's encoding state: control flow submits and reads back where it must.
+struct Run<'a> {
+    exe: &'a Executable,
+    enc: wgpu::CommandEncoder,
+    readback: &'a wgpu::Buffer,
+    since_submit: u64,
+}
+
+impl Run<'_> {
+    fn steps(&mut self, steps: &[Step]) -> Result<(), WgpuError> {
+        let mut i = 0;
+        while i < steps.len() {
+            // Consecutive dispatches share one compute pass.
+            let start = i;
+            while matches!(steps.get(i), Some(Step::Dispatch(_))) {
+                i += 1;
+            }
+            if i > start {
+                self.dispatch(&steps[start..i])?;
+                continue;
+            }
+            match &steps[i] {
+                Step::Dispatch(_) => {}
+                Step::If {
+                    cond,
+                    then,
+                    otherwise,
+                    ..
+                } => {
+                    let c = self.read(cond.offset)?;
+                    self.steps(if c[0] != 0 { then } else { otherwise })?;
+                }
+                Step::Loop {
+                    trip, cond, body, ..
+                } => {
+                    let trip = match trip {
+                        Trip::Count(n) => *n,
+                        Trip::Read(r) => {
+                            let b = self.read(r.offset)?;
+                            i64::from_le_bytes(b).max(0) as u64
+                        }
+                    };
+                    let mut k = 0;
+                    while k < trip {
+                        if let Some(c) = cond {
+                            if self.read(c.offset)?[0] == 0 {
+                                break;
+                            }
+                        }
+                        self.steps(body)?;
+                        k += 1;
+                        self.since_submit += 1;
+                        if self.since_submit >= ITERATIONS_PER_SUBMIT {
+                            self.submit();
+                        }
+                    }
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, steps: &[Step]) -> Result<(), WgpuError> {
+        let exe = self.exe;
+        let mut pass = self.enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("rlx schedule"),
+            timestamp_writes: None,
+        });
+        for step in steps {
+            let Step::Dispatch(k) = step else { continue };
+            let (Some(disp), Some(bg)) = (exe.schedule.dispatches.get(*k), exe.bind_groups.get(*k))
+            else {
+                return Err(WgpuError::Internal("a step names no dispatch".into()));
+            };
+            let Some(pipeline) = exe.pipelines.get(disp.pipeline) else {
+                return Err(WgpuError::Internal("a dispatch names no pipeline".into()));
+            };
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, bg, &[]);
+            pass.dispatch_workgroups(disp.groups[0], disp.groups[1], disp.groups[2]);
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self) {
+        let enc = std::mem::replace(&mut self.enc, self.exe.encoder());
+        self.exe.ctx.queue.submit([enc.finish()]);
+        self.since_submit = 0;
+    }
+
+    /// Submits what is encoded and reads [`READBACK`] bytes at `offset`
+    /// (4-byte aligned: planned values are) back.
+    fn read(&mut self, offset: u64) -> Result<[u8; 8], WgpuError> {
+        let exe = self.exe;
+        let at = offset / 4 * 4;
+        let len = READBACK.min(exe.schedule.buffer_bytes.saturating_sub(at)) / 4 * 4;
+        self.enc
+            .copy_buffer_to_buffer(&exe.buffer, at, self.readback, 0, len);
+        self.submit();
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.readback.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        exe.ctx
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(dev)?;
+        rx.recv().map_err(dev)?.map_err(dev)?;
+        let mut out = [0u8; 8];
+        {
+            let view = self.readback.get_mapped_range(..).map_err(dev)?;
+            let skip = (offset - at) as usize;
+            for (o, b) in out.iter_mut().zip(view.iter().skip(skip)) {
+                *o = *b;
+            }
+        }
+        self.readback.unmap();
+        Ok(out)
     }
 }

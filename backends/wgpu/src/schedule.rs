@@ -1,6 +1,11 @@
 //! The wgpu schedule: plain data that the device half executes. One storage
 //! buffer holds the memory plan's arena, the constants and a scratch area; every
 //! dispatch binds one window of it (byte range) and a params slice.
+//!
+//! Control flow (If, Loop, Scan) is a tree of [`Step`]s: the host reads a
+//! condition or trip count back where it must and chooses which dispatches to
+//! encode next. Subgraph bodies have their own arenas in the same buffer, and
+//! values cross into and out of them by copy dispatches.
 
 use std::fmt;
 
@@ -54,11 +59,46 @@ pub struct IoSlot {
     pub bytes: u64,
 }
 
+/// How many times a loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trip {
+    /// Known when planning.
+    Count(u64),
+    /// An i64 in the buffer, read back before the loop (negative runs zero times).
+    Read(Range),
+}
+
+/// What the device does next, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Dispatch `i` of [`Schedule::dispatches`].
+    Dispatch(usize),
+    /// Reads the bool at `cond` back and runs one branch.
+    If {
+        node: String,
+        origin: Vec<String>,
+        cond: Range,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+    /// Runs `body` up to `trip` times; with `cond`, only while the bool there
+    /// (read back before each iteration) is true.
+    Loop {
+        node: String,
+        origin: Vec<String>,
+        trip: Trip,
+        cond: Option<Range>,
+        body: Vec<Step>,
+    },
+}
+
 /// A complete wgpu schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     pub pipelines: Vec<Pipeline>,
+    /// Every dispatch, top level and bodies; [`Schedule::steps`] orders them.
     pub dispatches: Vec<Dispatch>,
+    pub steps: Vec<Step>,
     pub consts: Vec<ConstBlock>,
     pub inputs: Vec<IoSlot>,
     pub outputs: Vec<IoSlot>,
@@ -83,6 +123,68 @@ impl Schedule {
             at += ((d.params.len().max(1) * 4) as u64).next_multiple_of(PARAMS_ALIGN);
         }
         (offs, at.max(PARAMS_ALIGN))
+    }
+}
+
+impl Schedule {
+    fn fmt_steps(&self, f: &mut fmt::Formatter<'_>, steps: &[Step], depth: usize) -> fmt::Result {
+        let pad = "  ".repeat(depth);
+        for step in steps {
+            match step {
+                Step::Dispatch(i) => {
+                    let d = &self.dispatches[*i];
+                    let params: Vec<String> = d.params.iter().map(|p| p.to_string()).collect();
+                    let windows: Vec<String> = d.windows.iter().map(|w| w.to_string()).collect();
+                    let name = self
+                        .pipelines
+                        .get(d.pipeline)
+                        .map_or("?", |p| p.name.as_str());
+                    writeln!(
+                        f,
+                        "{pad}{i:>3} {name} groups={:?} windows={} params=[{}]  # {}",
+                        d.groups,
+                        windows.join(""),
+                        params.join(","),
+                        d.origin.join(", ")
+                    )?;
+                }
+                Step::If {
+                    node,
+                    origin,
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    writeln!(f, "{pad}if `{node}` cond {cond}  # {}", origin.join(", "))?;
+                    writeln!(f, "{pad}then:")?;
+                    self.fmt_steps(f, then, depth + 1)?;
+                    writeln!(f, "{pad}else:")?;
+                    self.fmt_steps(f, otherwise, depth + 1)?;
+                    writeln!(f, "{pad}end if `{node}`")?;
+                }
+                Step::Loop {
+                    node,
+                    origin,
+                    trip,
+                    cond,
+                    body,
+                } => {
+                    let trip = match trip {
+                        Trip::Count(n) => n.to_string(),
+                        Trip::Read(r) => format!("read {r}"),
+                    };
+                    let cond = cond.map_or("none".to_string(), |c| format!("read {c}"));
+                    writeln!(
+                        f,
+                        "{pad}loop `{node}` trip {trip} cond {cond}  # {}",
+                        origin.join(", ")
+                    )?;
+                    self.fmt_steps(f, body, depth + 1)?;
+                    writeln!(f, "{pad}end loop `{node}`")?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -131,19 +233,7 @@ impl fmt::Display for Schedule {
                 s.offset
             )?;
         }
-        for (i, d) in self.dispatches.iter().enumerate() {
-            let params: Vec<String> = d.params.iter().map(|p| p.to_string()).collect();
-            let windows: Vec<String> = d.windows.iter().map(|w| w.to_string()).collect();
-            writeln!(
-                f,
-                "  {i:>3} {} groups={:?} windows={} params=[{}]  # {}",
-                self.pipelines[d.pipeline].name,
-                d.groups,
-                windows.join(""),
-                params.join(","),
-                d.origin.join(", ")
-            )?;
-        }
+        self.fmt_steps(f, &self.steps, 1)?;
         for s in &self.outputs {
             writeln!(
                 f,

@@ -215,9 +215,30 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 d => Err(format!("gather indices of {d} have no wgpu kernel")),
             }
         }
+        Op::If(_) | Op::Loop(_) | Op::Scan(_) => bodies(node),
         op => Err(format!(
             "the wgpu backend has no kernel for `{}`",
             op.name()
         )),
     }
+}
+
+/// Control flow runs when every node of its bodies does (both branches of an
+/// If are planned, whichever runs).
+fn bodies(node: &Node) -> Result<(), String> {
+    for sub in node.op.subgraphs() {
+        for id in sub.node_ids() {
+            let n = sub.node(id);
+            if n.op.is_leaf() {
+                continue;
+            }
+            let ins: Vec<TensorType> = sub
+                .inputs_of(id)
+                .iter()
+                .map(|v| sub.ty(*v).clone())
+                .collect();
+            supports(n, &ins).map_err(|r| format!("body node `{}`: {r}", n.name))?;
+        }
+    }
+    Ok(())
 }

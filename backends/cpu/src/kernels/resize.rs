@@ -2,7 +2,7 @@
 //! time in f64, with every ONNX coordinate transformation mode.
 
 use rlx_ir::ops::resize_taps::{axis_taps, AxisPlan, Taps};
-use rlx_ir::ops::{CoordMode, Resize, ResizeMode, ResizeTarget};
+use rlx_ir::ops::{CoordMode, ResizeTarget};
 use rlx_ir::{DType, Op};
 
 use super::layout::par_rows;
@@ -129,7 +129,7 @@ fn resize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kern
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_ir::ops::{AspectPolicy, NearestMode};
+    use rlx_ir::ops::{AspectPolicy, NearestMode, Resize, ResizeMode};
 
     fn op(mode: ResizeMode, ctm: CoordMode) -> Resize {
         Resize {

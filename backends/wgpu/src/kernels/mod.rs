@@ -6,6 +6,7 @@
 //! them to the bound window), in the order of [`Draft::operands`], followed by
 //! the family's own words as documented in its `.wgsl` file.
 
+pub mod control;
 pub mod conv;
 pub mod elementwise;
 pub mod expr;
