@@ -216,11 +216,44 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
             }
         }
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => bodies(node),
+        Op::Attention(a) => attention(a, inputs),
         op => Err(format!(
             "the wgpu backend has no kernel for `{}`",
             op.name()
         )),
     }
+}
+
+/// The attention kernel: f32 operands, bool or f32 masks, heads up to 256.
+fn attention(a: &rlx_ir::ops::Attention, inputs: &[TensorType]) -> Result<(), String> {
+    for i in 0..3 {
+        f32_only("attention", dtype_of(inputs, i)?)?;
+    }
+    let ports = a.ports();
+    if let Some(m) = ports.mask {
+        match dtype_of(inputs, m)? {
+            DType::Bool | DType::F32 => {}
+            d => return Err(format!("attention masks of {d} have no wgpu kernel")),
+        }
+    }
+    if let Some(n) = ports.nonpad {
+        match dtype_of(inputs, n)? {
+            DType::I32 | DType::I64 => {}
+            d => return Err(format!("nonpad_kv_seqlen of {d} has no wgpu kernel")),
+        }
+    }
+    for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
+        let t = &inputs[i];
+        let head = match t.shape.rank() {
+            4 => t.shape.0[3].known(),
+            3 if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
+            _ => None,
+        };
+        if head.is_some_and(|h| h > 256) {
+            return Err("attention with head sizes above 256 has no wgpu kernel".into());
+        }
+    }
+    Ok(())
 }
 
 /// Control flow runs when every node of its bodies does (both branches of an

@@ -41,6 +41,9 @@ const GRAPHS: &[&str] = &[
     "  %0 = input \"x\" : f32[1,3,8,8]\n  %1 = input \"w\" : f32[4,3,3,3]\n  %2 = conv(%0, %1) {strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], auto_pad=notset, group=1} : f32[1,4,8,8]\n  %3 = max_pool(%2) {kernel_shape=[2, 2], strides=[2, 2], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=2, storage_order=0, with_indices=false} : f32[1,4,4,4]\n  %4 = global_avg_pool(%3) {p=2} : f32[1,4,1,1]\n  %5 = transpose(%3) {perm=[0, 2, 3, 1]} : f32[1,4,4,4]\n  %6 = concat(%5, %5) {axis=1} : f32[1,8,4,4]\n  output \"y\" = %4\n  output \"z\" = %6\n",
     // scatter (elements with a reduction, nd), quantize and dequantize per axis
     "  %0 = input \"x\" : f32[4,3]\n  %1 = input \"i\" : i64[2,3]\n  %2 = input \"u\" : f32[2,3]\n  %3 = scatter_elements(%0, %1, %2) {axis=0, reduction=add} : f32[4,3]\n  %4 = input \"j\" : i64[2,1]\n  %5 = scatter_nd(%3, %4, %2) {reduction=none} : f32[4,3]\n  %6 = input \"s\" : f32[3]\n  %7 = input \"z\" : u8[3]\n  %8 = quantize_linear(%5, %6, %7) {axis=1, block_size=0, saturate=true} : u8[4,3]\n  %9 = dequantize_linear(%8, %6, %7) {axis=1, block_size=0} : f32[4,3]\n  output \"y\" = %9\n",
+    // attention: 3-D operands with grouped heads, a bool mask, causal and
+    // softcap, a KV cache and the QK output
+    "  %0 = input \"q\" : f32[2,4,16]\n  %1 = input \"k\" : f32[2,3,8]\n  %2 = input \"v\" : f32[2,3,8]\n  %3 = input \"m\" : bool[4,5]\n  %4 = input \"pk\" : f32[2,2,2,4]\n  %5 = input \"pv\" : f32[2,2,2,4]\n  %6:4 = attention(%0, %1, %2, %3, %4, %5) {q_num_heads=4, kv_num_heads=2, scale=none, is_causal=true, softcap=2.0, qk_matmul_output_mode=3, has_mask=true, has_past=true, has_nonpad=false, num_outputs=4} : (f32[2,4,16], f32[2,2,5,4], f32[2,2,5,4], f32[2,4,4,5])\n  output \"y\" = %6.0\n  output \"pk2\" = %6.1\n  output \"pv2\" = %6.2\n  output \"qk\" = %6.3\n",
 ];
 
 #[test]

@@ -6,6 +6,7 @@
 //! them to the bound window), in the order of [`Draft::operands`], followed by
 //! the family's own words as documented in its `.wgsl` file.
 
+pub mod attention;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
@@ -208,6 +209,18 @@ impl<'a> Cx<'a> {
         self.dispatch(pipeline, operands, params, items.div_ceil(WG));
     }
 
+    /// The pipeline table, for dispatch builders shared with the plan.
+    pub fn pipelines_mut(&mut self) -> &mut Pipelines {
+        self.pipelines
+    }
+
+    /// A dispatch built elsewhere (see [`control::copy`]).
+    pub fn push(&mut self, d: Draft) {
+        if d.groups > 0 {
+            self.drafts.push(d);
+        }
+    }
+
     pub fn take_drafts(&mut self) -> Vec<Draft> {
         std::mem::take(&mut self.drafts)
     }
@@ -259,6 +272,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         Op::Lrn(l) => pool::lower_lrn(cx, l),
         Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => reduce::lower(cx),
         Op::Softmax(s) => softmax::lower(cx, s),
+        Op::Attention(a) => attention::lower(cx, a),
         Op::LayerNorm(_) | Op::RmsNorm(_) => norm::lower(cx),
         Op::Transpose(_)
         | Op::Slice(_)

@@ -1,0 +1,179 @@
+// attention: scaled dot-product attention, f32. One workgroup of 64 per
+// (batch, query head, query row); keys go by in tiles of 64 with an online
+// softmax (running max `m` and sum `l`, rescaled per tile), so any key length
+// runs in fixed workgroup memory. Each invocation scores one key of the tile
+// and accumulates up to 4 output features (head sizes up to 256).
+//
+// Operands (handles 0-6): y, q, k, v, mask, nonpad, qk (absent ones repeat y).
+// Params from word 7: hq, group (query heads per key head), sq, keys, dk, dv,
+// q strides (b, h, s), k strides, v strides, y strides, mask strides (b, h,
+// i, j) and mask length, flags, causal offset, qk mode, scale, softcap, rows.
+// Flags: 1 mask, 2 bool mask, 4 causal, 8 nonpad, 16 nonpad is i64, 32 qk out.
+
+var<workgroup> qrow: array<f32, 256>;
+var<workgroup> red: array<f32, 64>;
+var<workgroup> prob: array<f32, 64>;
+
+const MASKED: f32 = -3.0e38;
+
+fn at_tree(li: u32, is_max: bool) -> f32 {
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        workgroupBarrier();
+        if (li < s) {
+            if (is_max) {
+                red[li] = max(red[li], red[li + s]);
+            } else {
+                red[li] = red[li] + red[li + s];
+            }
+        }
+    }
+    return workgroupUniformLoad(&red[0]);
+}
+
+// The capped score of query row (b, h, i) against key j, plus the mask bias
+// (-inf where masked), and the raw and capped scores for the QK output.
+fn score(b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
+    let kvh = h / P[8];
+    let dk = P[11];
+    let kb = b * P[16] + kvh * P[17] + j * P[18];
+    var raw = 0.0;
+    for (var d = 0u; d < dk; d++) {
+        raw += qrow[d] * ldf(P[2], kb + d);
+    }
+    var capped = raw;
+    let cap = pf(34u);
+    if (cap > 0.0) {
+        capped = cap * ew_att_tanh(raw / cap);
+    }
+    var bias = 0.0;
+    let flags = P[30];
+    if ((flags & 4u) != 0u && j > i + P[31]) {
+        bias = -inf_f32();
+    }
+    if ((flags & 8u) != 0u) {
+        let np = ldidx(P[5], b, (flags >> 4u) & 1u);
+        if (i32(j) >= np) {
+            bias = -inf_f32();
+        }
+    }
+    if ((flags & 1u) != 0u) {
+        if (j >= P[29]) {
+            bias = -inf_f32();
+        } else {
+            let mi = b * P[25] + h * P[26] + i * P[27] + j * P[28];
+            if ((flags & 2u) != 0u) {
+                if (ldb(P[4], mi) == 0u) {
+                    bias = -inf_f32();
+                }
+            } else {
+                bias += ldf(P[4], mi);
+            }
+        }
+    }
+    return vec3<f32>(raw, capped, capped + bias);
+}
+
+fn ew_att_tanh(x: f32) -> f32 {
+    let c = clamp(x, -15.0, 15.0);
+    let e = exp(2.0 * c);
+    return (e - 1.0) / (e + 1.0);
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let row = wg_linear(wid, nwg);
+    if (row >= P[35]) {
+        return;
+    }
+    let hq = P[7];
+    let sq = P[9];
+    let keys = P[10];
+    let dk = P[11];
+    let dv = P[12];
+    let i = row % sq;
+    let h = (row / sq) % hq;
+    let b = row / (sq * hq);
+    let kvh = h / P[8];
+    let qb = b * P[13] + h * P[14] + i * P[15];
+    let scale = pf(33u);
+    for (var d = li; d < dk; d += 64u) {
+        qrow[d] = ldf(P[1], qb + d) * scale;
+    }
+    workgroupBarrier();
+    let qk_out = (P[30] & 32u) != 0u;
+    let mode = P[32];
+    let qk_row = row * keys;
+    var m = -inf_f32();
+    var l = 0.0;
+    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    for (var t0 = 0u; t0 < keys; t0 += 64u) {
+        let j = t0 + li;
+        var s = -inf_f32();
+        if (j < keys) {
+            let sc = score(b, h, i, j);
+            s = sc.z;
+            if (qk_out && mode < 3u) {
+                stf(P[6], qk_row + j, sc[min(mode, 2u)]);
+            }
+        }
+        red[li] = s;
+        let mnew = max(m, at_tree(li, true));
+        // Nothing unmasked yet: keep the state (alpha 1, p 0).
+        let live = mnew > MASKED;
+        var p = 0.0;
+        if (live && s > MASKED) {
+            p = exp(s - mnew);
+        }
+        var alpha = 1.0;
+        if (live && m > MASKED) {
+            alpha = exp(m - mnew);
+        } else if (live) {
+            alpha = 0.0;
+        }
+        workgroupBarrier();
+        prob[li] = p;
+        red[li] = p;
+        let tsum = at_tree(li, false);
+        l = l * alpha + tsum;
+        let n = min(64u, keys - t0);
+        for (var c = 0u; c < 4u; c++) {
+            let d = li + c * 64u;
+            if (d < dv) {
+                var a = acc[c] * alpha;
+                let vb = b * P[19] + kvh * P[20] + t0 * P[21] + d;
+                for (var jj = 0u; jj < n; jj++) {
+                    a += prob[jj] * ldf(P[3], vb + jj * P[21]);
+                }
+                acc[c] = a;
+            }
+        }
+        if (live) {
+            m = mnew;
+        }
+        workgroupBarrier();
+    }
+    let yb = b * P[22] + h * P[23] + i * P[24];
+    for (var c = 0u; c < 4u; c++) {
+        let d = li + c * 64u;
+        if (d < dv) {
+            if (l > 0.0) {
+                stf(P[0], yb + d, acc[c] / l);
+            } else {
+                stf(P[0], yb + d, nan_f32());
+            }
+        }
+    }
+    if (qk_out && mode == 3u) {
+        for (var j = li; j < keys; j += 64u) {
+            let s = score(b, h, i, j).z;
+            var p = nan_f32();
+            if (l > 0.0) {
+                p = 0.0;
+                if (s > MASKED) {
+                    p = exp(s - m) / l;
+                }
+            }
+            stf(P[6], qk_row + j, p);
+        }
+    }
+}
