@@ -216,6 +216,19 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
             }
         }
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => bodies(node),
+        Op::ConvTranspose(_) => {
+            f32_only("conv_transpose", d0)?;
+            f32_only("conv_transpose", dtype_of(inputs, 1)?)?;
+            let r = inputs.first().map_or(0, |t| t.shape.rank());
+            if (3..=5).contains(&r) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "conv_transpose over {} spatial dims has no wgpu kernel (1-D to 3-D)",
+                    r.saturating_sub(2)
+                ))
+            }
+        }
         Op::Attention(a) => attention(a, inputs),
         op => Err(format!(
             "the wgpu backend has no kernel for `{}`",

@@ -44,6 +44,8 @@ const GRAPHS: &[&str] = &[
     // attention: 3-D operands with grouped heads, a bool mask, causal and
     // softcap, a KV cache and the QK output
     "  %0 = input \"q\" : f32[2,4,16]\n  %1 = input \"k\" : f32[2,3,8]\n  %2 = input \"v\" : f32[2,3,8]\n  %3 = input \"m\" : bool[4,5]\n  %4 = input \"pk\" : f32[2,2,2,4]\n  %5 = input \"pv\" : f32[2,2,2,4]\n  %6:4 = attention(%0, %1, %2, %3, %4, %5) {q_num_heads=4, kv_num_heads=2, scale=none, is_causal=true, softcap=2.0, qk_matmul_output_mode=3, has_mask=true, has_past=true, has_nonpad=false, num_outputs=4} : (f32[2,4,16], f32[2,2,5,4], f32[2,2,5,4], f32[2,4,4,5])\n  output \"y\" = %6.0\n  output \"pk2\" = %6.1\n  output \"pv2\" = %6.2\n  output \"qk\" = %6.3\n",
+    // conv_transpose with an output shape beyond the full size
+    "  %0 = input \"x\" : f32[1,1,3,3]\n  %1 = input \"w\" : f32[1,2,3,3]\n  %2 = conv_transpose(%0, %1) {strides=[3, 2], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1, output_padding=[0, 0], output_shape=[10, 8]} : f32[1,2,10,8]\n  output \"y\" = %2\n",
 ];
 
 #[test]

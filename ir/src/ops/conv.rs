@@ -270,8 +270,10 @@ impl ConvTranspose {
             Some(out) => {
                 let mut pads = vec![0; 2 * n];
                 for i in 0..n {
+                    // Floor division, as in the ONNX reference: an output
+                    // larger than the full size (negative total) pads the end.
                     let total = full[i] - out[i];
-                    let half = total / 2;
+                    let half = total.div_euclid(2);
                     let (b, e) = if self.auto_pad == AutoPad::SameUpper {
                         (half, total - half)
                     } else {

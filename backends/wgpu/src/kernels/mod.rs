@@ -9,6 +9,7 @@
 pub mod attention;
 pub mod control;
 pub mod conv;
+pub mod conv_transpose;
 pub mod elementwise;
 pub mod expr;
 pub mod gather;
@@ -268,6 +269,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         | Op::ElementwiseRegion(_) => elementwise::lower(cx),
         Op::MatMul(_) => matmul::lower(cx),
         Op::Conv(c) => conv::lower(cx, c),
+        Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
         Op::Pool(p) => pool::lower(cx, p),
         Op::Lrn(l) => pool::lower_lrn(cx, l),
         Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => reduce::lower(cx),
