@@ -30,10 +30,6 @@ const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[
         "loop_counter",
         "control flow (`loop`) runs on the host; the wgpu backend has no kernel for it",
     ),
-    (
-        "int_indexing",
-        "i64 compare/where and cumsum need 64-bit integer arithmetic",
-    ),
 ];
 
 fn context() -> Option<Arc<Context>> {
