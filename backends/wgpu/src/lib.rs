@@ -16,6 +16,8 @@ pub mod schedule;
 pub mod support;
 
 #[cfg(test)]
+mod int64_tests;
+#[cfg(test)]
 mod tests;
 
 use rlx_ir::{Node, TensorType};

@@ -1,8 +1,9 @@
 //! Which nodes the wgpu backend runs, by op, attributes and input dtypes. What
 //! it rejects and legalization cannot decompose is reported with the reason.
-//! Element-wise arithmetic is f32/i32 (bool for logic); 8-byte dtypes (i64)
-//! only move (copy, gather, cast): i64 arithmetic would need SHADER_INT64,
-//! which this backend does not use yet.
+//! Element-wise arithmetic is f32, 32-bit and 64-bit integers (bool for
+//! logic); i64/u64 arithmetic is emulated on u32 pairs (no SHADER_INT64), in
+//! element-wise kernels, cumulative sums and integer reductions. Other 8-byte
+//! kernels only move (copy, gather, cast).
 
 use rlx_ir::ops::{PoolKind, RegionFn, ScatterReduction};
 use rlx_ir::{DType, Node, Op, TensorType};
@@ -19,10 +20,6 @@ fn dtype_of(inputs: &[TensorType], i: usize) -> Result<DType, String> {
 fn f32_only(what: &str, d: DType) -> Result<(), String> {
     if d == DType::F32 {
         Ok(())
-    } else if d == DType::I64 {
-        Err(format!(
-            "{what} on i64 needs 64-bit integer arithmetic, which the wgpu backend does not have"
-        ))
     } else {
         Err(format!("{what} on {d} has no wgpu kernel (f32 only)"))
     }
@@ -57,14 +54,9 @@ fn spatial(what: &str, inputs: &[TensorType]) -> Result<(), String> {
     }
 }
 
-fn no_i64(what: &str, d: DType, ok: bool) -> Result<(), String> {
+fn has_kernel(what: &str, d: DType, ok: bool) -> Result<(), String> {
     if ok {
         return Ok(());
-    }
-    if d == DType::I64 {
-        return Err(format!(
-            "`{what}` on i64 needs 64-bit integer arithmetic, which the wgpu backend does not have"
-        ));
     }
     Err(format!("`{what}` on {d} has no wgpu kernel"))
 }
@@ -87,16 +79,21 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
     match &node.op {
         Op::Input(_) | Op::Weight(_) | Op::Constant(_) => Ok(()),
         Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => Ok(()),
-        Op::Unary(u) => no_i64(u.kind.name(), d0, expr::unary(u.kind, d0, "x").is_some()),
+        Op::Unary(u) => has_kernel(u.kind.name(), d0, expr::unary(u.kind, d0, "x").is_some()),
         Op::Binary(b) => {
             let d1 = dtype_of(inputs, 1)?;
-            let pow_float = b.kind == rlx_ir::ops::BinaryKind::Pow
-                && expr::class(d0) == DType::F32
-                && expr::cast(d1, DType::F32, "b").is_some();
+            let pow = b.kind == rlx_ir::ops::BinaryKind::Pow;
+            let pow_float =
+                pow && expr::class(d0) == DType::F32 && expr::cast(d1, DType::F32, "b").is_some();
+            if pow && d0.is_int() {
+                return Err(format!(
+                    "`pow` on {d0} has no wgpu kernel (integer powers are not emulated)"
+                ));
+            }
             let ok = (d1 == d0 || pow_float) && expr::binary(b.kind, d0, "a", "b").is_some();
-            no_i64(b.kind.name(), d0, ok)
+            has_kernel(b.kind.name(), d0, ok)
         }
-        Op::Compare(c) => no_i64(
+        Op::Compare(c) => has_kernel(
             c.kind.name(),
             d0,
             expr::compare(c.kind, d0, "a", "b").is_some(),
@@ -104,7 +101,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         Op::Logical(_) => Ok(()),
         Op::Where(_) => {
             let d = dtype_of(inputs, 1)?;
-            no_i64("where", d, expr::wgsl_type(d).is_some() || d == DType::I64)
+            has_kernel("where", d, expr::wgsl_type(d).is_some())
         }
         Op::Cast(c) => {
             if expr::cast(d0, c.to, "x").is_some() {
@@ -113,11 +110,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 Err(format!("cast from {d0} to {} has no wgpu kernel", c.to))
             }
         }
-        Op::Clip(_) => no_i64(
-            "clip",
-            d0,
-            d0 != DType::Bool && expr::wgsl_type(d0).is_some(),
-        ),
+        Op::Clip(_) => has_kernel("clip", d0, expr::clip(d0, "x", "a", "b").is_some()),
         Op::Gelu(_) => f32_only("gelu", expr::class(d0)),
         Op::ElementwiseRegion(r) => {
             f32_only("elementwise_region", expr::class(d0))?;
@@ -167,7 +160,10 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
             Ok(())
         }
         Op::Lrn(_) => f32_only("lrn", d0),
-        Op::Reduce(_) | Op::ArgReduce(_) => f32_only("reductions", d0),
+        Op::Reduce(_) | Op::ArgReduce(_) => match d0 {
+            DType::F32 => Ok(()),
+            d => crate::kernels::reduce::int_mode(&node.op, d).map(|_| ()),
+        },
         Op::Softmax(_) => f32_only("softmax", d0),
         Op::LayerNorm(_) => f32_only("layer_norm", d0),
         Op::RmsNorm(_) => f32_only("rms_norm", d0),
@@ -187,7 +183,12 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
                 _ => Err("gather_elements indices must be i32 or i64".into()),
             }
         }
-        Op::Cumulative(c) => f32_only(c.kind.name(), d0),
+        Op::Cumulative(c) => {
+            if crate::kernels::indexing::cumulative_words(d0).is_some() {
+                return Ok(());
+            }
+            f32_only(c.kind.name(), d0)
+        }
         Op::NllLoss(_) => {
             f32_only("nll_loss", d0)?;
             match dtype_of(inputs, 1)? {

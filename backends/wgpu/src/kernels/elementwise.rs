@@ -1,6 +1,7 @@
 //! Element-wise kernels, generated per node: unary, binary, compare, logical,
 //! where, cast, clip, gelu and whole `elementwise_region` programs become one
-//! WGSL `main` over broadcast inputs (helpers in `wgsl/elementwise.wgsl`).
+//! WGSL `main` over broadcast inputs (helpers in `wgsl/elementwise.wgsl`, and
+//! `wgsl/int64.wgsl` when an operand is a 64-bit integer).
 //!
 //! Params after the operand offsets (`out`, `x0..`): `n`, then the output dims
 //! (rank `R`, collapsed), then each input's element strides (0 = broadcast),
@@ -13,6 +14,7 @@ use super::expr::{self, wgsl_type};
 use super::{strides, u32_of, Cx, LResult};
 
 const HELPERS: &str = include_str!("wgsl/elementwise.wgsl");
+const INT64: &str = include_str!("wgsl/int64.wgsl");
 
 /// Broadcast strides of an input of `dims` against output `out`.
 pub fn broadcast_strides(dims: &[usize], out: &[usize]) -> LResult<Vec<usize>> {
@@ -75,7 +77,7 @@ fn load(d: DType, j: usize) -> LResult<String> {
         DType::F16 => format!("ew_ldh({b}, o{j})"),
         DType::BF16 => format!("ew_ldbf({b}, o{j})"),
         DType::Bool => format!("(ldb({b}, o{j}) != 0u)"),
-        DType::I64 => format!("ew_ld64({b}, o{j})"),
+        DType::I64 | DType::U64 => format!("ew_ld64({b}, o{j})"),
         other => return Err(format!("element-wise kernels do not take {other}")),
     })
 }
@@ -105,10 +107,7 @@ fn body(cx: &Cx) -> LResult<(Vec<String>, String, Vec<u32>)> {
         Op::Compare(c) => expr::compare(c.kind, d0, "x0", "x1").ok_or_else(|| no(c.kind.name()))?,
         Op::Logical(l) => expr::logical(l.kind, "x0", "x1"),
         Op::Where(_) => "select(x2, x1, x0)".to_string(),
-        Op::Clip(_) => match d0 {
-            d if d != DType::Bool && wgsl_type(d).is_some() => "min(max(x0, x1), x2)".to_string(),
-            _ => return Err(no("clip")),
-        },
+        Op::Clip(_) => expr::clip(d0, "x0", "x1", "x2").ok_or_else(|| no("clip"))?,
         Op::Gelu(g) if expr::class(d0) == DType::F32 => expr::gelu(g.approximate, "x0"),
         Op::Cast(c) => expr::cast(d0, c.to, "x0")
             .ok_or_else(|| format!("cast from {d0} to {} has no wgpu kernel", c.to))?,
@@ -136,7 +135,7 @@ fn body(cx: &Cx) -> LResult<(Vec<String>, String, Vec<u32>)> {
         }
         op => return Err(no(op.name())),
     };
-    if wgsl_type(out).is_none() && out != DType::I64 {
+    if wgsl_type(out).is_none() {
         return Err(format!("element-wise output {out} has no wgpu kernel"));
     }
     Ok((lines, r, lits))
@@ -158,11 +157,11 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let s0 = d0 + rank;
     let l0 = s0 + k * rank;
     let mut src = String::from(HELPERS);
-    let out_ty = if out.dtype == DType::I64 {
-        "vec2<u32>"
-    } else {
-        wgsl_type(out.dtype).unwrap_or("f32")
-    };
+    if expr::wide(out.dtype) || cx.ins.iter().any(|o| expr::wide(o.dtype)) {
+        src.push('\n');
+        src.push_str(INT64);
+    }
+    let out_ty = wgsl_type(out.dtype).unwrap_or("f32");
     src.push_str(&format!(
         "\nconst R: u32 = {rank}u;\nconst D: u32 = {d0}u;\nconst S: u32 = {s0}u;\nconst L: u32 = {l0}u;\n\nfn ev(e: u32) -> {out_ty} {{\n    var rem = e;\n"
     ));
@@ -185,7 +184,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     src.push_str("@compute @workgroup_size(64)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n    let t = wg_linear(wid, nwg) * 64u + li;\n");
     src.push_str(&format!("    let n = P[{np}u];\n"));
     let items = match (out.dtype, out.dtype.size()) {
-        (DType::F32 | DType::I32 | DType::U32 | DType::I64, _) => {
+        (DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::U64, _) => {
             let st_fn = match out.dtype {
                 DType::F32 => "stf",
                 DType::I32 => "sti",

@@ -1,5 +1,5 @@
 //! Index kernels beyond plain gather: gather_elements, trilu, and cumulative
-//! sums and products along an axis.
+//! sums and products along an axis (f32, and 32/64-bit integers).
 
 use rlx_ir::ops::CumulativeKind;
 use rlx_ir::{DType, Op};
@@ -10,6 +10,21 @@ use super::{axis, strides, u32_of, Cx, LResult};
 const GATHER_ELEMENTS: &str = include_str!("wgsl/gather_elements.wgsl");
 const TRILU: &str = include_str!("wgsl/trilu.wgsl");
 const CUMULATIVE: &str = include_str!("wgsl/cumulative.wgsl");
+const CUMULATIVE_INT: &str = concat!(
+    include_str!("wgsl/int64.wgsl"),
+    "\n",
+    include_str!("wgsl/cumulative_int.wgsl")
+);
+
+/// Words per element of a cumulative sum or product over integers: 1 for
+/// 32-bit, 2 for 64-bit dtypes; `None` for dtypes without an integer kernel.
+pub fn cumulative_words(d: DType) -> Option<u32> {
+    match d {
+        DType::I32 | DType::U32 => Some(1),
+        DType::I64 | DType::U64 => Some(2),
+        _ => None,
+    }
+}
 
 fn wide(d: DType) -> LResult<u32> {
     match d {
@@ -74,7 +89,8 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             Ok(())
         }
         Op::Cumulative(c) => {
-            if x.dtype != DType::F32 {
+            let words = cumulative_words(x.dtype);
+            if x.dtype != DType::F32 && words.is_none() {
                 return Err(format!(
                     "{} on {} has no wgpu kernel",
                     c.kind.name(),
@@ -89,7 +105,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             let len = x.dims.get(a).copied().unwrap_or(1);
             let inner: usize = x.dims.get(a + 1..).unwrap_or(&[]).iter().product();
             let lines = x.numel() / len.max(1);
-            let p = vec![
+            let mut p = vec![
                 u32_of(lines, "lines")?,
                 u32_of(len, "axis size")?,
                 u32_of(inner.max(1), "inner size")?,
@@ -97,7 +113,13 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
                 u32::from(c.reverse),
                 u32::from(c.kind == CumulativeKind::Prod),
             ];
-            let pipe = cx.pipeline("indexing.cumulative", CUMULATIVE);
+            let pipe = match words {
+                Some(w) => {
+                    p.push(w - 1);
+                    cx.pipeline("indexing.cumulative_int", CUMULATIVE_INT)
+                }
+                None => cx.pipeline("indexing.cumulative", CUMULATIVE),
+            };
             cx.dispatch_items(pipe, vec![x.range(), y.range()], p, lines as u64);
             Ok(())
         }

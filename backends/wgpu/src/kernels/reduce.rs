@@ -1,5 +1,6 @@
 //! Reductions (reduce_*, global pools, argmax/argmin) onto the workgroup tree
-//! reduction in `wgsl/reduce.wgsl`: one workgroup per output element.
+//! reductions in `wgsl/reduce.wgsl` (f32) and `wgsl/reduce_int.wgsl` (32- and
+//! 64-bit integers): one workgroup per output element.
 
 use rlx_ir::ops::{ArgReduceKind, GlobalPoolKind, ReduceKind};
 use rlx_ir::{DType, Op};
@@ -7,13 +8,52 @@ use rlx_ir::{DType, Op};
 use super::{axis, strides, u32_of, Cx, LResult};
 
 const SRC: &str = include_str!("wgsl/reduce.wgsl");
+const SRC_INT: &str = concat!(
+    include_str!("wgsl/int64.wgsl"),
+    "\n",
+    include_str!("wgsl/reduce_int.wgsl")
+);
 const MAX_RANK: usize = 6;
+
+/// How `op` reduces integers of dtype `d`: the `reduce_int.wgsl` words
+/// (wide, signed), or why it has no kernel. Means are exact only where the
+/// 64-bit sum cannot overflow (32-bit inputs); float-valued kinds are refused.
+pub fn int_mode(op: &Op, d: DType) -> LResult<[u32; 2]> {
+    let mode = match d {
+        DType::I32 => [0, 1],
+        DType::U32 => [0, 0],
+        DType::I64 => [1, 1],
+        DType::U64 => [1, 0],
+        d => {
+            return Err(format!(
+                "reductions on {d} have no wgpu kernel (f32, 32- and 64-bit integers only)"
+            ))
+        }
+    };
+    let why = match op {
+        Op::ArgReduce(_) => return Ok(mode),
+        Op::Reduce(r) => match r.kind {
+            ReduceKind::Sum
+            | ReduceKind::Max
+            | ReduceKind::Min
+            | ReduceKind::Prod
+            | ReduceKind::L1
+            | ReduceKind::SumSquare => return Ok(mode),
+            ReduceKind::Mean if mode[0] == 0 => return Ok(mode),
+            ReduceKind::Mean => " (an exact mean needs a sum wider than 64 bits)",
+            _ => " (float-valued reductions of integers are not emulated)",
+        },
+        _ => "",
+    };
+    Err(format!("`{}` on {d} has no wgpu kernel{why}", op.name()))
+}
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let (x, y) = (cx.input(0)?.clone(), cx.output(0)?.clone());
-    if x.dtype != DType::F32 {
-        return Err(format!("reductions on {} have no wgpu kernel", x.dtype));
-    }
+    let int = match x.dtype {
+        DType::F32 => None,
+        d => Some(int_mode(&cx.node.op, d)?),
+    };
     let rank = x.dims.len();
     let (kind, axes, select_last) = match &cx.node.op {
         Op::Reduce(r) => {
@@ -93,7 +133,13 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         }
         p.extend(w);
     }
-    let pipe = cx.pipeline("reduce.tree64", SRC);
+    let pipe = match int {
+        Some(mode) => {
+            p.extend(mode);
+            cx.pipeline("reduce.int_tree64", SRC_INT)
+        }
+        None => cx.pipeline("reduce.tree64", SRC),
+    };
     cx.dispatch(pipe, vec![x.range(), y.range()], p, n_out as u64);
     Ok(())
 }

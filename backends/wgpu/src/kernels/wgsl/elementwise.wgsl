@@ -121,10 +121,6 @@ fn ew_is_inf(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
 }
 
-fn ew_i64_to_f32(v: vec2<u32>) -> f32 {
-    return f32(bitcast<i32>(v.y)) * 4294967296.0 + f32(v.x);
-}
-
 fn ew_st64(b: u32, i: u32, v: vec2<u32>) {
     wr(b, 2u * i, v.x);
     wr(b, 2u * i + 1u, v.y);
