@@ -426,7 +426,12 @@ impl<'a> Planner<'a> {
                 let (sub, sl) = (&op.body, &ctl.bodies[0]);
                 let (b_ins, b_outs) = Self::body_io(sub, sl)?;
                 let (ns, ni) = (op.num_state as usize, op.num_scan_inputs as usize);
-                if ni == 0 || b_ins.len() != ins.len() || b_outs.len() != outs.len() {
+                if ni == 0
+                    || ins.len() < ns + ni
+                    || outs.len() < ns
+                    || b_ins.len() != ins.len()
+                    || b_outs.len() != outs.len()
+                {
                     return Err(internal(format!(
                         "scan `{}` has a malformed body",
                         node.name
