@@ -126,9 +126,9 @@ impl Executable {
         let (poffs, psize) = schedule.params_layout();
         let mut pbytes = vec![0u8; psize as usize];
         for (disp, &o) in schedule.dispatches.iter().zip(&poffs) {
-            let b: &[u8] = bytemuck::cast_slice(&disp.params);
+            let b = disp.param_bytes();
             if let Some(dst) = pbytes.get_mut(o as usize..o as usize + b.len()) {
-                dst.copy_from_slice(b);
+                dst.copy_from_slice(&b);
             }
         }
         let params = d.create_buffer(&wgpu::BufferDescriptor {
@@ -212,7 +212,7 @@ impl Executable {
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                             buffer: &params,
                             offset: o,
-                            size: NonZeroU64::new((disp.params.len().max(1) * 4) as u64),
+                            size: NonZeroU64::new(disp.param_bytes().len() as u64),
                         }),
                     },
                 ],

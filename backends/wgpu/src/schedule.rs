@@ -1,28 +1,24 @@
 //! The wgpu schedule: plain data that the device half executes. One storage
-//! buffer holds the memory plan's arena, the constants and a scratch area; every
-//! dispatch binds one window of it (byte range) and a params slice.
+//! buffer holds the memory plan's arena, the constants and a scratch area
+//! (laid out by rlx-gpu's planner); every dispatch binds up to four windows
+//! of it (byte ranges) and its parameters: one handle per operand, then the
+//! kernel's typed parameter struct.
 //!
-//! Control flow (If, Loop, Scan) is a tree of [`Step`]s: the host reads a
-//! condition or trip count back where it must and chooses which dispatches to
-//! encode next. Subgraph bodies have their own arenas in the same buffer, and
-//! values cross into and out of them by copy dispatches.
+//! Control flow is rlx-gpu's [`Step`] tree: the host reads a condition or
+//! trip count back where it must and chooses which dispatches to encode next.
 
 use std::fmt;
 
-use rlx_ir::DType;
+use rlx_gpu::schedule::{fmt_slots, fmt_steps};
+use rlx_gpu::ParamBlock;
+
+pub use rlx_gpu::{ConstBlock, IoSlot, Range, Step, Trip};
 
 /// A compute pipeline: WGSL source and its name (kernel family and variant).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pipeline {
     pub name: String,
     pub source: String,
-}
-
-/// A byte range of the storage buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
-    pub offset: u64,
-    pub bytes: u64,
 }
 
 /// One compute dispatch.
@@ -33,63 +29,26 @@ pub struct Dispatch {
     /// The windows of the storage buffer bound at bindings 0 to 3 (at least
     /// one; the device repeats the first for the rest).
     pub windows: Vec<Range>,
-    /// Params (binding 4): operand handles (window index << 30 | byte offset
-    /// in the window), then the kernel's own words.
-    pub params: Vec<u32>,
+    /// One handle per operand (window index << 30 | byte offset in the window).
+    pub handles: Vec<u32>,
+    /// The kernel's parameter struct.
+    pub params: ParamBlock,
     /// The ranges the dispatch touches (absolute), for windows and reports.
     pub operands: Vec<Range>,
     pub node: String,
     pub origin: Vec<String>,
 }
 
-/// Bytes uploaded once at load: a weight or constant.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConstBlock {
-    pub offset: u64,
-    pub bytes: Vec<u8>,
-}
-
-/// A graph input or output: where it lives and what it is.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IoSlot {
-    pub name: String,
-    pub offset: u64,
-    pub dtype: DType,
-    pub dims: Vec<usize>,
-    pub bytes: u64,
-}
-
-/// How many times a loop runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trip {
-    /// Known when planning.
-    Count(u64),
-    /// An i64 in the buffer, read back before the loop (negative runs zero times).
-    Read(Range),
-}
-
-/// What the device does next, in order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// Dispatch `i` of [`Schedule::dispatches`].
-    Dispatch(usize),
-    /// Reads the bool at `cond` back and runs one branch.
-    If {
-        node: String,
-        origin: Vec<String>,
-        cond: Range,
-        then: Vec<Step>,
-        otherwise: Vec<Step>,
-    },
-    /// Runs `body` up to `trip` times; with `cond`, only while the bool there
-    /// (read back before each iteration) is true.
-    Loop {
-        node: String,
-        origin: Vec<String>,
-        trip: Trip,
-        cond: Option<Range>,
-        body: Vec<Step>,
-    },
+impl Dispatch {
+    /// The bytes of binding 4: the handles, then the parameter struct.
+    pub fn param_bytes(&self) -> Vec<u8> {
+        let mut b: Vec<u8> = bytemuck::cast_slice(&self.handles).to_vec();
+        b.extend_from_slice(&self.params.bytes);
+        if b.is_empty() {
+            b.resize(4, 0);
+        }
+        b
+    }
 }
 
 /// A complete wgpu schedule.
@@ -120,85 +79,29 @@ impl Schedule {
         let mut offs = Vec::with_capacity(self.dispatches.len());
         for d in &self.dispatches {
             offs.push(at);
-            at += ((d.params.len().max(1) * 4) as u64).next_multiple_of(PARAMS_ALIGN);
+            at += (d.param_bytes().len() as u64).next_multiple_of(PARAMS_ALIGN);
         }
         (offs, at.max(PARAMS_ALIGN))
     }
-}
 
-impl Schedule {
-    fn fmt_steps(&self, f: &mut fmt::Formatter<'_>, steps: &[Step], depth: usize) -> fmt::Result {
-        let pad = "  ".repeat(depth);
-        for step in steps {
-            match step {
-                Step::Dispatch(i) => {
-                    let d = &self.dispatches[*i];
-                    let params: Vec<String> = d.params.iter().map(|p| p.to_string()).collect();
-                    let windows: Vec<String> = d.windows.iter().map(|w| w.to_string()).collect();
-                    let name = self
-                        .pipelines
-                        .get(d.pipeline)
-                        .map_or("?", |p| p.name.as_str());
-                    writeln!(
-                        f,
-                        "{pad}{i:>3} {name} groups={:?} windows={} params=[{}]  # {}",
-                        d.groups,
-                        windows.join(""),
-                        params.join(","),
-                        d.origin.join(", ")
-                    )?;
-                }
-                Step::If {
-                    node,
-                    origin,
-                    cond,
-                    then,
-                    otherwise,
-                } => {
-                    writeln!(f, "{pad}if `{node}` cond {cond}  # {}", origin.join(", "))?;
-                    writeln!(f, "{pad}then:")?;
-                    self.fmt_steps(f, then, depth + 1)?;
-                    writeln!(f, "{pad}else:")?;
-                    self.fmt_steps(f, otherwise, depth + 1)?;
-                    writeln!(f, "{pad}end if `{node}`")?;
-                }
-                Step::Loop {
-                    node,
-                    origin,
-                    trip,
-                    cond,
-                    body,
-                } => {
-                    let trip = match trip {
-                        Trip::Count(n) => n.to_string(),
-                        Trip::Read(r) => format!("read {r}"),
-                    };
-                    let cond = cond.map_or("none".to_string(), |c| format!("read {c}"));
-                    writeln!(
-                        f,
-                        "{pad}loop `{node}` trip {trip} cond {cond}  # {}",
-                        origin.join(", ")
-                    )?;
-                    self.fmt_steps(f, body, depth + 1)?;
-                    writeln!(f, "{pad}end loop `{node}`")?;
-                }
-            }
-        }
-        Ok(())
+    fn fmt_dispatch(&self, f: &mut fmt::Formatter<'_>, i: usize) -> fmt::Result {
+        let d = &self.dispatches[i];
+        let windows: Vec<String> = d.windows.iter().map(|w| w.to_string()).collect();
+        let operands: Vec<String> = d.operands.iter().map(|r| r.to_string()).collect();
+        let name = self
+            .pipelines
+            .get(d.pipeline)
+            .map_or("?", |p| p.name.as_str());
+        write!(
+            f,
+            "{i:>3} {name} groups={:?} windows={} operands={} {{{}}}  # {}",
+            d.groups,
+            windows.join(""),
+            operands.join(""),
+            d.params,
+            d.origin.join(", ")
+        )
     }
-}
-
-impl fmt::Display for Range {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}+{})", self.offset, self.bytes)
-    }
-}
-
-fn dims(d: &[usize]) -> String {
-    d.iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 impl fmt::Display for Schedule {
@@ -223,27 +126,8 @@ impl fmt::Display for Schedule {
                 p.source.len()
             )?;
         }
-        for s in &self.inputs {
-            writeln!(
-                f,
-                "  input {:?} {}[{}] @{}",
-                s.name,
-                s.dtype,
-                dims(&s.dims),
-                s.offset
-            )?;
-        }
-        self.fmt_steps(f, &self.steps, 1)?;
-        for s in &self.outputs {
-            writeln!(
-                f,
-                "  output {:?} {}[{}] @{}",
-                s.name,
-                s.dtype,
-                dims(&s.dims),
-                s.offset
-            )?;
-        }
-        Ok(())
+        fmt_slots(f, "input", &self.inputs)?;
+        fmt_steps(f, &self.steps, 1, &mut |f, i| self.fmt_dispatch(f, i))?;
+        fmt_slots(f, "output", &self.outputs)
     }
 }

@@ -73,12 +73,29 @@ fn scatter(r: ScatterReduction, d: DType, inputs: &[TensorType]) -> Result<(), S
     }
 }
 
-/// Whether the backend runs `node` as it is, with inputs of these types.
+/// Whether the backend runs `node` as it is, with inputs of these types:
+/// leaves and views always, control flow when its bodies run, and every
+/// other node as its kernel family ([`crate::kernels::family`]) says.
 pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
-    let d0 = dtype_of(inputs, 0).unwrap_or(DType::F32);
     match &node.op {
         Op::Input(_) | Op::Weight(_) | Op::Constant(_) => Ok(()),
         Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => Ok(()),
+        Op::If(_) | Op::Loop(_) | Op::Scan(_) => bodies(node),
+        op => match crate::kernels::family(op) {
+            Some(f) => (f.supports)(node, inputs),
+            None => Err(format!(
+                "the wgpu backend has no kernel for `{}`",
+                op.name()
+            )),
+        },
+    }
+}
+
+/// The checks of families whose own `supports` has not moved into their
+/// kernel file yet.
+pub fn legacy(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
+    let d0 = dtype_of(inputs, 0).unwrap_or(DType::F32);
+    match &node.op {
         Op::Unary(u) => has_kernel(u.kind.name(), d0, expr::unary(u.kind, d0, "x").is_some()),
         Op::Binary(b) => {
             let d1 = dtype_of(inputs, 1)?;

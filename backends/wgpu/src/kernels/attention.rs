@@ -12,7 +12,7 @@ use super::control::{copy, Side};
 use super::{strides, u32_of, Cx, LResult, Operand};
 use crate::schedule::Range;
 
-const SRC: &str = include_str!("wgsl/attention.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/attention.wgsl");
 
 /// Largest head size: the query row lives in workgroup memory and each of the
 /// 64 invocations accumulates 4 output features.

@@ -9,7 +9,7 @@ use super::matmul::Gemm;
 use super::{u32_of, Cx, LResult};
 use crate::schedule::Range;
 
-const IM2COL: &str = include_str!("wgsl/im2col.wgsl");
+const IM2COL: &str = include_str!("../../../../kernels/wgsl/im2col.wgsl");
 
 /// Largest im2col buffer per dispatch.
 const COL_BYTES: usize = 32 << 20;

@@ -7,7 +7,7 @@ use rlx_ir::DType;
 
 use super::{u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/conv_transpose.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/conv_transpose.wgsl");
 
 pub fn lower(cx: &mut Cx, ct: &ConvTranspose) -> LResult<()> {
     let (x, w, y) = (

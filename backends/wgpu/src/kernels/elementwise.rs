@@ -13,8 +13,8 @@ use rlx_ir::{DType, Op};
 use super::expr::{self, wgsl_type};
 use super::{strides, u32_of, Cx, LResult};
 
-const HELPERS: &str = include_str!("wgsl/elementwise.wgsl");
-const INT64: &str = include_str!("wgsl/int64.wgsl");
+const HELPERS: &str = include_str!("../../../../kernels/wgsl/elementwise.wgsl");
+const INT64: &str = include_str!("../../../../kernels/wgsl/int64.wgsl");
 
 /// Broadcast strides of an input of `dims` against output `out`.
 pub fn broadcast_strides(dims: &[usize], out: &[usize]) -> LResult<Vec<usize>> {

@@ -5,7 +5,7 @@ use rlx_ir::{DType, Op};
 use super::movement::words;
 use super::{axis, u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/gather.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/gather.wgsl");
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let Op::Gather(g) = &cx.node.op else {

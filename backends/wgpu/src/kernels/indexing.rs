@@ -7,13 +7,13 @@ use rlx_ir::{DType, Op};
 use super::movement::words;
 use super::{axis, strides, u32_of, Cx, LResult};
 
-const GATHER_ELEMENTS: &str = include_str!("wgsl/gather_elements.wgsl");
-const TRILU: &str = include_str!("wgsl/trilu.wgsl");
-const CUMULATIVE: &str = include_str!("wgsl/cumulative.wgsl");
+const GATHER_ELEMENTS: &str = include_str!("../../../../kernels/wgsl/gather_elements.wgsl");
+const TRILU: &str = include_str!("../../../../kernels/wgsl/trilu.wgsl");
+const CUMULATIVE: &str = include_str!("../../../../kernels/wgsl/cumulative.wgsl");
 const CUMULATIVE_INT: &str = concat!(
-    include_str!("wgsl/int64.wgsl"),
+    include_str!("../../../../kernels/wgsl/int64.wgsl"),
     "\n",
-    include_str!("wgsl/cumulative_int.wgsl")
+    include_str!("../../../../kernels/wgsl/cumulative_int.wgsl")
 );
 
 /// Words per element of a cumulative sum or product over integers: 1 for

@@ -6,7 +6,7 @@ use rlx_ir::DType;
 
 use super::{u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/loss.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/loss.wgsl");
 
 pub fn lower(cx: &mut Cx, l: &NllLoss) -> LResult<()> {
     let (x, t, y) = (

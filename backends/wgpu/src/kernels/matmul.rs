@@ -6,7 +6,7 @@ use rlx_ir::DType;
 use super::{strides, u32_of, Cx, LResult};
 use crate::schedule::Range;
 
-const SRC: &str = include_str!("wgsl/matmul.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/matmul.wgsl");
 
 /// One strided GEMM (element strides), optionally batched over up to 4 dims.
 #[derive(Debug, Clone)]

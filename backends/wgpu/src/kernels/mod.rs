@@ -2,9 +2,9 @@
 //! context they share ([`Cx`]): operands with their buffer offsets, constant
 //! input values, scratch space, and the pipeline table.
 //!
-//! A kernel's params start with its operands' byte offsets (the plan rebases
-//! them to the bound window), in the order of [`Draft::operands`], followed by
-//! the family's own words as documented in its `.wgsl` file.
+//! A kernel's parameters are a typed struct (rlx-gpu `kernel_params!`) after
+//! one handle per operand (the plan rebases them to the bound window), in
+//! the order of [`Draft::operands`]; WGSL reads both as the struct `p`.
 
 pub mod attention;
 pub mod control;
@@ -27,41 +27,25 @@ pub mod softmax;
 
 use std::collections::HashMap;
 
-use rlx_ir::{DType, Node, Op, Tensor};
+use rlx_gpu::{Layout, ParamBlock, Params};
+use rlx_ir::{Node, Op, Tensor, TensorType};
+
+pub use rlx_gpu::geometry::{axis, strides, u32_of, LResult};
+pub use rlx_gpu::Operand;
 
 use crate::plan::WG;
 use crate::schedule::{Pipeline, Range};
 
-pub const PRELUDE: &str = include_str!("wgsl/prelude.wgsl");
+pub const PRELUDE: &str = include_str!("../../../../kernels/wgsl/prelude.wgsl");
+const LEGACY: &str = include_str!("../../../../kernels/wgsl/legacy_params.wgsl");
 
-/// A tensor operand: where it starts in the buffer and what it is.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Operand {
-    pub at: u64,
-    pub bytes: u64,
-    pub dtype: DType,
-    pub dims: Vec<usize>,
-}
-
-impl Operand {
-    pub fn numel(&self) -> usize {
-        self.dims.iter().product()
-    }
-
-    pub fn range(&self) -> Range {
-        Range {
-            offset: self.at,
-            bytes: self.bytes,
-        }
-    }
-}
-
-/// A dispatch before windowing: pipeline, touched ranges, params, workgroups.
+/// A dispatch before windowing: pipeline, touched ranges (one per operand
+/// handle of the kernel, in order), parameters, workgroups.
 #[derive(Debug, Clone)]
 pub struct Draft {
     pub pipeline: usize,
     pub operands: Vec<Range>,
-    pub params: Vec<u32>,
+    pub params: ParamBlock,
     pub groups: u64,
 }
 
@@ -73,8 +57,7 @@ pub struct Pipelines {
 }
 
 impl Pipelines {
-    pub fn get(&mut self, name: &str, body: &str) -> usize {
-        let source = format!("{PRELUDE}\n{body}");
+    fn add(&mut self, name: &str, source: String) -> usize {
         if let Some(&i) = self.by_source.get(&source) {
             return i;
         }
@@ -86,9 +69,29 @@ impl Pipelines {
         self.list.len() - 1
     }
 
+    /// A kernel that reads positional words `P[i]` (being replaced by
+    /// [`Pipelines::typed`]).
+    pub fn get(&mut self, name: &str, body: &str) -> usize {
+        self.add(name, format!("{PRELUDE}\n{LEGACY}\n{body}"))
+    }
+
+    /// A kernel whose parameters are the struct `p` of `layout`, after one
+    /// handle per name in `operands`.
+    pub fn typed(&mut self, name: &str, operands: &[&str], layout: &Layout, body: &str) -> usize {
+        let params = layout.wgsl(operands, 4);
+        self.add(name, format!("{PRELUDE}\n{params}\n{body}"))
+    }
+
     pub fn into_vec(self) -> Vec<Pipeline> {
         self.list
     }
+}
+
+/// Positional words as a parameter block (kernels not yet typed).
+pub fn words(w: Vec<u32>) -> ParamBlock {
+    rlx_gpu::LayoutBuilder::new()
+        .u32s("words", &w)
+        .build("Words")
 }
 
 /// What a lowering sees of its node and where it puts its dispatches.
@@ -105,8 +108,6 @@ pub struct Cx<'a> {
     pipelines: &'a mut Pipelines,
     drafts: Vec<Draft>,
 }
-
-pub type LResult<T> = Result<T, String>;
 
 impl<'a> Cx<'a> {
     pub fn new(
@@ -181,12 +182,34 @@ impl<'a> Cx<'a> {
         self.pipelines.get(name, body)
     }
 
-    /// A dispatch of `groups` workgroups.
+    /// A typed kernel's pipeline (see [`Pipelines::typed`]).
+    pub fn typed_pipeline(
+        &mut self,
+        name: &str,
+        operands: &[&str],
+        layout: &Layout,
+        body: &str,
+    ) -> usize {
+        self.pipelines.typed(name, operands, layout, body)
+    }
+
+    /// A dispatch of `groups` workgroups of a kernel with positional words.
     pub fn dispatch(
         &mut self,
         pipeline: usize,
         operands: Vec<Range>,
         params: Vec<u32>,
+        groups: u64,
+    ) {
+        self.launch(pipeline, operands, words(params), groups);
+    }
+
+    /// A dispatch of `groups` workgroups with typed parameters.
+    pub fn launch(
+        &mut self,
+        pipeline: usize,
+        operands: Vec<Range>,
+        params: ParamBlock,
         groups: u64,
     ) {
         if groups > 0 {
@@ -199,6 +222,17 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// A typed dispatch of `p` (its pipeline, operands in the kernel's order).
+    pub fn launch_params<P: Params>(
+        &mut self,
+        pipeline: usize,
+        operands: Vec<Range>,
+        p: &P,
+        groups: u64,
+    ) {
+        self.launch(pipeline, operands, ParamBlock::of(p), groups);
+    }
+
     /// A dispatch of `items` invocations in workgroups of [`WG`].
     pub fn dispatch_items(
         &mut self,
@@ -208,6 +242,17 @@ impl<'a> Cx<'a> {
         items: u64,
     ) {
         self.dispatch(pipeline, operands, params, items.div_ceil(WG));
+    }
+
+    /// A typed dispatch of `items` invocations in workgroups of [`WG`].
+    pub fn launch_items<P: Params>(
+        &mut self,
+        pipeline: usize,
+        operands: Vec<Range>,
+        p: &P,
+        items: u64,
+    ) {
+        self.launch_params(pipeline, operands, p, items.div_ceil(WG));
     }
 
     /// The pipeline table, for dispatch builders shared with the plan.
@@ -227,37 +272,27 @@ impl<'a> Cx<'a> {
     }
 }
 
-/// Row-major element strides of `dims`.
-pub fn strides(dims: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1];
-    }
-    s
+/// A kernel family's two halves: whether a node runs (with the reason when
+/// not), and its lowering. [`family`] is the one place that maps ops to
+/// them, so `supports` and `lower` cannot disagree.
+#[derive(Clone, Copy)]
+pub struct Family {
+    pub supports: fn(&Node, &[TensorType]) -> LResult<()>,
+    pub lower: fn(&mut Cx) -> LResult<()>,
 }
 
-/// Checks that a count fits the u32 words kernels index with.
-pub fn u32_of(v: usize, what: &str) -> LResult<u32> {
-    u32::try_from(v).map_err(|_| format!("{what} ({v}) exceeds the u32 range of the wgpu kernels"))
+const fn fam(
+    supports: fn(&Node, &[TensorType]) -> LResult<()>,
+    lower: fn(&mut Cx) -> LResult<()>,
+) -> Family {
+    Family { supports, lower }
 }
 
-/// Normalizes a possibly negative axis.
-pub fn axis(a: i64, rank: usize) -> LResult<usize> {
-    let r = rank as i64;
-    let v = if a < 0 { a + r } else { a };
-    if (0..r.max(1)).contains(&v) {
-        Ok(v as usize)
-    } else {
-        Err(format!("axis {a} is out of range for rank {rank}"))
-    }
-}
-
-/// Emits the dispatches of the node in `cx`.
-pub fn lower(cx: &mut Cx) -> LResult<()> {
-    if cx.outs.iter().all(|o| o.numel() == 0) {
-        return Ok(());
-    }
-    match &cx.node.op {
+/// The family that runs `op`, if any. Leaves, views and control flow are
+/// not lowered here (the planner places and walks them).
+pub fn family(op: &Op) -> Option<Family> {
+    use crate::support::legacy;
+    Some(match op {
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Compare(_)
@@ -266,16 +301,34 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         | Op::Cast(_)
         | Op::Clip(_)
         | Op::Gelu(_)
-        | Op::ElementwiseRegion(_) => elementwise::lower(cx),
-        Op::MatMul(_) => matmul::lower(cx),
-        Op::Conv(c) => conv::lower(cx, c),
-        Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
-        Op::Pool(p) => pool::lower(cx, p),
-        Op::Lrn(l) => pool::lower_lrn(cx, l),
-        Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => reduce::lower(cx),
-        Op::Softmax(s) => softmax::lower(cx, s),
-        Op::Attention(a) => attention::lower(cx, a),
-        Op::LayerNorm(_) | Op::RmsNorm(_) => norm::lower(cx),
+        | Op::ElementwiseRegion(_) => fam(legacy, elementwise::lower),
+        Op::MatMul(_) => fam(legacy, matmul::lower),
+        Op::Conv(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::Conv(c) => conv::lower(cx, c),
+            _ => Err("not a conv".into()),
+        }),
+        Op::ConvTranspose(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
+            _ => Err("not a conv_transpose".into()),
+        }),
+        Op::Pool(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::Pool(p) => pool::lower(cx, p),
+            _ => Err("not a pool".into()),
+        }),
+        Op::Lrn(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::Lrn(l) => pool::lower_lrn(cx, l),
+            _ => Err("not an lrn".into()),
+        }),
+        Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => fam(legacy, reduce::lower),
+        Op::Softmax(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::Softmax(s) => softmax::lower(cx, s),
+            _ => Err("not a softmax".into()),
+        }),
+        Op::Attention(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::Attention(a) => attention::lower(cx, a),
+            _ => Err("not an attention".into()),
+        }),
+        Op::LayerNorm(_) | Op::RmsNorm(_) => fam(legacy, norm::lower),
         Op::Transpose(_)
         | Op::Slice(_)
         | Op::Concat(_)
@@ -284,16 +337,33 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         | Op::Pad(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
-        | Op::Tile(_) => movement::lower(cx),
-        Op::Gather(_) => gather::lower(cx),
-        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => indexing::lower(cx),
-        Op::NllLoss(l) => loss::lower(cx, l),
-        Op::Resize(_) => resize::lower(cx),
-        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => quant::lower(cx),
-        Op::ScatterElements(_) | Op::ScatterNd(_) => scatter::lower(cx),
-        op => Err(format!(
-            "the wgpu backend has no kernel for `{}`",
-            op.name()
-        )),
+        | Op::Tile(_) => fam(legacy, movement::lower),
+        Op::Gather(_) => fam(legacy, gather::lower),
+        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => fam(legacy, indexing::lower),
+        Op::NllLoss(_) => fam(legacy, |cx| match &cx.node.op {
+            Op::NllLoss(l) => loss::lower(cx, l),
+            _ => Err("not an nll_loss".into()),
+        }),
+        Op::Resize(_) => fam(legacy, resize::lower),
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => fam(legacy, quant::lower),
+        Op::ScatterElements(_) | Op::ScatterNd(_) => fam(legacy, scatter::lower),
+        _ => return None,
+    })
+}
+
+/// Emits the dispatches of the node in `cx`, after its family's check.
+pub fn lower(cx: &mut Cx) -> LResult<()> {
+    let node = cx.node;
+    let f = family(&node.op)
+        .ok_or_else(|| format!("the wgpu backend has no kernel for `{}`", node.op.name()))?;
+    let types: Vec<TensorType> = cx
+        .ins
+        .iter()
+        .map(|o| TensorType::known(o.dtype, &o.dims))
+        .collect();
+    (f.supports)(node, &types)?;
+    if cx.outs.iter().all(|o| o.numel() == 0) {
+        return Ok(());
     }
+    (f.lower)(cx)
 }

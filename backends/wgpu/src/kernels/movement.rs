@@ -10,8 +10,8 @@ use super::elementwise::broadcast_strides;
 use super::{axis, strides, u32_of, Cx, LResult, Operand};
 use crate::schedule::Range;
 
-const COPY: &str = include_str!("wgsl/copy.wgsl");
-const PAD: &str = include_str!("wgsl/pad.wgsl");
+const COPY: &str = include_str!("../../../../kernels/wgsl/copy.wgsl");
+const PAD: &str = include_str!("../../../../kernels/wgsl/pad.wgsl");
 const MAX_RANK: usize = 8;
 
 /// Words per element of `d`.

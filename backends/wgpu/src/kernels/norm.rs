@@ -4,7 +4,7 @@ use rlx_ir::{DType, Op};
 
 use super::{axis, u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/norm.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/norm.wgsl");
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let (ax, eps, rms) = match &cx.node.op {

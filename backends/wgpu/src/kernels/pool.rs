@@ -5,8 +5,8 @@ use rlx_ir::DType;
 
 use super::{u32_of, Cx, LResult};
 
-const POOL: &str = include_str!("wgsl/pool.wgsl");
-const LRN: &str = include_str!("wgsl/lrn.wgsl");
+const POOL: &str = include_str!("../../../../kernels/wgsl/pool.wgsl");
+const LRN: &str = include_str!("../../../../kernels/wgsl/lrn.wgsl");
 
 pub fn lower(cx: &mut Cx, p: &Pool) -> LResult<()> {
     let (x, y) = (cx.input(0)?.clone(), cx.output(0)?.clone());

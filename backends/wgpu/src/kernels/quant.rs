@@ -6,7 +6,7 @@ use rlx_ir::{DType, Op};
 
 use super::{axis, u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/quant.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/quant.wgsl");
 
 /// Bytes and signedness of a quantized dtype the kernel reads or writes.
 pub fn qtype(d: DType, quantize: bool) -> Result<(u32, u32), String> {

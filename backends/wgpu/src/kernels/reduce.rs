@@ -7,11 +7,11 @@ use rlx_ir::{DType, Op};
 
 use super::{axis, strides, u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/reduce.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/reduce.wgsl");
 const SRC_INT: &str = concat!(
-    include_str!("wgsl/int64.wgsl"),
+    include_str!("../../../../kernels/wgsl/int64.wgsl"),
     "\n",
-    include_str!("wgsl/reduce_int.wgsl")
+    include_str!("../../../../kernels/wgsl/reduce_int.wgsl")
 );
 const MAX_RANK: usize = 6;
 

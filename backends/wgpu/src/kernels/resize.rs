@@ -11,7 +11,7 @@ use rlx_ir::{DType, Op};
 use super::{u32_of, Cx, LResult, Operand};
 use crate::schedule::Range;
 
-const SRC: &str = include_str!("wgsl/resize.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/resize.wgsl");
 
 /// The largest tap table (in u32 words) one dispatch carries in its params.
 const MAX_TABLE_WORDS: usize = 1 << 22;

@@ -8,7 +8,7 @@ use rlx_ir::{DType, Op};
 use super::movement::{dense_copy, words};
 use super::{axis, strides, u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/scatter.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/scatter.wgsl");
 
 const MAX_RANK: usize = 8;
 

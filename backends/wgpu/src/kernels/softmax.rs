@@ -5,7 +5,7 @@ use rlx_ir::DType;
 
 use super::{axis, u32_of, Cx, LResult};
 
-const SRC: &str = include_str!("wgsl/softmax.wgsl");
+const SRC: &str = include_str!("../../../../kernels/wgsl/softmax.wgsl");
 
 pub fn lower(cx: &mut Cx, s: &Softmax) -> LResult<()> {
     let (x, y) = (cx.input(0)?.clone(), cx.output(0)?.clone());

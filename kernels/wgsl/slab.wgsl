@@ -4,9 +4,9 @@
 // is read) or, reversed, len - 1 - counter: this is how loop bodies take
 // slices of scanned inputs and write slices of scan outputs.
 //
-// Params after the handles (dst, src, counter): rows, inner, src stride,
-// dst stride, src step, dst step, flags, len. Flags: 1 = the source is
-// indexed, 2 = the destination is indexed, 4 = reversed, 8 = a counter is bound.
+// Params: SlabCopyParams (rlx-gpu control.rs) with the handles dst, src,
+// counter. Flags: 1 = the source is indexed, 2 = the destination is indexed,
+// 4 = reversed, 8 = a counter is bound.
 //
 // One invocation per destination word: byte-granular copies (bool, u8) read,
 // patch and write whole words, and no two invocations share a word.
@@ -18,39 +18,39 @@ fn slab_byte(h: u32, a: u32) -> u32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wg_linear(wid, nwg) * 64u + li;
-    let rows = P[3];
-    let inner = P[4];
-    let ss = P[5];
-    let ds = P[6];
-    let flags = P[9];
+    let rows = p.rows;
+    let inner = p.inner;
+    let ss = p.src_stride;
+    let ds = p.dst_stride;
+    let flags = p.flags;
     var idx = 0u;
     if ((flags & 8u) != 0u) {
-        idx = rd(P[2], 0u);
+        idx = rd(p.counter, 0u);
         if ((flags & 4u) != 0u) {
-            idx = P[10] - 1u - idx;
+            idx = p.len - 1u - idx;
         }
     }
-    var s0 = P[1] & 0x3fffffffu;
+    var s0 = p.src & 0x3fffffffu;
     if ((flags & 1u) != 0u) {
-        s0 += idx * P[7];
+        s0 += idx * p.src_step;
     }
-    var d0 = P[0] & 0x3fffffffu;
+    var d0 = p.dst & 0x3fffffffu;
     if ((flags & 2u) != 0u) {
-        d0 += idx * P[8];
+        d0 += idx * p.dst_step;
     }
     // Window bits only: rd/wr then address absolute words of the window.
-    let sw = P[1] & 0xc0000000u;
-    let dw = P[0] & 0xc0000000u;
+    let sw = p.src & 0xc0000000u;
+    let dw = p.dst & 0xc0000000u;
     let span = (rows - 1u) * ds + inner;
     if (((s0 | d0 | inner | ss | ds) & 3u) == 0u) {
-        let p = t * 4u;
-        if (p >= span) {
+        let q = t * 4u;
+        if (q >= span) {
             return;
         }
-        let r = p / ds;
-        let j = p - r * ds;
+        let r = q / ds;
+        let j = q - r * ds;
         if (j < inner) {
-            wr(dw, (d0 + p) >> 2u, rd(sw, (s0 + r * ss + j) >> 2u));
+            wr(dw, (d0 + q) >> 2u, rd(sw, (s0 + r * ss + j) >> 2u));
         }
         return;
     }
@@ -65,9 +65,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (a < d0 || a >= d0 + span) {
             continue;
         }
-        let p = a - d0;
-        let r = p / ds;
-        let j = p - r * ds;
+        let q = a - d0;
+        let r = q / ds;
+        let j = q - r * ds;
         if (j >= inner) {
             continue;
         }

@@ -1,13 +1,14 @@
 // prelude: bindings and typed access to the one storage buffer, shared by every kernel.
 // Bindings 0-3 are windows of the buffer as 32-bit words (all the whole buffer when
-// it fits the binding limit); binding 4 the dispatch's params, whose first words are
-// operand handles: window index << 30 | byte offset in that window.
+// it fits the binding limit). Binding 4 holds the dispatch's parameters as the struct
+// `p`, generated from the kernel's Rust parameter struct (rlx-gpu `kernel_params!`):
+// first one handle per operand (window index << 30 | byte offset in that window),
+// named as the kernel names its operands, then the kernel's own fields.
 
 @group(0) @binding(0) var<storage, read_write> B0: array<u32>;
 @group(0) @binding(1) var<storage, read_write> B1: array<u32>;
 @group(0) @binding(2) var<storage, read_write> B2: array<u32>;
 @group(0) @binding(3) var<storage, read_write> B3: array<u32>;
-@group(0) @binding(4) var<storage, read> P: array<u32>;
 
 fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
@@ -77,14 +78,6 @@ fn ldidx(b: u32, i: u32, wide: u32) -> i32 {
         return -2147483647 - 1;
     }
     return lo;
-}
-
-fn pf(i: u32) -> f32 {
-    return bitcast<f32>(P[i]);
-}
-
-fn pi(i: u32) -> i32 {
-    return bitcast<i32>(P[i]);
 }
 
 fn nan_f32() -> f32 {

@@ -1,0 +1,1 @@
+//! The `attention` kernel family: parameter structs shared by every GPU backend.

@@ -1,0 +1,1 @@
+//! The `conv` kernel family: parameter structs shared by every GPU backend.

@@ -1,0 +1,1 @@
+//! The `elementwise` kernel family: parameter structs shared by every GPU backend.

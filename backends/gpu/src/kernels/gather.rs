@@ -1,0 +1,1 @@
+//! The `gather` kernel family: parameter structs shared by every GPU backend.

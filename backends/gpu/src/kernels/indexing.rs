@@ -1,0 +1,1 @@
+//! The `indexing` kernel family: parameter structs shared by every GPU backend.

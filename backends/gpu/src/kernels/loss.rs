@@ -1,0 +1,1 @@
+//! The `loss` kernel family: parameter structs shared by every GPU backend.

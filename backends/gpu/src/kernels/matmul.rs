@@ -1,0 +1,1 @@
+//! The `matmul` kernel family: parameter structs shared by every GPU backend.

@@ -1,0 +1,1 @@
+//! The `movement` kernel family: parameter structs shared by every GPU backend.

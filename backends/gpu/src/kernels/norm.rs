@@ -1,0 +1,1 @@
+//! The `norm` kernel family: parameter structs shared by every GPU backend.

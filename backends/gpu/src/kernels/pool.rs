@@ -1,0 +1,1 @@
+//! The `pool` kernel family: parameter structs shared by every GPU backend.

@@ -1,0 +1,1 @@
+//! The `quant` kernel family: parameter structs shared by every GPU backend.

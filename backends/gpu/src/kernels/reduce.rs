@@ -1,0 +1,1 @@
+//! The `reduce` kernel family: parameter structs shared by every GPU backend.

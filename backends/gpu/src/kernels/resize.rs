@@ -1,0 +1,1 @@
+//! The `resize` kernel family: parameter structs shared by every GPU backend.

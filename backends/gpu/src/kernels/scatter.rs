@@ -1,0 +1,1 @@
+//! The `scatter` kernel family: parameter structs shared by every GPU backend.

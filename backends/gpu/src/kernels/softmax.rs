@@ -1,0 +1,1 @@
+//! The `softmax` kernel family: parameter structs shared by every GPU backend.
