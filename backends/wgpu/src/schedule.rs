@@ -19,6 +19,16 @@ pub use rlx_gpu::{ConstBlock, IoSlot, Range, Step, Trip};
 pub struct Pipeline {
     pub name: String,
     pub source: String,
+    /// The operand handles and parameter struct the source declares at
+    /// binding 4 (`None` for kernels still reading positional words).
+    pub params: Option<PipelineParams>,
+}
+
+/// What a pipeline's `p` holds: one handle per operand, then `layout`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineParams {
+    pub operands: Vec<String>,
+    pub layout: rlx_gpu::Layout,
 }
 
 /// One compute dispatch.

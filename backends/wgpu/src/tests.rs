@@ -18,10 +18,72 @@ fn planned(body: &str) -> Schedule {
         .unwrap_or_else(|e| panic!("{e}\n{src}"))
 }
 
+/// Checks, by naga's reflection, that the struct a typed pipeline binds at 4
+/// has the handles and fields of its Rust parameter layout, at the same
+/// offsets and with the same sizes: host and kernel cannot drift.
+fn check_params(p: &crate::schedule::Pipeline, module: &naga::Module) {
+    let Some(params) = &p.params else { return };
+    let var = module
+        .global_variables
+        .iter()
+        .map(|(_, v)| v)
+        .find(|v| {
+            v.binding
+                .as_ref()
+                .is_some_and(|b| b.group == 0 && b.binding == 4)
+        })
+        .unwrap_or_else(|| panic!("{}: nothing bound at 4", p.name));
+    let naga::TypeInner::Struct { members, span } = &module.types[var.ty].inner else {
+        panic!("{}: binding 4 is not a struct", p.name);
+    };
+    let handles = params.operands.len() as u32 * 4;
+    let mut want: Vec<(String, u32, u32)> = params
+        .operands
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.clone(), i as u32 * 4, 4))
+        .collect();
+    for f in params.layout.fields.iter() {
+        want.push((
+            f.name.to_string(),
+            handles + f.offset as u32,
+            f.ty.bytes() as u32,
+        ));
+    }
+    let size = |ty: naga::Handle<naga::Type>| match &module.types[ty].inner {
+        naga::TypeInner::Scalar(s) => u32::from(s.width),
+        naga::TypeInner::Array {
+            size: naga::ArraySize::Constant(n),
+            stride,
+            ..
+        } => n.get() * stride,
+        other => panic!("{}: unexpected member type {other:?}", p.name),
+    };
+    let got: Vec<(String, u32, u32)> = members
+        .iter()
+        .map(|m| (m.name.clone().unwrap_or_default(), m.offset, size(m.ty)))
+        .collect();
+    if want.is_empty() {
+        return;
+    }
+    assert_eq!(
+        got, want,
+        "{}: WGSL params differ from {}",
+        p.name, params.layout.name
+    );
+    assert_eq!(
+        *span,
+        handles + params.layout.size as u32,
+        "{}: struct size",
+        p.name
+    );
+}
+
 fn validate(s: &Schedule) {
     for p in &s.pipelines {
         let module = naga::front::wgsl::parse_str(&p.source)
             .unwrap_or_else(|e| panic!("{}: {}", p.name, e.emit_to_string(&p.source)));
+        check_params(p, &module);
         naga::valid::Validator::new(
             naga::valid::ValidationFlags::all(),
             // pack2x16float and friends: core WGSL, which wgpu always allows.

@@ -34,7 +34,7 @@ pub use rlx_gpu::geometry::{axis, strides, u32_of, LResult};
 pub use rlx_gpu::Operand;
 
 use crate::plan::WG;
-use crate::schedule::{Pipeline, Range};
+use crate::schedule::{Pipeline, PipelineParams, Range};
 
 pub const PRELUDE: &str = include_str!("../../../../kernels/wgsl/prelude.wgsl");
 const LEGACY: &str = include_str!("../../../../kernels/wgsl/legacy_params.wgsl");
@@ -57,13 +57,14 @@ pub struct Pipelines {
 }
 
 impl Pipelines {
-    fn add(&mut self, name: &str, source: String) -> usize {
+    fn add(&mut self, name: &str, source: String, params: Option<PipelineParams>) -> usize {
         if let Some(&i) = self.by_source.get(&source) {
             return i;
         }
         self.list.push(Pipeline {
             name: name.to_string(),
             source: source.clone(),
+            params,
         });
         self.by_source.insert(source, self.list.len() - 1);
         self.list.len() - 1
@@ -72,14 +73,18 @@ impl Pipelines {
     /// A kernel that reads positional words `P[i]` (being replaced by
     /// [`Pipelines::typed`]).
     pub fn get(&mut self, name: &str, body: &str) -> usize {
-        self.add(name, format!("{PRELUDE}\n{LEGACY}\n{body}"))
+        self.add(name, format!("{PRELUDE}\n{LEGACY}\n{body}"), None)
     }
 
     /// A kernel whose parameters are the struct `p` of `layout`, after one
     /// handle per name in `operands`.
     pub fn typed(&mut self, name: &str, operands: &[&str], layout: &Layout, body: &str) -> usize {
-        let params = layout.wgsl(operands, 4);
-        self.add(name, format!("{PRELUDE}\n{params}\n{body}"))
+        let text = layout.wgsl(operands, 4);
+        let params = PipelineParams {
+            operands: operands.iter().map(|o| o.to_string()).collect(),
+            layout: layout.clone(),
+        };
+        self.add(name, format!("{PRELUDE}\n{text}\n{body}"), Some(params))
     }
 
     pub fn into_vec(self) -> Vec<Pipeline> {
