@@ -175,8 +175,9 @@ impl Session {
         })
     }
 
-    /// Runs once and returns, per planned step, (kernel label, ONNX origin, time);
-    /// `None` when the graph runs node by node (data-dependent shapes).
+    /// Runs once and returns, per planned step, (kernel label, ONNX origin,
+    /// time): host time per CPU step, device time (GPU timestamps) per GPU
+    /// dispatch; `None` when the graph runs node by node (data-dependent shapes).
     pub fn profile(
         &self,
         inputs: &[(&str, &Tensor)],
@@ -198,8 +199,23 @@ impl Session {
             .get(&key)
             .cloned();
         let Some(exec) = exec else { return Ok(None) };
-        let Executable::Planned(p) = &*exec else {
-            return Ok(None);
+        let p = match &*exec {
+            Executable::Planned(p) => p,
+            Executable::Wgpu(e) => {
+                let times = e.profile(&ordered)?;
+                let s = &e.schedule;
+                return Ok(Some(
+                    s.dispatches
+                        .iter()
+                        .zip(times)
+                        .map(|(d, t)| {
+                            let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
+                            (name.to_string(), d.origin.join(", "), t)
+                        })
+                        .collect(),
+                ));
+            }
+            Executable::Dynamic { .. } => return Ok(None),
         };
         let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
         let mut times = Vec::new();

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rlx_ir::Tensor;
 
+use crate::profile::Timer;
 use crate::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
 use crate::{Caps, WgpuError};
 
@@ -18,6 +19,8 @@ pub struct Context {
     /// The adapter's name and backend, for reports.
     pub adapter: String,
     pub limits: wgpu::Limits,
+    /// Whether the device writes timestamps (per-dispatch profiles).
+    pub timestamps: bool,
 }
 
 fn dev(e: impl std::fmt::Display) -> WgpuError {
@@ -38,9 +41,14 @@ impl Context {
         .map_err(|e| WgpuError::Unavailable(e.to_string()))?;
         let info = adapter.get_info();
         let limits = adapter.limits();
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rlx-wgpu"),
-            required_features: wgpu::Features::empty(),
+            required_features: if timestamps {
+                wgpu::Features::TIMESTAMP_QUERY
+            } else {
+                wgpu::Features::empty()
+            },
             required_limits: limits.clone(),
             ..Default::default()
         }))
@@ -50,6 +58,7 @@ impl Context {
             queue,
             adapter: format!("{} ({:?})", info.name, info.backend),
             limits,
+            timestamps,
         })
     }
 
@@ -253,6 +262,23 @@ impl Executable {
 
     /// Runs on inputs in graph-input order; checks dtypes and shapes first.
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, WgpuError> {
+        self.execute(inputs, None)
+    }
+
+    /// Runs once with a GPU timestamp around every dispatch; returns the
+    /// device time of each dispatch (summed over loop iterations), indexed
+    /// as [`Schedule::dispatches`].
+    pub fn profile(&self, inputs: &[&Tensor]) -> Result<Vec<std::time::Duration>, WgpuError> {
+        let mut timer = Timer::new(&self.ctx, self.schedule.dispatches.len())?;
+        self.execute(inputs, Some(&mut timer))?;
+        timer.finish(&self.ctx)
+    }
+
+    fn execute(
+        &self,
+        inputs: &[&Tensor],
+        timer: Option<&mut Timer>,
+    ) -> Result<Vec<Tensor>, WgpuError> {
         let s = &self.schedule;
         if inputs.len() != s.inputs.len() {
             return Err(WgpuError::Input {
@@ -293,6 +319,7 @@ impl Executable {
             enc: self.encoder(),
             readback: &self.readback,
             since_submit: 0,
+            timer,
         };
         run.steps(&s.steps)?;
         let mut enc = run.enc;
@@ -361,6 +388,8 @@ struct Run<'a> {
     enc: wgpu::CommandEncoder,
     readback: &'a wgpu::Buffer,
     since_submit: u64,
+    /// Set when profiling: each dispatch then runs in its own timed pass.
+    timer: Option<&'a mut Timer>,
 }
 
 impl Run<'_> {
@@ -419,6 +448,12 @@ impl Run<'_> {
     }
 
     fn dispatch(&mut self, steps: &[Step]) -> Result<(), WgpuError> {
+        if self.timer.is_some() {
+            for step in steps {
+                self.timed(step)?;
+            }
+            return Ok(());
+        }
         let exe = self.exe;
         let mut pass = self.enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("rlx schedule"),
@@ -437,6 +472,36 @@ impl Run<'_> {
             pass.set_bind_group(0, bg, &[]);
             pass.dispatch_workgroups(disp.groups[0], disp.groups[1], disp.groups[2]);
         }
+        Ok(())
+    }
+
+    /// One dispatch in its own pass, between two timestamps.
+    fn timed(&mut self, step: &Step) -> Result<(), WgpuError> {
+        let exe = self.exe;
+        let Step::Dispatch(k) = step else {
+            return Ok(());
+        };
+        let (Some(disp), Some(bg)) = (exe.schedule.dispatches.get(*k), exe.bind_groups.get(*k))
+        else {
+            return Err(WgpuError::Internal("a step names no dispatch".into()));
+        };
+        let Some(pipeline) = exe.pipelines.get(disp.pipeline) else {
+            return Err(WgpuError::Internal("a dispatch names no pipeline".into()));
+        };
+        let Some(timer) = self.timer.as_deref_mut() else {
+            return Ok(());
+        };
+        if timer.full() {
+            timer.flush(&exe.ctx, &mut self.enc)?;
+        }
+        let writes = timer.writes(*k);
+        let mut pass = self.enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("rlx timed dispatch"),
+            timestamp_writes: Some(writes),
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, bg, &[]);
+        pass.dispatch_workgroups(disp.groups[0], disp.groups[1], disp.groups[2]);
         Ok(())
     }
 

@@ -12,6 +12,7 @@
 pub mod device;
 pub mod kernels;
 pub mod plan;
+mod profile;
 pub mod schedule;
 pub mod support;
 
