@@ -5,10 +5,8 @@
 //! element-wise kernels, cumulative sums and integer reductions. Other 8-byte
 //! kernels only move (copy, gather, cast).
 
-use rlx_ir::ops::{PoolKind, RegionFn, ScatterReduction};
+use rlx_ir::ops::{PoolKind, ScatterReduction};
 use rlx_ir::{DType, Node, Op, TensorType};
-
-use crate::kernels::expr;
 
 fn dtype_of(inputs: &[TensorType], i: usize) -> Result<DType, String> {
     inputs
@@ -54,13 +52,6 @@ fn spatial(what: &str, inputs: &[TensorType]) -> Result<(), String> {
     }
 }
 
-fn has_kernel(what: &str, d: DType, ok: bool) -> Result<(), String> {
-    if ok {
-        return Ok(());
-    }
-    Err(format!("`{what}` on {d} has no wgpu kernel"))
-}
-
 /// Scatters move 4- and 8-byte elements; reductions are f32 only.
 fn scatter(r: ScatterReduction, d: DType, inputs: &[TensorType]) -> Result<(), String> {
     movable("scatter", d)?;
@@ -96,55 +87,6 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
 pub fn legacy(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
     let d0 = dtype_of(inputs, 0).unwrap_or(DType::F32);
     match &node.op {
-        Op::Unary(u) => has_kernel(u.kind.name(), d0, expr::unary(u.kind, d0, "x").is_some()),
-        Op::Binary(b) => {
-            let d1 = dtype_of(inputs, 1)?;
-            let pow = b.kind == rlx_ir::ops::BinaryKind::Pow;
-            let pow_float =
-                pow && expr::class(d0) == DType::F32 && expr::cast(d1, DType::F32, "b").is_some();
-            if pow && d0.is_int() {
-                return Err(format!(
-                    "`pow` on {d0} has no wgpu kernel (integer powers are not emulated)"
-                ));
-            }
-            let ok = (d1 == d0 || pow_float) && expr::binary(b.kind, d0, "a", "b").is_some();
-            has_kernel(b.kind.name(), d0, ok)
-        }
-        Op::Compare(c) => has_kernel(
-            c.kind.name(),
-            d0,
-            expr::compare(c.kind, d0, "a", "b").is_some(),
-        ),
-        Op::Logical(_) => Ok(()),
-        Op::Where(_) => {
-            let d = dtype_of(inputs, 1)?;
-            has_kernel("where", d, expr::wgsl_type(d).is_some())
-        }
-        Op::Cast(c) => {
-            if expr::cast(d0, c.to, "x").is_some() {
-                Ok(())
-            } else {
-                Err(format!("cast from {d0} to {} has no wgpu kernel", c.to))
-            }
-        }
-        Op::Clip(_) => has_kernel("clip", d0, expr::clip(d0, "x", "a", "b").is_some()),
-        Op::Gelu(_) => f32_only("gelu", expr::class(d0)),
-        Op::ElementwiseRegion(r) => {
-            f32_only("elementwise_region", expr::class(d0))?;
-            for ins in &r.program.0 {
-                let ok = match ins.f {
-                    RegionFn::Unary(k) => expr::unary(k, d0, "x").is_some(),
-                    RegionFn::Binary(k) => expr::binary(k, d0, "a", "b").is_some(),
-                };
-                if !ok {
-                    return Err(format!(
-                        "region function `{}` has no wgpu form",
-                        ins.f.name()
-                    ));
-                }
-            }
-            Ok(())
-        }
         Op::MatMul(_) => {
             f32_only("matmul", d0)?;
             f32_only("matmul", dtype_of(inputs, 1)?)

@@ -11,7 +11,6 @@ pub mod control;
 pub mod conv;
 pub mod conv_transpose;
 pub mod elementwise;
-pub mod expr;
 pub mod gather;
 pub mod indexing;
 pub mod loss;
@@ -301,7 +300,7 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Cast(_)
         | Op::Clip(_)
         | Op::Gelu(_)
-        | Op::ElementwiseRegion(_) => fam(legacy, elementwise::lower),
+        | Op::ElementwiseRegion(_) => fam(elementwise::supports, elementwise::lower),
         Op::MatMul(_) => fam(legacy, matmul::lower),
         Op::Conv(_) => fam(legacy, |cx| match &cx.node.op {
             Op::Conv(c) => conv::lower(cx, c),
