@@ -40,18 +40,6 @@ fn copyable(what: &str, d: DType) -> Result<(), String> {
     movable(what, d)
 }
 
-fn spatial(what: &str, inputs: &[TensorType]) -> Result<(), String> {
-    let r = inputs.first().map_or(0, |t| t.shape.rank());
-    if (3..=4).contains(&r) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} over {} spatial dims has no wgpu kernel (1-D and 2-D only)",
-            r.saturating_sub(2)
-        ))
-    }
-}
-
 /// Scatters move 4- and 8-byte elements; reductions are f32 only.
 fn scatter(r: ScatterReduction, d: DType, inputs: &[TensorType]) -> Result<(), String> {
     movable("scatter", d)?;
@@ -87,14 +75,6 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
 pub fn legacy(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
     let d0 = dtype_of(inputs, 0).unwrap_or(DType::F32);
     match &node.op {
-        Op::MatMul(_) => {
-            f32_only("matmul", d0)?;
-            f32_only("matmul", dtype_of(inputs, 1)?)
-        }
-        Op::Conv(_) => {
-            f32_only("conv", d0)?;
-            spatial("conv", inputs)
-        }
         Op::Pool(p) => {
             f32_only("pooling", d0)?;
             match p.kind {
@@ -176,57 +156,11 @@ pub fn legacy(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
             }
         }
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => bodies(node),
-        Op::ConvTranspose(_) => {
-            f32_only("conv_transpose", d0)?;
-            f32_only("conv_transpose", dtype_of(inputs, 1)?)?;
-            let r = inputs.first().map_or(0, |t| t.shape.rank());
-            if (3..=5).contains(&r) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "conv_transpose over {} spatial dims has no wgpu kernel (1-D to 3-D)",
-                    r.saturating_sub(2)
-                ))
-            }
-        }
-        Op::Attention(a) => attention(a, inputs),
         op => Err(format!(
             "the wgpu backend has no kernel for `{}`",
             op.name()
         )),
     }
-}
-
-/// The attention kernel: f32 operands, bool or f32 masks, heads up to 256.
-fn attention(a: &rlx_ir::ops::Attention, inputs: &[TensorType]) -> Result<(), String> {
-    for i in 0..3 {
-        f32_only("attention", dtype_of(inputs, i)?)?;
-    }
-    let ports = a.ports();
-    if let Some(m) = ports.mask {
-        match dtype_of(inputs, m)? {
-            DType::Bool | DType::F32 => {}
-            d => return Err(format!("attention masks of {d} have no wgpu kernel")),
-        }
-    }
-    if let Some(n) = ports.nonpad {
-        match dtype_of(inputs, n)? {
-            DType::I32 | DType::I64 => {}
-            d => return Err(format!("nonpad_kv_seqlen of {d} has no wgpu kernel")),
-        }
-    }
-    for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
-        let t = &inputs[i];
-        let head = match t.shape.rank() {
-            4 => t.shape.0[3].known(),
-            3 if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
-            _ => None,
-        };
-        if head.is_some_and(|h| h > 256) {
-            return Err("attention with head sizes above 256 has no wgpu kernel".into());
-        }
-    }
-    Ok(())
 }
 
 /// Control flow runs when every node of its bodies does (both branches of an

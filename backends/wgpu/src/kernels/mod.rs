@@ -301,12 +301,12 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Clip(_)
         | Op::Gelu(_)
         | Op::ElementwiseRegion(_) => fam(elementwise::supports, elementwise::lower),
-        Op::MatMul(_) => fam(legacy, matmul::lower),
-        Op::Conv(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::MatMul(_) => fam(matmul::supports, matmul::lower),
+        Op::Conv(_) => fam(conv::supports, |cx| match &cx.node.op {
             Op::Conv(c) => conv::lower(cx, c),
             _ => Err("not a conv".into()),
         }),
-        Op::ConvTranspose(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::ConvTranspose(_) => fam(conv_transpose::supports, |cx| match &cx.node.op {
             Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
             _ => Err("not a conv_transpose".into()),
         }),
@@ -323,7 +323,7 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::Softmax(s) => softmax::lower(cx, s),
             _ => Err("not a softmax".into()),
         }),
-        Op::Attention(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::Attention(_) => fam(attention::supports, |cx| match &cx.node.op {
             Op::Attention(a) => attention::lower(cx, a),
             _ => Err("not an attention".into()),
         }),
