@@ -4,11 +4,12 @@
 // runs in fixed workgroup memory. Each invocation scores one key of the tile
 // and accumulates up to 4 output features (head sizes up to 256).
 //
-// Operands (handles 0-6): y, q, k, v, mask, nonpad, qk (absent ones repeat y).
-// Params from word 7: hq, group (query heads per key head), sq, keys, dk, dv,
-// q strides (b, h, s), k strides, v strides, y strides, mask strides (b, h,
-// i, j) and mask length, flags, causal offset, qk mode, scale, softcap, rows.
-// Flags: 1 mask, 2 bool mask, 4 causal, 8 nonpad, 16 nonpad is i64, 32 qk out.
+// Params `p`: rlx-gpu `AttentionParams` after the operand handles y, q, k, v,
+// mask, nonpad, qk (absent ones repeat y): hq, group (query heads per key
+// head), sq, keys, dk, dv, element strides (b, h, s) q_s, k_s, v_s, y_s, mask
+// strides (b, h, i, j) mask_s and mask_len, flags, past (the causal offset), qk
+// mode, scale, softcap, rows. Flags: 1 mask, 2 bool mask, 4 causal, 8 nonpad,
+// 16 nonpad is i64, 32 qk out.
 
 var<workgroup> qrow: array<f32, 256>;
 var<workgroup> red: array<f32, 64>;
@@ -33,40 +34,40 @@ fn at_tree(li: u32, is_max: bool) -> f32 {
 // The capped score of query row (b, h, i) against key j, plus the mask bias
 // (-inf where masked), and the raw and capped scores for the QK output.
 fn score(b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
-    let kvh = h / P[8];
-    let dk = P[11];
-    let kb = b * P[16] + kvh * P[17] + j * P[18];
+    let kvh = h / p.group;
+    let dk = p.dk;
+    let kb = b * p.k_s[0] + kvh * p.k_s[1] + j * p.k_s[2];
     var raw = 0.0;
     for (var d = 0u; d < dk; d++) {
-        raw += qrow[d] * ldf(P[2], kb + d);
+        raw += qrow[d] * ldf(p.k, kb + d);
     }
     var capped = raw;
-    let cap = pf(34u);
+    let cap = p.softcap;
     if (cap > 0.0) {
         capped = cap * ew_att_tanh(raw / cap);
     }
     var bias = 0.0;
-    let flags = P[30];
-    if ((flags & 4u) != 0u && j > i + P[31]) {
+    let flags = p.flags;
+    if ((flags & 4u) != 0u && j > i + p.past) {
         bias = -inf_f32();
     }
     if ((flags & 8u) != 0u) {
-        let np = ldidx(P[5], b, (flags >> 4u) & 1u);
+        let np = ldidx(p.nonpad, b, (flags >> 4u) & 1u);
         if (i32(j) >= np) {
             bias = -inf_f32();
         }
     }
     if ((flags & 1u) != 0u) {
-        if (j >= P[29]) {
+        if (j >= p.mask_len) {
             bias = -inf_f32();
         } else {
-            let mi = b * P[25] + h * P[26] + i * P[27] + j * P[28];
+            let mi = b * p.mask_s[0] + h * p.mask_s[1] + i * p.mask_s[2] + j * p.mask_s[3];
             if ((flags & 2u) != 0u) {
-                if (ldb(P[4], mi) == 0u) {
+                if (ldb(p.mask, mi) == 0u) {
                     bias = -inf_f32();
                 }
             } else {
-                bias += ldf(P[4], mi);
+                bias += ldf(p.mask, mi);
             }
         }
     }
@@ -82,26 +83,26 @@ fn ew_att_tanh(x: f32) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let row = wg_linear(wid, nwg);
-    if (row >= P[35]) {
+    if (row >= p.rows) {
         return;
     }
-    let hq = P[7];
-    let sq = P[9];
-    let keys = P[10];
-    let dk = P[11];
-    let dv = P[12];
+    let hq = p.hq;
+    let sq = p.sq;
+    let keys = p.keys;
+    let dk = p.dk;
+    let dv = p.dv;
     let i = row % sq;
     let h = (row / sq) % hq;
     let b = row / (sq * hq);
-    let kvh = h / P[8];
-    let qb = b * P[13] + h * P[14] + i * P[15];
-    let scale = pf(33u);
+    let kvh = h / p.group;
+    let qb = b * p.q_s[0] + h * p.q_s[1] + i * p.q_s[2];
+    let scale = p.scale;
     for (var d = li; d < dk; d += 64u) {
-        qrow[d] = ldf(P[1], qb + d) * scale;
+        qrow[d] = ldf(p.q, qb + d) * scale;
     }
     workgroupBarrier();
-    let qk_out = (P[30] & 32u) != 0u;
-    let mode = P[32];
+    let qk_out = (p.flags & 32u) != 0u;
+    let mode = p.mode;
     let qk_row = row * keys;
     var m = -inf_f32();
     var l = 0.0;
@@ -113,16 +114,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let sc = score(b, h, i, j);
             s = sc.z;
             if (qk_out && mode < 3u) {
-                stf(P[6], qk_row + j, sc[min(mode, 2u)]);
+                stf(p.qk, qk_row + j, sc[min(mode, 2u)]);
             }
         }
         red[li] = s;
         let mnew = max(m, at_tree(li, true));
-        // Nothing unmasked yet: keep the state (alpha 1, p 0).
+        // Nothing unmasked yet: keep the state (alpha 1, pr 0).
         let live = mnew > MASKED;
-        var p = 0.0;
+        var pr = 0.0;
         if (live && s > MASKED) {
-            p = exp(s - mnew);
+            pr = exp(s - mnew);
         }
         var alpha = 1.0;
         if (live && m > MASKED) {
@@ -131,8 +132,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             alpha = 0.0;
         }
         workgroupBarrier();
-        prob[li] = p;
-        red[li] = p;
+        prob[li] = pr;
+        red[li] = pr;
         let tsum = at_tree(li, false);
         l = l * alpha + tsum;
         let n = min(64u, keys - t0);
@@ -140,9 +141,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let d = li + c * 64u;
             if (d < dv) {
                 var a = acc[c] * alpha;
-                let vb = b * P[19] + kvh * P[20] + t0 * P[21] + d;
+                let vb = b * p.v_s[0] + kvh * p.v_s[1] + t0 * p.v_s[2] + d;
                 for (var jj = 0u; jj < n; jj++) {
-                    a += prob[jj] * ldf(P[3], vb + jj * P[21]);
+                    a += prob[jj] * ldf(p.v, vb + jj * p.v_s[2]);
                 }
                 acc[c] = a;
             }
@@ -152,28 +153,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    let yb = b * P[22] + h * P[23] + i * P[24];
+    let yb = b * p.y_s[0] + h * p.y_s[1] + i * p.y_s[2];
     for (var c = 0u; c < 4u; c++) {
         let d = li + c * 64u;
         if (d < dv) {
             if (l > 0.0) {
-                stf(P[0], yb + d, acc[c] / l);
+                stf(p.y, yb + d, acc[c] / l);
             } else {
-                stf(P[0], yb + d, nan_f32());
+                stf(p.y, yb + d, nan_f32());
             }
         }
     }
     if (qk_out && mode == 3u) {
         for (var j = li; j < keys; j += 64u) {
             let s = score(b, h, i, j).z;
-            var p = nan_f32();
+            var pr = nan_f32();
             if (l > 0.0) {
-                p = 0.0;
+                pr = 0.0;
                 if (s > MASKED) {
-                    p = exp(s - m) / l;
+                    pr = exp(s - m) / l;
                 }
             }
-            stf(P[6], qk_row + j, p);
+            stf(p.qk, qk_row + j, pr);
         }
     }
 }

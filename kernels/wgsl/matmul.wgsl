@@ -1,8 +1,8 @@
 // matmul: batched, strided C = act(A * B + bias), 32x32 output tiles per
 // workgroup of 64 invocations (4x4 each), K in steps of 16 through workgroup memory.
-// Params after operands (a, b, c, bias): M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn,
-// bias_sm, bias_sn, flags (bit 0: add bias, bit 1: relu, bit 2: accumulate into C), tiles_m,
-// tiles_n, batches, batch dims[4], a_sb[4], b_sb[4], c_sb[4], bias_sb[4] (element strides).
+// Params `p`: rlx-gpu `MatmulParams` (sizes m, n, k, element strides, flags bit 0:
+// add bias, bit 1: relu, bit 2: accumulate into C; tiles, right-aligned batch dims
+// with per-operand batch strides) after the operand handles a, b, c, bias.
 
 var<workgroup> As: array<f32, 512>;
 var<workgroup> Bs: array<f32, 512>;
@@ -10,8 +10,8 @@ var<workgroup> Bs: array<f32, 512>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let wg = wg_linear(wid, nwg);
-    let M = P[4]; let N = P[5]; let K = P[6];
-    let tiles_m = P[16]; let tiles_n = P[17]; let batches = P[18];
+    let M = p.m; let N = p.n; let K = p.k;
+    let tiles_m = p.tiles_m; let tiles_n = p.tiles_n; let batches = p.batches;
     let tn = wg % tiles_n;
     let rest = wg / tiles_n;
     let tm = rest % tiles_m;
@@ -26,14 +26,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var r = bi;
     for (var d = 0u; d < 4u; d++) {
         let a = 3u - d;
-        let c = r % P[19u + a];
-        r = r / P[19u + a];
-        ao += c * P[23u + a];
-        bo += c * P[27u + a];
-        co += c * P[31u + a];
-        biaso += c * P[35u + a];
+        let c = r % p.batch[a];
+        r = r / p.batch[a];
+        ao += c * p.a_sb[a];
+        bo += c * p.b_sb[a];
+        co += c * p.c_sb[a];
+        biaso += c * p.bias_sb[a];
     }
-    let a_sm = P[7]; let a_sk = P[8]; let b_sk = P[9]; let b_sn = P[10];
+    let a_sm = p.a_sm; let a_sk = p.a_sk; let b_sk = p.b_sk; let b_sn = p.b_sn;
     let tx = li % 8u;
     let ty = li / 8u;
     let m0 = tm * 32u;
@@ -50,12 +50,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let k = k0 + kk;
             var av = 0.0;
             if (m0 + x < M && k < K) {
-                av = ldf(P[0], ao + (m0 + x) * a_sm + k * a_sk);
+                av = ldf(p.a, ao + (m0 + x) * a_sm + k * a_sk);
             }
             As[idx] = av;
             var bv = 0.0;
             if (n0 + x < N && k < K) {
-                bv = ldf(P[1], bo + k * b_sk + (n0 + x) * b_sn);
+                bv = ldf(p.b, bo + k * b_sk + (n0 + x) * b_sn);
             }
             Bs[idx] = bv;
         }
@@ -72,24 +72,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    let flags = P[15];
+    let flags = p.flags;
     for (var i = 0u; i < 4u; i++) {
         let m = m0 + ty * 4u + i;
         for (var j = 0u; j < 4u; j++) {
             let n = n0 + tx * 4u + j;
             if (m < M && n < N) {
                 var v = acc[i * 4u + j];
-                let ci = co + m * P[11] + n * P[12];
+                let ci = co + m * p.c_sm + n * p.c_sn;
                 if ((flags & 4u) != 0u) {
-                    v += ldf(P[2], ci);
+                    v += ldf(p.c, ci);
                 }
                 if ((flags & 1u) != 0u) {
-                    v += ldf(P[3], biaso + m * P[13] + n * P[14]);
+                    v += ldf(p.bias, biaso + m * p.bias_sm + n * p.bias_sn);
                 }
                 if ((flags & 2u) != 0u) {
                     v = max(v, 0.0);
                 }
-                stf(P[2], ci, v);
+                stf(p.c, ci, v);
             }
         }
     }

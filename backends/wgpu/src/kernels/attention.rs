@@ -5,11 +5,15 @@
 //! an online softmax). A KV cache is first concatenated into the present
 //! outputs (or scratch) by slab copies; the kernel then reads keys from there.
 
+use rlx_gpu::kernels::attention::{
+    check_heads, mask_strides, params, AttentionParams, Extras, Heads, ATTENTION_OPERANDS,
+};
+use rlx_gpu::Params;
 use rlx_ir::ops::Attention;
-use rlx_ir::DType;
+use rlx_ir::{DType, Node, TensorType};
 
 use super::control::{copy, Side};
-use super::{strides, u32_of, Cx, LResult, Operand};
+use super::{Cx, LResult, Operand};
 use crate::schedule::Range;
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/attention.wgsl");
@@ -18,49 +22,52 @@ const SRC: &str = include_str!("../../../../kernels/wgsl/attention.wgsl");
 /// 64 invocations accumulates 4 output features.
 const MAX_HEAD: usize = 256;
 
-/// `[B, heads, seq, head]` geometry and element strides (b, h, s) of an operand.
-#[derive(Debug, Clone, Copy)]
-struct Heads {
-    b: usize,
-    h: usize,
-    s: usize,
-    d: usize,
-    st: [usize; 3],
+fn dtype_of(inputs: &[TensorType], i: usize) -> LResult<DType> {
+    inputs
+        .get(i)
+        .map(|t| t.dtype)
+        .ok_or_else(|| format!("input {i} is missing"))
 }
 
-impl Heads {
-    fn of(o: &Operand, heads: i64, what: &str) -> LResult<Heads> {
-        match *o.dims.as_slice() {
-            [b, h, s, d] => Ok(Heads {
-                b,
-                h,
-                s,
-                d,
-                st: [h * s * d, s * d, d],
-            }),
-            [b, s, hidden] => {
-                let h = usize::try_from(heads).unwrap_or(0);
-                if h == 0 || hidden % h != 0 {
-                    return Err(format!(
-                        "{what} hidden size {hidden} is not a multiple of {heads} heads"
-                    ));
-                }
-                let d = hidden / h;
-                Ok(Heads {
-                    b,
-                    h,
-                    s,
-                    d,
-                    st: [s * hidden, d, hidden],
-                })
-            }
-            _ => Err(format!("{what} must be 3-D or 4-D, got {:?}", o.dims)),
+/// f32 operands, bool or f32 masks, i32 or i64 key lengths, heads up to
+/// [`MAX_HEAD`].
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let rlx_ir::Op::Attention(a) = &node.op else {
+        return Err("not an attention".into());
+    };
+    for i in 0..3 {
+        let d = dtype_of(inputs, i)?;
+        if d != DType::F32 {
+            return Err(format!("attention on {d} has no wgpu kernel (f32 only)"));
         }
     }
-}
-
-fn words(v: &[usize]) -> LResult<Vec<u32>> {
-    v.iter().map(|&x| u32_of(x, "an attention size")).collect()
+    let ports = a.ports();
+    if let Some(m) = ports.mask {
+        match dtype_of(inputs, m)? {
+            DType::Bool | DType::F32 => {}
+            d => return Err(format!("attention masks of {d} have no wgpu kernel")),
+        }
+    }
+    if let Some(n) = ports.nonpad {
+        match dtype_of(inputs, n)? {
+            DType::I32 | DType::I64 => {}
+            d => return Err(format!("nonpad_kv_seqlen of {d} has no wgpu kernel")),
+        }
+    }
+    for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
+        let t = &inputs[i];
+        let head = match t.shape.rank() {
+            4 => t.shape.0[3].known(),
+            3 if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
+            _ => None,
+        };
+        if head.is_some_and(|h| h > MAX_HEAD as i64) {
+            return Err(format!(
+                "attention with head sizes above {MAX_HEAD} has no wgpu kernel"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Copies `src` (`[B, H, S, D]` geometry `g`) into rows `at..at + S` of the
@@ -74,7 +81,7 @@ fn copy_into_seq(
     g: Heads,
 ) -> LResult<()> {
     let e = 4;
-    if g.st == [g.h * g.s * g.d, g.s * g.d, g.d] {
+    if g.is_dense() {
         // 4-D: one row of S * D elements per (b, h).
         let d = Side {
             range: Range {
@@ -139,21 +146,10 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
             q.dtype
         ));
     }
-    let qg = Heads::of(&q, a.q_num_heads, "Q")?;
-    let kg = Heads::of(&k, a.kv_num_heads, "K")?;
-    let vg = Heads::of(&v, a.kv_num_heads, "V")?;
-    if kg.b != qg.b || vg.b != qg.b || kg.h != vg.h || kg.s != vg.s || kg.d != qg.d {
-        return Err(format!(
-            "Q {:?}, K {:?} and V {:?} do not fit together",
-            q.dims, k.dims, v.dims
-        ));
-    }
-    if kg.h == 0 || qg.h % kg.h != 0 {
-        return Err(format!(
-            "{} query heads do not share {} key heads",
-            qg.h, kg.h
-        ));
-    }
+    let qg = Heads::of(&q.dims, a.q_num_heads, "Q")?;
+    let kg = Heads::of(&k.dims, a.kv_num_heads, "K")?;
+    let vg = Heads::of(&v.dims, a.kv_num_heads, "V")?;
+    check_heads(qg, kg, vg)?;
     if qg.d > MAX_HEAD || vg.d > MAX_HEAD {
         return Err(format!("head sizes above {MAX_HEAD} have no wgpu kernel"));
     }
@@ -182,8 +178,8 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
             return Err("present key/value shapes do not fit the cache and the new keys".into());
         }
         if let Some((pk, pv)) = &past {
-            let pkg = Heads::of(pk, 0, "past_key")?;
-            let pvg = Heads::of(pv, 0, "past_value")?;
+            let pkg = Heads::of(&pk.dims, 0, "past_key")?;
+            let pvg = Heads::of(&pv.dims, 0, "past_value")?;
             if pk.dims.len() != 4
                 || (pkg.b, pkg.h, pkg.d) != (b, hkv, dk)
                 || (pvg.b, pvg.h, pvg.s, pvg.d) != (b, hkv, p, dv)
@@ -198,64 +194,36 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
         }
         copy_into_seq(cx, kd, total, p, &k, kg)?;
         copy_into_seq(cx, vd, total, p, &v, vg)?;
-        let dense = |d: usize| Heads {
-            b,
-            h: hkv,
-            s: total,
-            d,
-            st: [hkv * total * d, total * d, d],
-        };
-        kr = (kd, dense(dk));
-        vr = (vd, dense(dv));
+        kr = (kd, Heads::dense(b, hkv, total, dk));
+        vr = (vd, Heads::dense(b, hkv, total, dv));
     }
     let y = cx.output(0)?.clone();
-    let yg = Heads::of(&y, a.q_num_heads, "Y")?;
+    let yg = Heads::of(&y.dims, a.q_num_heads, "Y")?;
     let none = y.range();
-    let mut flags = 0u32;
-    let (mut mask_r, mut mask_st, mut mask_len) = (none, [0usize; 4], 0usize);
+    let mut extras = Extras {
+        past: p,
+        ..Extras::default()
+    };
+    let mut mask_r = none;
     if let Some(mi) = ports.mask {
         let m = cx.input(mi)?.clone();
-        flags |= 1;
-        match m.dtype {
-            DType::Bool => flags |= 2,
-            DType::F32 => {}
+        let is_bool = match m.dtype {
+            DType::Bool => true,
+            DType::F32 => false,
             d => return Err(format!("attention masks of {d} have no wgpu kernel")),
-        }
-        let len = m.dims.last().copied().unwrap_or(total);
-        if m.dims.len() > 4 || len > total {
-            return Err(format!(
-                "attention mask {:?} does not broadcast to [{b}, {hq}, {sq}, {total}]",
-                m.dims
-            ));
-        }
-        let full = [b, hq, sq, len];
-        let pad = 4 - m.dims.len();
-        let st = strides(&m.dims);
-        for (i, &d) in m.dims.iter().enumerate() {
-            let f = full[pad + i];
-            if d != 1 && d != f {
-                return Err(format!(
-                    "attention mask {:?} does not broadcast to [{b}, {hq}, {sq}, {total}]",
-                    m.dims
-                ));
-            }
-            mask_st[pad + i] = if d == 1 { 0 } else { st[i] };
-        }
+        };
+        let (st, len) = mask_strides(&m.dims, b, hq, sq, total)?;
+        extras.mask = Some((st, len, is_bool));
         mask_r = m.range();
-        mask_len = len;
-    }
-    if a.is_causal {
-        flags |= 4;
     }
     let mut nonpad_r = none;
     if let Some(ni) = ports.nonpad {
         let n = cx.input(ni)?.clone();
-        flags |= 8;
-        match n.dtype {
-            DType::I64 => flags |= 16,
-            DType::I32 => {}
+        extras.nonpad = Some(match n.dtype {
+            DType::I64 => true,
+            DType::I32 => false,
             d => return Err(format!("nonpad_kv_seqlen of {d} has no wgpu kernel")),
-        }
+        });
         if n.numel() != b {
             return Err(format!(
                 "nonpad_kv_seqlen has {} entries for batch {b}",
@@ -266,33 +234,20 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     }
     let mut qk_r = none;
     if cx.outs.len() > 3 {
-        flags |= 32;
+        extras.qk = true;
         qk_r = cx.output(3)?.range();
         if qk_r.bytes != (b * hq * sq * total * 4) as u64 {
             return Err("the QK output does not have [B, Hq, Sq, keys] f32 elements".into());
         }
     }
-    let mode = match a.qk_matmul_output_mode {
-        m @ 0..=3 => m as u32,
-        m => return Err(format!("qk_matmul_output_mode {m} is not one of 0-3")),
-    };
-    let scale = a.scale.unwrap_or(1.0 / (dk as f32).sqrt());
-    let rows = b * hq * sq;
-    let mut params = words(&[hq, hq / hkv, sq, total, dk, dv])?;
-    params.extend(words(&qg.st)?);
-    params.extend(words(&kr.1.st)?);
-    params.extend(words(&vr.1.st)?);
-    params.extend(words(&yg.st)?);
-    params.extend(words(&mask_st)?);
-    params.push(u32_of(mask_len, "a mask length")?);
-    params.push(flags);
-    params.push(u32_of(p, "the cache length")?);
-    params.push(mode);
-    params.push(scale.to_bits());
-    params.push(a.softcap.to_bits());
-    params.push(u32_of(rows, "attention rows")?);
-    let pipe = cx.pipeline("attention.flash64", SRC);
+    let params = params(a, qg, kr.1, vr.1, yg, extras)?;
+    let pipe = cx.typed_pipeline(
+        "attention.flash64",
+        ATTENTION_OPERANDS,
+        &AttentionParams::LAYOUT,
+        SRC,
+    );
     let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
-    cx.dispatch(pipe, operands, params, rows as u64);
+    cx.launch_params(pipe, operands, &params, u64::from(params.rows));
     Ok(())
 }

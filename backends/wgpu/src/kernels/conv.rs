@@ -1,12 +1,16 @@
-//! Convolution (1-D and 2-D, groups, dilation, pads): im2col into scratch, in
-//! column chunks, then the tiled GEMM with the bias as its epilogue. Pointwise
-//! convolutions (1x1, stride 1, no pads) read the image directly.
+//! Convolution (1-D and 2-D, groups, dilation, pads): im2col into scratch
+//! (`kernels/wgsl/im2col.wgsl`), in column chunks, then the tiled GEMM with
+//! the bias as its epilogue. Pointwise convolutions (1x1, stride 1, no pads)
+//! read the image directly. Geometry and parameters are planned by rlx-gpu
+//! (`kernels::conv`).
 
-use rlx_ir::ops::{resolve_pads, Conv};
-use rlx_ir::DType;
+use rlx_gpu::kernels::conv::{conv2d, Im2colParams, IM2COL_OPERANDS};
+use rlx_gpu::Params;
+use rlx_ir::ops::Conv;
+use rlx_ir::{DType, Node, TensorType};
 
 use super::matmul::Gemm;
-use super::{u32_of, Cx, LResult};
+use super::{Cx, LResult};
 use crate::schedule::Range;
 
 const IM2COL: &str = include_str!("../../../../kernels/wgsl/im2col.wgsl");
@@ -21,6 +25,24 @@ fn sub(r: Range, at: usize, bytes: usize) -> Range {
     }
 }
 
+/// f32 input and weights, 1 or 2 spatial dims.
+pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
+    for t in inputs.iter().take(2) {
+        if t.dtype != DType::F32 {
+            return Err(format!("conv on {} has no wgpu kernel (f32 only)", t.dtype));
+        }
+    }
+    let r = inputs.first().map_or(0, |t| t.shape.rank());
+    if (3..=4).contains(&r) {
+        Ok(())
+    } else {
+        Err(format!(
+            "conv over {} spatial dims has no wgpu kernel (1-D and 2-D only)",
+            r.saturating_sub(2)
+        ))
+    }
+}
+
 pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
     let (x, w, y) = (
         cx.input(0)?.clone(),
@@ -31,78 +53,23 @@ pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
     if x.dtype != DType::F32 || w.dtype != DType::F32 {
         return Err(format!("conv on {} has no wgpu kernel", x.dtype));
     }
-    let sp = x.dims.len().saturating_sub(2);
-    if !(1..=2).contains(&sp) {
-        return Err(format!(
-            "{sp}-D convolution has no wgpu kernel (1-D and 2-D only)"
-        ));
-    }
-    if w.dims.len() != x.dims.len() || y.dims.len() != x.dims.len() {
-        return Err("conv weight and output ranks differ from the input's".into());
-    }
-    let two = |v: &[usize]| if sp == 1 { [1, v[0]] } else { [v[0], v[1]] };
-    let (n, c) = (x.dims[0], x.dims[1]);
-    let [h, wd] = two(&x.dims[2..]);
-    let [kh, kw] = two(&w.dims[2..]);
-    let [oh, ow] = two(&y.dims[2..]);
-    let cout = y.dims[1];
-    let g = usize::try_from(conv.group)
-        .map_err(|_| "negative group")?
-        .max(1);
-    if c % g != 0 || cout % g != 0 {
-        return Err("channels do not divide into groups".into());
-    }
-    let ones = vec![1; sp];
-    let st = if conv.strides.is_empty() {
-        ones.clone()
-    } else {
-        conv.strides.clone()
-    };
-    let dl = if conv.dilations.is_empty() {
-        ones.clone()
-    } else {
-        conv.dilations.clone()
-    };
-    let xs: Vec<i64> = x.dims[2..].iter().map(|&d| d as i64).collect();
-    let ks: Vec<i64> = w.dims[2..].iter().map(|&d| d as i64).collect();
-    let pads = if conv.pads.is_empty() && conv.auto_pad == rlx_ir::ops::AutoPad::NotSet {
-        vec![0; 2 * sp]
-    } else {
-        resolve_pads(conv.auto_pad, &conv.pads, &xs, &ks, &st, &dl)
-    };
-    let pair = |v: &[i64], i: usize| -> i64 {
-        if sp == 1 {
-            [0, v[i]][1]
-        } else {
-            v[i]
-        }
-    };
-    let (sh, sw) = if sp == 1 { (1, st[0]) } else { (st[0], st[1]) };
-    let (dh, dw) = if sp == 1 { (1, dl[0]) } else { (dl[0], dl[1]) };
-    let (pt, pl) = if sp == 1 {
-        (0, pads[0])
-    } else {
-        (pads[0], pads[1])
-    };
-    let _ = pair;
-    let (cg, mg) = (c / g, cout / g);
-    let kg = cg * kh * kw;
-    let p = oh * ow;
-    let pointwise = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pads.iter().all(|&v| v == 0);
-    let img = c * h * wd * 4;
-    let oimg = cout * p * 4;
-    let chunk = if pointwise {
-        p
-    } else {
-        (COL_BYTES / (c * kh * kw * 4).max(1)).clamp(1, p.max(1))
-    };
-    let col = if pointwise {
+    let g = conv2d(conv, &x.dims, &w.dims, &y.dims)?;
+    let p = g.positions();
+    let img = g.c * g.h * g.w * 4;
+    let oimg = g.cout * p * 4;
+    let chunk = g.chunk(COL_BYTES);
+    let col = if g.pointwise {
         None
     } else {
-        Some(cx.scratch((c * kh * kw * chunk * 4) as u64))
+        Some(cx.scratch((g.c * g.kh * g.kw * chunk * 4) as u64))
     };
-    let im2col = cx.pipeline("conv.im2col", IM2COL);
-    for i in 0..n {
+    let im2col = cx.typed_pipeline(
+        "conv.im2col",
+        IM2COL_OPERANDS,
+        &Im2colParams::LAYOUT,
+        IM2COL,
+    );
+    for i in 0..g.n {
         let xr = sub(x.range(), i * img, img);
         let yr = sub(y.range(), i * oimg, oimg);
         let mut p0 = 0;
@@ -111,52 +78,20 @@ pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
             let (b, b_sk) = match col {
                 None => (xr, p),
                 Some(colr) => {
-                    let total = c * kh * kw * cols;
-                    let params = [
-                        total,
-                        c,
-                        h,
-                        wd,
-                        kh,
-                        kw,
-                        ow,
-                        sh as usize,
-                        sw as usize,
-                        dh as usize,
-                        dw as usize,
-                        pt as usize,
-                        pl as usize,
-                        p0,
-                        cols,
-                    ]
-                    .iter()
-                    .map(|&v| u32_of(v, "a conv size"))
-                    .collect::<LResult<Vec<u32>>>()?;
-                    let colr = sub(colr, 0, total * 4);
-                    cx.dispatch_items(im2col, vec![xr, colr], params, total as u64);
+                    let params = g.im2col(p0, cols)?;
+                    let colr = sub(colr, 0, params.total as usize * 4);
+                    cx.launch_items(im2col, vec![xr, colr], &params, u64::from(params.total));
                     (colr, cols)
                 }
             };
-            let gemm = Gemm {
+            Gemm {
                 a: w.range(),
                 b,
                 c: sub(yr, p0 * 4, oimg - p0 * 4),
-                bias: bias.as_ref().map(|bo| (bo.range(), 1, 0)),
-                m: mg,
-                n: cols,
-                k: kg,
-                a_s: [kg, 1],
-                b_s: [b_sk, 1],
-                c_s: [p, 1],
-                relu: false,
-                batch: if g > 1 {
-                    vec![(g, mg * kg, kg * b_sk, mg * p)]
-                } else {
-                    Vec::new()
-                },
-                bias_batch: if g > 1 { vec![mg] } else { Vec::new() },
-            };
-            gemm.emit(cx)?;
+                bias: bias.as_ref().map(|bo| bo.range()),
+                shape: g.gemm(cols, b_sk, bias.is_some()),
+            }
+            .emit(cx)?;
             p0 += cols;
         }
     }

@@ -11,7 +11,6 @@ pub mod control;
 pub mod conv;
 pub mod conv_transpose;
 pub mod elementwise;
-pub mod expr;
 pub mod gather;
 pub mod indexing;
 pub mod loss;
@@ -306,13 +305,13 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Cast(_)
         | Op::Clip(_)
         | Op::Gelu(_)
-        | Op::ElementwiseRegion(_) => fam(legacy, elementwise::lower),
-        Op::MatMul(_) => fam(legacy, matmul::lower),
-        Op::Conv(_) => fam(legacy, |cx| match &cx.node.op {
+        | Op::ElementwiseRegion(_) => fam(elementwise::supports, elementwise::lower),
+        Op::MatMul(_) => fam(matmul::supports, matmul::lower),
+        Op::Conv(_) => fam(conv::supports, |cx| match &cx.node.op {
             Op::Conv(c) => conv::lower(cx, c),
             _ => Err("not a conv".into()),
         }),
-        Op::ConvTranspose(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::ConvTranspose(_) => fam(conv_transpose::supports, |cx| match &cx.node.op {
             Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
             _ => Err("not a conv_transpose".into()),
         }),
@@ -329,7 +328,7 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::Softmax(s) => softmax::lower(cx, s),
             _ => Err("not a softmax".into()),
         }),
-        Op::Attention(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::Attention(_) => fam(attention::supports, |cx| match &cx.node.op {
             Op::Attention(a) => attention::lower(cx, a),
             _ => Err("not an attention".into()),
         }),

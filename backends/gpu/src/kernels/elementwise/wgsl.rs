@@ -1,14 +1,63 @@
-//! WGSL expressions of the element-wise functions, per operand type. Every
-//! snippet comes from this fixed table; operands are generated names (`x0`,
-//! `t3`, `pf(12u)`), never model data. i64 and u64 compute on `vec2<u32>`
-//! (low, high word) with the emulation helpers of `wgsl/int64.wgsl`.
+//! The WGSL printer of element-wise kernels: i64 and u64 compute on
+//! `vec2<u32>` (low, high word) with the emulation helpers of
+//! `kernels/wgsl/int64.wgsl`, narrow integers in 32 bits (wrapping when
+//! stored), f16 and bf16 in f32, bool as `bool`. Other helpers are in
+//! `kernels/wgsl/elementwise.wgsl`. Every snippet comes from the fixed
+//! tables below; operands are generated names (`x0`, `t3`, `p.lits[1]`),
+//! never model data.
 
 use rlx_ir::ops::{BinaryKind, CompareKind, GeluApprox, LogicalKind, UnaryKind};
 use rlx_ir::DType;
 
-/// The WGSL type an element of `d` computes in, if element-wise kernels take it.
-/// Narrow integers compute in 32 bits and wrap when stored; 64-bit integers
-/// are word pairs.
+use super::{class, print_body, Elementwise, Lang};
+use crate::geometry::LResult;
+
+const HELPERS: &str = include_str!("../../../../../kernels/wgsl/elementwise.wgsl");
+const INT64: &str = include_str!("../../../../../kernels/wgsl/int64.wgsl");
+
+/// The WGSL language.
+pub struct Wgsl;
+
+impl Lang for Wgsl {
+    const TARGET: &'static str = "wgpu";
+
+    fn lit(&self, k: usize, d: DType) -> Option<String> {
+        (class(d) == DType::F32).then(|| format!("p.lits[{k}]"))
+    }
+
+    fn unary(&self, kind: UnaryKind, d: DType, x: &str) -> Option<String> {
+        unary(kind, d, x)
+    }
+
+    fn binary(&self, kind: BinaryKind, d: DType, a: &str, b: &str) -> Option<String> {
+        binary(kind, d, a, b)
+    }
+
+    fn compare(&self, kind: CompareKind, d: DType, a: &str, b: &str) -> Option<String> {
+        compare(kind, d, a, b)
+    }
+
+    fn logical(&self, kind: LogicalKind, a: &str, b: &str) -> String {
+        logical(kind, a, b)
+    }
+
+    fn select(&self, d: DType, cond: &str, a: &str, b: &str) -> Option<String> {
+        wgsl_type(d).map(|_| format!("select({b}, {a}, {cond})"))
+    }
+
+    fn cast(&self, from: DType, to: DType, x: &str) -> Option<String> {
+        cast(from, to, x)
+    }
+
+    fn clip(&self, d: DType, x: &str, lo: &str, hi: &str) -> Option<String> {
+        clip(d, x, lo, hi)
+    }
+
+    fn gelu(&self, approx: GeluApprox, d: DType, x: &str) -> Option<String> {
+        (class(d) == DType::F32).then(|| gelu(approx, x))
+    }
+}
+
 pub fn wgsl_type(d: DType) -> Option<&'static str> {
     match d {
         DType::F32 | DType::F16 | DType::BF16 => Some("f32"),
@@ -25,18 +74,7 @@ pub fn wide(d: DType) -> bool {
     matches!(d, DType::I64 | DType::U64)
 }
 
-/// The dtype whose rules `d` computes with: i32 for signed and u32 for
-/// unsigned narrow integers, f32 for the half floats.
-pub fn class(d: DType) -> DType {
-    match d {
-        DType::F16 | DType::BF16 => DType::F32,
-        DType::I8 | DType::I16 => DType::I32,
-        DType::U8 | DType::U16 => DType::U32,
-        d => d,
-    }
-}
-
-pub fn unary(kind: UnaryKind, d: DType, x: &str) -> Option<String> {
+fn unary(kind: UnaryKind, d: DType, x: &str) -> Option<String> {
     use UnaryKind::*;
     let f = match (class(d), kind) {
         (DType::F32, k) => match k {
@@ -107,7 +145,7 @@ pub fn unary(kind: UnaryKind, d: DType, x: &str) -> Option<String> {
     Some(f)
 }
 
-pub fn binary(kind: BinaryKind, d: DType, a: &str, b: &str) -> Option<String> {
+fn binary(kind: BinaryKind, d: DType, a: &str, b: &str) -> Option<String> {
     use BinaryKind::*;
     let f = match (class(d), kind) {
         (DType::U32, Add) => format!("({a} + {b})"),
@@ -159,7 +197,7 @@ pub fn binary(kind: BinaryKind, d: DType, a: &str, b: &str) -> Option<String> {
     Some(f)
 }
 
-pub fn compare(kind: CompareKind, d: DType, a: &str, b: &str) -> Option<String> {
+fn compare(kind: CompareKind, d: DType, a: &str, b: &str) -> Option<String> {
     use CompareKind::*;
     let op = match kind {
         Equal => "==",
@@ -185,7 +223,7 @@ pub fn compare(kind: CompareKind, d: DType, a: &str, b: &str) -> Option<String> 
 }
 
 /// `x` clamped to `[lo, hi]` (`hi` wins when the bounds cross).
-pub fn clip(d: DType, x: &str, lo: &str, hi: &str) -> Option<String> {
+fn clip(d: DType, x: &str, lo: &str, hi: &str) -> Option<String> {
     match class(d) {
         DType::F32 | DType::I32 | DType::U32 => Some(format!("min(max({x}, {lo}), {hi})")),
         DType::I64 => Some(format!("i64_min(i64_max({x}, {lo}), {hi})")),
@@ -194,7 +232,7 @@ pub fn clip(d: DType, x: &str, lo: &str, hi: &str) -> Option<String> {
     }
 }
 
-pub fn logical(kind: LogicalKind, a: &str, b: &str) -> String {
+fn logical(kind: LogicalKind, a: &str, b: &str) -> String {
     match kind {
         LogicalKind::And => format!("({a} && {b})"),
         LogicalKind::Or => format!("({a} || {b})"),
@@ -202,7 +240,7 @@ pub fn logical(kind: LogicalKind, a: &str, b: &str) -> String {
     }
 }
 
-pub fn gelu(approx: GeluApprox, x: &str) -> String {
+fn gelu(approx: GeluApprox, x: &str) -> String {
     match approx {
         GeluApprox::None => format!("(0.5 * {x} * (1.0 + ew_erf({x} * 0.70710678118654752)))"),
         GeluApprox::Tanh => format!(
@@ -226,7 +264,7 @@ fn int_range(d: DType) -> Option<(f64, f64)> {
 /// `vec2<u32>` (low, high word). Integer to integer casts wrap (the store
 /// masks narrow results); float to integer casts truncate and saturate like
 /// Rust's `as`; 64-bit integers convert to f32 rounding to nearest.
-pub fn cast(from: DType, to: DType, x: &str) -> Option<String> {
+fn cast(from: DType, to: DType, x: &str) -> Option<String> {
     use DType::*;
     let (cf, ct) = (class(from), class(to));
     let f = match (cf, ct) {
@@ -262,4 +300,110 @@ pub fn cast(from: DType, to: DType, x: &str) -> Option<String> {
         _ => return None,
     };
     Some(f)
+}
+
+/// The load of element `o<j>` of input `j` of `d`, in its compute type.
+fn load(d: DType, j: usize) -> Option<String> {
+    let b = format!("p.x{j}");
+    Some(match d {
+        DType::F32 => format!("ldf({b}, o{j})"),
+        DType::I32 => format!("ldi({b}, o{j})"),
+        DType::U32 => format!("ldw({b}, o{j})"),
+        DType::I8 => format!("ew_ld8s({b}, o{j})"),
+        DType::U8 => format!("ldb({b}, o{j})"),
+        DType::I16 => format!("ew_ld16s({b}, o{j})"),
+        DType::U16 => format!("ew_ld16({b}, o{j})"),
+        DType::F16 => format!("ew_ldh({b}, o{j})"),
+        DType::BF16 => format!("ew_ldbf({b}, o{j})"),
+        DType::Bool => format!("(ldb({b}, o{j}) != 0u)"),
+        DType::I64 | DType::U64 => format!("ew_ld64({b}, o{j})"),
+        _ => return None,
+    })
+}
+
+/// How many invocations cover `n` output elements of `out`: one per
+/// element, or one per 32-bit word for 1- and 2-byte outputs (an
+/// invocation packs the elements of one word).
+pub fn items(out: DType, n: u64) -> u64 {
+    match out.size() {
+        s @ (1 | 2) => n.div_ceil(4 / s as u64),
+        _ => n,
+    }
+}
+
+/// The WGSL of `e` over `rank` collapsed dims: the helpers, `ev` (the
+/// value of one output element) and `main` (one invocation per element, or
+/// per word of a 1- or 2-byte output). Parameters as [`super::params`] lays
+/// them out, after the handles of [`super::operands`].
+pub fn kernel(e: &Elementwise, rank: usize) -> LResult<String> {
+    let d0 = e.inputs.first().copied().unwrap_or(DType::F32);
+    if !e.temps.is_empty() && class(d0) != DType::F32 {
+        return Err(format!(
+            "elementwise_region on {d0} has no wgpu kernel (f32 only)"
+        ));
+    }
+    let out_ty = wgsl_type(e.out)
+        .ok_or_else(|| format!("element-wise output {} has no wgpu kernel", e.out))?;
+    let (temps, result) = print_body(&Wgsl, e)?;
+    let k = e.inputs.len();
+    let mut src = String::from(HELPERS);
+    if wide(e.out) || e.inputs.iter().any(|&d| wide(d)) {
+        src.push('\n');
+        src.push_str(INT64);
+    }
+    src.push_str(&format!(
+        "\nfn ev(e: u32) -> {out_ty} {{\n    var rem = e;\n"
+    ));
+    for j in 0..k {
+        src.push_str(&format!("    var o{j} = 0u;\n"));
+    }
+    if rank > 0 {
+        src.push_str(&format!(
+            "    for (var d = 0u; d < {rank}u; d++) {{\n        let a = {}u - d;\n        let c = rem % p.dims[a];\n        rem = rem / p.dims[a];\n",
+            rank - 1
+        ));
+        for j in 0..k {
+            src.push_str(&format!("        o{j} += c * p.s{j}[a];\n"));
+        }
+        src.push_str("    }\n");
+    }
+    for (j, &d) in e.inputs.iter().enumerate() {
+        let l = load(d, j).ok_or_else(|| format!("element-wise kernels do not take {d}"))?;
+        src.push_str(&format!("    let x{j} = {l};\n"));
+    }
+    for (i, t) in temps.iter().enumerate() {
+        src.push_str(&format!("    let t{i} = {t};\n"));
+    }
+    src.push_str(&format!("    return {result};\n}}\n\n"));
+    src.push_str("@compute @workgroup_size(64)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n    let t = wg_linear(wid, nwg) * 64u + li;\n    let n = p.n;\n");
+    match (e.out, e.out.size()) {
+        (DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::U64, _) => {
+            let st = match e.out {
+                DType::F32 => "stf",
+                DType::I32 => "sti",
+                DType::U32 => "stw",
+                _ => "ew_st64",
+            };
+            src.push_str(&format!(
+                "    if (t >= n) {{\n        return;\n    }}\n    {st}(p.out, t, ev(t));\n}}\n"
+            ));
+        }
+        (dt, size @ (1 | 2)) => {
+            let per = 4 / size;
+            let bits = size * 8;
+            let word = match dt {
+                DType::Bool => "select(0u, 1u, ev(e))",
+                DType::U8 | DType::U16 => "ev(e)",
+                DType::F16 => "pack2x16float(vec2<f32>(ev(e), 0.0))",
+                DType::BF16 => "ew_bf16(ev(e))",
+                _ => "bitcast<u32>(ev(e))",
+            };
+            let mask = if size == 1 { "0xffu" } else { "0xffffu" };
+            src.push_str(&format!(
+                "    if (t * {per}u >= n) {{\n        return;\n    }}\n    var w = 0u;\n    for (var j = 0u; j < {per}u; j++) {{\n        let e = t * {per}u + j;\n        if (e < n) {{\n            w |= ({word} & {mask}) << (j * {bits}u);\n        }}\n    }}\n    stw(p.out, t, w);\n}}\n"
+            ));
+        }
+        (dt, _) => return Err(format!("element-wise output {dt} has no wgpu kernel")),
+    }
+    Ok(src)
 }
