@@ -307,6 +307,12 @@ impl Executable {
         &self.ctx
     }
 
+    /// Whether runs replay a captured CUDA graph (after the first run).
+    pub fn replays_graph(&self) -> bool {
+        let st = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        st.graph.is_some()
+    }
+
     /// Runs on inputs in graph-input order; checks dtypes and shapes first.
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, CudaError> {
         let s = &self.schedule;
