@@ -1,0 +1,155 @@
+//! NVRTC: CUDA C modules to PTX for one GPU architecture, cached on disk
+//! (when a directory is given) under a key hashed from the source, the
+//! architecture and the NVRTC version. Works without a GPU: only libnvrtc
+//! must be loadable.
+
+use std::fs;
+use std::path::PathBuf;
+
+use cudarc::nvrtc;
+
+use crate::CudaError;
+
+/// How modules are compiled.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CompileOptions {
+    /// Where compiled PTX is kept between processes; `None`: not kept.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// An NVRTC compiler for one architecture (`sm_90`).
+#[derive(Debug, Clone)]
+pub struct Compiler {
+    arch: String,
+    version: (i32, i32),
+    cache_dir: Option<PathBuf>,
+}
+
+/// Whether libnvrtc can be loaded (by the dynamic loader's search path, or
+/// because it is loaded already).
+pub fn nvrtc_available() -> bool {
+    // SAFETY: only tries to open the library by its candidate names.
+    unsafe { nvrtc::sys::is_culib_present() }
+}
+
+/// The NVRTC version, `Unavailable` when libnvrtc cannot be loaded.
+pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
+    if !nvrtc_available() {
+        return Err(CudaError::Unavailable(
+            "libnvrtc cannot be loaded (not on the library search path)".into(),
+        ));
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is present; both pointers are valid for writes.
+    let r = unsafe { nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if r != nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(CudaError::Device(format!("nvrtcVersion: {r:?}")));
+    }
+    Ok((major, minor))
+}
+
+/// FNV-1a, 64 bits: a hash that stays the same across Rust releases (the
+/// cache outlives the process).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.iter().chain([0xffu8].iter()) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+impl Compiler {
+    /// A compiler for compute capability `(major, minor)`.
+    pub fn new(capability: (i32, i32), opts: &CompileOptions) -> Result<Compiler, CudaError> {
+        Ok(Compiler {
+            arch: format!("sm_{}{}", capability.0, capability.1),
+            version: nvrtc_version()?,
+            cache_dir: opts.cache_dir.clone(),
+        })
+    }
+
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// The NVRTC version this compiler uses.
+    pub fn version(&self) -> (i32, i32) {
+        self.version
+    }
+
+    /// The cache file of a module.
+    fn cache_path(&self, name: &str, source: &str) -> Option<PathBuf> {
+        let v = format!("{}.{}", self.version.0, self.version.1);
+        let key = fnv1a(&[source.as_bytes(), self.arch.as_bytes(), v.as_bytes()]);
+        let dir = self.cache_dir.as_ref()?;
+        Some(dir.join(format!("{name}-{}-{key:016x}.ptx", self.arch)))
+    }
+
+    /// The PTX of module `name`, from the cache or compiled (and then cached;
+    /// a cache that cannot be written is skipped, not an error).
+    pub fn ptx(&self, name: &str, source: &str) -> Result<String, CudaError> {
+        let path = self.cache_path(name, source);
+        if let Some(ptx) = path.as_ref().and_then(|p| fs::read_to_string(p).ok()) {
+            return Ok(ptx);
+        }
+        let ptx = self.compile(name, source)?;
+        if let Some(p) = path {
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            let stored = p
+                .parent()
+                .map_or(Ok(()), fs::create_dir_all)
+                .and_then(|()| fs::write(&tmp, &ptx))
+                .and_then(|()| fs::rename(&tmp, &p));
+            if stored.is_err() {
+                let _ = fs::remove_file(&tmp);
+            }
+        }
+        Ok(ptx)
+    }
+
+    /// Compiles `source` with NVRTC (no cache).
+    pub fn compile(&self, name: &str, source: &str) -> Result<String, CudaError> {
+        let opts = nvrtc::CompileOptions {
+            options: vec![format!("--gpu-architecture={}", self.arch)],
+            name: Some(format!("{name}.cu")),
+            ..Default::default()
+        };
+        match nvrtc::compile_ptx_with_opts(source, opts) {
+            Ok(ptx) => Ok(ptx.to_src()),
+            Err(nvrtc::CompileError::CompileError { log, .. }) => {
+                Err(CudaError::Internal(format!(
+                    "NVRTC rejected module `{name}` for {}:\n{}",
+                    self.arch,
+                    log.to_string_lossy()
+                )))
+            }
+            Err(e) => Err(CudaError::Device(format!(
+                "NVRTC failed on module `{name}`: {e}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_keys_change_with_source_and_arch() {
+        let c = |arch: &str| Compiler {
+            arch: arch.into(),
+            version: (13, 0),
+            cache_dir: Some(PathBuf::from("/cache")),
+        };
+        let a = c("sm_90").cache_path("control", "x").unwrap();
+        assert_eq!(a, c("sm_90").cache_path("control", "x").unwrap());
+        assert_ne!(a, c("sm_90").cache_path("control", "y").unwrap());
+        assert_ne!(a, c("sm_80").cache_path("control", "x").unwrap());
+        assert!(a.to_string_lossy().starts_with("/cache/control-sm_90-"));
+        assert_eq!(fnv1a(&[b"ab", b"c"]), fnv1a(&[b"ab", b"c"]));
+        assert_ne!(fnv1a(&[b"ab", b"c"]), fnv1a(&[b"a", b"bc"]));
+    }
+}

@@ -1,0 +1,519 @@
+//! The device half: an explicit [`Context`] (driver context, one stream, the
+//! NVRTC compiler and its loaded modules) and an [`Executable`] that owns one
+//! device allocation for the whole schedule buffer, uploads constants once,
+//! resolves every kernel and prepares every GEMM when built, and per run
+//! copies inputs in through pinned staging, runs the steps, and copies
+//! outputs back. A schedule with no host reads (no If, no loop reading a
+//! trip count or condition) is captured once as a CUDA graph and replayed.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::{CUdeviceptr, CUstreamCaptureMode};
+use cudarc::driver::{
+    result as dr, sys as ds, CudaContext, CudaFunction, CudaGraph, CudaModule, CudaSlice,
+    CudaStream, DevicePtr, PinnedHostSlice,
+};
+use cudarc::nvrtc::Ptx;
+use rlx_ir::tensor::Bytes;
+use rlx_ir::Tensor;
+
+use crate::compile::{nvrtc_available, CompileOptions, Compiler};
+use crate::gemm::{self, Lt, Prepared};
+use crate::schedule::{Launch, Module, Schedule, Step, Trip};
+use crate::CudaError;
+
+/// What a [`Context`] is made with.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContextOptions {
+    /// The device ordinal.
+    pub ordinal: usize,
+    pub compile: CompileOptions,
+}
+
+/// A CUDA device, its stream, and the modules compiled for it.
+pub struct Context {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    compiler: Compiler,
+    name: String,
+    /// Loaded modules by name and source.
+    modules: Mutex<HashMap<(String, String), Arc<CudaModule>>>,
+}
+
+impl Context {
+    /// Device 0, PTX not cached on disk.
+    pub fn new() -> Result<Context, CudaError> {
+        Context::with_options(&ContextOptions::default())
+    }
+
+    /// `Err(Unavailable)` when the driver, a device or NVRTC is missing.
+    pub fn with_options(opts: &ContextOptions) -> Result<Context, CudaError> {
+        // cudarc's dynamic loader panics when a library is missing; these
+        // checks open the libraries fallibly first.
+        // SAFETY: only tries to open the library by its candidate names.
+        if !unsafe { ds::is_culib_present() } {
+            return Err(CudaError::Unavailable(
+                "the CUDA driver library (libcuda) cannot be loaded".into(),
+            ));
+        }
+        if !nvrtc_available() {
+            return Err(CudaError::Unavailable(
+                "libnvrtc cannot be loaded (not on the library search path)".into(),
+            ));
+        }
+        let ctx = CudaContext::new(opts.ordinal)
+            .map_err(|e| CudaError::Unavailable(format!("device {}: {e:?}", opts.ordinal)))?;
+        // Graph capture fails with CUDA_ERROR_STREAM_CAPTURE_ISOLATION while
+        // cudarc records per-allocation events; this context orders its one
+        // stream itself. Must precede every allocation.
+        // SAFETY: nothing has been allocated on this context yet.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| CudaError::Device(format!("stream: {e:?}")))?;
+        let cap = ctx
+            .compute_capability()
+            .map_err(|e| CudaError::Device(format!("compute capability: {e:?}")))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
+        Ok(Context {
+            compiler: Compiler::new(cap, &opts.compile)?,
+            ctx,
+            stream,
+            name,
+            modules: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
+    /// A module compiled (or read from the PTX cache) and loaded once.
+    fn module(&self, m: &Module) -> Result<Arc<CudaModule>, CudaError> {
+        let key = (m.name.clone(), m.source.clone());
+        let mut cache = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(loaded) = cache.get(&key) {
+            return Ok(loaded.clone());
+        }
+        let ptx = self.compiler.ptx(&m.name, &m.source)?;
+        let loaded = self
+            .ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| CudaError::Device(format!("loading module `{}`: {e:?}", m.name)))?;
+        cache.insert(key, loaded.clone());
+        Ok(loaded)
+    }
+}
+
+/// cuBLASLt workspace (NVIDIA's recommendation for Hopper).
+const WORKSPACE: usize = 32 << 20;
+
+/// A kernel launch resolved: its function, pointers and parameter words.
+struct Resolved {
+    function: CudaFunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    pointers: Vec<CUdeviceptr>,
+    /// The parameter struct as 4-byte words (aligned as the kernel reads it).
+    params: Vec<u32>,
+}
+
+enum Ready {
+    Kernel(Resolved),
+    Gemm(Prepared),
+}
+
+/// A captured CUDA graph of the top-level steps.
+struct Graph(CudaGraph);
+
+// SAFETY: a graph exec is a driver handle usable from any thread with the
+// context bound; it is only launched under the executable's run lock.
+unsafe impl Send for Graph {}
+
+/// Per-run state, one run at a time.
+struct RunState {
+    staging: PinnedHostSlice<u8>,
+    graph: Option<Graph>,
+    /// Capture failed once: run the steps directly from then on.
+    no_graph: bool,
+}
+
+/// A schedule loaded on a device.
+pub struct Executable {
+    ctx: Arc<Context>,
+    schedule: Schedule,
+    /// Kept alive: the buffer every pointer points into, the GEMM workspace.
+    _buffer: CudaSlice<u8>,
+    _workspace: Option<CudaSlice<u8>>,
+    base: CUdeviceptr,
+    ready: Vec<Ready>,
+    lt: Option<Lt>,
+    /// Staging offsets of the inputs, then of the outputs.
+    staging_at: Vec<usize>,
+    run: Mutex<RunState>,
+}
+
+// Executables and contexts are shared across threads.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Executable>();
+    shared::<Context>();
+};
+
+fn host_reads(steps: &[Step]) -> bool {
+    steps.iter().any(|s| match s {
+        Step::Dispatch(_) => false,
+        Step::If { .. } => true,
+        Step::Loop {
+            trip, cond, body, ..
+        } => matches!(trip, Trip::Read(_)) || cond.is_some() || host_reads(body),
+    })
+}
+
+impl Executable {
+    pub fn new(ctx: Arc<Context>, schedule: Schedule) -> Result<Executable, CudaError> {
+        let (cx, stream) = (&ctx.ctx, &ctx.stream);
+        cx.bind_to_thread()
+            .map_err(|e| CudaError::Device(format!("{e:?}")))?;
+        let bytes = usize::try_from(schedule.buffer_bytes)
+            .map_err(|_| CudaError::Unsupported("a buffer beyond the address space".into()))?;
+        let buffer = stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|e| CudaError::Device(format!("allocating {bytes} bytes: {e:?}")))?;
+        let base = buffer.device_ptr(stream).0;
+        for c in &schedule.consts {
+            if c.offset + c.bytes.len() as u64 > schedule.buffer_bytes {
+                return Err(CudaError::Internal("a constant beyond the buffer".into()));
+            }
+            // SAFETY: the range lies inside `buffer` (checked above); the
+            // stream is synchronized below, before `c.bytes` could go away.
+            unsafe { dr::memcpy_htod_async(base + c.offset, &c.bytes, stream.cu_stream()) }
+                .map_err(|e| CudaError::Device(format!("uploading constants: {e:?}")))?;
+        }
+        let modules = schedule
+            .modules
+            .iter()
+            .map(|m| ctx.module(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let needs_lt = schedule
+            .launches
+            .iter()
+            .any(|l| matches!(l, Launch::Gemm(_)));
+        let (workspace, lt) = if needs_lt {
+            let ws = stream
+                .alloc_zeros::<u8>(WORKSPACE)
+                .map_err(|e| CudaError::Device(format!("cuBLASLt workspace: {e:?}")))?;
+            let ptr = ws.device_ptr(stream).0;
+            let lt = Lt::new(ptr, WORKSPACE)?;
+            (Some(ws), Some(lt))
+        } else {
+            (None, None)
+        };
+        let inside = |r: &crate::schedule::Range| r.offset + r.bytes <= schedule.buffer_bytes;
+        let mut ready = Vec::with_capacity(schedule.launches.len());
+        for l in &schedule.launches {
+            let node_err = |reason: String| CudaError::Node {
+                node: l.node().to_string(),
+                origin: l.origin().to_vec(),
+                reason,
+            };
+            match l {
+                Launch::Kernel(k) => {
+                    let module = modules
+                        .get(k.module)
+                        .ok_or_else(|| CudaError::Internal("a launch names no module".into()))?;
+                    let function = module
+                        .load_function(&k.entry)
+                        .map_err(|e| node_err(format!("kernel `{}`: {e:?}", k.entry)))?;
+                    if !k.operands.iter().all(inside) {
+                        return Err(node_err("an operand beyond the buffer".into()));
+                    }
+                    let mut params: Vec<u32> = k
+                        .params
+                        .bytes
+                        .chunks(4)
+                        .map(|c| {
+                            let mut w = [0u8; 4];
+                            w[..c.len()].copy_from_slice(c);
+                            u32::from_le_bytes(w)
+                        })
+                        .collect();
+                    if params.is_empty() {
+                        params.push(0);
+                    }
+                    ready.push(Ready::Kernel(Resolved {
+                        function,
+                        grid: k.grid,
+                        block: k.block,
+                        pointers: k.operands.iter().map(|r| base + r.offset).collect(),
+                        params,
+                    }));
+                }
+                Launch::Gemm(g) => {
+                    let gm = &g.gemm;
+                    let ranges = [Some(gm.a), Some(gm.b), Some(gm.c), gm.bias];
+                    if !ranges.iter().flatten().all(inside) {
+                        return Err(node_err("a GEMM operand beyond the buffer".into()));
+                    }
+                    let lt = lt
+                        .as_ref()
+                        .ok_or_else(|| CudaError::Internal("no cuBLASLt".into()))?;
+                    ready.push(Ready::Gemm(gemm::prepare(lt, gm, base)?));
+                }
+            }
+        }
+        let mut staging_at = Vec::new();
+        let mut at = 0usize;
+        for s in schedule.inputs.iter().chain(&schedule.outputs) {
+            staging_at.push(at);
+            at += (s.bytes as usize).next_multiple_of(256);
+        }
+        // SAFETY: the contents are written before being read (inputs) or
+        // filled by the device (outputs).
+        let staging = unsafe { cx.alloc_pinned_with_flags::<u8>(at.max(256), 0) }
+            .map_err(|e| CudaError::Device(format!("pinned staging: {e:?}")))?;
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("loading: {e:?}")))?;
+        Ok(Executable {
+            ctx,
+            _buffer: buffer,
+            _workspace: workspace,
+            base,
+            ready,
+            lt,
+            staging_at,
+            run: Mutex::new(RunState {
+                staging,
+                graph: None,
+                no_graph: host_reads(&schedule.steps),
+            }),
+            schedule,
+        })
+    }
+
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Whether runs replay a captured CUDA graph (after the first run).
+    pub fn replays_graph(&self) -> bool {
+        let st = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        st.graph.is_some()
+    }
+
+    /// Runs on inputs in graph-input order; checks dtypes and shapes first.
+    pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, CudaError> {
+        let s = &self.schedule;
+        if inputs.len() != s.inputs.len() {
+            return Err(CudaError::Input {
+                index: inputs.len(),
+                reason: format!(
+                    "{} inputs given, the model takes {}",
+                    inputs.len(),
+                    s.inputs.len()
+                ),
+            });
+        }
+        for (i, (t, slot)) in inputs.iter().zip(&s.inputs).enumerate() {
+            if t.dtype() != slot.dtype || t.dims() != slot.dims.as_slice() {
+                return Err(CudaError::Input {
+                    index: i,
+                    reason: format!(
+                        "`{}` is {}{:?}, the schedule expects {}{:?}",
+                        slot.name,
+                        t.dtype(),
+                        t.dims(),
+                        slot.dtype,
+                        slot.dims
+                    ),
+                });
+            }
+        }
+        let mut st = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        let (cx, stream) = (&self.ctx.ctx, &self.ctx.stream);
+        cx.bind_to_thread()
+            .map_err(|e| CudaError::Device(format!("{e:?}")))?;
+        let cs = stream.cu_stream();
+        let n_in = s.inputs.len();
+        {
+            let staging = st
+                .staging
+                .as_mut_slice()
+                .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
+            for ((t, slot), &at) in inputs.iter().zip(&s.inputs).zip(&self.staging_at) {
+                let b = t.bytes();
+                staging[at..at + b.len()].copy_from_slice(b);
+                // SAFETY: the slot lies in the buffer (planned); the staging
+                // stays untouched until the stream is synchronized below.
+                unsafe {
+                    dr::memcpy_htod_async(self.base + slot.offset, &staging[at..at + b.len()], cs)
+                }
+                .map_err(|e| CudaError::Device(format!("copying inputs: {e:?}")))?;
+            }
+        }
+        self.execute(&mut st)?;
+        {
+            let staging = st
+                .staging
+                .as_mut_slice()
+                .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
+            for (o, &at) in s.outputs.iter().zip(&self.staging_at[n_in..]) {
+                let n = o.bytes as usize;
+                // SAFETY: as above; synchronized before the staging is read.
+                unsafe {
+                    dr::memcpy_dtoh_async(&mut staging[at..at + n], self.base + o.offset, cs)
+                }
+                .map_err(|e| CudaError::Device(format!("copying outputs: {e:?}")))?;
+            }
+        }
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("running the schedule: {e:?}")))?;
+        let staging = st
+            .staging
+            .as_slice()
+            .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
+        s.outputs
+            .iter()
+            .zip(&self.staging_at[n_in..])
+            .map(|(o, &at)| {
+                Tensor::new(
+                    o.dtype,
+                    o.dims.clone(),
+                    Bytes::copy_from(&staging[at..at + o.bytes as usize]),
+                )
+                .map_err(|e| CudaError::Internal(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// Runs the top-level steps: the captured graph when there is one (it is
+    /// captured on the first run), else step by step.
+    fn execute(&self, st: &mut RunState) -> Result<(), CudaError> {
+        if !st.no_graph && st.graph.is_none() {
+            match self.capture() {
+                Ok(g) => st.graph = Some(g),
+                Err(_) => st.no_graph = true,
+            }
+        }
+        match &st.graph {
+            Some(g) => {
+                g.0.launch()
+                    .map_err(|e| CudaError::Device(format!("graph launch: {e:?}")))
+            }
+            None => self.steps(&self.schedule.steps),
+        }
+    }
+
+    fn capture(&self) -> Result<Graph, CudaError> {
+        let stream = &self.ctx.stream;
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| CudaError::Device(format!("begin capture: {e:?}")))?;
+        let body = self.steps(&self.schedule.steps);
+        let end = stream.end_capture(ds::CUgraphInstantiate_flags(0));
+        body?;
+        match end {
+            Ok(Some(g)) => Ok(Graph(g)),
+            Ok(None) => Err(CudaError::Device("an empty capture".into())),
+            Err(e) => Err(CudaError::Device(format!("end capture: {e:?}"))),
+        }
+    }
+
+    fn steps(&self, steps: &[Step]) -> Result<(), CudaError> {
+        for step in steps {
+            match step {
+                Step::Dispatch(i) => self.launch(*i)?,
+                Step::If {
+                    cond,
+                    then,
+                    otherwise,
+                    ..
+                } => {
+                    let c = self.read(cond.offset)?;
+                    self.steps(if c[0] != 0 { then } else { otherwise })?;
+                }
+                Step::Loop {
+                    trip, cond, body, ..
+                } => {
+                    let trip = match trip {
+                        Trip::Count(n) => *n,
+                        Trip::Read(r) => i64::from_le_bytes(self.read(r.offset)?).max(0) as u64,
+                    };
+                    for _ in 0..trip {
+                        if let Some(c) = cond {
+                            if self.read(c.offset)?[0] == 0 {
+                                break;
+                            }
+                        }
+                        self.steps(body)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn launch(&self, i: usize) -> Result<(), CudaError> {
+        let cs = self.ctx.stream.cu_stream();
+        match self.ready.get(i) {
+            Some(Ready::Kernel(k)) => {
+                let mut ptrs = k.pointers.clone();
+                let mut args: Vec<*mut c_void> = ptrs
+                    .iter_mut()
+                    .map(|p| (p as *mut CUdeviceptr).cast())
+                    .collect();
+                let mut params = k.params.clone();
+                args.push(params.as_mut_ptr().cast());
+                // SAFETY: the kernel takes one pointer per operand, then its
+                // parameter struct (whose layout `params` follows, checked by
+                // the struct's static_asserts); all pointers lie in the buffer.
+                unsafe {
+                    dr::launch_kernel(
+                        k.function.cu_function(),
+                        (k.grid[0], k.grid[1], k.grid[2]),
+                        (k.block[0], k.block[1], k.block[2]),
+                        0,
+                        cs,
+                        &mut args,
+                    )
+                }
+                .map_err(|e| CudaError::Device(format!("launch {i}: {e:?}")))
+            }
+            Some(Ready::Gemm(p)) => {
+                let lt = self
+                    .lt
+                    .as_ref()
+                    .ok_or_else(|| CudaError::Internal("no cuBLASLt".into()))?;
+                gemm::run(lt, p, cs as *mut _)
+            }
+            None => Err(CudaError::Internal("a step names no launch".into())),
+        }
+    }
+
+    /// Reads 8 bytes at `offset` (a condition or trip count) back to the host.
+    fn read(&self, offset: u64) -> Result<[u8; 8], CudaError> {
+        let n = 8.min(self.schedule.buffer_bytes.saturating_sub(offset)) as usize;
+        let mut out = [0u8; 8];
+        let stream = &self.ctx.stream;
+        // SAFETY: `out` lives until the stream is synchronized just below.
+        unsafe { dr::memcpy_dtoh_async(&mut out[..n], self.base + offset, stream.cu_stream()) }
+            .map_err(|e| CudaError::Device(format!("reading back: {e:?}")))?;
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("reading back: {e:?}")))?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,243 @@
+//! cuBLASLt for [`Gemm`] launches, through cudarc's `cublaslt::result` layer
+//! (its safe API computes f32 as TF32): `CUBLAS_COMPUTE_32F` (exact fp32),
+//! strided batches, and the bias / ReLU epilogue. Each GEMM's descriptors and
+//! algorithm are chosen once, when the executable is built; running one is a
+//! single `cublasLtMatmul` call, so it can be captured in a CUDA graph.
+//!
+//! cuBLAS is column-major: a row-major `C = A B` is computed as the
+//! column-major `C^T = B^T A^T`, so cuBLASLt's A is our B and its B our A.
+
+use std::ffi::c_void;
+use std::mem::size_of;
+
+use cudarc::cublaslt::{result, sys};
+use cudarc::driver::sys::CUdeviceptr;
+
+use crate::schedule::Gemm;
+use crate::CudaError;
+
+fn lt(what: &str, e: result::CublasError) -> CudaError {
+    CudaError::Device(format!("cuBLASLt {what}: {e:?}"))
+}
+
+/// A cuBLASLt handle and the workspace its GEMMs share.
+pub(crate) struct Lt {
+    handle: sys::cublasLtHandle_t,
+    pub(crate) workspace: CUdeviceptr,
+    pub(crate) workspace_bytes: usize,
+}
+
+// SAFETY: a cuBLASLt handle may be used from any thread, one call at a
+// time; executables run one at a time (a Mutex).
+unsafe impl Send for Lt {}
+unsafe impl Sync for Lt {}
+
+impl Lt {
+    /// `workspace` is a device allocation of `workspace_bytes` that outlives
+    /// this handle (the executable owns both).
+    pub(crate) fn new(workspace: CUdeviceptr, workspace_bytes: usize) -> Result<Lt, CudaError> {
+        // SAFETY: only tries to open the library by its candidate names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(CudaError::Unavailable(
+                "libcublasLt cannot be loaded".into(),
+            ));
+        }
+        let handle = result::create_handle().map_err(|e| lt("create", e))?;
+        Ok(Lt {
+            handle,
+            workspace,
+            workspace_bytes,
+        })
+    }
+}
+
+impl Drop for Lt {
+    fn drop(&mut self) {
+        // SAFETY: created by `create_handle`, destroyed once.
+        unsafe {
+            let _ = result::destroy_handle(self.handle);
+        }
+    }
+}
+
+/// One GEMM ready to run: descriptors, chosen algorithm, device pointers.
+pub(crate) struct Prepared {
+    desc: sys::cublasLtMatmulDesc_t,
+    /// cuBLASLt's A (our B), B (our A), and C = D.
+    layouts: [sys::cublasLtMatrixLayout_t; 3],
+    algo: sys::cublasLtMatmulAlgo_t,
+    ptrs: [CUdeviceptr; 3],
+}
+
+// SAFETY: the descriptors are plain heap objects of cuBLASLt, only read by
+// `cublasLtMatmul`; executables run one at a time (a Mutex), so no two
+// threads use them at once.
+unsafe impl Send for Prepared {}
+unsafe impl Sync for Prepared {}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        // SAFETY: each created once in `prepare`, destroyed once.
+        unsafe {
+            let _ = result::destroy_matmul_desc(self.desc);
+            for l in self.layouts {
+                let _ = result::destroy_matrix_layout(l);
+            }
+        }
+    }
+}
+
+fn i64_of(v: u64, what: &str) -> Result<i64, CudaError> {
+    i64::try_from(v).map_err(|_| CudaError::Unsupported(format!("a GEMM {what} of {v}")))
+}
+
+/// A column-major layout of `rows` x `cols` with leading dim `ld`, batched.
+fn layout(
+    rows: u64,
+    cols: u64,
+    ld: u64,
+    batch: u64,
+    stride: u64,
+) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
+    let l = result::create_matrix_layout(
+        sys::cudaDataType::CUDA_R_32F,
+        rows,
+        cols,
+        i64_of(ld, "leading dim")?,
+    )
+    .map_err(|e| lt("layout", e))?;
+    let count = i32::try_from(batch)
+        .map_err(|_| CudaError::Unsupported(format!("a GEMM batch of {batch}")))?;
+    let stride = i64_of(stride, "batch stride")?;
+    // SAFETY: `l` is a live layout; the values match the attributes' types.
+    unsafe {
+        result::set_matrix_layout_attribute(
+            l,
+            sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+            (&count as *const i32).cast(),
+            size_of::<i32>(),
+        )
+        .and_then(|()| {
+            result::set_matrix_layout_attribute(
+                l,
+                sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                (&stride as *const i64).cast(),
+                size_of::<i64>(),
+            )
+        })
+        .map_err(|e| {
+            let _ = result::destroy_matrix_layout(l);
+            lt("layout batch", e)
+        })?;
+    }
+    Ok(l)
+}
+
+/// Sets one matmul descriptor attribute from a value.
+///
+/// # Safety
+/// `desc` is live and `T` is the attribute's type.
+unsafe fn set_desc<T>(
+    desc: sys::cublasLtMatmulDesc_t,
+    attr: sys::cublasLtMatmulDescAttributes_t,
+    v: &T,
+) -> Result<(), CudaError> {
+    result::set_matmul_desc_attribute(desc, attr, (v as *const T).cast(), size_of::<T>())
+        .map_err(|e| lt("descriptor", e))
+}
+
+/// Builds the descriptors of `g` (whose ranges start at `base` in device
+/// memory) and picks its algorithm.
+pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared, CudaError> {
+    use sys::cublasLtMatmulDescAttributes_t as D;
+    let desc = result::create_matmul_desc(
+        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        sys::cudaDataType::CUDA_R_32F,
+    )
+    .map_err(|e| lt("matmul descriptor", e))?;
+    let mut p = Prepared {
+        desc,
+        layouts: [std::ptr::null_mut(); 3],
+        algo: unsafe { std::mem::zeroed() },
+        ptrs: [base + g.b.offset, base + g.a.offset, base + g.c.offset],
+    };
+    // cuBLASLt's A is our B: column-major n x k (op N) or, transposed, k x n.
+    let (ra, ca) = if g.trans_b { (g.k, g.n) } else { (g.n, g.k) };
+    let (rb, cb) = if g.trans_a { (g.m, g.k) } else { (g.k, g.m) };
+    p.layouts[0] = layout(ra, ca, g.ldb, g.batch, g.stride_b)?;
+    p.layouts[1] = layout(rb, cb, g.lda, g.batch, g.stride_a)?;
+    p.layouts[2] = layout(g.n, g.m, g.ldc, g.batch, g.stride_c)?;
+    let epilogue = match (g.bias.is_some(), g.relu) {
+        (false, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT,
+        (false, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU,
+        (true, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
+        (true, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
+    };
+    // SAFETY: `desc` is live; each value has its attribute's type (the
+    // transposes are cublasOperation_t, an i32; the bias a device pointer).
+    unsafe {
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSA, &i32::from(g.trans_b))?;
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSB, &i32::from(g.trans_a))?;
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue)?;
+        if let Some(bias) = g.bias {
+            let ptr: CUdeviceptr = base + bias.offset;
+            set_desc(desc, D::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr)?;
+            set_desc(desc, D::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &0i64)?;
+        }
+    }
+    let pref = result::create_matmul_pref().map_err(|e| lt("preference", e))?;
+    let ws = lt_.workspace_bytes as u64;
+    // SAFETY: all descriptors are live; the preference is destroyed once.
+    let heuristic = unsafe {
+        let r = result::set_matmul_pref_attribute(
+            pref,
+            sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            (&ws as *const u64).cast(),
+            size_of::<u64>(),
+        )
+        .and_then(|()| {
+            result::get_matmul_algo_heuristic(
+                lt_.handle,
+                desc,
+                p.layouts[0],
+                p.layouts[1],
+                p.layouts[2],
+                p.layouts[2],
+                pref,
+            )
+        });
+        let _ = result::destroy_matmul_pref(pref);
+        r.map_err(|e| lt(&format!("no algorithm for {g}"), e))?
+    };
+    p.algo = heuristic.algo;
+    Ok(p)
+}
+
+/// Enqueues `p` on `stream`: `D = A B` (beta 0, C = D).
+pub(crate) fn run(lt_: &Lt, p: &Prepared, stream: sys::cudaStream_t) -> Result<(), CudaError> {
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let [a, b, c] = p.ptrs;
+    // SAFETY: the descriptors are live, the pointers lie inside the
+    // executable's buffer (checked when planned), the workspace outlives `lt_`.
+    unsafe {
+        result::matmul(
+            lt_.handle,
+            p.desc,
+            (&alpha as *const f32).cast::<c_void>(),
+            (&beta as *const f32).cast::<c_void>(),
+            a as *const c_void,
+            p.layouts[0],
+            b as *const c_void,
+            p.layouts[1],
+            c as *const c_void,
+            p.layouts[2],
+            c as *mut c_void,
+            p.layouts[2],
+            &p.algo,
+            lt_.workspace as *mut c_void,
+            lt_.workspace_bytes,
+            stream,
+        )
+    }
+    .map_err(|e| lt("matmul", e))
+}

@@ -1,0 +1,64 @@
+//! rlx-cuda: the CUDA backend.
+//!
+//! - [`plan`] (pure, no device): a legalized graph and its memory plan become
+//!   a [`Schedule`] over one device buffer (laid out by rlx-gpu): NVRTC kernel
+//!   launches with typed parameter structs, and cuBLASLt GEMMs.
+//! - [`device`]: an explicit [`Context`] (driver, stream, NVRTC module cache);
+//!   an [`Executable`] allocates once, uploads constants once, and replays the
+//!   schedule as a CUDA graph when it needs no host reads.
+//! - [`kernels`]: one file per kernel family; CUDA sources in `kernels/cuda/`.
+//! - [`support`]: which nodes the backend runs, and why not.
+
+pub mod compile;
+pub mod device;
+mod gemm;
+pub mod kernels;
+pub mod plan;
+pub mod schedule;
+pub mod support;
+
+#[cfg(test)]
+mod tests;
+
+use rlx_ir::{Node, TensorType};
+
+pub use compile::{CompileOptions, Compiler};
+pub use device::{Context, ContextOptions, Executable};
+pub use plan::{plan, PlanOptions};
+pub use schedule::{Gemm, Launch, Module, Schedule};
+
+/// Why planning, compiling or running failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CudaError {
+    /// No driver, no device, or a CUDA library missing: callers may skip.
+    #[error("CUDA is not available: {0}")]
+    Unavailable(String),
+    #[error("node `{node}` (from ONNX {}): {reason}", .origin.join(", "))]
+    Node {
+        node: String,
+        origin: Vec<String>,
+        reason: String,
+    },
+    /// The model needs something this backend does not do (not a node's op).
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("input {index}: {reason}")]
+    Input { index: usize, reason: String },
+    #[error("device error: {0}")]
+    Device(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The CUDA backend as legalization sees it.
+pub struct CudaBackend;
+
+impl rlx_passes::Backend for CudaBackend {
+    fn name(&self) -> &str {
+        "cuda"
+    }
+
+    fn supports(&self, node: &Node, inputs: &[TensorType]) -> Result<(), rlx_passes::Reason> {
+        support::supports(node, inputs).map_err(rlx_passes::Reason)
+    }
+}

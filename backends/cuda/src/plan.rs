@@ -1,0 +1,112 @@
+//! The CUDA plan: rlx-gpu's planner lays the graph out in one device buffer
+//! and walks it, control flow included; this file supplies the CUDA
+//! [`Lowering`] (a node's kernels or cuBLASLt GEMMs, the slab-copy and
+//! counter kernels) and attaches each launch's node. Pure: no device.
+
+use rlx_gpu::control::SlabCopy;
+use rlx_gpu::geometry::LResult;
+use rlx_gpu::{Lowered, Lowering, NodeIo, PlanError, Planned, Range};
+use rlx_ir::{Graph, Node, Op, Weights};
+use rlx_passes::memory::MemoryPlan;
+
+use crate::kernels::{control, matmul, Modules};
+use crate::schedule::{Launch, Schedule};
+use crate::CudaError;
+
+/// What the plan is made for. Empty for now: every choice this slice makes
+/// holds on every CUDA device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanOptions {}
+
+/// The CUDA lowering: modules shared by all launches of the schedule.
+#[derive(Default)]
+struct Cuda {
+    modules: Modules,
+}
+
+impl Lowering for Cuda {
+    type Launch = Launch;
+
+    fn node(&mut self, node: &Node, io: NodeIo) -> LResult<Lowered<Launch>> {
+        let launches = match &node.op {
+            Op::MatMul(_) => matmul::lower(&io)?,
+            op => {
+                return Err(format!(
+                    "the cuda backend has no kernel for `{}`",
+                    op.name()
+                ))
+            }
+        };
+        Ok(Lowered {
+            launches,
+            scratch_end: io.scratch_at,
+        })
+    }
+
+    fn slab_copy(&mut self, copy: SlabCopy) -> LResult<Launch> {
+        Ok(control::slab(&mut self.modules, copy))
+    }
+
+    fn counter(&mut self, counter: Range, increment: bool) -> LResult<Launch> {
+        Ok(control::counter(&mut self.modules, counter, increment))
+    }
+}
+
+impl From<PlanError> for CudaError {
+    fn from(e: PlanError) -> CudaError {
+        match e {
+            PlanError::Node {
+                node,
+                origin,
+                reason,
+            } => CudaError::Node {
+                node,
+                origin,
+                reason,
+            },
+            PlanError::Internal(s) => CudaError::Internal(s),
+        }
+    }
+}
+
+/// Builds the schedule of a legalized, concrete graph.
+pub fn plan(
+    g: &Graph,
+    weights: &Weights,
+    mem: &MemoryPlan,
+    _opts: &PlanOptions,
+) -> Result<Schedule, CudaError> {
+    let mut cuda = Cuda::default();
+    let Planned {
+        launches,
+        steps,
+        consts,
+        inputs,
+        outputs,
+        arena_bytes,
+        buffer_bytes,
+    } = rlx_gpu::plan(g, weights, mem, &mut cuda)?;
+    let launches = launches
+        .into_iter()
+        .map(|placed| {
+            let mut l = placed.launch;
+            let (node, origin) = match &mut l {
+                Launch::Kernel(k) => (&mut k.node, &mut k.origin),
+                Launch::Gemm(g) => (&mut g.node, &mut g.origin),
+            };
+            *node = placed.node;
+            *origin = placed.origin;
+            l
+        })
+        .collect();
+    Ok(Schedule {
+        modules: cuda.modules.into_vec(),
+        launches,
+        steps,
+        consts,
+        inputs,
+        outputs,
+        arena_bytes,
+        buffer_bytes,
+    })
+}

@@ -1,0 +1,203 @@
+//! The CUDA schedule: plain data that the device half executes. One device
+//! buffer holds the arena, the constants, loop state and a scratch area (laid
+//! out by rlx-gpu's planner); every launch is an NVRTC-compiled kernel of a
+//! [`Module`] (operand pointers into the buffer, then its typed parameter
+//! struct by value) or a cuBLASLt GEMM ([`Gemm`]). Control flow is rlx-gpu's
+//! [`Step`] tree.
+
+use std::fmt;
+
+use rlx_gpu::schedule::{fmt_slots, fmt_steps};
+use rlx_gpu::ParamBlock;
+
+pub use rlx_gpu::{ConstBlock, IoSlot, Range, Step, Trip};
+
+/// A CUDA source module: a kernel family, compiled once by NVRTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    pub name: String,
+    /// Complete CUDA C: prelude, parameter structs (with their checks), kernels.
+    pub source: String,
+}
+
+/// A kernel launch: `entry` of module `module` over `grid` x `block`, given
+/// a pointer to the start of each operand range, then `params` by value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelLaunch {
+    pub module: usize,
+    pub entry: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub operands: Vec<Range>,
+    pub params: ParamBlock,
+    pub node: String,
+    pub origin: Vec<String>,
+}
+
+/// One fp32 GEMM in row-major terms, batched with constant strides:
+/// `C[m,n] = op(A)[m,k] * op(B)[k,n] (+ bias[n]) (then ReLU)` for each of
+/// `batch` matrices. `A` is `[m,k]` with row stride `lda` (`[k,m]` when
+/// `trans_a`), `B` is `[k,n]` with row stride `ldb` (`[n,k]` when
+/// `trans_b`), `C` is `[m,n]` with row stride `ldc`; strides are in
+/// elements, a batch stride of 0 repeats the operand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gemm {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub trans_a: bool,
+    pub trans_b: bool,
+    pub lda: u64,
+    pub ldb: u64,
+    pub ldc: u64,
+    pub batch: u64,
+    pub stride_a: u64,
+    pub stride_b: u64,
+    pub stride_c: u64,
+    pub a: Range,
+    pub b: Range,
+    pub c: Range,
+    /// A row vector of `n` f32 added to every row of C (every batch).
+    pub bias: Option<Range>,
+    pub relu: bool,
+}
+
+impl fmt::Display for Gemm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = |b: bool| if b { "t" } else { "n" };
+        write!(
+            f,
+            "m={} n={} k={} op={}{} lda={} ldb={} ldc={} batch={} strides=[{},{},{}] a={} b={} c={}",
+            self.m,
+            self.n,
+            self.k,
+            t(self.trans_a),
+            t(self.trans_b),
+            self.lda,
+            self.ldb,
+            self.ldc,
+            self.batch,
+            self.stride_a,
+            self.stride_b,
+            self.stride_c,
+            self.a,
+            self.b,
+            self.c
+        )?;
+        if let Some(b) = self.bias {
+            write!(f, " bias={b}")?;
+        }
+        if self.relu {
+            f.write_str(" relu")?;
+        }
+        Ok(())
+    }
+}
+
+/// A cuBLASLt GEMM launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmLaunch {
+    pub gemm: Gemm,
+    pub node: String,
+    pub origin: Vec<String>,
+}
+
+/// One launch of the schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Launch {
+    Kernel(KernelLaunch),
+    Gemm(GemmLaunch),
+}
+
+impl Launch {
+    pub fn node(&self) -> &str {
+        match self {
+            Launch::Kernel(k) => &k.node,
+            Launch::Gemm(g) => &g.node,
+        }
+    }
+
+    pub fn origin(&self) -> &[String] {
+        match self {
+            Launch::Kernel(k) => &k.origin,
+            Launch::Gemm(g) => &g.origin,
+        }
+    }
+}
+
+/// A complete CUDA schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    pub modules: Vec<Module>,
+    /// Every launch, top level and bodies; [`Schedule::steps`] orders them.
+    pub launches: Vec<Launch>,
+    pub steps: Vec<Step>,
+    pub consts: Vec<ConstBlock>,
+    pub inputs: Vec<IoSlot>,
+    pub outputs: Vec<IoSlot>,
+    /// Bytes of the memory plan's arena (at offset 0 of the buffer).
+    pub arena_bytes: u64,
+    /// Bytes of the whole device buffer: arenas, constants, loop state, scratch.
+    pub buffer_bytes: u64,
+}
+
+impl Schedule {
+    fn fmt_launch(&self, f: &mut fmt::Formatter<'_>, i: usize) -> fmt::Result {
+        match self.launches.get(i) {
+            Some(Launch::Kernel(k)) => {
+                let module = self.modules.get(k.module).map_or("?", |m| m.name.as_str());
+                let ops: Vec<String> = k.operands.iter().map(|r| r.to_string()).collect();
+                write!(
+                    f,
+                    "{i:>3} {module}.{} grid={:?} block={:?} operands={} {{{}}}  # {}",
+                    k.entry,
+                    k.grid,
+                    k.block,
+                    ops.join(""),
+                    k.params,
+                    k.origin.join(", ")
+                )
+            }
+            Some(Launch::Gemm(g)) => write!(
+                f,
+                "{i:>3} cublaslt.gemm_f32 {{{}}}  # {}",
+                g.gemm,
+                g.origin.join(", ")
+            ),
+            None => write!(f, "{i:>3} ?"),
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cbytes: u64 = self.consts.iter().map(|c| c.bytes.len() as u64).sum();
+        let gemms = self
+            .launches
+            .iter()
+            .filter(|l| matches!(l, Launch::Gemm(_)))
+            .count();
+        writeln!(
+            f,
+            "cuda schedule: {} launches ({} gemms), {} modules, buffer {} bytes (arena {}, constants {} in {} blocks)",
+            self.launches.len(),
+            gemms,
+            self.modules.len(),
+            self.buffer_bytes,
+            self.arena_bytes,
+            cbytes,
+            self.consts.len()
+        )?;
+        for (i, m) in self.modules.iter().enumerate() {
+            writeln!(
+                f,
+                "  module {i} {} ({} bytes of CUDA C)",
+                m.name,
+                m.source.len()
+            )?;
+        }
+        fmt_slots(f, "input", &self.inputs)?;
+        fmt_steps(f, &self.steps, 1, &mut |f, i| self.fmt_launch(f, i))?;
+        fmt_slots(f, "output", &self.outputs)
+    }
+}
