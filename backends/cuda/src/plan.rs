@@ -6,10 +6,10 @@
 use rlx_gpu::control::SlabCopy;
 use rlx_gpu::geometry::LResult;
 use rlx_gpu::{Lowered, Lowering, NodeIo, PlanError, Planned, Range};
-use rlx_ir::{Graph, Node, Op, Weights};
+use rlx_ir::{Graph, Node, Weights};
 use rlx_passes::memory::MemoryPlan;
 
-use crate::kernels::{control, matmul, Modules};
+use crate::kernels::{control, lower, Cx, Modules};
 use crate::schedule::{Launch, Schedule};
 use crate::CudaError;
 
@@ -28,18 +28,11 @@ impl Lowering for Cuda {
     type Launch = Launch;
 
     fn node(&mut self, node: &Node, io: NodeIo) -> LResult<Lowered<Launch>> {
-        let launches = match &node.op {
-            Op::MatMul(_) => matmul::lower(&io)?,
-            op => {
-                return Err(format!(
-                    "the cuda backend has no kernel for `{}`",
-                    op.name()
-                ))
-            }
-        };
+        let mut cx = Cx::new(node, io, &mut self.modules);
+        lower(&mut cx)?;
         Ok(Lowered {
-            launches,
-            scratch_end: io.scratch_at,
+            scratch_end: cx.scratch_end(),
+            launches: cx.take_launches(),
         })
     }
 

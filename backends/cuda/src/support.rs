@@ -1,8 +1,9 @@
-//! Which nodes the CUDA backend runs, and why not. In this slice: leaves,
-//! views, control flow whose bodies run, and f32 `MatMul` (cuBLASLt).
-//! Everything else is refused by op name, so legalization can report it.
+//! Which nodes the CUDA backend runs, and why not: leaves, views, control
+//! flow whose bodies run, and every node its kernel family
+//! ([`crate::kernels::family`]) accepts. Everything else is refused by op
+//! name, so legalization can report it.
 
-use rlx_ir::{DType, Node, Op, TensorType};
+use rlx_ir::{Node, Op, TensorType};
 
 /// Whether the backend runs `node` as it is, with inputs of these types.
 pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
@@ -10,24 +11,13 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         Op::Input(_) | Op::Weight(_) | Op::Constant(_) => Ok(()),
         Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => Ok(()),
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => bodies(node),
-        Op::MatMul(_) => {
-            for (i, t) in inputs.iter().take(2).enumerate() {
-                if t.dtype != DType::F32 {
-                    return Err(format!(
-                        "matmul on {} (input {i}) has no cuda kernel (f32 only)",
-                        t.dtype
-                    ));
-                }
-                if t.shape.rank() == 0 {
-                    return Err("matmul of a scalar".into());
-                }
-            }
-            Ok(())
-        }
-        op => Err(format!(
-            "the cuda backend has no kernel for `{}` yet",
-            op.name()
-        )),
+        op => match crate::kernels::family(op) {
+            Some(f) => (f.supports)(node, inputs),
+            None => Err(format!(
+                "the cuda backend has no kernel for `{}` yet",
+                op.name()
+            )),
+        },
     }
 }
 

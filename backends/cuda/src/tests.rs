@@ -15,7 +15,7 @@ use rlx_ir::{Tensor, Weights};
 use rlx_passes::plan_memory;
 
 use crate::compile::{nvrtc_available, CompileOptions, Compiler};
-use crate::kernels::{module_source, FAMILIES, PRELUDE};
+use crate::kernels::{module_source, PRELUDE, SOURCES};
 use crate::{plan, Context, Executable, PlanOptions, Schedule};
 
 fn graph(body: &str) -> rlx_ir::Graph {
@@ -160,7 +160,7 @@ fn every_module_and_param_struct_compiles_with_nvrtc() {
         return;
     }
     let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
-    let mut sources: Vec<(String, String)> = FAMILIES
+    let mut sources: Vec<(String, String)> = SOURCES
         .iter()
         .map(|f| (f.name.to_string(), module_source(f)))
         .collect();
@@ -169,7 +169,7 @@ fn every_module_and_param_struct_compiles_with_nvrtc() {
             sources.push((m.name, m.source));
         }
     }
-    for f in FAMILIES {
+    for f in SOURCES {
         for l in (f.layouts)() {
             let src = format!("{PRELUDE}\n{}{}", l.cuda(), l.cuda_checks());
             sources.push((format!("layout_{}", l.name), src));

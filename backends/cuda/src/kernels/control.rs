@@ -5,10 +5,10 @@ use rlx_gpu::control::{CounterParams, SlabCopy};
 use rlx_gpu::geometry::fold_grid;
 use rlx_gpu::{Layout, ParamBlock, Params, Range};
 
-use super::{Family, Modules};
+use super::{Modules, Source};
 use crate::schedule::{KernelLaunch, Launch};
 
-pub const FAMILY: Family = Family {
+pub const SOURCE: Source = Source {
     name: "control",
     source: include_str!("../../../../kernels/cuda/control.cu"),
     layouts,
@@ -65,7 +65,7 @@ pub fn slab(modules: &mut Modules, copy: SlabCopy) -> Launch {
         copy.span
     };
     let blocks = units.div_ceil(BLOCK).clamp(1, MAX_BLOCKS);
-    let m = modules.of(&FAMILY);
+    let m = modules.of(&SOURCE);
     kernel(
         m,
         "slab_copy",
@@ -78,7 +78,7 @@ pub fn slab(modules: &mut Modules, copy: SlabCopy) -> Launch {
 
 /// Resets (or increments) the i64 loop counter: one thread.
 pub fn counter(modules: &mut Modules, counter: Range, increment: bool) -> Launch {
-    let m = modules.of(&FAMILY);
+    let m = modules.of(&SOURCE);
     let p = CounterParams {
         increment: u32::from(increment),
     };

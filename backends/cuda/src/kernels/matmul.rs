@@ -6,8 +6,9 @@
 
 use rlx_gpu::geometry::{strides, LResult};
 use rlx_gpu::{NodeIo, Operand, Range};
-use rlx_ir::DType;
+use rlx_ir::{DType, Node, TensorType};
 
+use super::Cx;
 use crate::schedule::{Gemm, GemmLaunch, Launch};
 
 /// The most GEMMs one MatMul unrolls into (outer batch dims).
@@ -91,7 +92,31 @@ fn span(at: u64, batch: usize, batch_stride: usize, rows: usize, ld: usize, cols
 }
 
 /// The GEMMs of a MatMul with inputs `io.ins[0..2]` and output `io.outs[0]`.
-pub fn lower(io: &NodeIo) -> LResult<Vec<Launch>> {
+/// f32 operands of rank 1 or more.
+pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    for (i, t) in inputs.iter().take(2).enumerate() {
+        if t.dtype != DType::F32 {
+            return Err(format!(
+                "matmul on {} (input {i}) has no cuda kernel (f32 only)",
+                t.dtype
+            ));
+        }
+        if t.shape.rank() == 0 {
+            return Err("matmul of a scalar".into());
+        }
+    }
+    Ok(())
+}
+
+pub fn lower(cx: &mut Cx) -> LResult<()> {
+    for l in gemm_launches(&cx.io)? {
+        cx.push(l);
+    }
+    Ok(())
+}
+
+/// The GEMM launches of a MatMul with these operands.
+pub fn gemm_launches(io: &NodeIo) -> LResult<Vec<Launch>> {
     let (a, b, c) = match (io.ins.first(), io.ins.get(1), io.outs.first()) {
         (Some(a), Some(b), Some(c)) => (a, b, c),
         _ => return Err("matmul needs two inputs and an output".into()),
@@ -215,7 +240,7 @@ mod tests {
             values: vec![None, None],
             scratch_at: 0,
         };
-        lower(&io)
+        gemm_launches(&io)
             .unwrap()
             .into_iter()
             .map(|l| match l {
@@ -263,6 +288,6 @@ mod tests {
             values: vec![None, None],
             scratch_at: 0,
         };
-        assert!(lower(&io).unwrap_err().contains("inner dims"));
+        assert!(gemm_launches(&io).unwrap_err().contains("inner dims"));
     }
 }

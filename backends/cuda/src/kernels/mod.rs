@@ -1,32 +1,36 @@
 //! CUDA kernel families: each family's source file in `kernels/cuda/`, the
 //! parameter structs it reads (printed from their rlx-gpu [`Layout`]s, with
 //! `static_assert`s of size and offsets, so host and kernel cannot drift),
-//! and its lowering. [`Modules`] collects the modules a schedule uses.
+//! and its lowering. [`family`] is the one table mapping ops to a family's
+//! `supports` and `lower`, so what legalization is told and what the plan
+//! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
 pub mod control;
 pub mod matmul;
 
-use rlx_gpu::Layout;
+use rlx_gpu::geometry::{fold_grid, LResult};
+use rlx_gpu::{Layout, NodeIo, ParamBlock, Params, Range};
+use rlx_ir::{Node, Op, TensorType};
 
-use crate::schedule::Module;
+use crate::schedule::{KernelLaunch, Launch, Module};
 
 /// Shared by every module.
 pub const PRELUDE: &str = include_str!("../../../../kernels/cuda/prelude.cuh");
 
-/// A kernel family: its module name, its source, and the parameter structs
-/// its entry points take.
-pub struct Family {
+/// A CUDA module of fixed source: its name, its `.cu` text, and the
+/// parameter structs its entry points take.
+pub struct Source {
     pub name: &'static str,
     pub source: &'static str,
     pub layouts: fn() -> Vec<Layout>,
 }
 
-/// Every family with a CUDA source, for tests that compile them all.
-pub const FAMILIES: &[&Family] = &[&control::FAMILY];
+/// Every module of fixed source, for tests that compile them all.
+pub const SOURCES: &[&Source] = &[&control::SOURCE];
 
-/// The complete source of a family's module: the prelude, each parameter
-/// struct and its checks, then the kernels.
-pub fn module_source(f: &Family) -> String {
+/// The complete source of a module: the prelude, each parameter struct and
+/// its checks, then the kernels.
+pub fn module_source(f: &Source) -> String {
     let mut s = String::from(PRELUDE);
     for l in (f.layouts)() {
         s.push('\n');
@@ -46,13 +50,20 @@ pub struct Modules {
 
 impl Modules {
     /// The index of `f`'s module, adding it on first use.
-    pub fn of(&mut self, f: &Family) -> usize {
-        if let Some(i) = self.modules.iter().position(|m| m.name == f.name) {
+    pub fn of(&mut self, f: &Source) -> usize {
+        self.generated(f.name, || module_source(f))
+    }
+
+    /// The index of the module called `name` (per-node generated source,
+    /// named by a hash of it or by what makes it unique), adding `source()`
+    /// on first use.
+    pub fn generated(&mut self, name: &str, source: impl FnOnce() -> String) -> usize {
+        if let Some(i) = self.modules.iter().position(|m| m.name == name) {
             return i;
         }
         self.modules.push(Module {
-            name: f.name.to_string(),
-            source: module_source(f),
+            name: name.to_string(),
+            source: source(),
         });
         self.modules.len() - 1
     }
@@ -60,4 +71,140 @@ impl Modules {
     pub fn into_vec(self) -> Vec<Module> {
         self.modules
     }
+}
+
+/// What a node's lowering sees and where its launches go.
+pub struct Cx<'a> {
+    pub node: &'a Node,
+    pub io: NodeIo,
+    pub modules: &'a mut Modules,
+    scratch_used: u64,
+    launches: Vec<Launch>,
+}
+
+impl<'a> Cx<'a> {
+    pub fn new(node: &'a Node, io: NodeIo, modules: &'a mut Modules) -> Cx<'a> {
+        Cx {
+            node,
+            io,
+            modules,
+            scratch_used: 0,
+            launches: Vec::new(),
+        }
+    }
+
+    pub fn input(&self, i: usize) -> LResult<&rlx_gpu::Operand> {
+        self.io
+            .ins
+            .get(i)
+            .ok_or_else(|| format!("input {i} is missing"))
+    }
+
+    pub fn output(&self, i: usize) -> LResult<&rlx_gpu::Operand> {
+        self.io
+            .outs
+            .get(i)
+            .ok_or_else(|| format!("output {i} is missing"))
+    }
+
+    /// Scratch bytes for this node (the next node reuses them).
+    pub fn scratch(&mut self, bytes: u64) -> Range {
+        let offset = (self.io.scratch_at + self.scratch_used).next_multiple_of(256);
+        self.scratch_used = offset + bytes - self.io.scratch_at;
+        Range { offset, bytes }
+    }
+
+    pub fn scratch_end(&self) -> u64 {
+        self.io.scratch_at + self.scratch_used
+    }
+
+    /// A launch of `entry` in module `module` over `blocks` blocks of `block`
+    /// threads (the grid folded past 65535 blocks into y).
+    pub fn kernel(
+        &mut self,
+        module: usize,
+        entry: &str,
+        blocks: u64,
+        block: u32,
+        operands: Vec<Range>,
+        params: ParamBlock,
+    ) {
+        if blocks == 0 {
+            return;
+        }
+        self.launches.push(Launch::Kernel(KernelLaunch {
+            module,
+            entry: entry.to_string(),
+            grid: fold_grid(blocks),
+            block: [block, 1, 1],
+            operands,
+            params,
+            node: String::new(),
+            origin: Vec::new(),
+        }));
+    }
+
+    /// [`Cx::kernel`] with a typed parameter struct.
+    pub fn kernel_params<P: Params>(
+        &mut self,
+        module: usize,
+        entry: &str,
+        blocks: u64,
+        block: u32,
+        operands: Vec<Range>,
+        p: &P,
+    ) {
+        self.kernel(module, entry, blocks, block, operands, ParamBlock::of(p));
+    }
+
+    /// A launch built elsewhere (a GEMM, say).
+    pub fn push(&mut self, l: Launch) {
+        self.launches.push(l);
+    }
+
+    pub fn take_launches(&mut self) -> Vec<Launch> {
+        std::mem::take(&mut self.launches)
+    }
+}
+
+/// A kernel family's two halves: whether a node runs (with the reason when
+/// not), and its lowering.
+#[derive(Clone, Copy)]
+pub struct Family {
+    pub supports: fn(&Node, &[TensorType]) -> LResult<()>,
+    pub lower: fn(&mut Cx) -> LResult<()>,
+}
+
+/// The family that runs `op`, if any. Leaves, views and control flow are not
+/// lowered here (the planner places and walks them).
+pub fn family(op: &Op) -> Option<Family> {
+    Some(match op {
+        Op::MatMul(_) => Family {
+            supports: matmul::supports,
+            lower: matmul::lower,
+        },
+        _ => return None,
+    })
+}
+
+/// Emits the launches of the node in `cx`, after its family's check.
+pub fn lower(cx: &mut Cx) -> LResult<()> {
+    let node = cx.node;
+    let f = family(&node.op).ok_or_else(|| {
+        format!(
+            "the cuda backend has no kernel for `{}` yet",
+            node.op.name()
+        )
+    })?;
+    let types: Vec<TensorType> = cx
+        .io
+        .ins
+        .iter()
+        .map(|o| TensorType::known(o.dtype, &o.dims))
+        .collect();
+    (f.supports)(node, &types)?;
+    if cx.io.outs.iter().all(|o| o.numel() == 0) {
+        return Ok(());
+    }
+    (f.lower)(cx)
 }
