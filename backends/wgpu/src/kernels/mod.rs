@@ -311,16 +311,18 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
             _ => Err("not a conv_transpose".into()),
         }),
-        Op::Pool(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::Pool(_) => fam(pool::supports, |cx| match &cx.node.op {
             Op::Pool(p) => pool::lower(cx, p),
             _ => Err("not a pool".into()),
         }),
-        Op::Lrn(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::Lrn(_) => fam(pool::supports, |cx| match &cx.node.op {
             Op::Lrn(l) => pool::lower_lrn(cx, l),
             _ => Err("not an lrn".into()),
         }),
-        Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => fam(legacy, reduce::lower),
-        Op::Softmax(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => {
+            fam(reduce::supports, reduce::lower)
+        }
+        Op::Softmax(_) => fam(softmax::supports, |cx| match &cx.node.op {
             Op::Softmax(s) => softmax::lower(cx, s),
             _ => Err("not a softmax".into()),
         }),
@@ -328,7 +330,7 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::Attention(a) => attention::lower(cx, a),
             _ => Err("not an attention".into()),
         }),
-        Op::LayerNorm(_) | Op::RmsNorm(_) => fam(legacy, norm::lower),
+        Op::LayerNorm(_) | Op::RmsNorm(_) => fam(norm::supports, norm::lower),
         Op::Transpose(_)
         | Op::Slice(_)
         | Op::Concat(_)
@@ -337,16 +339,18 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Pad(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
-        | Op::Tile(_) => fam(legacy, movement::lower),
-        Op::Gather(_) => fam(legacy, gather::lower),
-        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => fam(legacy, indexing::lower),
-        Op::NllLoss(_) => fam(legacy, |cx| match &cx.node.op {
+        | Op::Tile(_) => fam(movement::supports, movement::lower),
+        Op::Gather(_) => fam(gather::supports, gather::lower),
+        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => {
+            fam(indexing::supports, indexing::lower)
+        }
+        Op::NllLoss(_) => fam(loss::supports, |cx| match &cx.node.op {
             Op::NllLoss(l) => loss::lower(cx, l),
             _ => Err("not an nll_loss".into()),
         }),
-        Op::Resize(_) => fam(legacy, resize::lower),
-        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => fam(legacy, quant::lower),
-        Op::ScatterElements(_) | Op::ScatterNd(_) => fam(legacy, scatter::lower),
+        Op::Resize(_) => fam(resize::supports, resize::lower),
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => fam(quant::supports, quant::lower),
+        Op::ScatterElements(_) | Op::ScatterNd(_) => fam(scatter::supports, scatter::lower),
         _ => return None,
     })
 }
