@@ -197,10 +197,10 @@ pub fn copy_params(
         dims: [1; MAX_RANK],
         ..CopyParams::default()
     };
-    for i in 0..rank {
-        p.dims[i] = u32_of(v.dims[i], "a dim")?;
-        p.x_strides[i] = i32::try_from(v.strides[i]).map_err(|_| "stride out of the i32 range")?;
-        p.y_strides[i] = u32_of(ys[i], "a stride")?;
+    for (i, ((&d, &xs), &ys)) in v.dims.iter().zip(&v.strides).zip(ys).enumerate() {
+        p.dims[i] = u32_of(d, "a dim")?;
+        p.x_strides[i] = i32::try_from(xs).map_err(|_| "stride out of the i32 range")?;
+        p.y_strides[i] = u32_of(ys, "a stride")?;
     }
     Ok((p, items as u64))
 }
@@ -229,10 +229,10 @@ pub fn pad_params(
         in_dims: [1; MAX_RANK],
         pad_begin: [0; MAX_RANK],
     };
-    for i in 0..rank {
-        p.out_dims[i] = u32_of(y[i], "a dim")?;
-        p.in_dims[i] = u32_of(x[i], "a dim")?;
-        p.pad_begin[i] = i32::try_from(begin[i]).map_err(|_| "pad out of the i32 range")?;
+    for (i, ((&o, &d), &b)) in y.iter().zip(x).zip(begin).enumerate() {
+        p.out_dims[i] = u32_of(o, "a dim")?;
+        p.in_dims[i] = u32_of(d, "a dim")?;
+        p.pad_begin[i] = i32::try_from(b).map_err(|_| "pad out of the i32 range")?;
     }
     Ok(p)
 }

@@ -43,7 +43,7 @@ pub fn period(x: &[usize], len: usize, dims: &[usize]) -> LResult<usize> {
     let tail: usize = x[x.len().saturating_sub(dims.len())..].iter().product();
     let dense = dims.iter().skip_while(|&&d| d == 1).count();
     let tail_dense: usize = x[x.len().saturating_sub(dense)..].iter().product();
-    if n == 0 || len % n != 0 || (n != tail_dense && n != 1 && n != tail) {
+    if n == 0 || !len.is_multiple_of(n) || (n != tail_dense && n != 1 && n != tail) {
         return Err("scale/bias that do not broadcast as a suffix have no GPU kernel".into());
     }
     Ok(n)

@@ -71,7 +71,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         let pipe = cx.typed_pipeline("resize.axis", RESIZE_OPERANDS, &params.layout, SRC);
         cx.launch(
             pipe,
-            vec![src, dst.clone()],
+            vec![src, dst],
             params,
             items.div_ceil(crate::plan::WG),
         );
