@@ -1,24 +1,25 @@
 // pad: constant, edge, reflect and wrap padding (and cropping) of 1- or 2-word
 // elements, one invocation per output element. Tile is wrap padding.
-// Params after operands (x, y): n, words, rank, mode (0 constant, 1 edge,
-// 2 reflect, 3 wrap), value lo, value hi, out dims[8], in dims[8], pad begins[8] (i32).
+// Params: PadParams (rlx-gpu kernels/movement.rs) with the handles x, y: n, words,
+// rank, mode (0 constant, 1 edge, 2 reflect, 3 wrap), value (low and high word),
+// out_dims, in_dims, pad_begin (i32).
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wg_linear(wid, nwg) * 64u + li;
-    if (t >= P[2]) {
+    if (t >= p.n) {
         return;
     }
-    let mode = P[5];
+    let mode = p.mode;
     var rem = t;
     var xo = 0u;
     var stride = 1u;
     var inside = true;
-    for (var d = 0u; d < P[4]; d++) {
-        let a = P[4] - 1u - d;
-        let n = i32(P[16u + a]);
-        var c = i32(rem % P[8u + a]) - pi(24u + a);
-        rem = rem / P[8u + a];
+    for (var d = 0u; d < p.rank; d++) {
+        let a = p.rank - 1u - d;
+        let n = i32(p.in_dims[a]);
+        var c = i32(rem % p.out_dims[a]) - p.pad_begin[a];
+        rem = rem / p.out_dims[a];
         if (c < 0 || c >= n) {
             if (mode == 0u || n == 0) {
                 inside = false;
@@ -37,18 +38,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         xo += u32(max(c, 0)) * stride;
         stride *= u32(max(n, 1));
     }
-    let w = P[3];
+    let w = p.words;
     let yb = t * w;
     if (!inside) {
-        wr(P[1], yb, P[6]);
+        wr(p.y, yb, p.value[0]);
         if (w == 2u) {
-            wr(P[1], yb + 1u, P[7]);
+            wr(p.y, yb + 1u, p.value[1]);
         }
         return;
     }
     let xb = xo * w;
-    wr(P[1], yb, rd(P[0], xb));
+    wr(p.y, yb, rd(p.x, xb));
     if (w == 2u) {
-        wr(P[1], yb + 1u, rd(P[0], xb + 1u));
+        wr(p.y, yb + 1u, rd(p.x, xb + 1u));
     }
 }

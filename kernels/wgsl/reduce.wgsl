@@ -1,7 +1,8 @@
 // reduce: one workgroup of 64 per output element, a strided partial per
 // invocation, then a tree reduction in workgroup memory (argmax/argmin carry indices).
-// Params after operands (x, y): n_out, count, kind, select_last, KR (kept rank),
-// RR (reduced rank), kept dims[6], kept strides[6], reduced dims[6], reduced strides[6].
+// Params: ReduceParams (rlx-gpu kernels/reduce.rs) with the handles x, y: n_out,
+// count, kind, select_last, kept_rank, reduced_rank, kept_dims, kept_strides,
+// reduced_dims, reduced_strides (non-unit dims only, outermost first).
 // kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 l1, 6 l2, 7 log_sum, 8 log_sum_exp,
 // 9 sum_square, 10 argmax, 11 argmin (i64 output).
 
@@ -11,10 +12,10 @@ var<workgroup> si: array<u32, 64>;
 fn r_offset(r0: u32) -> u32 {
     var r = r0;
     var off = 0u;
-    for (var d = 0u; d < P[7]; d++) {
-        let a = P[7] - 1u - d;
-        off += (r % P[20u + a]) * P[26u + a];
-        r = r / P[20u + a];
+    for (var d = 0u; d < p.reduced_rank; d++) {
+        let a = p.reduced_rank - 1u - d;
+        off += (r % p.reduced_dims[a]) * p.reduced_strides[a];
+        r = r / p.reduced_dims[a];
     }
     return off;
 }
@@ -41,7 +42,7 @@ fn r_identity(kind: u32) -> f32 {
 // or the higher one with select_last.
 fn r_better(kind: u32, av: f32, ai: u32, bv: f32, bi: u32) -> bool {
     if (av == bv) {
-        return select((ai < bi), (ai > bi), P[5] != 0u);
+        return select((ai < bi), (ai > bi), p.select_last != 0u);
     }
     return select((av < bv), (av > bv), kind == 10u);
 }
@@ -66,17 +67,17 @@ fn r_tree(li: u32, kind: u32) {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let o = wg_linear(wid, nwg);
-    if (o >= P[2]) {
+    if (o >= p.n_out) {
         return;
     }
-    let count = P[3];
-    let kind = P[4];
+    let count = p.count;
+    let kind = p.kind;
     var rem = o;
     var base = 0u;
-    for (var d = 0u; d < P[6]; d++) {
-        let a = P[6] - 1u - d;
-        base += (rem % P[8u + a]) * P[14u + a];
-        rem = rem / P[8u + a];
+    for (var d = 0u; d < p.kept_rank; d++) {
+        let a = p.kept_rank - 1u - d;
+        base += (rem % p.kept_dims[a]) * p.kept_strides[a];
+        rem = rem / p.kept_dims[a];
     }
     // Phase 1: the value the kernel combines (for log_sum_exp, the max first).
     var ck = kind;
@@ -91,7 +92,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         acc = select(inf_f32(), -inf_f32(), kind == 10u);
     }
     for (var r = li; r < count; r += 64u) {
-        var v = ldf(P[0], base + r_offset(r));
+        var v = ldf(p.x, base + r_offset(r));
         if (kind >= 10u) {
             if (best_i == 0xffffffffu || r_better(kind, v, r, acc, best_i)) {
                 acc = v;
@@ -112,7 +113,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // Invocations that saw no element must lose every comparison.
         if (best_i == 0xffffffffu) {
             sv[li] = select(inf_f32(), -inf_f32(), kind == 10u);
-            si[li] = select(0xffffffffu, 0u, P[5] != 0u);
+            si[li] = select(0xffffffffu, 0u, p.select_last != 0u);
         }
     }
     r_tree(li, ck);
@@ -121,12 +122,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
         var s = 0.0;
         for (var r = li; r < count; r += 64u) {
-            s += exp(ldf(P[0], base + r_offset(r)) - m);
+            s += exp(ldf(p.x, base + r_offset(r)) - m);
         }
         sv[li] = s;
         r_tree(li, 0u);
         if (li == 0u) {
-            stf(P[1], o, m + log(sv[0]));
+            stf(p.y, o, m + log(sv[0]));
         }
         return;
     }
@@ -136,8 +137,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var res = sv[0];
     if (kind >= 10u) {
         let i = min(si[0], max(count, 1u) - 1u);
-        wr(P[1], 2u * o, i);
-        wr(P[1], 2u * o + 1u, 0u);
+        wr(p.y, 2u * o, i);
+        wr(p.y, 2u * o + 1u, 0u);
         return;
     }
     if (kind == 1u) {
@@ -147,5 +148,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     } else if (kind == 7u) {
         res = log(res);
     }
-    stf(P[1], o, res);
+    stf(p.y, o, res);
 }

@@ -3,9 +3,8 @@
 // workgroup memory), computed on u32 pairs with the int64.wgsl helpers. 32-bit
 // elements are widened (sign-extended when signed) and stored as the low word,
 // which is what wrapping 32-bit arithmetic gives.
-// Params after operands (x, y): n_out, count, kind, select_last, KR, RR, kept
-// dims[6], kept strides[6], reduced dims[6], reduced strides[6], wide (1: two
-// words per element), signed.
+// Params: ReduceIntParams (rlx-gpu kernels/reduce.rs) with the handles x, y: the
+// fields of ReduceParams, then wide (1: two words per element) and is_signed.
 // kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 l1, 9 sum_square, 10 argmax,
 // 11 argmin (i64 output). An empty max/min gives the dtype's lowest/highest value.
 
@@ -17,24 +16,24 @@ var<workgroup> si: array<u32, 64>;
 fn ri_offset(r0: u32) -> u32 {
     var r = r0;
     var off = 0u;
-    for (var d = 0u; d < P[7]; d++) {
-        let a = P[7] - 1u - d;
-        off += (r % P[20u + a]) * P[26u + a];
-        r = r / P[20u + a];
+    for (var d = 0u; d < p.reduced_rank; d++) {
+        let a = p.reduced_rank - 1u - d;
+        off += (r % p.reduced_dims[a]) * p.reduced_strides[a];
+        r = r / p.reduced_dims[a];
     }
     return off;
 }
 
 fn ri_ld(i: u32) -> vec2<u32> {
-    if (P[32] != 0u) {
-        return vec2<u32>(rd(P[0], 2u * i), rd(P[0], 2u * i + 1u));
+    if (p.wide != 0u) {
+        return vec2<u32>(rd(p.x, 2u * i), rd(p.x, 2u * i + 1u));
     }
-    let w = rd(P[0], i);
-    return vec2<u32>(w, select(0u, bitcast<u32>(bitcast<i32>(w) >> 31u), P[33] != 0u));
+    let w = rd(p.x, i);
+    return vec2<u32>(w, select(0u, bitcast<u32>(bitcast<i32>(w) >> 31u), p.is_signed != 0u));
 }
 
 fn ri_lt(a: vec2<u32>, b: vec2<u32>) -> bool {
-    if (P[33] != 0u) {
+    if (p.is_signed != 0u) {
         return i64_lt(a, b);
     }
     return u64_lt(a, b);
@@ -42,15 +41,15 @@ fn ri_lt(a: vec2<u32>, b: vec2<u32>) -> bool {
 
 // The dtype's lowest and highest values, widened.
 fn ri_lowest() -> vec2<u32> {
-    if (P[33] == 0u) {
+    if (p.is_signed == 0u) {
         return vec2<u32>(0u, 0u);
     }
-    return select(vec2<u32>(0x80000000u, 0xffffffffu), vec2<u32>(0u, 0x80000000u), P[32] != 0u);
+    return select(vec2<u32>(0x80000000u, 0xffffffffu), vec2<u32>(0u, 0x80000000u), p.wide != 0u);
 }
 
 fn ri_highest() -> vec2<u32> {
-    let hi = select(0xffffffffu, 0x7fffffffu, P[33] != 0u);
-    if (P[32] != 0u) {
+    let hi = select(0xffffffffu, 0x7fffffffu, p.is_signed != 0u);
+    if (p.wide != 0u) {
         return vec2<u32>(0xffffffffu, hi);
     }
     return vec2<u32>(hi, 0u);
@@ -81,7 +80,7 @@ fn ri_better(kind: u32, av: vec2<u32>, ai: u32, bv: vec2<u32>, bi: u32) -> bool 
         return bi == NONE && ai != NONE;
     }
     if (i64_eq(av, bv)) {
-        return select((ai < bi), (ai > bi), P[5] != 0u);
+        return select((ai < bi), (ai > bi), p.select_last != 0u);
     }
     return select(ri_lt(av, bv), ri_lt(bv, av), kind == 10u);
 }
@@ -106,17 +105,17 @@ fn ri_tree(li: u32, kind: u32) {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let o = wg_linear(wid, nwg);
-    if (o >= P[2]) {
+    if (o >= p.n_out) {
         return;
     }
-    let count = P[3];
-    let kind = P[4];
+    let count = p.count;
+    let kind = p.kind;
     var rem = o;
     var base = 0u;
-    for (var d = 0u; d < P[6]; d++) {
-        let a = P[6] - 1u - d;
-        base += (rem % P[8u + a]) * P[14u + a];
-        rem = rem / P[8u + a];
+    for (var d = 0u; d < p.kept_rank; d++) {
+        let a = p.kept_rank - 1u - d;
+        base += (rem % p.kept_dims[a]) * p.kept_strides[a];
+        rem = rem / p.kept_dims[a];
     }
     var ck = kind;
     if (kind == 1u || kind == 5u || kind == 9u) {
@@ -133,7 +132,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             continue;
         }
-        if (kind == 5u && P[33] != 0u) {
+        if (kind == 5u && p.is_signed != 0u) {
             v = i64_abs(v);
         } else if (kind == 9u) {
             v = i64_mul(v, v);
@@ -148,18 +147,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     var res = sv[0];
     if (kind >= 10u) {
-        wr(P[1], 2u * o, select(si[0], 0u, si[0] == NONE));
-        wr(P[1], 2u * o + 1u, 0u);
+        wr(p.y, 2u * o, select(si[0], 0u, si[0] == NONE));
+        wr(p.y, 2u * o + 1u, 0u);
         return;
     }
     if (kind == 1u) {
         let n = vec2<u32>(count, 0u);
-        res = select(u64_div(res, n), i64_div(res, n), P[33] != 0u);
+        res = select(u64_div(res, n), i64_div(res, n), p.is_signed != 0u);
     }
-    if (P[32] != 0u) {
-        wr(P[1], 2u * o, res.x);
-        wr(P[1], 2u * o + 1u, res.y);
+    if (p.wide != 0u) {
+        wr(p.y, 2u * o, res.x);
+        wr(p.y, 2u * o + 1u, res.y);
     } else {
-        wr(P[1], o, res.x);
+        wr(p.y, o, res.x);
     }
 }

@@ -2,42 +2,43 @@
 // apply in order: each invocation owns the writes that can collide with each
 // other and loops over them sequentially. Out-of-range indices (after adding
 // the axis size to negative ones) are skipped.
-// Params after operands (idx, upd, y): mode (0 elements, 1 nd), words (1 or 2),
-// reduction (0 none, 1 add, 2 mul, 3 max, 4 min; f32 only), idx_wide, items,
-// then for mode 0: rank, axis, data axis size, upd dims[8], upd strides[8],
-// y strides[8]; for mode 1: slice, tuples, k, data dims[8], data strides[8].
+// Params: ScatterParams (rlx-gpu kernels/scatter.rs) with the handles idx, upd, y:
+// mode (0 elements, 1 nd), words (1 or 2), reduction (0 none, 1 add, 2 mul,
+// 3 max, 4 min; f32 only), idx_wide, items; for mode 0: rank, axis, axis_len
+// (the data's), dims and strides of the updates, y_strides; for mode 1: slice,
+// tuples, k, dims and strides of the data.
 
 fn sc_put(ui: u32, yi: u32) {
-    let w = P[4];
-    if (P[5] == 0u) {
+    let w = p.words;
+    if (p.reduction == 0u) {
         for (var q = 0u; q < w; q++) {
-            wr(P[2], yi * w + q, rd(P[1], ui * w + q));
+            wr(p.y, yi * w + q, rd(p.upd, ui * w + q));
         }
         return;
     }
-    let a = ldf(P[2], yi);
-    let b = ldf(P[1], ui);
+    let a = ldf(p.y, yi);
+    let b = ldf(p.upd, ui);
     var v = b;
-    switch (P[5]) {
+    switch (p.reduction) {
         case 1u: { v = a + b; }
         case 2u: { v = a * b; }
         case 3u: { v = max(a, b); }
         default: { v = min(a, b); }
     }
-    stf(P[2], yi, v);
+    stf(p.y, yi, v);
 }
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t = wg_linear(wid, nwg) * 64u + li;
-    if (t >= P[7]) {
+    if (t >= p.items) {
         return;
     }
-    let wide = P[6];
-    if (P[3] == 0u) {
-        let rank = P[8];
-        let ax = P[9];
-        let len = i32(P[10]);
+    let wide = p.idx_wide;
+    if (p.mode == 0u) {
+        let rank = p.rank;
+        let ax = p.axis;
+        let len = i32(p.axis_len);
         // Coordinates of line t over the update dims with the axis dim removed.
         var rem = t;
         var uo = 0u;
@@ -47,39 +48,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (a == ax) {
                 continue;
             }
-            let c = rem % P[11u + a];
-            rem = rem / P[11u + a];
-            uo += c * P[19u + a];
-            yo += c * P[27u + a];
+            let c = rem % p.dims[a];
+            rem = rem / p.dims[a];
+            uo += c * p.strides[a];
+            yo += c * p.y_strides[a];
         }
-        let n = P[11u + ax];
+        let n = p.dims[ax];
         for (var j = 0u; j < n; j++) {
-            let ui = uo + j * P[19u + ax];
-            var k = ldidx(P[0], ui, wide);
+            let ui = uo + j * p.strides[ax];
+            var k = ldidx(p.idx, ui, wide);
             if (k < 0) {
                 k += len;
             }
             if (k >= 0 && k < len) {
-                sc_put(ui, yo + u32(k) * P[27u + ax]);
+                sc_put(ui, yo + u32(k) * p.y_strides[ax]);
             }
         }
         return;
     }
-    let slice = P[8];
-    let kd = P[10];
-    for (var m = 0u; m < P[9]; m++) {
+    let slice = p.slice;
+    let kd = p.k;
+    for (var m = 0u; m < p.tuples; m++) {
         var off = 0u;
         var ok = true;
         for (var q = 0u; q < kd; q++) {
-            var c = ldidx(P[0], m * kd + q, wide);
-            let len = i32(P[11u + q]);
+            var c = ldidx(p.idx, m * kd + q, wide);
+            let len = i32(p.dims[q]);
             if (c < 0) {
                 c += len;
             }
             if (c < 0 || c >= len) {
                 ok = false;
             }
-            off += u32(max(c, 0)) * P[19u + q];
+            off += u32(max(c, 0)) * p.strides[q];
         }
         if (ok) {
             sc_put(m * slice + t, off + t);

@@ -1,7 +1,8 @@
-// softmax: one workgroup of 64 per row (a row is `len` elements `stride` apart):
+// softmax: one workgroup of 64 per row (a row is `len` elements `inner` apart):
 // tree max, tree sum of exponentials, then the normalized write.
-// Params after operands (x, y): rows, len, stride (inner size), kind (0 softmax,
-// 1 log_softmax, 2 hardmax: 1 at the first maximum, 0 elsewhere).
+// Params: SoftmaxParams (rlx-gpu kernels/softmax.rs) with the handles x, y: rows,
+// len, inner, kind (0 softmax, 1 log_softmax, 2 hardmax: 1 at the first maximum,
+// 0 elsewhere).
 
 var<workgroup> sm: array<f32, 64>;
 
@@ -22,15 +23,15 @@ fn sm_tree(li: u32, is_max: bool) {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let row = wg_linear(wid, nwg);
-    if (row >= P[2]) {
+    if (row >= p.rows) {
         return;
     }
-    let len = P[3];
-    let inner = P[4];
+    let len = p.len;
+    let inner = p.inner;
     let base = (row / inner) * len * inner + row % inner;
     var m = -inf_f32();
     for (var j = li; j < len; j += 64u) {
-        m = max(m, ldf(P[0], base + j * inner));
+        m = max(m, ldf(p.x, base + j * inner));
     }
     sm[li] = m;
     sm_tree(li, true);
@@ -38,17 +39,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
     var s = 0.0;
     for (var j = li; j < len; j += 64u) {
-        s += exp(ldf(P[0], base + j * inner) - mx);
+        s += exp(ldf(p.x, base + j * inner) - mx);
     }
     sm[li] = s;
     sm_tree(li, false);
     let total = sm[0];
-    if (P[5] == 2u) {
+    if (p.kind == 2u) {
         // The first index holding the maximum, by a tree min over indices.
         workgroupBarrier();
         var first = f32(len);
         for (var j = li; j < len; j += 64u) {
-            if (ldf(P[0], base + j * inner) == mx && f32(j) < first) {
+            if (ldf(p.x, base + j * inner) == mx && f32(j) < first) {
                 first = f32(j);
             }
         }
@@ -62,17 +63,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
         let at = u32(sm[0]);
         for (var j = li; j < len; j += 64u) {
-            stf(P[1], base + j * inner, select(0.0, 1.0, j == at));
+            stf(p.y, base + j * inner, select(0.0, 1.0, j == at));
         }
         return;
     }
     let lt = log(total);
     for (var j = li; j < len; j += 64u) {
-        let v = ldf(P[0], base + j * inner) - mx;
+        let v = ldf(p.x, base + j * inner) - mx;
         var r = exp(v) / total;
-        if (P[5] == 1u) {
+        if (p.kind == 1u) {
             r = v - lt;
         }
-        stf(P[1], base + j * inner, r);
+        stf(p.y, base + j * inner, r);
     }
 }

@@ -1,11 +1,23 @@
-//! Gather along one axis, with i32 or i64 indices (`wgsl/gather.wgsl`).
+//! Gather along one axis, with i32 or i64 indices (`kernels/wgsl/gather.wgsl`),
+//! planned by rlx-gpu's `kernels::gather`.
 
-use rlx_ir::{DType, Op};
+use rlx_gpu::kernels::gather::{gather_params, GatherParams, GATHER_OPERANDS};
+use rlx_gpu::Params;
+use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::movement::words;
-use super::{axis, u32_of, Cx, LResult};
+use super::{Cx, LResult};
+use crate::support::{dtype_of, movable};
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/gather.wgsl");
+
+/// 4- and 8-byte elements, i32 or i64 indices.
+pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    movable("gather", dtype_of(inputs, 0)?)?;
+    match dtype_of(inputs, 1)? {
+        DType::I32 | DType::I64 => Ok(()),
+        d => Err(format!("gather indices of {d} have no wgpu kernel")),
+    }
+}
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let Op::Gather(g) = &cx.node.op else {
@@ -16,24 +28,16 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         cx.input(1)?.clone(),
         cx.output(0)?.clone(),
     );
-    let wide = match idx.dtype {
-        DType::I32 => 0,
-        DType::I64 => 1,
-        d => return Err(format!("gather indices of {d} have no wgpu kernel")),
-    };
-    let a = axis(g.axis, x.dims.len())?;
-    let len = x.dims.get(a).copied().unwrap_or(1);
-    let inner: usize = x.dims.get(a + 1..).unwrap_or(&[]).iter().product();
     let n = y.numel();
-    let p = vec![
-        u32_of(n, "size")?,
-        words(x.dtype)?,
-        u32_of(len, "axis size")?,
-        u32_of(inner, "inner size")?,
-        u32_of(idx.numel().max(1), "index count")?,
-        wide,
-    ];
-    let pipe = cx.pipeline("gather.axis", SRC);
-    cx.dispatch_items(pipe, vec![x.range(), idx.range(), y.range()], p, n as u64);
+    let p = gather_params(
+        &x.dims,
+        g.axis,
+        x.dtype.size(),
+        idx.numel(),
+        idx.dtype == DType::I64,
+        n,
+    )?;
+    let pipe = cx.typed_pipeline("gather.axis", GATHER_OPERANDS, &GatherParams::LAYOUT, SRC);
+    cx.launch_items(pipe, vec![x.range(), idx.range(), y.range()], &p, n as u64);
     Ok(())
 }

@@ -1,11 +1,20 @@
-//! Index kernels beyond plain gather: gather_elements, trilu, and cumulative
-//! sums and products along an axis (f32, and 32/64-bit integers).
+//! Index kernels beyond plain gather: gather_elements
+//! (`kernels/wgsl/gather_elements.wgsl`), trilu (`kernels/wgsl/trilu.wgsl`),
+//! and cumulative sums and products along an axis
+//! (`kernels/wgsl/cumulative.wgsl` for f32, `cumulative_int.wgsl` for 32/64-bit
+//! integers), planned by rlx-gpu's `kernels::indexing`.
 
+use rlx_gpu::kernels::indexing::{
+    cumulative_params, gather_elements_params, trilu_params, CumulativeIntParams, CumulativeParams,
+    GatherElementsParams, TriluParams, CUMULATIVE_OPERANDS, GATHER_ELEMENTS_OPERANDS,
+    TRILU_OPERANDS,
+};
+use rlx_gpu::Params;
 use rlx_ir::ops::CumulativeKind;
-use rlx_ir::{DType, Op};
+use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::movement::words;
-use super::{axis, strides, u32_of, Cx, LResult};
+use super::{Cx, LResult};
+use crate::support::{dtype_of, f32_only, movable};
 
 const GATHER_ELEMENTS: &str = include_str!("../../../../kernels/wgsl/gather_elements.wgsl");
 const TRILU: &str = include_str!("../../../../kernels/wgsl/trilu.wgsl");
@@ -26,11 +35,26 @@ pub fn cumulative_words(d: DType) -> Option<u32> {
     }
 }
 
-fn wide(d: DType) -> LResult<u32> {
-    match d {
-        DType::I32 => Ok(0),
-        DType::I64 => Ok(1),
-        d => Err(format!("indices of {d} have no wgpu kernel")),
+/// gather_elements and trilu move 4- and 8-byte elements (i32 or i64
+/// indices); cumulative ops run on f32 and 32/64-bit integers.
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let d0 = dtype_of(inputs, 0)?;
+    match &node.op {
+        Op::GatherElements(_) => {
+            movable(node.op.name(), d0)?;
+            match dtype_of(inputs, 1)? {
+                DType::I32 | DType::I64 => Ok(()),
+                _ => Err("gather_elements indices must be i32 or i64".into()),
+            }
+        }
+        Op::Trilu(_) => movable(node.op.name(), d0),
+        Op::Cumulative(c) => {
+            if cumulative_words(d0).is_some() {
+                return Ok(());
+            }
+            f32_only(c.kind.name(), d0)
+        }
+        op => Err(format!("`{}` is not an index op", op.name())),
     }
 }
 
@@ -41,86 +65,71 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     match &cx.node.op.clone() {
         Op::GatherElements(g) => {
             let idx = cx.input(1)?.clone();
-            let rank = x.dims.len();
-            if rank > 8 || idx.dims.len() != rank {
-                return Err("gather_elements of rank over 8 has no wgpu kernel".into());
-            }
-            let a = axis(g.axis, rank)?;
-            let mut p = vec![
-                u32_of(n, "size")?,
-                words(x.dtype)?,
-                rank as u32,
-                a as u32,
-                wide(idx.dtype)?,
-                u32_of(x.dims[a], "axis size")?,
-            ];
-            let (mut od, mut xs) = ([1u32; 8], [0u32; 8]);
-            let st = strides(&x.dims);
-            for i in 0..rank {
-                od[i] = u32_of(idx.dims[i], "a dim")?;
-                xs[i] = u32_of(st[i], "a stride")?;
-            }
-            p.extend(od);
-            p.extend(xs);
-            let pipe = cx.pipeline("indexing.gather_elements", GATHER_ELEMENTS);
-            cx.dispatch_items(pipe, vec![x.range(), idx.range(), y.range()], p, n as u64);
+            let p = gather_elements_params(
+                &x.dims,
+                &idx.dims,
+                g.axis,
+                x.dtype.size(),
+                idx.dtype == DType::I64,
+            )?;
+            let pipe = cx.typed_pipeline(
+                "indexing.gather_elements",
+                GATHER_ELEMENTS_OPERANDS,
+                &GatherElementsParams::LAYOUT,
+                GATHER_ELEMENTS,
+            );
+            cx.launch_items(pipe, vec![x.range(), idx.range(), y.range()], &p, n as u64);
             Ok(())
         }
         Op::Trilu(t) => {
-            let rank = x.dims.len();
-            if rank < 2 {
-                return Err("trilu needs rank 2 or more".into());
-            }
             let k = match cx.ints(1)? {
                 Some(v) => *v.first().ok_or("trilu k is empty")?,
                 None => 0,
             };
-            let k = k.clamp(i32::MIN as i64 + 1, i32::MAX as i64) as i32;
-            let p = vec![
-                u32_of(n, "size")?,
-                words(x.dtype)?,
-                u32_of(x.dims[rank - 2], "rows")?,
-                u32_of(x.dims[rank - 1], "cols")?,
-                k as u32,
-                u32::from(t.upper),
-            ];
-            let pipe = cx.pipeline("indexing.trilu", TRILU);
-            cx.dispatch_items(pipe, vec![x.range(), y.range()], p, n as u64);
+            let p = trilu_params(&x.dims, x.dtype.size(), k, t.upper)?;
+            let pipe = cx.typed_pipeline(
+                "indexing.trilu",
+                TRILU_OPERANDS,
+                &TriluParams::LAYOUT,
+                TRILU,
+            );
+            cx.launch_items(pipe, vec![x.range(), y.range()], &p, n as u64);
             Ok(())
         }
         Op::Cumulative(c) => {
-            let words = cumulative_words(x.dtype);
-            if x.dtype != DType::F32 && words.is_none() {
-                return Err(format!(
-                    "{} on {} has no wgpu kernel",
-                    c.kind.name(),
-                    x.dtype
-                ));
-            }
             let a = cx
                 .ints(1)?
                 .and_then(|v| v.first().copied())
                 .ok_or("the axis must be a constant")?;
-            let a = axis(a, x.dims.len())?;
-            let len = x.dims.get(a).copied().unwrap_or(1);
-            let inner: usize = x.dims.get(a + 1..).unwrap_or(&[]).iter().product();
-            let lines = x.numel() / len.max(1);
-            let mut p = vec![
-                u32_of(lines, "lines")?,
-                u32_of(len, "axis size")?,
-                u32_of(inner.max(1), "inner size")?,
-                u32::from(c.exclusive),
-                u32::from(c.reverse),
-                u32::from(c.kind == CumulativeKind::Prod),
-            ];
-            let pipe = match words {
+            let p = cumulative_params(
+                &x.dims,
+                a,
+                c.exclusive,
+                c.reverse,
+                c.kind == CumulativeKind::Prod,
+            )?;
+            let ops = vec![x.range(), y.range()];
+            let lines = u64::from(p.lines);
+            match cumulative_words(x.dtype) {
                 Some(w) => {
-                    p.push(w - 1);
-                    cx.pipeline("indexing.cumulative_int", CUMULATIVE_INT)
+                    let pipe = cx.typed_pipeline(
+                        "indexing.cumulative_int",
+                        CUMULATIVE_OPERANDS,
+                        &CumulativeIntParams::LAYOUT,
+                        CUMULATIVE_INT,
+                    );
+                    cx.launch_items(pipe, ops, &CumulativeIntParams::of(p, w == 2), lines);
                 }
-                None => cx.pipeline("indexing.cumulative", CUMULATIVE),
-            };
-            cx.dispatch_items(pipe, vec![x.range(), y.range()], p, lines as u64);
+                None => {
+                    let pipe = cx.typed_pipeline(
+                        "indexing.cumulative",
+                        CUMULATIVE_OPERANDS,
+                        &CumulativeParams::LAYOUT,
+                        CUMULATIVE,
+                    );
+                    cx.launch_items(pipe, ops, &p, lines);
+                }
+            }
             Ok(())
         }
         op => Err(format!("`{}` is not an index op", op.name())),

@@ -36,7 +36,6 @@ use crate::plan::WG;
 use crate::schedule::{Pipeline, PipelineParams, Range};
 
 pub const PRELUDE: &str = include_str!("../../../../kernels/wgsl/prelude.wgsl");
-const LEGACY: &str = include_str!("../../../../kernels/wgsl/legacy_params.wgsl");
 
 /// A dispatch before windowing: pipeline, touched ranges (one per operand
 /// handle of the kernel, in order), parameters, workgroups.
@@ -69,12 +68,6 @@ impl Pipelines {
         self.list.len() - 1
     }
 
-    /// A kernel that reads positional words `P[i]` (being replaced by
-    /// [`Pipelines::typed`]).
-    pub fn get(&mut self, name: &str, body: &str) -> usize {
-        self.add(name, format!("{PRELUDE}\n{LEGACY}\n{body}"), None)
-    }
-
     /// A kernel whose parameters are the struct `p` of `layout`, after one
     /// handle per name in `operands`.
     pub fn typed(&mut self, name: &str, operands: &[&str], layout: &Layout, body: &str) -> usize {
@@ -89,13 +82,6 @@ impl Pipelines {
     pub fn into_vec(self) -> Vec<Pipeline> {
         self.list
     }
-}
-
-/// Positional words as a parameter block (kernels not yet typed).
-pub fn words(w: Vec<u32>) -> ParamBlock {
-    rlx_gpu::LayoutBuilder::new()
-        .u32s("words", &w)
-        .build("Words")
 }
 
 /// What a lowering sees of its node and where it puts its dispatches.
@@ -182,10 +168,6 @@ impl<'a> Cx<'a> {
         self.scratch_at + self.scratch_used
     }
 
-    pub fn pipeline(&mut self, name: &str, body: &str) -> usize {
-        self.pipelines.get(name, body)
-    }
-
     /// A typed kernel's pipeline (see [`Pipelines::typed`]).
     pub fn typed_pipeline(
         &mut self,
@@ -195,17 +177,6 @@ impl<'a> Cx<'a> {
         body: &str,
     ) -> usize {
         self.pipelines.typed(name, operands, layout, body)
-    }
-
-    /// A dispatch of `groups` workgroups of a kernel with positional words.
-    pub fn dispatch(
-        &mut self,
-        pipeline: usize,
-        operands: Vec<Range>,
-        params: Vec<u32>,
-        groups: u64,
-    ) {
-        self.launch(pipeline, operands, words(params), groups);
     }
 
     /// A dispatch of `groups` workgroups with typed parameters.
@@ -235,17 +206,6 @@ impl<'a> Cx<'a> {
         groups: u64,
     ) {
         self.launch(pipeline, operands, ParamBlock::of(p), groups);
-    }
-
-    /// A dispatch of `items` invocations in workgroups of [`WG`].
-    pub fn dispatch_items(
-        &mut self,
-        pipeline: usize,
-        operands: Vec<Range>,
-        params: Vec<u32>,
-        items: u64,
-    ) {
-        self.dispatch(pipeline, operands, params, items.div_ceil(WG));
     }
 
     /// A typed dispatch of `items` invocations in workgroups of [`WG`].
@@ -295,7 +255,6 @@ const fn fam(
 /// The family that runs `op`, if any. Leaves, views and control flow are
 /// not lowered here (the planner places and walks them).
 pub fn family(op: &Op) -> Option<Family> {
-    use crate::support::legacy;
     Some(match op {
         Op::Unary(_)
         | Op::Binary(_)
@@ -315,16 +274,18 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::ConvTranspose(c) => conv_transpose::lower(cx, c),
             _ => Err("not a conv_transpose".into()),
         }),
-        Op::Pool(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::Pool(_) => fam(pool::supports, |cx| match &cx.node.op {
             Op::Pool(p) => pool::lower(cx, p),
             _ => Err("not a pool".into()),
         }),
-        Op::Lrn(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::Lrn(_) => fam(pool::supports, |cx| match &cx.node.op {
             Op::Lrn(l) => pool::lower_lrn(cx, l),
             _ => Err("not an lrn".into()),
         }),
-        Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => fam(legacy, reduce::lower),
-        Op::Softmax(_) => fam(legacy, |cx| match &cx.node.op {
+        Op::GlobalPool(_) | Op::Reduce(_) | Op::ArgReduce(_) => {
+            fam(reduce::supports, reduce::lower)
+        }
+        Op::Softmax(_) => fam(softmax::supports, |cx| match &cx.node.op {
             Op::Softmax(s) => softmax::lower(cx, s),
             _ => Err("not a softmax".into()),
         }),
@@ -332,7 +293,7 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::Attention(a) => attention::lower(cx, a),
             _ => Err("not an attention".into()),
         }),
-        Op::LayerNorm(_) | Op::RmsNorm(_) => fam(legacy, norm::lower),
+        Op::LayerNorm(_) | Op::RmsNorm(_) => fam(norm::supports, norm::lower),
         Op::Transpose(_)
         | Op::Slice(_)
         | Op::Concat(_)
@@ -341,16 +302,18 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Pad(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
-        | Op::Tile(_) => fam(legacy, movement::lower),
-        Op::Gather(_) => fam(legacy, gather::lower),
-        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => fam(legacy, indexing::lower),
-        Op::NllLoss(_) => fam(legacy, |cx| match &cx.node.op {
+        | Op::Tile(_) => fam(movement::supports, movement::lower),
+        Op::Gather(_) => fam(gather::supports, gather::lower),
+        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => {
+            fam(indexing::supports, indexing::lower)
+        }
+        Op::NllLoss(_) => fam(loss::supports, |cx| match &cx.node.op {
             Op::NllLoss(l) => loss::lower(cx, l),
             _ => Err("not an nll_loss".into()),
         }),
-        Op::Resize(_) => fam(legacy, resize::lower),
-        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => fam(legacy, quant::lower),
-        Op::ScatterElements(_) | Op::ScatterNd(_) => fam(legacy, scatter::lower),
+        Op::Resize(_) => fam(resize::supports, resize::lower),
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => fam(quant::supports, quant::lower),
+        Op::ScatterElements(_) | Op::ScatterNd(_) => fam(scatter::supports, scatter::lower),
         _ => return None,
     })
 }

@@ -1,140 +1,75 @@
 //! Data movement through strided index kernels: transpose, slice, concat,
-//! split, expand, depth/space rearrangement (`wgsl/copy.wgsl`), and pad and
-//! tile (`wgsl/pad.wgsl`). Elements of 4 and 8 bytes everywhere; 1- and 2-byte
+//! split, expand, depth/space rearrangement (`kernels/wgsl/copy.wgsl`), and
+//! pad and tile (`kernels/wgsl/pad.wgsl`), planned by rlx-gpu's
+//! `kernels::movement`. Elements of 4 and 8 bytes everywhere; 1- and 2-byte
 //! elements in dense copies (not into part of a tensor, not pad or tile).
 
-use rlx_ir::ops::{slice_params, slice_range, DepthToSpaceMode, PadMode};
-use rlx_ir::{DType, Op};
+use rlx_gpu::kernels::movement::{
+    copy_params, pad_params, CopyParams, PadParams, View, COPY_OPERANDS, PAD_OPERANDS,
+};
+use rlx_gpu::Params;
+use rlx_ir::ops::{slice_params, PadMode};
+use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::elementwise::broadcast_strides;
-use super::{axis, strides, u32_of, Cx, LResult, Operand};
-use crate::schedule::Range;
+use super::{axis, strides, Cx, LResult, Operand};
+use crate::support::{copyable, dtype_of, movable};
 
 const COPY: &str = include_str!("../../../../kernels/wgsl/copy.wgsl");
 const PAD: &str = include_str!("../../../../kernels/wgsl/pad.wgsl");
-const MAX_RANK: usize = 8;
 
-/// Words per element of `d`.
-pub fn words(d: DType) -> LResult<u32> {
-    match d.size() {
-        4 => Ok(1),
-        8 => Ok(2),
-        _ => Err(format!(
-            "moving {d} elements has no wgpu kernel (4- and 8-byte dtypes only)"
-        )),
+/// Dense strided copies move 1-, 2-, 4- and 8-byte elements; concat, pad
+/// and tile 4- and 8-byte ones.
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let d0 = dtype_of(inputs, 0)?;
+    match node.op {
+        Op::Concat(_) | Op::Pad(_) | Op::Tile(_) => movable(node.op.name(), d0),
+        _ => copyable(node.op.name(), d0),
     }
 }
 
-/// One strided copy: `dims` of the output view, element strides and starts.
-struct Copy<'a> {
-    x: Range,
-    y: Range,
-    dtype: DType,
-    dims: &'a [usize],
-    xs: &'a [i64],
-    ys: &'a [usize],
-    x0: usize,
+/// A copy of view `v` of `x` into `y` at element `y0` with strides `ys`.
+fn emit_copy(
+    cx: &mut Cx,
+    x: &Operand,
+    y: &Operand,
+    v: &View,
+    ys: &[usize],
     y0: usize,
-}
-
-fn emit_copy(cx: &mut Cx, c: Copy) -> LResult<()> {
-    if c.dims.len() > MAX_RANK {
-        return Err(format!(
-            "movement over rank {} has no wgpu kernel",
-            c.dims.len()
-        ));
-    }
-    let n: usize = c.dims.iter().product();
-    let size = c.dtype.size();
-    let sub_word = matches!(size, 1 | 2) && c.dtype.packed_bits() == size * 8;
-    if !sub_word {
-        words(c.dtype)?;
-    } else if c.y0 != 0 || c.ys != strides(c.dims).as_slice() {
-        return Err(format!(
-            "writing {} elements into part of a tensor (concat) has no wgpu kernel",
-            c.dtype
-        ));
-    }
-    let items = if sub_word { n.div_ceil(4 / size) } else { n };
-    let mut p = vec![
-        u32_of(n, "size")?,
-        size as u32,
-        c.dims.len() as u32,
-        u32_of(c.x0, "offset")?,
-        u32_of(c.y0, "offset")?,
-    ];
-    let mut dims = [1u32; MAX_RANK];
-    let mut xs = [0u32; MAX_RANK];
-    let mut ys = [0u32; MAX_RANK];
-    for i in 0..c.dims.len() {
-        dims[i] = u32_of(c.dims[i], "a dim")?;
-        xs[i] = i32::try_from(c.xs[i]).map_err(|_| "stride out of the i32 range")? as u32;
-        ys[i] = u32_of(c.ys[i], "a stride")?;
-    }
-    p.extend(dims);
-    p.extend(xs);
-    p.extend(ys);
-    let pipe = cx.pipeline("movement.copy", COPY);
-    cx.dispatch_items(pipe, vec![c.x, c.y], p, items as u64);
+) -> LResult<()> {
+    let (p, items) = copy_params(v, ys, y0, y.dtype.size(), y.dtype.packed_bits())?;
+    let pipe = cx.typed_pipeline("movement.copy", COPY_OPERANDS, &CopyParams::LAYOUT, COPY);
+    cx.launch_items(pipe, vec![x.range(), y.range()], &p, items);
     Ok(())
 }
 
 /// A dense copy of `x` into `y` (same shape, 4- or 8-byte elements).
 pub fn dense_copy(cx: &mut Cx, x: &Operand, y: &Operand) -> LResult<()> {
-    let xs = i64s(&strides(&x.dims));
-    plain(cx, x, y, &x.dims, &xs, 0)
+    plain(cx, x, y, &View::dense(&x.dims))
 }
 
 fn i64s(v: &[usize]) -> Vec<i64> {
     v.iter().map(|&x| x as i64).collect()
 }
 
-fn plain(
-    cx: &mut Cx,
-    x: &Operand,
-    y: &Operand,
-    dims: &[usize],
-    xs: &[i64],
-    x0: usize,
-) -> LResult<()> {
-    emit_copy(
-        cx,
-        Copy {
-            x: x.range(),
-            y: y.range(),
-            dtype: y.dtype,
-            dims,
-            xs,
-            ys: &strides(dims),
-            x0,
-            y0: 0,
-        },
-    )
+/// A copy of view `v` of `x` into the whole of `y`.
+fn plain(cx: &mut Cx, x: &Operand, y: &Operand, v: &View) -> LResult<()> {
+    emit_copy(cx, x, y, v, &strides(&v.dims), 0)
 }
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let x = cx.input(0)?.clone();
     let y = cx.output(0)?.clone();
-    if matches!(cx.node.op, Op::Pad(_) | Op::Tile(_)) {
-        words(x.dtype)?;
-    }
     let xst = strides(&x.dims);
     match &cx.node.op.clone() {
-        Op::Transpose(t) => {
-            let perm: Vec<usize> = if t.perm.is_empty() {
-                (0..x.dims.len()).rev().collect()
-            } else {
-                t.perm
-                    .iter()
-                    .map(|&p| axis(p, x.dims.len()))
-                    .collect::<LResult<_>>()?
-            };
-            let xs: Vec<i64> = perm.iter().map(|&p| xst[p] as i64).collect();
-            plain(cx, &x, &y, &y.dims, &xs, 0)
-        }
+        Op::Transpose(t) => plain(cx, &x, &y, &View::transpose(&x.dims, &t.perm, &y.dims)?),
         Op::Expand(_) => {
-            let xs = i64s(&broadcast_strides(&x.dims, &y.dims)?);
-            plain(cx, &x, &y, &y.dims, &xs, 0)
+            let v = View {
+                dims: y.dims.clone(),
+                strides: i64s(&broadcast_strides(&x.dims, &y.dims)?),
+                start: 0,
+            };
+            plain(cx, &x, &y, &v)
         }
         Op::Slice(_) => {
             let starts = cx.ints(1)?.ok_or("slice needs starts")?;
@@ -149,14 +84,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
                 x.dims.len(),
             )
             .map_err(|e| e.to_string())?;
-            let mut xs = i64s(&xst);
-            let mut x0: i64 = 0;
-            for (a, s, e, step) in ps {
-                let (start, _) = slice_range(x.dims[a] as i64, s, e, step);
-                x0 += start * xst[a] as i64;
-                xs[a] *= step;
-            }
-            plain(cx, &x, &y, &y.dims, &xs, x0 as usize)
+            plain(cx, &x, &y, &View::slice(&x.dims, &y.dims, &ps))
         }
         Op::Concat(c) => {
             let a = axis(c.axis, y.dims.len())?;
@@ -164,19 +92,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             let mut at = 0;
             for i in 0..cx.ins.len() {
                 let xi = cx.ins[i].clone();
-                emit_copy(
-                    cx,
-                    Copy {
-                        x: xi.range(),
-                        y: y.range(),
-                        dtype: y.dtype,
-                        dims: &xi.dims,
-                        xs: &i64s(&strides(&xi.dims)),
-                        ys: &yst,
-                        x0: 0,
-                        y0: at * yst[a],
-                    },
-                )?;
+                emit_copy(cx, &xi, &y, &View::dense(&xi.dims), &yst, at * yst[a])?;
                 at += xi.dims.get(a).copied().unwrap_or(0);
             }
             Ok(())
@@ -185,28 +101,23 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             let a = axis(s.axis, x.dims.len())?;
             let mut at = 0;
             for o in cx.outs.clone() {
-                plain(cx, &x, &o, &o.dims, &i64s(&xst), at * xst[a])?;
+                let v = View {
+                    dims: o.dims.clone(),
+                    strides: i64s(&xst),
+                    start: at * xst[a],
+                };
+                plain(cx, &x, &o, &v)?;
                 at += o.dims.get(a).copied().unwrap_or(0);
             }
             Ok(())
         }
         Op::DepthToSpace(d) => {
-            let [n, c, h, w] = dims4(&x)?;
             let b = usize::try_from(d.blocksize).map_err(|_| "bad blocksize")?;
-            let cc = c / (b * b).max(1);
-            let view = [n, cc, h, b, w, b];
-            let xs = match d.mode {
-                DepthToSpaceMode::Dcr => [c * h * w, h * w, w, cc * h * w * b, 1, cc * h * w],
-                DepthToSpaceMode::Crd => [c * h * w, b * b * h * w, w, b * h * w, 1, h * w],
-            };
-            plain(cx, &x, &y, &view, &i64s(&xs), 0)
+            plain(cx, &x, &y, &View::depth_to_space(&x.dims, b, d.mode)?)
         }
         Op::SpaceToDepth(s) => {
-            let [n, c, h, w] = dims4(&x)?;
             let b = usize::try_from(s.blocksize).map_err(|_| "bad blocksize")?;
-            let view = [n, b, b, c, h / b.max(1), w / b.max(1)];
-            let xs = [c * h * w, w, 1, h * w, b * w, b];
-            plain(cx, &x, &y, &view, &i64s(&xs), 0)
+            plain(cx, &x, &y, &View::space_to_depth(&x.dims, b)?)
         }
         Op::Pad(p) => {
             let mode = match p.mode {
@@ -239,13 +150,6 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     }
 }
 
-fn dims4(x: &Operand) -> LResult<[usize; 4]> {
-    match x.dims[..] {
-        [n, c, h, w] => Ok([n, c, h, w]),
-        _ => Err("depth/space rearrangement needs a 4-D input".into()),
-    }
-}
-
 /// The pad value (input 2) as element words; absent means zero.
 fn constant_bits(cx: &Cx, d: DType) -> LResult<[u32; 2]> {
     if cx.ins.len() <= 2 {
@@ -275,29 +179,8 @@ fn emit_pad(
     value: [u32; 2],
     begin: &[i64],
 ) -> LResult<()> {
-    let rank = x.dims.len();
-    if rank > MAX_RANK {
-        return Err(format!("padding rank {rank} has no wgpu kernel"));
-    }
-    let n = y.numel();
-    let mut p = vec![
-        u32_of(n, "size")?,
-        words(x.dtype)?,
-        rank as u32,
-        mode,
-        value[0],
-        value[1],
-    ];
-    let (mut od, mut id, mut pb) = ([1u32; MAX_RANK], [1u32; MAX_RANK], [0u32; MAX_RANK]);
-    for i in 0..rank {
-        od[i] = u32_of(y.dims[i], "a dim")?;
-        id[i] = u32_of(x.dims[i], "a dim")?;
-        pb[i] = i32::try_from(begin[i]).map_err(|_| "pad out of the i32 range")? as u32;
-    }
-    p.extend(od);
-    p.extend(id);
-    p.extend(pb);
-    let pipe = cx.pipeline("movement.pad", PAD);
-    cx.dispatch_items(pipe, vec![x.range(), y.range()], p, n as u64);
+    let p = pad_params(&x.dims, &y.dims, x.dtype.size(), mode, value, begin)?;
+    let pipe = cx.typed_pipeline("movement.pad", PAD_OPERANDS, &PadParams::LAYOUT, PAD);
+    cx.launch_items(pipe, vec![x.range(), y.range()], &p, y.numel() as u64);
     Ok(())
 }

@@ -1,10 +1,14 @@
-//! QuantizeLinear and DequantizeLinear (`wgsl/quant.wgsl`) between f32 and
-//! 8- or 16-bit integers (dequantize also reads i32), per tensor, per axis or
-//! blocked, with f32 scales. Float8, 4- and 2-bit types have no kernel.
+//! QuantizeLinear and DequantizeLinear (`kernels/wgsl/quant.wgsl`) between
+//! f32 and 8- or 16-bit integers (dequantize also reads i32), per tensor, per
+//! axis or blocked, with f32 scales, planned by rlx-gpu's `kernels::quant`.
+//! Float8, 4- and 2-bit types have no kernel.
 
-use rlx_ir::{DType, Op};
+use rlx_gpu::kernels::quant::{quant_params, QuantParams, QUANT_OPERANDS};
+use rlx_gpu::Params;
+use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{axis, u32_of, Cx, LResult};
+use super::{Cx, LResult};
+use crate::support::{dtype_of, f32_only};
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/quant.wgsl");
 
@@ -28,6 +32,24 @@ pub fn qtype(d: DType, quantize: bool) -> Result<(u32, u32), String> {
     }
 }
 
+/// f32 values and scales, 8- and 16-bit quantized integers (dequantize
+/// also reads i32).
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let d0 = dtype_of(inputs, 0)?;
+    match node.op {
+        Op::QuantizeLinear(_) => {
+            f32_only("quantize_linear", d0)?;
+            f32_only("quantize_linear scales", dtype_of(inputs, 1)?)?;
+            let q = inputs.get(2).map_or(DType::U8, |t| t.dtype);
+            qtype(q, true).map(|_| ())
+        }
+        _ => {
+            f32_only("dequantize_linear scales", dtype_of(inputs, 1)?)?;
+            qtype(d0, false).map(|_| ())
+        }
+    }
+}
+
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let (ax, block, quantize) = match &cx.node.op {
         Op::QuantizeLinear(q) => (q.axis, q.block_size, true),
@@ -40,9 +62,6 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         cx.output(0)?.clone(),
     );
     let zp = cx.ins.get(2).filter(|z| z.numel() > 0).cloned();
-    if s.dtype != DType::F32 || (quantize && x.dtype != DType::F32) {
-        return Err("quantization has a wgpu kernel for f32 values and scales only".into());
-    }
     let q = if quantize { y.dtype } else { x.dtype };
     let (qbytes, qsigned) = qtype(q, quantize)?;
     if let Some(z) = &zp {
@@ -52,62 +71,20 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             );
         }
     }
-    let n = x.numel();
-    let rank = x.dims.len();
-    let (kind, len, inner, blk, slen) = if s.numel() == 1 && block == 0 {
-        (0, 1, 1, 1, 1)
-    } else {
-        let a = axis(ax, rank)?;
-        let len = x.dims[a];
-        let inner: usize = x.dims[a + 1..].iter().product();
-        if block == 0 {
-            if s.dims != [len] {
-                return Err(format!(
-                    "per-axis scales of shape {:?} for axis size {len}",
-                    s.dims
-                ));
-            }
-            (1, len, inner, 1, len)
-        } else {
-            let blk = usize::try_from(block).map_err(|_| "negative block size")?;
-            let slen = len.div_ceil(blk);
-            let mut want = x.dims.clone();
-            want[a] = slen;
-            if s.dims != want {
-                return Err(format!(
-                    "blocked scales of shape {:?}, expected {want:?}",
-                    s.dims
-                ));
-            }
-            (2, len, inner, blk, slen)
-        }
-    };
-    let items = if quantize {
-        n.div_ceil(4 / qbytes as usize)
-    } else {
-        n
-    };
-    let p = vec![
-        u32::from(quantize),
-        u32_of(n, "size")?,
+    let p = quant_params(
+        quantize,
+        &x.dims,
+        &s.dims,
+        ax,
+        block,
         qbytes,
-        qsigned,
-        u32::from(zp.is_some()),
-        kind,
-        u32_of(len.max(1), "axis size")?,
-        u32_of(inner.max(1), "inner size")?,
-        u32_of(blk.max(1), "block size")?,
-        u32_of(slen.max(1), "scale axis size")?,
-        u32_of(items, "words")?,
-    ];
+        qsigned == 1,
+        zp.is_some(),
+    )?;
     // An absent zero point binds the scale again (never read).
     let zr = zp.as_ref().map_or(s.range(), |z| z.range());
-    let pipe = cx.pipeline("quant", SRC);
-    cx.dispatch_items(
-        pipe,
-        vec![x.range(), s.range(), zr, y.range()],
-        p,
-        items as u64,
-    );
+    let pipe = cx.typed_pipeline("quant", QUANT_OPERANDS, &QuantParams::LAYOUT, SRC);
+    let ops = vec![x.range(), s.range(), zr, y.range()];
+    cx.launch_items(pipe, ops, &p, u64::from(p.items));
     Ok(())
 }
