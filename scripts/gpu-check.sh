@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ON THE LENT GPU MACHINE, in one call (carry gpu-bin/ made by scripts/gpu-pack.sh):
+#   1. the rlx-cuda device tests, 2. parity of every golden and light model with
+#   the CPU backend, 3. the ONNX node suite on CUDA (report in $OUT), 4. latency of
+#   the light models and the golden transformer: rlx-onnx on CUDA, rlx-onnx on the
+#   CPU with 16 threads, and PyTorch (eager and CUDA graph) on the same GPU in the
+#   same call, with ratios. Logs go to $OUT when set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-env.sh
+out=${OUT:-/tmp/rlx-gpu-out}; mkdir -p "$out"
+# The test binaries find golden/ through the path they were built in.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+bin=/tmp/rlx-gpu-bin; mkdir -p "$bin" /tmp/rlx-data
+for f in rlx-onnx cuda_parity rlx_cuda; do xz -dc "gpu-bin/$f.xz" > "$bin/$f"; chmod +x "$bin/$f"; done
+tar xJf gpu-bin/testdata.tar.xz -C /tmp/rlx-data
+export RLX_ONNX_TESTDATA=/tmp/rlx-data PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+stage=${1:-all}
+
+if [[ $stage == all || $stage == tests ]]; then
+  echo "== rlx-cuda device tests"
+  "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
+  echo "== parity with the CPU backend"
+  "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|test result|skipping"
+  echo "== node suite on cuda"
+  timeout 300 "$bin/rlx-onnx" conformance --data /tmp/rlx-data/node --target cuda --report "$out/cuda-node.md" 2>&1 | tail -3
+fi
+
+if [[ $stage == all || $stage == bench ]]; then
+  echo "== latency (median ms)"
+  median() { "$bin/rlx-onnx" bench "$@" 2>>"$out/bench-errors.log" | awk '/^median:/ {print $2}'; }
+  python3 scripts/torch_baseline.py --fp16 > "$out/torch.log" 2>&1 || tail -5 "$out/torch.log"
+  printf '%-22s %10s %10s %10s %10s %9s %9s\n' model cuda cpu16 torch-eag torch-grf eag/cuda grf/cuda
+  for m in /tmp/rlx-data/light/*.onnx golden/transformer/model.onnx; do
+    name=$(basename "$m" .onnx); extra=()
+    [[ $m == golden/transformer/* ]] && { name=golden_transformer; extra=(--bind batch=1 --bind seq=8); }
+    cuda=$(median "$m" --target cuda --iters 50 --warmup 5 "${extra[@]}"); cuda=${cuda:-error}
+    cpu=$(median "$m" --threads 16 --iters 10 "${extra[@]}"); cpu=${cpu:-error}
+    eager=$(awk -v n="$name" '$2==n {sub("eager_ms=","",$3); print $3}' "$out/torch.log")
+    graph=$(awk -v n="$name" '$2==n {sub("graph_ms=","",$4); print $4}' "$out/torch.log")
+    ratio() { [[ $1 =~ ^[0-9.]+$ && $2 =~ ^[0-9.]+$ ]] && awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}' || echo -; }
+    printf '%-22s %10s %10s %10s %10s %9s %9s\n' "$name" "$cuda" "$cpu" "${eager:--}" "${graph:--}" \
+      "$(ratio "${eager:-}" "$cuda")" "$(ratio "${graph:-}" "$cuda")"
+  done | tee "$out/bench.txt"
+  "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --profile > "$out/profile-resnet50.txt" 2>&1
+  head -30 "$out/profile-resnet50.txt"
+fi

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run HERE (the CPU-only machine) before a GPU call: builds the release binary and
+# the GPU test binaries, strips and compresses them with the ONNX test data into
+# gpu-bin/ (git-ignored, a few MB), which the call then carries:
+#   bash scripts/gpu-pack.sh        then, on the lent machine:  bash scripts/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${RLX_ONNX_TESTDATA:-$(scripts/fetch-onnx-testdata.sh)}
+rm -rf gpu-bin && mkdir -p gpu-bin
+cargo build --release --bin rlx-onnx
+strip -o gpu-bin/rlx-onnx target/release/rlx-onnx
+# Test executables, by the names cargo reports for them.
+tests=$(cargo test --release --no-run --test cuda_parity -p rlx-onnx --message-format=json 2>/dev/null;
+        cargo test --release --no-run -p rlx-cuda --lib --message-format=json 2>/dev/null)
+for t in cuda_parity rlx_cuda; do
+  exe=$(printf '%s\n' "$tests" | python3 -c '
+import json, sys
+name = sys.argv[1]
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == name:
+        print(m["executable"])' "$t" | tail -1)
+  strip -o "gpu-bin/$t" "$exe"
+done
+xz -T2 -6 gpu-bin/rlx-onnx gpu-bin/cuda_parity gpu-bin/rlx_cuda
+tar cf - -C "$data" node light | xz -T2 -9 > gpu-bin/testdata.tar.xz
+ls -la gpu-bin
