@@ -33,6 +33,7 @@ impl Lowering for Cuda {
         Ok(Lowered {
             scratch_end: cx.scratch_end(),
             launches: cx.take_launches(),
+            consts: cx.take_consts(),
         })
     }
 

@@ -18,14 +18,14 @@ use crate::compile::{nvrtc_available, CompileOptions, Compiler};
 use crate::kernels::{module_source, PRELUDE, SOURCES};
 use crate::{plan, Context, Executable, PlanOptions, Schedule};
 
-fn graph(body: &str) -> rlx_ir::Graph {
+pub(crate) fn graph(body: &str) -> rlx_ir::Graph {
     let src = format!("rlx-ir 1\ngraph {{\n{body}}}\n");
     let mut g = parse_graph(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
     infer_graph(&mut g, None).unwrap_or_else(|e| panic!("{e}\n{src}"));
     g
 }
 
-fn planned(body: &str) -> Schedule {
+pub(crate) fn planned(body: &str) -> Schedule {
     let g = graph(body);
     let mem = plan_memory(&g).unwrap();
     plan(&g, &Weights::default(), &mem, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"))
@@ -149,24 +149,26 @@ fn find_nvrtc() -> Result<(), String> {
     ))
 }
 
-#[test]
-fn every_module_and_param_struct_compiles_with_nvrtc() {
+/// Compiles with NVRTC every fixed module, every module of `schedules` and
+/// every fixed module's parameter structs with their checks (skipped,
+/// saying why, where libnvrtc is missing outside CI); returns the compiler.
+pub(crate) fn compile_all(schedules: &[Schedule]) -> Option<Compiler> {
     if let Err(why) = find_nvrtc() {
         assert!(
             std::env::var_os("CI").is_none(),
             "NVRTC is required in CI: {why}"
         );
         eprintln!("skipping the NVRTC compile test: {why}");
-        return;
+        return None;
     }
     let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
     let mut sources: Vec<(String, String)> = SOURCES
         .iter()
         .map(|f| (f.name.to_string(), module_source(f)))
         .collect();
-    for s in [planned(MATMULS), planned(CONTROL)] {
-        for m in s.modules {
-            sources.push((m.name, m.source));
+    for s in schedules {
+        for m in &s.modules {
+            sources.push((m.name.clone(), m.source.clone()));
         }
     }
     for f in SOURCES {
@@ -175,12 +177,22 @@ fn every_module_and_param_struct_compiles_with_nvrtc() {
             sources.push((format!("layout_{}", l.name), src));
         }
     }
+    sources.sort();
+    sources.dedup();
     for (name, src) in &sources {
         let ptx = c
             .compile(name, src)
             .unwrap_or_else(|e| panic!("{e}\n{src}"));
         assert!(ptx.contains(".version"), "{name}: no PTX");
     }
+    Some(c)
+}
+
+#[test]
+fn every_module_and_param_struct_compiles_with_nvrtc() {
+    let Some(c) = compile_all(&[planned(MATMULS), planned(CONTROL)]) else {
+        return;
+    };
     // A wrong offset is caught: the checks really run.
     let l = rlx_gpu::control::SlabCopyParams::LAYOUT;
     let bad = format!(

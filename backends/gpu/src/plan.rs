@@ -54,12 +54,22 @@ pub struct NodeIo {
     /// Values of constant inputs (for value ports such as axes or pads).
     pub values: Vec<Option<Tensor>>,
     pub scratch_at: u64,
+    /// Where constant data of this node's own (see [`Lowered::consts`]) may
+    /// start: past all scratch that nodes lowered so far use, so no scratch
+    /// of theirs overwrites it.
+    pub consts_at: u64,
 }
 
 /// A node's launches and the end of the scratch bytes they use.
 pub struct Lowered<L> {
     pub launches: Vec<L>,
+    /// The end of the scratch bytes and constant data the node uses.
     pub scratch_end: u64,
+    /// Constant data the lowering made (tap tables, say), at or past
+    /// [`NodeIo::consts_at`] and apart from the node's scratch: uploaded
+    /// with the graph's constants, and every later node's scratch starts
+    /// past it.
+    pub consts: Vec<ConstBlock>,
 }
 
 /// What a backend supplies to the planner: its launches for a node, and the
@@ -277,12 +287,17 @@ impl<L: Lowering> Planner<'_, L> {
                     .map(|v| leaf_value(g, self.weights, v.node))
                     .collect(),
                 scratch_at: self.scratch_at,
+                consts_at: self.scratch_end.next_multiple_of(BLOCK_ALIGN),
             };
             let lowered = self
                 .lowering
                 .node(node, io)
                 .map_err(|reason| node_err(node, reason))?;
             self.scratch_end = self.scratch_end.max(lowered.scratch_end);
+            if !lowered.consts.is_empty() {
+                self.scratch_at = self.scratch_end.next_multiple_of(BLOCK_ALIGN);
+                self.blocks.extend(lowered.consts);
+            }
             for l in lowered.launches {
                 self.push(node, l, &mut steps);
             }

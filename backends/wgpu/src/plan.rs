@@ -47,6 +47,7 @@ impl Lowering for Wgsl {
         Ok(Lowered {
             scratch_end: cx.scratch_end(),
             launches: cx.take_drafts(),
+            consts: Vec::new(),
         })
     }
 

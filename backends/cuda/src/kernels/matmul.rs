@@ -239,6 +239,7 @@ mod tests {
             outs: vec![op(8192, c)],
             values: vec![None, None],
             scratch_at: 0,
+            consts_at: 0,
         };
         gemm_launches(&io)
             .unwrap()
@@ -287,6 +288,7 @@ mod tests {
             outs: vec![op(8192, &[4, 5])],
             values: vec![None, None],
             scratch_at: 0,
+            consts_at: 0,
         };
         assert!(gemm_launches(&io).unwrap_err().contains("inner dims"));
     }

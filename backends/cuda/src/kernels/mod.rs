@@ -6,11 +6,17 @@
 //! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
 pub mod control;
+pub mod indexing;
+pub mod loss;
 pub mod matmul;
+pub mod movement;
+pub mod quant;
+pub mod resize;
+pub mod scatter;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
-use rlx_gpu::{Layout, NodeIo, ParamBlock, Params, Range};
-use rlx_ir::{Node, Op, TensorType};
+use rlx_gpu::{ConstBlock, Layout, NodeIo, ParamBlock, Params, Range};
+use rlx_ir::{DType, Node, Op, TensorType};
 
 use crate::schedule::{KernelLaunch, Launch, Module};
 
@@ -26,7 +32,46 @@ pub struct Source {
 }
 
 /// Every module of fixed source, for tests that compile them all.
-pub const SOURCES: &[&Source] = &[&control::SOURCE];
+pub const SOURCES: &[&Source] = &[
+    &control::SOURCE,
+    &movement::SOURCE,
+    &indexing::SOURCE,
+    &scatter::SOURCE,
+    &resize::SOURCE,
+    &quant::SOURCE,
+    &loss::SOURCE,
+];
+
+/// Threads per block of element-wise and movement launches.
+pub const BLOCK: u32 = 256;
+
+/// The dtype of input `i`.
+pub fn dtype_of(inputs: &[TensorType], i: usize) -> LResult<DType> {
+    inputs
+        .get(i)
+        .map(|t| t.dtype)
+        .ok_or_else(|| format!("input {i} is missing"))
+}
+
+/// The name of a numeric dtype in the kernels' `numeric.cuh` (entry
+/// suffixes); `None` for bool and the sub-byte and float8 dtypes.
+pub fn num_name(d: DType) -> Option<&'static str> {
+    Some(match d {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::I8 => "i8",
+        DType::I16 => "i16",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+        DType::U8 => "u8",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        DType::U64 => "u64",
+        _ => return None,
+    })
+}
 
 /// The complete source of a module: the prelude, each parameter struct and
 /// its checks, then the kernels.
@@ -80,6 +125,7 @@ pub struct Cx<'a> {
     pub modules: &'a mut Modules,
     scratch_used: u64,
     launches: Vec<Launch>,
+    consts: Vec<ConstBlock>,
 }
 
 impl<'a> Cx<'a> {
@@ -90,6 +136,7 @@ impl<'a> Cx<'a> {
             modules,
             scratch_used: 0,
             launches: Vec::new(),
+            consts: Vec::new(),
         }
     }
 
@@ -107,11 +154,68 @@ impl<'a> Cx<'a> {
             .ok_or_else(|| format!("output {i} is missing"))
     }
 
+    /// The integer values of constant input `i`; `None` if the input is
+    /// absent, an error if it is present but not a constant.
+    pub fn ints(&self, i: usize) -> LResult<Option<Vec<i64>>> {
+        if i >= self.io.ins.len() {
+            return Ok(None);
+        }
+        match self.io.values.get(i) {
+            Some(Some(t)) => t
+                .to_i64_vec()
+                .map(Some)
+                .ok_or_else(|| format!("input {i} is not an integer tensor")),
+            _ => Err(format!(
+                "input {i} must be a constant here (the cuda plan reads it)"
+            )),
+        }
+    }
+
+    /// The float values of constant input `i`, if it is one.
+    pub fn floats(&self, i: usize) -> Option<Vec<f64>> {
+        match self.io.values.get(i) {
+            Some(Some(t)) => t.to_f64_vec(),
+            _ => None,
+        }
+    }
+
+    /// A launch of one thread per item in [`BLOCK`]-thread blocks (kernels
+    /// loop grid-stride, so any grid is correct).
+    pub fn items<P: Params>(
+        &mut self,
+        module: usize,
+        entry: &str,
+        items: u64,
+        operands: Vec<Range>,
+        p: &P,
+    ) {
+        let blocks = items.div_ceil(u64::from(BLOCK));
+        self.kernel_params(module, entry, blocks, BLOCK, operands, p);
+    }
+
     /// Scratch bytes for this node (the next node reuses them).
     pub fn scratch(&mut self, bytes: u64) -> Range {
         let offset = (self.io.scratch_at + self.scratch_used).next_multiple_of(256);
         self.scratch_used = offset + bytes - self.io.scratch_at;
         Range { offset, bytes }
+    }
+
+    /// Constant bytes for this node's launches (tap tables, say): placed in
+    /// the buffer past every scratch byte used so far and uploaded with the
+    /// graph's constants.
+    pub fn constant(&mut self, bytes: Vec<u8>) -> Range {
+        let offset = self
+            .scratch_end()
+            .max(self.io.consts_at)
+            .next_multiple_of(256);
+        let len = bytes.len() as u64;
+        self.scratch_used = offset + len - self.io.scratch_at;
+        self.consts.push(ConstBlock { offset, bytes });
+        Range { offset, bytes: len }
+    }
+
+    pub fn take_consts(&mut self) -> Vec<ConstBlock> {
+        std::mem::take(&mut self.consts)
     }
 
     pub fn scratch_end(&self) -> u64 {
@@ -182,6 +286,42 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::MatMul(_) => Family {
             supports: matmul::supports,
             lower: matmul::lower,
+        },
+        Op::Transpose(_)
+        | Op::Slice(_)
+        | Op::Concat(_)
+        | Op::Split(_)
+        | Op::Expand(_)
+        | Op::Pad(_)
+        | Op::DepthToSpace(_)
+        | Op::SpaceToDepth(_)
+        | Op::Tile(_) => Family {
+            supports: movement::supports,
+            lower: movement::lower,
+        },
+        Op::Gather(_)
+        | Op::GatherElements(_)
+        | Op::GatherNd(_)
+        | Op::Trilu(_)
+        | Op::Cumulative(_) => Family {
+            supports: indexing::supports,
+            lower: indexing::lower,
+        },
+        Op::ScatterElements(_) | Op::ScatterNd(_) => Family {
+            supports: scatter::supports,
+            lower: scatter::lower,
+        },
+        Op::Resize(_) => Family {
+            supports: resize::supports,
+            lower: resize::lower,
+        },
+        Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => Family {
+            supports: quant::supports,
+            lower: quant::lower,
+        },
+        Op::NllLoss(_) => Family {
+            supports: loss::supports,
+            lower: loss::lower,
         },
         _ => return None,
     })

@@ -50,6 +50,73 @@ pub fn gather_params(
     })
 }
 
+crate::kernel_params! {
+    /// GatherND on CUDA: `y[t, e] = data[batch(t), idx[t, ..k], e]`, one
+    /// thread per output element (any element size: the kernel is
+    /// instantiated per size).
+    pub struct GatherNdParams {
+        /// Output elements.
+        pub n: u32,
+        /// Elements per gathered slice (the data dims after `b + k`).
+        pub slice: u32,
+        /// The length of an index tuple.
+        pub k: u32,
+        /// 1: i64 indices, 0: i32.
+        pub idx_wide: u32,
+        /// Index tuples per batch (at least 1).
+        pub batch_tuples: u32,
+        /// Data elements per batch (the product of the dims after `b`).
+        pub batch_elems: u32,
+        /// The data dims the tuple indexes (`b..b + k`).
+        pub dims: [u32; 8],
+        /// Their element strides.
+        pub strides: [u32; 8],
+    }
+}
+
+/// The operand names of the gather_nd kernel, in launch order.
+pub const GATHER_ND_OPERANDS: &[&str] = &["data", "idx", "y"];
+
+/// GatherND of data of `dims` by indices of `idx` dims after `b` batch dims.
+pub fn gather_nd_params(
+    dims: &[usize],
+    idx: &[usize],
+    b: usize,
+    wide: bool,
+) -> LResult<GatherNdParams> {
+    let r = idx.len();
+    let k = *idx.last().ok_or("gather_nd indices need rank 1 or more")?;
+    if b + k > dims.len() || b >= r || dims[..b] != idx[..b] {
+        return Err(format!(
+            "gather_nd indices of shape {idx:?} do not address data of shape {dims:?} with {b} batch dims"
+        ));
+    }
+    if k > 8 {
+        return Err(format!(
+            "gather_nd tuples of {k} have no GPU kernel (8 at most)"
+        ));
+    }
+    let st = crate::geometry::strides(dims);
+    let slice: usize = dims[b + k..].iter().product();
+    let tuples: usize = idx[..r - 1].iter().product();
+    let batches: usize = idx[..b].iter().product();
+    let mut p = GatherNdParams {
+        n: u32_of(tuples * slice, "size")?,
+        slice: u32_of(slice.max(1), "slice size")?,
+        k: k as u32,
+        idx_wide: u32::from(wide),
+        batch_tuples: u32_of((tuples / batches.max(1)).max(1), "index tuples")?,
+        batch_elems: u32_of(dims[b..].iter().product(), "batch size")?,
+        dims: [1; 8],
+        strides: [0; 8],
+    };
+    for q in 0..k {
+        p.dims[q] = u32_of(dims[b + q], "a dim")?;
+        p.strides[q] = u32_of(st[b + q], "a stride")?;
+    }
+    Ok(p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +127,16 @@ mod tests {
         assert_eq!((p.n, p.words, p.axis_len, p.inner), (24, 2, 5, 3));
         assert_eq!((p.n_idx, p.idx_wide), (4, 1));
         assert_eq!(gather_params(&[7], 0, 4, 0, false, 0).unwrap().n_idx, 1);
+    }
+
+    #[test]
+    fn gather_nd_walks_batches_and_tuples() {
+        let p = gather_nd_params(&[2, 3, 4, 5], &[2, 6, 2], 1, true).unwrap();
+        assert_eq!(
+            (p.n, p.slice, p.k, p.batch_tuples, p.batch_elems),
+            (60, 5, 2, 6, 60)
+        );
+        assert_eq!((&p.dims[..2], &p.strides[..2]), (&[3, 4][..], &[20, 5][..]));
+        assert!(gather_nd_params(&[2, 3], &[3, 1], 1, false).is_err());
     }
 }

@@ -99,6 +99,53 @@ pub fn quant_params(
     })
 }
 
+crate::kernel_params! {
+    /// QuantizeLinear / DequantizeLinear on CUDA: one thread per element,
+    /// any integer width (the kernel is instantiated per dtype pair).
+    pub struct QuantCudaParams {
+        /// Elements.
+        pub n: u32,
+        /// 0 one scale, 1 per axis, 2 blocked along the axis.
+        pub kind: u32,
+        /// The axis size.
+        pub axis_len: u32,
+        /// Elements after the axis.
+        pub inner: u32,
+        /// Elements of the axis per scale (blocked).
+        pub block: u32,
+        /// The scale's size along the axis.
+        pub scale_len: u32,
+        /// 0 no zero point, 1 one for all scales, 2 one per scale.
+        pub zp: u32,
+        /// Bits of the quantized dtype (its saturation range).
+        pub bits: u32,
+        /// 1: signed quantized elements.
+        pub qsigned: u32,
+    }
+}
+
+/// The operand names of the CUDA quant kernels, in launch order (an absent
+/// zero point binds the scale again, never read).
+pub const QUANT_CUDA_OPERANDS: &[&str] = &["x", "scale", "zp", "y"];
+
+impl QuantCudaParams {
+    /// The scale geometry of `p` (from [`quant_params`]) with `zp` zero
+    /// points (0, 1, or one per scale) and a dtype of `bits` bits.
+    pub fn of(p: &QuantParams, zp: u32, bits: u32, qsigned: bool) -> QuantCudaParams {
+        QuantCudaParams {
+            n: p.n,
+            kind: p.kind,
+            axis_len: p.axis_len,
+            inner: p.inner,
+            block: p.block,
+            scale_len: p.scale_len,
+            zp,
+            bits,
+            qsigned: u32::from(qsigned),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,82 @@ pub fn passes(
     Ok(plans)
 }
 
+crate::kernel_params! {
+    /// One resize pass on CUDA, whose tap table is constant data in the
+    /// buffer (an operand, not a parameter): `n_out * k` f64 weights, then
+    /// as many u32 input positions ([`tap_table`]).
+    pub struct ResizeAxisParams {
+        /// Output elements.
+        pub n: u32,
+        /// The axis size before the pass.
+        pub n_in: u32,
+        /// The axis size after it.
+        pub n_out: u32,
+        /// Elements after the axis (at least 1).
+        pub inner: u32,
+        /// Taps per output position.
+        pub k: u32,
+        /// The extrapolation value.
+        pub fill: f32,
+    }
+}
+
+/// The operand names of the CUDA resize kernel, in launch order.
+pub const RESIZE_AXIS_OPERANDS: &[&str] = &["x", "taps", "y"];
+
+/// Taps per output position of `taps` (the widest), and each position's
+/// input indices and weights padded to it.
+fn taps_k(taps: &[Taps]) -> usize {
+    taps.iter()
+        .map(|t| match t {
+            Taps::Mix(v) => v.len(),
+            Taps::Extrapolate => 1,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// One CUDA pass: its parameters, its tap table's bytes (f64 weights, then
+/// u32 input positions, [`EXTRAPOLATE`] first for extrapolated outputs),
+/// and its threads (one per output element).
+pub fn tap_table(pass: &AxisPass, fill: f32) -> LResult<(ResizeAxisParams, Vec<u8>, u64)> {
+    let (dims, a, taps) = (&pass.dims, pass.axis, &pass.taps);
+    let inner: usize = dims[a + 1..].iter().product();
+    let outer: usize = dims[..a].iter().product();
+    let (n_out, k) = (taps.len(), taps_k(taps));
+    let mut weight = vec![0f64; n_out * k];
+    let mut index = vec![0u32; n_out * k];
+    for (y, t) in taps.iter().enumerate() {
+        match t {
+            Taps::Extrapolate => index[y * k] = EXTRAPOLATE,
+            Taps::Mix(v) => {
+                for (q, &(i, w)) in v.iter().enumerate() {
+                    index[y * k + q] = u32_of(i, "a tap index")?;
+                    weight[y * k + q] = w;
+                }
+            }
+        }
+    }
+    let mut bytes = Vec::with_capacity(n_out * k * 12);
+    for w in &weight {
+        bytes.extend_from_slice(&w.to_le_bytes());
+    }
+    for i in &index {
+        bytes.extend_from_slice(&i.to_le_bytes());
+    }
+    let n = outer * n_out * inner;
+    let p = ResizeAxisParams {
+        n: u32_of(n, "size")?,
+        n_in: u32_of(dims[a], "axis size")?,
+        n_out: u32_of(n_out, "output axis size")?,
+        inner: u32_of(inner.max(1), "inner size")?,
+        k: k as u32,
+        fill,
+    };
+    Ok((p, bytes, n as u64))
+}
+
 /// The parameters of one pass (layout [`RESIZE_PARAMS`]) and its
 /// invocations (one per output element).
 pub fn pass_params(pass: &AxisPass, fill: f32) -> LResult<(ParamBlock, u64)> {
@@ -188,5 +264,9 @@ mod tests {
             "n=24 n_in=3 n_out=3 inner=4 k=2 fill=[-1.5] \
              index=[0,0,1,2,4294967295,0] weight=[1.0,0.0,0.25,0.75,0.0,0.0]"
         );
+        let (p, bytes, n) = tap_table(&pass, 2.0).unwrap();
+        assert_eq!((p.n, p.k, p.n_out, n), (24, 2, 3, 24));
+        assert_eq!(bytes.len(), 3 * 2 * 12);
+        assert_eq!(&bytes[48 + 16..48 + 20], &u32::MAX.to_le_bytes());
     }
 }

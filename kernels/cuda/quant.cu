@@ -1,0 +1,92 @@
+// quant: QuantizeLinear (float to integers: the quotient in the input's
+// precision, round half to even, plus the zero point, saturated to the
+// dtype's `bits`) and DequantizeLinear (`(x - zero_point) * scale` in f32,
+// in f64 for 32-bit integers), per tensor, per axis or blocked, as the CPU
+// backend computes them. QuantCudaParams is rlx-gpu's (kernels/quant.rs).
+// Entries quantize_<float>_<int> (scales of the float dtype) and
+// dequantize_<int>_<float> (scales and output of the float dtype); 4- and
+// 2-bit integers are stored a byte each (u8 / i8 with their `bits`).
+
+__device__ __forceinline__ unsigned long long quant_scale(unsigned long long i,
+                                                          const QuantCudaParams& p) {
+    if (p.kind == 0u) {
+        return 0;
+    }
+    unsigned long long in = i % p.inner;
+    unsigned long long r = i / p.inner;
+    unsigned long long a = r % p.axis_len;
+    if (p.kind == 1u) {
+        return a;
+    }
+    return ((r / p.axis_len) * p.scale_len + a / p.block) * p.inner + in;
+}
+
+template <typename X> __device__ __forceinline__ double quant_quotient(X x, X s) {
+    return to_f64(from_f64<X>((double)(to_f32(x) / to_f32(s))));
+}
+template <> __device__ __forceinline__ double quant_quotient<f64>(f64 x, f64 s) { return x / s; }
+
+template <typename Q> __device__ __forceinline__ double quant_zero(const Q* zp, unsigned long long k,
+                                                                    const QuantCudaParams& p) {
+    if (p.zp == 0u) {
+        return 0.0;
+    }
+    return (double)zp[p.zp == 1u ? 0ull : k];
+}
+
+template <typename X, typename Q>
+__device__ __forceinline__ void quantize_body(const X* __restrict__ x, const X* __restrict__ s,
+                                              const Q* zp, Q* __restrict__ y,
+                                              const QuantCudaParams& p) {
+    for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
+        unsigned long long k = quant_scale(i, p);
+        double v = quant_quotient<X>(x[i], s[k]);
+        double t = (v != v ? 0.0 : rint(v)) + quant_zero<Q>(zp, k, p);
+        if (p.qsigned) {
+            long long hi = p.bits >= 64u ? 9223372036854775807ll : (1ll << (p.bits - 1u)) - 1ll;
+            long long lo = -hi - 1ll;
+            long long r = t <= (double)lo ? lo : (t >= (double)hi ? hi : (long long)t);
+            y[i] = (Q)r;
+        } else {
+            unsigned long long hi = p.bits >= 64u ? ~0ull : (1ull << p.bits) - 1ull;
+            unsigned long long r = t <= 0.0 ? 0ull : (t >= (double)hi ? hi : (unsigned long long)t);
+            y[i] = (Q)r;
+        }
+    }
+}
+
+template <typename Q, typename O>
+__device__ __forceinline__ void dequantize_body(const Q* __restrict__ x, const O* __restrict__ s,
+                                                const Q* zp, O* __restrict__ y,
+                                                const QuantCudaParams& p) {
+    for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
+        unsigned long long k = quant_scale(i, p);
+        double xv = (double)x[i], z = quant_zero<Q>(zp, k, p), sv = to_f64(s[k]);
+        double r = sizeof(Q) == 4 ? (xv - z) * sv
+                                  : (double)(((float)xv - (float)z) * (float)sv);
+        y[i] = from_f64<O>(r);
+    }
+}
+
+#define RLX_QUANT(F, Q)                                                                        \
+    extern "C" __global__ void quantize_##F##_##Q(const F* x, const F* s, const Q* zp, Q* y,   \
+                                                  QuantCudaParams p) {                         \
+        quantize_body<F, Q>(x, s, zp, y, p);                                                   \
+    }                                                                                          \
+    extern "C" __global__ void dequantize_##Q##_##F(const Q* x, const F* s, const Q* zp, F* y, \
+                                                    QuantCudaParams p) {                       \
+        dequantize_body<Q, F>(x, s, zp, y, p);                                                 \
+    }
+#define RLX_QUANT_INTS(F)                                                                      \
+    RLX_QUANT(F, i8)                                                                           \
+    RLX_QUANT(F, u8)                                                                           \
+    RLX_QUANT(F, i16)                                                                          \
+    RLX_QUANT(F, u16)                                                                          \
+    RLX_QUANT(F, i32)                                                                          \
+    RLX_QUANT(F, u32)                                                                          \
+    RLX_QUANT(F, i64)                                                                          \
+    RLX_QUANT(F, u64)
+RLX_QUANT_INTS(f32)
+RLX_QUANT_INTS(f16)
+RLX_QUANT_INTS(bf16)
+RLX_QUANT_INTS(f64)
