@@ -11,12 +11,15 @@
 
 pub mod compile;
 pub mod device;
+mod dnn;
 mod gemm;
 pub mod kernels;
 pub mod plan;
 pub mod schedule;
 pub mod support;
 
+#[cfg(test)]
+mod nn_tests;
 #[cfg(test)]
 mod tests;
 
@@ -25,7 +28,7 @@ use rlx_ir::{Node, TensorType};
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Context, ContextOptions, Executable};
 pub use plan::{plan, PlanOptions};
-pub use schedule::{Gemm, Launch, Module, Schedule};
+pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule};
 
 /// Why planning, compiling or running failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -25,7 +25,7 @@ fn graph(body: &str) -> rlx_ir::Graph {
     g
 }
 
-fn planned(body: &str) -> Schedule {
+pub(crate) fn planned(body: &str) -> Schedule {
     let g = graph(body);
     let mem = plan_memory(&g).unwrap();
     plan(&g, &Weights::default(), &mem, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"))
@@ -111,7 +111,7 @@ fn other_ops_are_refused_by_name() {
 /// cannot find it by name: from the `nvidia-cuda-nvrtc` wheel (found through
 /// python3) or a CUDA toolkit. Loaded objects are matched by soname, so
 /// cudarc's later open by name finds them.
-fn find_nvrtc() -> Result<(), String> {
+pub(crate) fn find_nvrtc() -> Result<(), String> {
     if nvrtc_available() {
         return Ok(());
     }

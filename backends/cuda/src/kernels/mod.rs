@@ -5,8 +5,12 @@
 //! `supports` and `lower`, so what legalization is told and what the plan
 //! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
+pub mod attention;
 pub mod control;
+pub mod conv;
+pub mod epilogue;
 pub mod matmul;
+pub mod pool;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
 use rlx_gpu::{Layout, NodeIo, ParamBlock, Params, Range};
@@ -26,7 +30,13 @@ pub struct Source {
 }
 
 /// Every module of fixed source, for tests that compile them all.
-pub const SOURCES: &[&Source] = &[&control::SOURCE];
+pub const SOURCES: &[&Source] = &[
+    &control::SOURCE,
+    &conv::SOURCE,
+    &epilogue::SOURCE,
+    &pool::SOURCE,
+    &attention::SOURCE,
+];
 
 /// The complete source of a module: the prelude, each parameter struct and
 /// its checks, then the kernels.
@@ -179,9 +189,21 @@ pub struct Family {
 /// lowered here (the planner places and walks them).
 pub fn family(op: &Op) -> Option<Family> {
     Some(match op {
-        Op::MatMul(_) => Family {
+        Op::MatMul(_) | Op::FusedMatMul(_) => Family {
             supports: matmul::supports,
             lower: matmul::lower,
+        },
+        Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => Family {
+            supports: conv::supports,
+            lower: conv::lower,
+        },
+        Op::Pool(_) | Op::Lrn(_) => Family {
+            supports: pool::supports,
+            lower: pool::lower,
+        },
+        Op::Attention(_) => Family {
+            supports: attention::supports,
+            lower: attention::lower,
         },
         _ => return None,
     })
