@@ -14,9 +14,6 @@
 // biased = capped + mask bias (-inf where masked). A row with every key
 // masked gives NaN, as on the CPU.
 
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD 256
 
@@ -160,5 +157,5 @@ __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T*
     }
 ATT_ENTRY(attention_f32, float, float)
 ATT_ENTRY(attention_f64, double, double)
-ATT_ENTRY(attention_f16, __half, float)
-ATT_ENTRY(attention_bf16, __nv_bfloat16, float)
+ATT_ENTRY(attention_f16, rlx_f16, float)
+ATT_ENTRY(attention_bf16, rlx_bf16, float)

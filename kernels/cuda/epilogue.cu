@@ -6,9 +6,6 @@
 // activations follow the CPU backend (relu keeps NaN; the sigmoids in the
 // form 1 / (1 + e^-x)). f16 and bf16 compute in float, f64 in double.
 
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-
 template <typename C>
 __device__ __forceinline__ C epi_act(C x, unsigned int act) {
     const C one = (C)1;
@@ -36,7 +33,7 @@ __device__ __forceinline__ void epilogue(T* y, const T* bias, const EpiloguePara
             }
             v += (C)bias[at];
         }
-        y[i] = (T)epi_act<C>(v, p.act);
+        y[i] = (T)(epi_act<C>(v, p.act));
     }
 }
 
@@ -46,33 +43,9 @@ extern "C" __global__ void epilogue_f32(float* y, const float* bias, EpiloguePar
 extern "C" __global__ void epilogue_f64(double* y, const double* bias, EpilogueParams p) {
     epilogue<double, double>(y, bias, p);
 }
-extern "C" __global__ void epilogue_f16(__half* y, const __half* bias, EpilogueParams p) {
-    for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
-        float v = __half2float(y[i]);
-        if (p.flags & 1u) {
-            unsigned long long rem = i, at = 0;
-            for (int d = (int)p.rank - 1; d >= 0; --d) {
-                unsigned long long c = rem % p.dims[d];
-                rem /= p.dims[d];
-                at += c * p.bias_s[d];
-            }
-            v += __half2float(bias[at]);
-        }
-        y[i] = __float2half(epi_act<float>(v, p.act));
-    }
+extern "C" __global__ void epilogue_f16(rlx_f16* y, const rlx_f16* bias, EpilogueParams p) {
+    epilogue<rlx_f16, float>(y, bias, p);
 }
-extern "C" __global__ void epilogue_bf16(__nv_bfloat16* y, const __nv_bfloat16* bias, EpilogueParams p) {
-    for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
-        float v = __bfloat162float(y[i]);
-        if (p.flags & 1u) {
-            unsigned long long rem = i, at = 0;
-            for (int d = (int)p.rank - 1; d >= 0; --d) {
-                unsigned long long c = rem % p.dims[d];
-                rem /= p.dims[d];
-                at += c * p.bias_s[d];
-            }
-            v += __bfloat162float(bias[at]);
-        }
-        y[i] = __float2bfloat16(epi_act<float>(v, p.act));
-    }
+extern "C" __global__ void epilogue_bf16(rlx_bf16* y, const rlx_bf16* bias, EpilogueParams p) {
+    epilogue<rlx_bf16, float>(y, bias, p);
 }

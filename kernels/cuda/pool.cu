@@ -8,9 +8,6 @@
 // average and lp compute in float (double for f64). LRN across channels
 // (LrnParams) after it.
 
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-
 // Visits the window of output `t`: f(offset in the plane) for each position
 // inside the input; returns the positions inside the padded extent.
 template <typename F>
@@ -95,11 +92,11 @@ extern "C" __global__ void pool_max_f32(float* y, const float* x, PoolParams p) 
 extern "C" __global__ void pool_max_f64(double* y, const double* x, PoolParams p) {
     pool_max<double, double>(y, x, p, -__longlong_as_double(0x7ff0000000000000ll));
 }
-extern "C" __global__ void pool_max_f16(__half* y, const __half* x, PoolParams p) {
-    pool_max<__half, float>(y, x, p, -__int_as_float(0x7f800000));
+extern "C" __global__ void pool_max_f16(rlx_f16* y, const rlx_f16* x, PoolParams p) {
+    pool_max<rlx_f16, float>(y, x, p, -__int_as_float(0x7f800000));
 }
-extern "C" __global__ void pool_max_bf16(__nv_bfloat16* y, const __nv_bfloat16* x, PoolParams p) {
-    pool_max<__nv_bfloat16, float>(y, x, p, -__int_as_float(0x7f800000));
+extern "C" __global__ void pool_max_bf16(rlx_bf16* y, const rlx_bf16* x, PoolParams p) {
+    pool_max<rlx_bf16, float>(y, x, p, -__int_as_float(0x7f800000));
 }
 extern "C" __global__ void pool_max_i8(signed char* y, const signed char* x, PoolParams p) {
     pool_max<signed char, int>(y, x, p, -128);
@@ -113,11 +110,11 @@ extern "C" __global__ void pool_avg_f32(float* y, const float* x, PoolParams p) 
 extern "C" __global__ void pool_avg_f64(double* y, const double* x, PoolParams p) {
     pool_avg<double, double>(y, x, p);
 }
-extern "C" __global__ void pool_avg_f16(__half* y, const __half* x, PoolParams p) {
-    pool_avg<__half, float>(y, x, p);
+extern "C" __global__ void pool_avg_f16(rlx_f16* y, const rlx_f16* x, PoolParams p) {
+    pool_avg<rlx_f16, float>(y, x, p);
 }
-extern "C" __global__ void pool_avg_bf16(__nv_bfloat16* y, const __nv_bfloat16* x, PoolParams p) {
-    pool_avg<__nv_bfloat16, float>(y, x, p);
+extern "C" __global__ void pool_avg_bf16(rlx_bf16* y, const rlx_bf16* x, PoolParams p) {
+    pool_avg<rlx_bf16, float>(y, x, p);
 }
 
 // LRN: channel c of element t sums squares over channels c - lo ..= c + hi.
@@ -142,7 +139,7 @@ __device__ __forceinline__ void lrn(T* y, const T* x, const LrnParams& p) {
 
 extern "C" __global__ void lrn_f32(float* y, const float* x, LrnParams p) { lrn<float, float>(y, x, p); }
 extern "C" __global__ void lrn_f64(double* y, const double* x, LrnParams p) { lrn<double, double>(y, x, p); }
-extern "C" __global__ void lrn_f16(__half* y, const __half* x, LrnParams p) { lrn<__half, float>(y, x, p); }
-extern "C" __global__ void lrn_bf16(__nv_bfloat16* y, const __nv_bfloat16* x, LrnParams p) {
-    lrn<__nv_bfloat16, float>(y, x, p);
+extern "C" __global__ void lrn_f16(rlx_f16* y, const rlx_f16* x, LrnParams p) { lrn<rlx_f16, float>(y, x, p); }
+extern "C" __global__ void lrn_bf16(rlx_bf16* y, const rlx_bf16* x, LrnParams p) {
+    lrn<rlx_bf16, float>(y, x, p);
 }

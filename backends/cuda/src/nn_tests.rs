@@ -19,7 +19,8 @@ const RESNET: &str = "  %0 = input \"x\" : f32[1,3,32,32]
   %6 = input \"b2\" : f32[16]
   %7 = conv(%4, %5, %6) {strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1} : f32[1,16,8,8]
   %8 = avg_pool(%7) {kernel_shape=[8, 8], strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=0, storage_order=0, with_indices=false} : f32[1,16,1,1]
-  %9 = reshape(%8) {shape=[1, 16], allowzero=false} : f32[1,16]
+  %13 = constant i64[2] [1, 16] : i64[2]
+  %9 = reshape(%8, %13) {allowzero=false} : f32[1,16]
   %10 = input \"fc\" : f32[16,10]
   %11 = input \"fb\" : f32[10]
   %12 = fused_matmul(%9, %10, %11) {activation=none} : f32[1,10]
@@ -52,7 +53,7 @@ fn convs() -> Vec<String> {
         "  %0 = input \"x\" : f32[1,2,4,4]
   %1 = input \"w\" : f32[2,3,3,3]
   %2 = input \"b\" : f32[3]
-  %3 = conv_transpose(%0, %1, %2) {strides=[2, 2], dilations=[1, 1], pads=[0, 1, 0, 1], auto_pad=notset, group=1, output_padding=[0, 0], output_shape=[]} : f32[1,3,9,7]
+  %3 = conv_transpose(%0, %1, %2) {strides=[2, 2], dilations=[1, 1], pads=[1, 0, 0, 0], auto_pad=notset, group=1, output_padding=[0, 0], output_shape=[]} : f32[1,3,8,9]
   output \"y\" = %3
 "
         .to_string(),

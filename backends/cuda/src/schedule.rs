@@ -220,6 +220,14 @@ impl Launch {
                 let g = &g.gemm;
                 format!("gemm {}x{}x{} batch {}", g.m, g.n, g.k, g.batch)
             }
+            Launch::Conv(c) => {
+                let c = &c.conv;
+                let kind = match c.kind {
+                    ConvKind::Forward => "conv",
+                    ConvKind::Transpose => "conv_transpose",
+                };
+                format!("cudnn {kind} {:?} -> {:?}", c.x_dims, c.y_dims)
+            }
         }
     }
 }

@@ -12,7 +12,10 @@ use super::{Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "epilogue",
-    source: include_str!("../../../../kernels/cuda/epilogue.cu"),
+    source: concat!(
+        include_str!("../../../../kernels/cuda/half.cuh"),
+        include_str!("../../../../kernels/cuda/epilogue.cu")
+    ),
     layouts,
 };
 

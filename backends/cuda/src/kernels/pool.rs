@@ -14,7 +14,10 @@ use super::{Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "pool",
-    source: include_str!("../../../../kernels/cuda/pool.cu"),
+    source: concat!(
+        include_str!("../../../../kernels/cuda/half.cuh"),
+        include_str!("../../../../kernels/cuda/pool.cu")
+    ),
     layouts,
 };
 
