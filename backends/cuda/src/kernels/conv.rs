@@ -176,7 +176,7 @@ pub fn plan_forward(
         .ok()
         .filter(|&g| g >= 1)
         .ok_or("conv group must be positive")?;
-    if x[1] != w[1] * groups || w[0] != y[1] || y[1] % groups != 0 {
+    if x[1] != w[1] * groups || w[0] != y[1] || !y[1].is_multiple_of(groups) {
         return Err(format!(
             "conv weights {w:?} do not fit input {x:?} and output {y:?} in {groups} groups"
         ));
@@ -429,7 +429,7 @@ pub fn plan_transpose(
         .ok()
         .filter(|&g| g >= 1)
         .ok_or("group must be positive")?;
-    if x[1] != w[0] || w[1] * groups != y[1] || x[1] % groups != 0 {
+    if x[1] != w[0] || w[1] * groups != y[1] || !x[1].is_multiple_of(groups) {
         return Err(format!(
             "weights {w:?} do not fit input {x:?} and output {y:?}"
         ));
