@@ -68,7 +68,11 @@ fn golden_and_light_models_match_cpu() {
     for case in common::golden_cases() {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
-        cases.push((format!("golden/{name}"), case.join("model.onnx"), set.inputs));
+        cases.push((
+            format!("golden/{name}"),
+            case.join("model.onnx"),
+            set.inputs,
+        ));
     }
     // Both branches of the golden If.
     let case = common::root().join("golden/if_branches");
@@ -76,7 +80,11 @@ fn golden_and_light_models_match_cpu() {
     let x = &set.inputs[0];
     let neg: Vec<f32> = x.as_slice::<f32>().unwrap().iter().map(|v| -v).collect();
     let neg = Tensor::from_f32(x.dims(), &neg).unwrap();
-    cases.push(("golden/if_branches (else)".into(), case.join("model.onnx"), vec![neg]));
+    cases.push((
+        "golden/if_branches (else)".into(),
+        case.join("model.onnx"),
+        vec![neg],
+    ));
     if let Some(data) = common::testdata() {
         for m in light_models(&data.join("light")).unwrap() {
             let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
@@ -96,6 +104,10 @@ fn golden_and_light_models_match_cpu() {
             }
         }
     }
-    eprintln!("cuda parity: {} of {} models match the CPU", cases.len() - bad.len(), cases.len());
+    eprintln!(
+        "cuda parity: {} of {} models match the CPU",
+        cases.len() - bad.len(),
+        cases.len()
+    );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

@@ -20,6 +20,7 @@ use rlx_ir::tensor::Bytes;
 use rlx_ir::Tensor;
 
 use crate::compile::{nvrtc_available, CompileOptions, Compiler};
+use crate::dnn::{self, Dnn, PreparedConv};
 use crate::gemm::{self, Lt, Prepared};
 use crate::schedule::{Launch, Module, Schedule, Step, Trip};
 use crate::CudaError;
@@ -128,6 +129,7 @@ struct Resolved {
 enum Ready {
     Kernel(Resolved),
     Gemm(Prepared),
+    Conv(PreparedConv),
 }
 
 /// A captured CUDA graph of the top-level steps.
@@ -155,6 +157,7 @@ pub struct Executable {
     base: CUdeviceptr,
     ready: Vec<Ready>,
     lt: Option<Lt>,
+    dnn: Option<Dnn>,
     /// Staging offsets of the inputs, then of the outputs.
     staging_at: Vec<usize>,
     run: Mutex<RunState>,
@@ -216,6 +219,20 @@ impl Executable {
         } else {
             (None, None)
         };
+        let dnn = if schedule
+            .launches
+            .iter()
+            .any(|l| matches!(l, Launch::Conv(_)))
+        {
+            Some(Dnn::new(stream.cu_stream() as *mut _)?)
+        } else {
+            None
+        };
+        // Constants (the weights) are in place before cuDNN times its
+        // algorithms on the buffer.
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("uploading constants: {e:?}")))?;
         let inside = |r: &crate::schedule::Range| r.offset + r.bytes <= schedule.buffer_bytes;
         let mut ready = Vec::with_capacity(schedule.launches.len());
         for l in &schedule.launches {
@@ -267,6 +284,25 @@ impl Executable {
                         .ok_or_else(|| CudaError::Internal("no cuBLASLt".into()))?;
                     ready.push(Ready::Gemm(gemm::prepare(lt, gm, base)?));
                 }
+                Launch::Conv(c) => {
+                    let cv = &c.conv;
+                    let ranges = [
+                        Some(cv.x),
+                        Some(cv.w),
+                        Some(cv.y),
+                        cv.bias,
+                        Some(cv.workspace),
+                    ];
+                    if !ranges.iter().flatten().all(inside) {
+                        return Err(node_err("a convolution operand beyond the buffer".into()));
+                    }
+                    let d = dnn
+                        .as_ref()
+                        .ok_or_else(|| CudaError::Internal("no cuDNN".into()))?;
+                    ready.push(Ready::Conv(
+                        dnn::prepare(d, cv, base).map_err(|e| node_err(e.to_string()))?,
+                    ));
+                }
             }
         }
         let mut staging_at = Vec::new();
@@ -289,6 +325,7 @@ impl Executable {
             base,
             ready,
             lt,
+            dnn,
             staging_at,
             run: Mutex::new(RunState {
                 staging,
@@ -305,6 +342,19 @@ impl Executable {
 
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
+    }
+
+    /// The cuDNN algorithm chosen for each convolution launch, by launch
+    /// index (chosen once, when the executable was built).
+    pub fn conv_algorithms(&self) -> Vec<(usize, String)> {
+        self.ready
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Ready::Conv(c) => Some((i, c.algorithm())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Whether runs replay a captured CUDA graph (after the first run).
@@ -509,6 +559,13 @@ impl Executable {
                     .as_ref()
                     .ok_or_else(|| CudaError::Internal("no cuBLASLt".into()))?;
                 gemm::run(lt, p, cs as *mut _)
+            }
+            Some(Ready::Conv(c)) => {
+                let d = self
+                    .dnn
+                    .as_ref()
+                    .ok_or_else(|| CudaError::Internal("no cuDNN".into()))?;
+                dnn::run(d, c)
             }
             None => Err(CudaError::Internal("a step names no launch".into())),
         }

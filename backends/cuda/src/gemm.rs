@@ -13,7 +13,7 @@ use std::mem::size_of;
 use cudarc::cublaslt::{result, sys};
 use cudarc::driver::sys::CUdeviceptr;
 
-use crate::schedule::Gemm;
+use crate::schedule::{Gemm, GemmAct};
 use crate::CudaError;
 
 fn lt(what: &str, e: result::CublasError) -> CudaError {
@@ -167,11 +167,14 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
     p.layouts[0] = layout(ra, ca, g.ldb, g.batch, g.stride_b)?;
     p.layouts[1] = layout(rb, cb, g.lda, g.batch, g.stride_a)?;
     p.layouts[2] = layout(g.n, g.m, g.ldc, g.batch, g.stride_c)?;
-    let epilogue = match (g.bias.is_some(), g.relu) {
-        (false, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT,
-        (false, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU,
-        (true, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
-        (true, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
+    use sys::cublasLtEpilogue_t as E;
+    let epilogue = match (g.bias.is_some(), g.act) {
+        (false, GemmAct::None) => E::CUBLASLT_EPILOGUE_DEFAULT,
+        (false, GemmAct::Relu) => E::CUBLASLT_EPILOGUE_RELU,
+        (false, GemmAct::GeluTanh) => E::CUBLASLT_EPILOGUE_GELU,
+        (true, GemmAct::None) => E::CUBLASLT_EPILOGUE_BIAS,
+        (true, GemmAct::Relu) => E::CUBLASLT_EPILOGUE_RELU_BIAS,
+        (true, GemmAct::GeluTanh) => E::CUBLASLT_EPILOGUE_GELU_BIAS,
     };
     // SAFETY: `desc` is live; each value has its attribute's type (the
     // transposes are cublasOperation_t, an i32; the bias a device pointer).

@@ -11,6 +11,7 @@
 
 pub mod compile;
 pub mod device;
+mod dnn;
 mod gemm;
 pub mod kernels;
 pub mod plan;
@@ -20,6 +21,8 @@ pub mod support;
 #[cfg(test)]
 mod data_tests;
 #[cfg(test)]
+mod nn_tests;
+#[cfg(test)]
 mod tests;
 
 use rlx_ir::{Node, TensorType};
@@ -27,7 +30,7 @@ use rlx_ir::{Node, TensorType};
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Context, ContextOptions, Executable};
 pub use plan::{plan, PlanOptions};
-pub use schedule::{Gemm, Launch, Module, Schedule};
+pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule};
 
 /// Why planning, compiling or running failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -87,6 +87,7 @@ pub fn plan(
             let (node, origin) = match &mut l {
                 Launch::Kernel(k) => (&mut k.node, &mut k.origin),
                 Launch::Gemm(g) => (&mut g.node, &mut g.origin),
+                Launch::Conv(c) => (&mut c.node, &mut c.origin),
             };
             *node = placed.node;
             *origin = placed.origin;

@@ -2,13 +2,15 @@
 //! buffer holds the arena, the constants, loop state and a scratch area (laid
 //! out by rlx-gpu's planner); every launch is an NVRTC-compiled kernel of a
 //! [`Module`] (operand pointers into the buffer, then its typed parameter
-//! struct by value) or a cuBLASLt GEMM ([`Gemm`]). Control flow is rlx-gpu's
+//! struct by value), a cuBLASLt GEMM ([`Gemm`]) or a cuDNN convolution
+//! ([`Conv`]). Control flow is rlx-gpu's
 //! [`Step`] tree.
 
 use std::fmt;
 
 use rlx_gpu::schedule::{fmt_slots, fmt_steps};
 use rlx_gpu::ParamBlock;
+use rlx_ir::DType;
 
 pub use rlx_gpu::{ConstBlock, IoSlot, Range, Step, Trip};
 
@@ -34,8 +36,17 @@ pub struct KernelLaunch {
     pub origin: Vec<String>,
 }
 
+/// The activation of a GEMM's cuBLASLt epilogue (GELU is cuBLASLt's tanh
+/// approximation, so only `gelu_tanh` lowers to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmAct {
+    None,
+    Relu,
+    GeluTanh,
+}
+
 /// One fp32 GEMM in row-major terms, batched with constant strides:
-/// `C[m,n] = op(A)[m,k] * op(B)[k,n] (+ bias[n]) (then ReLU)` for each of
+/// `C[m,n] = act(op(A)[m,k] * op(B)[k,n] (+ bias[n]))` for each of
 /// `batch` matrices. `A` is `[m,k]` with row stride `lda` (`[k,m]` when
 /// `trans_a`), `B` is `[k,n]` with row stride `ldb` (`[n,k]` when
 /// `trans_b`), `C` is `[m,n]` with row stride `ldc`; strides are in
@@ -59,7 +70,7 @@ pub struct Gemm {
     pub c: Range,
     /// A row vector of `n` f32 added to every row of C (every batch).
     pub bias: Option<Range>,
-    pub relu: bool,
+    pub act: GemmAct,
 }
 
 impl fmt::Display for Gemm {
@@ -87,8 +98,10 @@ impl fmt::Display for Gemm {
         if let Some(b) = self.bias {
             write!(f, " bias={b}")?;
         }
-        if self.relu {
-            f.write_str(" relu")?;
+        match self.act {
+            GemmAct::None => {}
+            GemmAct::Relu => f.write_str(" relu")?,
+            GemmAct::GeluTanh => f.write_str(" gelu_tanh")?,
         }
         Ok(())
     }
@@ -102,11 +115,83 @@ pub struct GemmLaunch {
     pub origin: Vec<String>,
 }
 
+/// Which cuDNN convolution a [`Conv`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvKind {
+    /// `y = conv(x, w)` (cudnnConvolutionForward).
+    Forward,
+    /// `y = conv_transpose(x, w)`: the data gradient of a forward
+    /// convolution from `y` to `x` (cudnnConvolutionBackwardData), with `x`
+    /// as dy and `y` as dx.
+    Transpose,
+}
+
+/// One cuDNN convolution in NCHW (NCDHW) layout, plain data: dims of `x`,
+/// `w` and `y` (4-D or 5-D: a 1-D convolution runs as 2-D of height 1),
+/// symmetric pads, strides and dilations per spatial dim, the group count
+/// and the element type. `bias` (one per output channel) is added and
+/// `relu` applied after the convolution. `workspace` is scratch the device
+/// half chooses an algorithm to fit (once, when the executable is built).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conv {
+    pub kind: ConvKind,
+    pub dtype: DType,
+    pub x_dims: Vec<usize>,
+    pub w_dims: Vec<usize>,
+    pub y_dims: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub groups: usize,
+    pub x: Range,
+    pub w: Range,
+    pub y: Range,
+    pub bias: Option<Range>,
+    pub relu: bool,
+    pub workspace: Range,
+}
+
+impl fmt::Display for Conv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} x={:?} w={:?} y={:?} pads={:?} strides={:?} dilations={:?} groups={} x@{} w@{} y@{}",
+            self.dtype,
+            self.x_dims,
+            self.w_dims,
+            self.y_dims,
+            self.pads,
+            self.strides,
+            self.dilations,
+            self.groups,
+            self.x,
+            self.w,
+            self.y
+        )?;
+        if let Some(b) = self.bias {
+            write!(f, " bias@{b}")?;
+        }
+        if self.relu {
+            f.write_str(" relu")?;
+        }
+        write!(f, " workspace@{}", self.workspace)
+    }
+}
+
+/// A cuDNN convolution launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvLaunch {
+    pub conv: Conv,
+    pub node: String,
+    pub origin: Vec<String>,
+}
+
 /// One launch of the schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Launch {
     Kernel(KernelLaunch),
     Gemm(GemmLaunch),
+    Conv(ConvLaunch),
 }
 
 impl Launch {
@@ -114,6 +199,7 @@ impl Launch {
         match self {
             Launch::Kernel(k) => &k.node,
             Launch::Gemm(g) => &g.node,
+            Launch::Conv(c) => &c.node,
         }
     }
 
@@ -121,6 +207,7 @@ impl Launch {
         match self {
             Launch::Kernel(k) => &k.origin,
             Launch::Gemm(g) => &g.origin,
+            Launch::Conv(c) => &c.origin,
         }
     }
 
@@ -132,6 +219,14 @@ impl Launch {
             Launch::Gemm(g) => {
                 let g = &g.gemm;
                 format!("gemm {}x{}x{} batch {}", g.m, g.n, g.k, g.batch)
+            }
+            Launch::Conv(c) => {
+                let c = &c.conv;
+                let kind = match c.kind {
+                    ConvKind::Forward => "conv",
+                    ConvKind::Transpose => "conv_transpose",
+                };
+                format!("cudnn {kind} {:?} -> {:?}", c.x_dims, c.y_dims)
             }
         }
     }
@@ -175,6 +270,16 @@ impl Schedule {
                 "{i:>3} cublaslt.gemm_f32 {{{}}}  # {}",
                 g.gemm,
                 g.origin.join(", ")
+            ),
+            Some(Launch::Conv(c)) => write!(
+                f,
+                "{i:>3} cudnn.{} {{{}}}  # {}",
+                match c.conv.kind {
+                    ConvKind::Forward => "conv",
+                    ConvKind::Transpose => "conv_transpose",
+                },
+                c.conv,
+                c.origin.join(", ")
             ),
             None => write!(f, "{i:>3} ?"),
         }

@@ -111,7 +111,7 @@ fn other_ops_are_refused_by_name() {
 /// cannot find it by name: from the `nvidia-cuda-nvrtc` wheel (found through
 /// python3) or a CUDA toolkit. Loaded objects are matched by soname, so
 /// cudarc's later open by name finds them.
-fn find_nvrtc() -> Result<(), String> {
+pub(crate) fn find_nvrtc() -> Result<(), String> {
     if nvrtc_available() {
         return Ok(());
     }

@@ -1,27 +1,24 @@
-//! MatMul on CUDA: numpy-broadcast batched f32 matrix products as cuBLASLt
-//! GEMMs ([`Gemm`]). Batch dims that stay contiguous are merged; a batch dim
-//! that repeats B while A and C run on is folded into M (one larger GEMM);
-//! one batch dim remains as the strided batch, and any further (outer) ones
-//! unroll into separate GEMMs.
+//! MatMul and FusedMatMul on CUDA: numpy-broadcast batched f32 matrix
+//! products as cuBLASLt GEMMs ([`Gemm`], exact fp32). The batching analysis
+//! is rlx-gpu's [`matmul`] (vector promotion, broadcasting, merging of
+//! contiguous batch dims); here a batch dim that repeats B while A and C
+//! run on is folded into M (one larger GEMM), one batch dim remains as the
+//! strided batch, and any further (outer) ones unroll into separate GEMMs.
+//! FusedMatMul's bias and activation go to cuBLASLt's epilogue when it has
+//! them (a bias along N; none, ReLU or tanh-approximated GELU), else to the
+//! [`epilogue`](super::epilogue) kernel after the GEMMs.
 
-use rlx_gpu::geometry::{strides, LResult};
+use rlx_gpu::geometry::{broadcast_strides, LResult};
+use rlx_gpu::kernels::matmul::{matmul, BatchDim};
 use rlx_gpu::{NodeIo, Operand, Range};
-use rlx_ir::{DType, Node, TensorType};
+use rlx_ir::ops::Activation;
+use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::Cx;
-use crate::schedule::{Gemm, GemmLaunch, Launch};
+use super::{epilogue, Cx};
+use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
 
 /// The most GEMMs one MatMul unrolls into (outer batch dims).
 pub const MAX_UNROLL: usize = 1024;
-
-/// A batch dim: size and the element strides of A, B and C along it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Dim {
-    size: usize,
-    a: usize,
-    b: usize,
-    c: usize,
-}
 
 fn f32_operand(what: &str, o: &Operand) -> LResult<()> {
     if o.dtype == DType::F32 {
@@ -34,53 +31,6 @@ fn f32_operand(what: &str, o: &Operand) -> LResult<()> {
     }
 }
 
-/// Batch dims of A (`ab`) and B (`bb`) broadcast against each other, with C
-/// contiguous: `(size, stride_a, stride_b, stride_c)` outermost first, size-1
-/// dims dropped and contiguous neighbours merged.
-fn batch_dims(ad: &[usize], bd: &[usize], mn: usize) -> LResult<Vec<Dim>> {
-    let (ab, bb) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
-    let rank = ab.len().max(bb.len());
-    let (sa, sb) = (strides(ad), strides(bd));
-    let mut dims = Vec::with_capacity(rank);
-    for i in 0..rank {
-        let ai = (i + ab.len()).checked_sub(rank);
-        let bi = (i + bb.len()).checked_sub(rank);
-        let da = ai.map_or(1, |x| ab[x]);
-        let db = bi.map_or(1, |x| bb[x]);
-        let size = da.max(db);
-        if (da != size && da != 1) || (db != size && db != 1) {
-            return Err(format!(
-                "matmul batch dims {ab:?} and {bb:?} do not broadcast"
-            ));
-        }
-        dims.push(Dim {
-            size,
-            a: if da == 1 { 0 } else { ai.map_or(0, |x| sa[x]) },
-            b: if db == 1 { 0 } else { bi.map_or(0, |x| sb[x]) },
-            c: 0,
-        });
-    }
-    let mut sc = mn;
-    for d in dims.iter_mut().rev() {
-        d.c = sc;
-        sc *= d.size;
-    }
-    let mut merged: Vec<Dim> = Vec::new();
-    for d in dims.into_iter().filter(|d| d.size != 1) {
-        if let Some(l) = merged.last_mut() {
-            if l.a == d.a * d.size && l.b == d.b * d.size && l.c == d.c * d.size {
-                *l = Dim {
-                    size: l.size * d.size,
-                    ..d
-                };
-                continue;
-            }
-        }
-        merged.push(d);
-    }
-    Ok(merged)
-}
-
 /// Bytes an operand spans: `batch` matrices `batch_stride` apart, `rows`
 /// rows of `cols` elements `ld` apart.
 fn span(at: u64, batch: usize, batch_stride: usize, rows: usize, ld: usize, cols: usize) -> Range {
@@ -91,17 +41,17 @@ fn span(at: u64, batch: usize, batch_stride: usize, rows: usize, ld: usize, cols
     }
 }
 
-/// The GEMMs of a MatMul with inputs `io.ins[0..2]` and output `io.outs[0]`.
-/// f32 operands of rank 1 or more.
-pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {
-    for (i, t) in inputs.iter().take(2).enumerate() {
+/// f32 operands of rank 1 or more (and an f32 bias).
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    for (i, t) in inputs.iter().enumerate() {
         if t.dtype != DType::F32 {
             return Err(format!(
-                "matmul on {} (input {i}) has no cuda kernel (f32 only)",
+                "{} on {} (input {i}) has no cuda kernel (f32 only)",
+                node.op.name(),
                 t.dtype
             ));
         }
-        if t.shape.rank() == 0 {
+        if i < 2 && t.shape.rank() == 0 {
             return Err("matmul of a scalar".into());
         }
     }
@@ -109,14 +59,45 @@ pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {
 }
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
-    for l in gemm_launches(&cx.io)? {
+    let act = match &cx.node.op {
+        Op::FusedMatMul(f) => f.activation,
+        _ => Activation::None,
+    };
+    let bias = cx.io.ins.get(2).cloned();
+    let c = cx.output(0)?.clone();
+    // cuBLASLt's bias is one value per column of C, for every row and batch.
+    let along_n = match &bias {
+        None => true,
+        Some(b) => {
+            let st = broadcast_strides(&b.dims, &c.dims)?;
+            let n = c.dims.last().copied().unwrap_or(1);
+            st.iter().rev().skip(1).all(|&s| s == 0) && (n == 1 || st.last() == Some(&1))
+        }
+    };
+    let lt_act = match act {
+        Activation::None => Some(GemmAct::None),
+        Activation::Relu => Some(GemmAct::Relu),
+        Activation::GeluTanh => Some(GemmAct::GeluTanh),
+        _ => None,
+    };
+    let fused = match lt_act {
+        Some(a) if along_n => Some((bias.as_ref().map(|b| b.range()), a)),
+        _ => None,
+    };
+    let (lt_bias, lt) = fused.unwrap_or((None, GemmAct::None));
+    for l in gemm_launches(&cx.io, lt_bias, lt)? {
         cx.push(l);
+    }
+    if fused.is_none() {
+        let b = bias.as_ref().map(|b| (b.range(), b.dims.as_slice()));
+        epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, act)?;
     }
     Ok(())
 }
 
-/// The GEMM launches of a MatMul with these operands.
-pub fn gemm_launches(io: &NodeIo) -> LResult<Vec<Launch>> {
+/// The GEMM launches of a MatMul with these operands (inputs 0 and 1,
+/// output 0), with a bias along N and an activation in the epilogue.
+pub fn gemm_launches(io: &NodeIo, bias: Option<Range>, act: GemmAct) -> LResult<Vec<Launch>> {
     let (a, b, c) = match (io.ins.first(), io.ins.get(1), io.outs.first()) {
         (Some(a), Some(b), Some(c)) => (a, b, c),
         _ => return Err("matmul needs two inputs and an output".into()),
@@ -124,36 +105,17 @@ pub fn gemm_launches(io: &NodeIo) -> LResult<Vec<Launch>> {
     f32_operand("A", a)?;
     f32_operand("B", b)?;
     f32_operand("output", c)?;
-    if a.dims.is_empty() || b.dims.is_empty() {
-        return Err("matmul of a scalar".into());
-    }
-    let ad = if a.dims.len() == 1 {
-        vec![1, a.dims[0]]
-    } else {
-        a.dims.clone()
-    };
-    let bd = if b.dims.len() == 1 {
-        vec![b.dims[0], 1]
-    } else {
-        b.dims.clone()
-    };
-    let (mut m, k) = (ad[ad.len() - 2], ad[ad.len() - 1]);
-    let n = bd[bd.len() - 1];
-    if bd[bd.len() - 2] != k {
-        return Err(format!(
-            "matmul inner dims differ: {:?} x {:?}",
-            a.dims, b.dims
-        ));
-    }
-    let mut dims = batch_dims(&ad, &bd, m * n)?;
-    let total: usize = dims.iter().map(|d| d.size).product::<usize>() * m * n;
+    let g = matmul(&a.dims, &b.dims).map_err(|e| format!("{e}: {:?} x {:?}", a.dims, b.dims))?;
+    let (mut m, n, k) = (g.m, g.n, g.k);
+    let mut dims = g.batch;
+    let total: usize = dims.iter().map(|d| d.dim).product::<usize>() * m * n;
     if total != c.numel() {
         return Err(format!(
             "matmul of {:?} x {:?} does not fill an output of {:?}",
             a.dims, b.dims, c.dims
         ));
     }
-    if m == 0 || n == 0 || dims.iter().any(|d| d.size == 0) {
+    if m == 0 || n == 0 || dims.iter().any(|d| d.dim == 0) {
         return Ok(Vec::new());
     }
     if k == 0 {
@@ -163,21 +125,20 @@ pub fn gemm_launches(io: &NodeIo) -> LResult<Vec<Launch>> {
     // with that dim folded into M.
     if let Some(d) = dims.last().copied() {
         if d.b == 0 && d.a == m * k && d.c == m * n {
-            m *= d.size;
+            m *= d.dim;
             dims.pop();
         }
     }
-    let inner = dims.pop().unwrap_or(Dim {
-        size: 1,
+    let inner = dims.pop().unwrap_or(BatchDim {
+        dim: 1,
         a: 0,
         b: 0,
         c: 0,
     });
-    let outer: usize = dims.iter().map(|d| d.size).product();
+    let outer: usize = dims.iter().map(|d| d.dim).product();
     if outer > MAX_UNROLL {
         return Err(format!(
-            "matmul broadcasting over {} outer batches (more than {MAX_UNROLL} GEMMs)",
-            outer
+            "matmul broadcasting over {outer} outer batches (more than {MAX_UNROLL} GEMMs)"
         ));
     }
     let mut launches = Vec::with_capacity(outer);
@@ -185,8 +146,8 @@ pub fn gemm_launches(io: &NodeIo) -> LResult<Vec<Launch>> {
         // Element offsets of this outer batch, innermost outer dim fastest.
         let (mut oa, mut ob, mut oc) = (0, 0, 0);
         for d in dims.iter().rev() {
-            let j = i % d.size;
-            i /= d.size;
+            let j = i % d.dim;
+            i /= d.dim;
             oa += j * d.a;
             ob += j * d.b;
             oc += j * d.c;
@@ -201,15 +162,15 @@ pub fn gemm_launches(io: &NodeIo) -> LResult<Vec<Launch>> {
             lda: k as u64,
             ldb: n as u64,
             ldc: n as u64,
-            batch: inner.size as u64,
+            batch: inner.dim as u64,
             stride_a: inner.a as u64,
             stride_b: inner.b as u64,
             stride_c: inner.c as u64,
-            a: span(at(a, oa), inner.size, inner.a, m, k, k),
-            b: span(at(b, ob), inner.size, inner.b, k, n, n),
-            c: span(at(c, oc), inner.size, inner.c, m, n, n),
-            bias: None,
-            relu: false,
+            a: span(at(a, oa), inner.dim, inner.a, m, k, k),
+            b: span(at(b, ob), inner.dim, inner.b, k, n, n),
+            c: span(at(c, oc), inner.dim, inner.c, m, n, n),
+            bias,
+            act,
         };
         launches.push(Launch::Gemm(GemmLaunch {
             gemm,
@@ -241,12 +202,12 @@ mod tests {
             scratch_at: 0,
             consts_at: 0,
         };
-        gemm_launches(&io)
+        gemm_launches(&io, None, GemmAct::None)
             .unwrap()
             .into_iter()
             .map(|l| match l {
                 Launch::Gemm(g) => g.gemm,
-                Launch::Kernel(_) => panic!("a kernel"),
+                _ => panic!("not a GEMM"),
             })
             .collect()
     }
@@ -290,6 +251,8 @@ mod tests {
             scratch_at: 0,
             consts_at: 0,
         };
-        assert!(gemm_launches(&io).unwrap_err().contains("inner dims"));
+        assert!(gemm_launches(&io, None, GemmAct::None)
+            .unwrap_err()
+            .contains("inner dims"));
     }
 }

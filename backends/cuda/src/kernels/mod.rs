@@ -5,11 +5,15 @@
 //! `supports` and `lower`, so what legalization is told and what the plan
 //! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
+pub mod attention;
 pub mod control;
+pub mod conv;
+pub mod epilogue;
 pub mod indexing;
 pub mod loss;
 pub mod matmul;
 pub mod movement;
+pub mod pool;
 pub mod quant;
 pub mod resize;
 pub mod scatter;
@@ -40,6 +44,10 @@ pub const SOURCES: &[&Source] = &[
     &resize::SOURCE,
     &quant::SOURCE,
     &loss::SOURCE,
+    &conv::SOURCE,
+    &epilogue::SOURCE,
+    &pool::SOURCE,
+    &attention::SOURCE,
 ];
 
 /// Threads per block of element-wise and movement launches.
@@ -283,7 +291,7 @@ pub struct Family {
 /// lowered here (the planner places and walks them).
 pub fn family(op: &Op) -> Option<Family> {
     Some(match op {
-        Op::MatMul(_) => Family {
+        Op::MatMul(_) | Op::FusedMatMul(_) => Family {
             supports: matmul::supports,
             lower: matmul::lower,
         },
@@ -322,6 +330,18 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::NllLoss(_) => Family {
             supports: loss::supports,
             lower: loss::lower,
+        },
+        Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => Family {
+            supports: conv::supports,
+            lower: conv::lower,
+        },
+        Op::Pool(_) | Op::Lrn(_) => Family {
+            supports: pool::supports,
+            lower: pool::lower,
+        },
+        Op::Attention(_) => Family {
+            supports: attention::supports,
+            lower: attention::lower,
         },
         _ => return None,
     })

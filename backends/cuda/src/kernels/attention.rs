@@ -1,0 +1,275 @@
+//! Attention on CUDA (ONNX opset 23, `kernels/cuda/attention.cu`): one
+//! flash-style kernel (a warp per query row, keys in tiles of 32 with an
+//! online softmax) reading Q, K and V in place through their strides, with
+//! grouped-query heads, bool or float masks, causality, softcap, per-batch
+//! key lengths and the QK output, planned by rlx-gpu's
+//! `kernels::attention` (the struct the wgpu kernel reads). A KV cache is
+//! first concatenated into the present outputs (or scratch) by slab copies,
+//! as on wgpu; the kernel then reads keys from there.
+
+use rlx_gpu::control::{slab_copy, Side};
+use rlx_gpu::geometry::LResult;
+use rlx_gpu::kernels::attention::{
+    check_heads, mask_strides, params, AttentionParams, Extras, Heads,
+};
+use rlx_gpu::{Layout, Operand, Params, Range};
+use rlx_ir::{DType, Node, Op, TensorType};
+
+use super::{control, Cx, Source};
+
+pub const SOURCE: Source = Source {
+    name: "attention",
+    source: concat!(
+        include_str!("../../../../kernels/cuda/half.cuh"),
+        include_str!("../../../../kernels/cuda/attention.cu")
+    ),
+    layouts,
+};
+
+fn layouts() -> Vec<Layout> {
+    vec![AttentionParams::LAYOUT]
+}
+
+/// Largest head size: each of a warp's 32 lanes accumulates 8 features.
+pub const MAX_HEAD: usize = 256;
+/// Query rows per block (warps).
+const ROWS_PER_BLOCK: u64 = 4;
+
+fn entry(d: DType) -> LResult<&'static str> {
+    Ok(match d {
+        DType::F32 => "attention_f32",
+        DType::F64 => "attention_f64",
+        DType::F16 => "attention_f16",
+        DType::BF16 => "attention_bf16",
+        d => return Err(format!("attention on {d} has no cuda kernel")),
+    })
+}
+
+fn dtype_of(inputs: &[TensorType], i: usize) -> LResult<DType> {
+    inputs
+        .get(i)
+        .map(|t| t.dtype)
+        .ok_or_else(|| format!("input {i} is missing"))
+}
+
+/// Float operands, bool or same-float masks, i32 or i64 key lengths, head
+/// sizes up to [`MAX_HEAD`].
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let Op::Attention(a) = &node.op else {
+        return Err("not an attention".into());
+    };
+    let d = dtype_of(inputs, 0)?;
+    entry(d)?;
+    let ports = a.ports();
+    if let Some(m) = ports.mask {
+        let md = dtype_of(inputs, m)?;
+        if md != DType::Bool && md != d {
+            return Err(format!(
+                "attention masks of {md} with {d} operands have no cuda kernel"
+            ));
+        }
+    }
+    if let Some(n) = ports.nonpad {
+        match dtype_of(inputs, n)? {
+            DType::I32 | DType::I64 => {}
+            d => return Err(format!("nonpad_kv_seqlen of {d} has no cuda kernel")),
+        }
+    }
+    for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
+        let t = &inputs[i];
+        let head = match t.shape.rank() {
+            4 => t.shape.0[3].known(),
+            3 if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
+            _ => None,
+        };
+        if head.is_some_and(|h| h > MAX_HEAD as i64) {
+            return Err(format!(
+                "attention with head sizes above {MAX_HEAD} has no cuda kernel"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn copy(cx: &mut Cx, dst: Side, src: Side, rows: u64, inner: u64) -> LResult<()> {
+    if let Some(c) = slab_copy(dst, src, rows, inner, None)? {
+        let l = control::slab(cx.modules, c);
+        cx.push(l);
+    }
+    Ok(())
+}
+
+/// Copies `src` (`[B, H, S, D]` geometry `g`) into rows `at..at + S` of the
+/// 4-D `[B, H, T, D]` value at `dst`.
+fn copy_into_seq(
+    cx: &mut Cx,
+    dst: Range,
+    t: usize,
+    at: usize,
+    src: &Operand,
+    g: Heads,
+    e: usize,
+) -> LResult<()> {
+    if g.is_dense() {
+        let d = Side {
+            range: Range {
+                offset: dst.offset + (at * g.d * e) as u64,
+                bytes: dst.bytes - (at * g.d * e) as u64,
+            },
+            stride: (t * g.d * e) as u64,
+            step: None,
+        };
+        return copy(
+            cx,
+            d,
+            Side::dense(src.range()),
+            (g.b * g.h) as u64,
+            (g.s * g.d * e) as u64,
+        );
+    }
+    // 3-D: per (b, h), rows of D elements `hidden` apart.
+    for b in 0..g.b {
+        for h in 0..g.h {
+            let d_off = (((b * g.h + h) * t + at) * g.d * e) as u64;
+            let s_off = ((b * g.st[0] + h * g.st[1]) * e) as u64;
+            let d = Side {
+                range: Range {
+                    offset: dst.offset + d_off,
+                    bytes: dst.bytes - d_off,
+                },
+                stride: (g.d * e) as u64,
+                step: None,
+            };
+            let s = Side {
+                range: Range {
+                    offset: src.at + s_off,
+                    bytes: src.bytes - s_off,
+                },
+                stride: (g.st[2] * e) as u64,
+                step: None,
+            };
+            copy(cx, d, s, g.s as u64, (g.d * e) as u64)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn lower(cx: &mut Cx) -> LResult<()> {
+    let Op::Attention(a) = &cx.node.op else {
+        return Err("not an attention".into());
+    };
+    let ports = a.ports();
+    let (q, k, v) = (
+        cx.input(0)?.clone(),
+        cx.input(1)?.clone(),
+        cx.input(2)?.clone(),
+    );
+    let dtype = q.dtype;
+    let entry = entry(dtype)?;
+    let e = dtype.size();
+    let qg = Heads::of(&q.dims, a.q_num_heads, "Q")?;
+    let kg = Heads::of(&k.dims, a.kv_num_heads, "K")?;
+    let vg = Heads::of(&v.dims, a.kv_num_heads, "V")?;
+    check_heads(qg, kg, vg)?;
+    if qg.d > MAX_HEAD || vg.d > MAX_HEAD {
+        return Err(format!("head sizes above {MAX_HEAD} have no cuda kernel"));
+    }
+    let (b, hq, hkv, sq, dk, dv) = (qg.b, qg.h, kg.h, qg.s, qg.d, vg.d);
+    let past = match (ports.past_key, ports.past_value) {
+        (Some(pk), Some(pv)) => Some((cx.input(pk)?.clone(), cx.input(pv)?.clone())),
+        _ => None,
+    };
+    let p = past
+        .as_ref()
+        .map_or(0, |(pk, _)| pk.dims.get(2).copied().unwrap_or(0));
+    let total = p + kg.s;
+    let present = cx.io.outs.len() > 1;
+    let (mut kr, mut vr) = ((k.range(), kg), (v.range(), vg));
+    if past.is_some() || present {
+        let kbytes = (b * hkv * total * dk * e) as u64;
+        let vbytes = (b * hkv * total * dv * e) as u64;
+        let (kd, vd) = if present {
+            (cx.output(1)?.range(), cx.output(2)?.range())
+        } else {
+            (cx.scratch(kbytes), cx.scratch(vbytes))
+        };
+        if kd.bytes != kbytes || vd.bytes != vbytes {
+            return Err("present key/value shapes do not fit the cache and the new keys".into());
+        }
+        if let Some((pk, pv)) = &past {
+            let pkg = Heads::of(&pk.dims, 0, "past_key")?;
+            let pvg = Heads::of(&pv.dims, 0, "past_value")?;
+            if pk.dims.len() != 4
+                || (pkg.b, pkg.h, pkg.d) != (b, hkv, dk)
+                || (pvg.b, pvg.h, pvg.s, pvg.d) != (b, hkv, p, dv)
+            {
+                return Err(format!(
+                    "past key {:?} / value {:?} do not fit K {:?}, V {:?}",
+                    pk.dims, pv.dims, k.dims, v.dims
+                ));
+            }
+            copy_into_seq(cx, kd, total, 0, pk, pkg, e)?;
+            copy_into_seq(cx, vd, total, 0, pv, pvg, e)?;
+        }
+        copy_into_seq(cx, kd, total, p, &k, kg, e)?;
+        copy_into_seq(cx, vd, total, p, &v, vg, e)?;
+        kr = (kd, Heads::dense(b, hkv, total, dk));
+        vr = (vd, Heads::dense(b, hkv, total, dv));
+    }
+    let y = cx.output(0)?.clone();
+    let yg = Heads::of(&y.dims, a.q_num_heads, "Y")?;
+    let none = y.range();
+    let mut extras = Extras {
+        past: p,
+        ..Extras::default()
+    };
+    let mut mask_r = none;
+    if let Some(mi) = ports.mask {
+        let m = cx.input(mi)?.clone();
+        let is_bool = match m.dtype {
+            DType::Bool => true,
+            d if d == dtype => false,
+            d => return Err(format!("attention masks of {d} have no cuda kernel")),
+        };
+        let (st, len) = mask_strides(&m.dims, b, hq, sq, total)?;
+        extras.mask = Some((st, len, is_bool));
+        mask_r = m.range();
+    }
+    let mut nonpad_r = none;
+    if let Some(ni) = ports.nonpad {
+        let n = cx.input(ni)?.clone();
+        extras.nonpad = Some(match n.dtype {
+            DType::I64 => true,
+            DType::I32 => false,
+            d => return Err(format!("nonpad_kv_seqlen of {d} has no cuda kernel")),
+        });
+        if n.numel() != b {
+            return Err(format!(
+                "nonpad_kv_seqlen has {} entries for batch {b}",
+                n.numel()
+            ));
+        }
+        nonpad_r = n.range();
+    }
+    let mut qk_r = none;
+    if cx.io.outs.len() > 3 {
+        extras.qk = true;
+        qk_r = cx.output(3)?.range();
+        if qk_r.bytes != (b * hq * sq * total * e) as u64 {
+            return Err("the QK output does not have [B, Hq, Sq, keys] elements".into());
+        }
+    }
+    let params = params(a, qg, kr.1, vr.1, yg, extras)?;
+    let m = cx.modules.of(&SOURCE);
+    let blocks = u64::from(params.rows).div_ceil(ROWS_PER_BLOCK);
+    let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
+    cx.kernel_params(
+        m,
+        entry,
+        blocks,
+        (32 * ROWS_PER_BLOCK) as u32,
+        operands,
+        &params,
+    );
+    Ok(())
+}

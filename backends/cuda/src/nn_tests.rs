@@ -1,0 +1,254 @@
+//! Device-free checks of the convolution, pooling, fused-GEMM and attention
+//! families: small IR graphs over every dtype and mode they take, planned
+//! (snapshots of a ResNet-style block), and every module they generate
+//! compiled by NVRTC.
+
+use crate::compile::{CompileOptions, Compiler};
+use crate::schedule::{ConvKind, GemmAct, Launch};
+use crate::tests::{find_nvrtc, planned};
+use crate::Schedule;
+
+/// A ResNet bottleneck's shapes: a 7x7/2 stem conv with ReLU, max pool, a
+/// 1x1 conv with bias, the average pool and the classifier.
+const RESNET: &str = "  %0 = input \"x\" : f32[1,3,32,32]
+  %1 = input \"w\" : f32[8,3,7,7]
+  %2 = input \"b\" : f32[8]
+  %3 = fused_conv(%0, %1, %2) {strides=[2, 2], dilations=[1, 1], pads=[3, 3, 3, 3], auto_pad=notset, group=1, activation=relu} : f32[1,8,16,16]
+  %4 = max_pool(%3) {kernel_shape=[3, 3], strides=[2, 2], dilations=[1, 1], pads=[1, 1, 1, 1], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=0, storage_order=0, with_indices=false} : f32[1,8,8,8]
+  %5 = input \"w2\" : f32[16,8,1,1]
+  %6 = input \"b2\" : f32[16]
+  %7 = conv(%4, %5, %6) {strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1} : f32[1,16,8,8]
+  %8 = avg_pool(%7) {kernel_shape=[8, 8], strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=0, storage_order=0, with_indices=false} : f32[1,16,1,1]
+  %13 = constant i64[2] [1, 16] : i64[2]
+  %9 = reshape(%8, %13) {allowzero=false} : f32[1,16]
+  %10 = input \"fc\" : f32[16,10]
+  %11 = input \"fb\" : f32[10]
+  %12 = fused_matmul(%9, %10, %11) {activation=none} : f32[1,10]
+  output \"y\" = %12
+";
+
+/// Convolutions: 1-D with asymmetric pads and sigmoid, grouped and dilated
+/// 2-D without bias, 3-D, f64 and f16 with a bias, transposed ones.
+fn convs() -> Vec<String> {
+    let mut v = vec![
+        "  %0 = input \"x\" : f32[2,4,10]
+  %1 = input \"w\" : f32[6,4,3]
+  %2 = input \"b\" : f32[6]
+  %3 = fused_conv(%0, %1, %2) {strides=[1], dilations=[1], pads=[2, 1], auto_pad=notset, group=1, activation=sigmoid} : f32[2,6,11]
+  output \"y\" = %3
+"
+        .to_string(),
+        "  %0 = input \"x\" : f32[1,4,9,9]
+  %1 = input \"w\" : f32[6,2,3,3]
+  %2 = fused_conv(%0, %1) {strides=[1, 2], dilations=[2, 1], pads=[1, 1, 1, 1], auto_pad=notset, group=2, activation=relu} : f32[1,6,7,5]
+  output \"y\" = %2
+"
+        .to_string(),
+        "  %0 = input \"x\" : f32[1,2,4,5,6]
+  %1 = input \"w\" : f32[3,2,3,3,3]
+  %2 = conv(%0, %1) {strides=[1, 1, 1], dilations=[1, 1, 1], pads=[1, 1, 1, 1, 1, 1], auto_pad=notset, group=1} : f32[1,3,4,5,6]
+  output \"y\" = %2
+"
+        .to_string(),
+        "  %0 = input \"x\" : f32[1,2,4,4]
+  %1 = input \"w\" : f32[2,3,3,3]
+  %2 = input \"b\" : f32[3]
+  %3 = conv_transpose(%0, %1, %2) {strides=[2, 2], dilations=[1, 1], pads=[1, 0, 0, 0], auto_pad=notset, group=1, output_padding=[0, 0], output_shape=[]} : f32[1,3,8,9]
+  output \"y\" = %3
+"
+        .to_string(),
+        "  %0 = input \"x\" : f32[1,2,4]
+  %1 = input \"w\" : f32[2,3,3]
+  %2 = conv_transpose(%0, %1) {strides=[2], dilations=[1], pads=[1, 1], auto_pad=notset, group=1, output_padding=[1], output_shape=[]} : f32[1,3,8]
+  output \"y\" = %2
+"
+        .to_string(),
+    ];
+    for (d, act) in [("f64", "gelu_erf"), ("f16", "silu"), ("bf16", "tanh")] {
+        v.push(format!(
+            "  %0 = input \"x\" : {d}[1,3,6,6]
+  %1 = input \"w\" : {d}[4,3,3,3]
+  %2 = input \"b\" : {d}[4]
+  %3 = fused_conv(%0, %1, %2) {{strides=[1, 1], dilations=[1, 1], pads=[0, 0, 1, 1], auto_pad=notset, group=1, activation={act}}} : {d}[1,4,5,5]
+  output \"y\" = %3
+"
+        ));
+    }
+    v
+}
+
+/// Pools over every dtype they take, and LRN.
+fn pools() -> Vec<String> {
+    let mut v = Vec::new();
+    for d in ["f32", "f64", "f16", "bf16", "i8", "u8"] {
+        v.push(format!(
+            "  %0 = input \"x\" : {d}[1,2,5,5]
+  %1 = max_pool(%0) {{kernel_shape=[2, 2], strides=[2, 2], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=true, count_include_pad=false, p=0, storage_order=0, with_indices=false}} : {d}[1,2,3,3]
+  output \"y\" = %1
+"
+        ));
+    }
+    for d in ["f32", "f64", "f16", "bf16"] {
+        v.push(format!(
+            "  %0 = input \"x\" : {d}[1,2,4,5,6]
+  %1 = avg_pool(%0) {{kernel_shape=[2, 3, 3], strides=[1, 1, 1], dilations=[1, 1, 1], pads=[0, 1, 1, 0, 1, 1], auto_pad=notset, ceil_mode=false, count_include_pad=true, p=0, storage_order=0, with_indices=false}} : {d}[1,2,3,5,6]
+  %2 = lp_pool(%0) {{kernel_shape=[2, 2, 2], strides=[2, 2, 2], dilations=[1, 1, 1], pads=[0, 0, 0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=3, storage_order=0, with_indices=false}} : {d}[1,2,2,2,3]
+  %3 = lrn(%0) {{size=3, alpha=0.0001, beta=0.75, bias=1.0}} : {d}[1,2,4,5,6]
+  output \"a\" = %1
+  output \"b\" = %2
+  output \"c\" = %3
+"
+        ));
+    }
+    v
+}
+
+const FUSED_MATMULS: &str = "  %0 = input \"x\" : f32[2,3,8]
+  %1 = input \"w\" : f32[8,5]
+  %2 = input \"b\" : f32[5]
+  %3 = fused_matmul(%0, %1, %2) {activation=gelu_tanh} : f32[2,3,5]
+  %4 = input \"c\" : f32[3,1]
+  %5 = fused_matmul(%0, %1, %4) {activation=silu} : f32[2,3,5]
+  %6 = fused_matmul(%0, %1) {activation=relu} : f32[2,3,5]
+  output \"a\" = %3
+  output \"b\" = %5
+  output \"c\" = %6
+";
+
+/// Attention with GQA, a bool mask, causality, softcap, a KV cache and the
+/// QK output; a float mask with i64 key lengths; per float dtype.
+fn attentions() -> Vec<String> {
+    let mut v = vec!["  %0 = input \"q\" : f32[2,4,16]
+  %1 = input \"k\" : f32[2,3,8]
+  %2 = input \"v\" : f32[2,3,8]
+  %3 = input \"m\" : bool[4,5]
+  %4 = input \"pk\" : f32[2,2,2,4]
+  %5 = input \"pv\" : f32[2,2,2,4]
+  %6:4 = attention(%0, %1, %2, %3, %4, %5) {q_num_heads=4, kv_num_heads=2, scale=none, is_causal=true, softcap=2.0, qk_matmul_output_mode=3, has_mask=true, has_past=true, has_nonpad=false, num_outputs=4} : (f32[2,4,16], f32[2,2,5,4], f32[2,2,5,4], f32[2,4,4,5])
+  output \"y\" = %6.0
+  output \"pk2\" = %6.1
+  output \"pv2\" = %6.2
+  output \"qk\" = %6.3
+"
+    .to_string()];
+    for d in ["f32", "f64", "f16", "bf16"] {
+        v.push(format!(
+            "  %0 = input \"q\" : {d}[2,3,4,8]
+  %1 = input \"k\" : {d}[2,3,6,8]
+  %2 = input \"v\" : {d}[2,3,6,8]
+  %3 = input \"m\" : {d}[2,1,4,6]
+  %4 = input \"n\" : i64[2]
+  %5 = attention(%0, %1, %2, %3, %4) {{q_num_heads=0, kv_num_heads=0, scale=0.5, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=true, num_outputs=1}} : {d}[2,3,4,8]
+  output \"y\" = %5
+"
+        ));
+    }
+    v
+}
+
+fn all() -> Vec<(String, Schedule)> {
+    let mut graphs = vec![RESNET.to_string(), FUSED_MATMULS.to_string()];
+    graphs.extend(convs());
+    graphs.extend(pools());
+    graphs.extend(attentions());
+    graphs
+        .into_iter()
+        .map(|g| (g.clone(), planned(&g)))
+        .collect()
+}
+
+#[test]
+fn resnet_block_schedule() {
+    insta::assert_snapshot!(planned(RESNET).to_string());
+}
+
+#[test]
+fn fused_matmul_schedule() {
+    insta::assert_snapshot!(planned(FUSED_MATMULS).to_string());
+}
+
+#[test]
+fn convolutions_plan_cudnn_launches() {
+    let s = planned(RESNET);
+    let found: Vec<_> = s
+        .launches
+        .iter()
+        .filter_map(|l| match l {
+            Launch::Conv(c) => Some(&c.conv),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(found.len(), 2);
+    // The stem: bias + ReLU fused in cuDNN, no epilogue kernel.
+    assert!(found[0].relu && found[0].bias.is_some());
+    assert_eq!(found[0].kind, ConvKind::Forward);
+    assert!(found[1].bias.is_some() && !found[1].relu);
+    // The classifier's bias goes to cuBLASLt's epilogue.
+    assert!(s.launches.iter().any(
+        |l| matches!(l, Launch::Gemm(g) if g.gemm.bias.is_some() && g.gemm.act == GemmAct::None)
+    ));
+    assert!(!s.modules.iter().any(|m| m.name == "epilogue"));
+    // 1-D, asymmetric pads: a pad kernel, the conv, a sigmoid epilogue
+    // adding no bias (cuDNN added it).
+    let s = planned(&convs()[0]);
+    let names: Vec<String> = s
+        .launches
+        .iter()
+        .map(|l| match l {
+            Launch::Kernel(k) => k.entry.clone(),
+            Launch::Conv(_) => "conv".into(),
+            Launch::Gemm(_) => "gemm".into(),
+        })
+        .collect();
+    assert_eq!(names, ["conv_pad_4", "conv", "epilogue_f32"]);
+    // f64: the bias in the epilogue kernel, not in cuDNN.
+    let s = planned(&convs()[5]);
+    assert!(s
+        .launches
+        .iter()
+        .any(|l| matches!(l, Launch::Conv(c) if c.conv.bias.is_none())));
+    assert!(s
+        .launches
+        .iter()
+        .any(|l| matches!(l, Launch::Kernel(k) if k.entry == "epilogue_f64")));
+}
+
+#[test]
+fn every_family_module_compiles_with_nvrtc() {
+    if let Err(why) = find_nvrtc() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "NVRTC is required in CI: {why}"
+        );
+        eprintln!("skipping the NVRTC compile test: {why}");
+        return;
+    }
+    let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut entries = std::collections::HashSet::new();
+    for (g, s) in all() {
+        for l in &s.launches {
+            if let Launch::Kernel(k) = l {
+                entries.insert(k.entry.clone());
+            }
+        }
+        for m in s.modules {
+            if seen.insert(m.name.clone()) {
+                let ptx = c
+                    .compile(&m.name, &m.source)
+                    .unwrap_or_else(|e| panic!("{e}\n{g}"));
+                assert!(ptx.contains(".version"));
+            }
+        }
+    }
+    for e in [
+        "pool_max_i8",
+        "pool_avg_bf16",
+        "lrn_f16",
+        "attention_f64",
+        "conv_crop_4",
+        "slab_copy",
+    ] {
+        assert!(entries.contains(e), "{e} is never planned");
+    }
+}

@@ -1,0 +1,161 @@
+// Attention: scaled dot-product attention (ONNX opset 23) with the CPU
+// backend's semantics. One warp per (batch, query head, query row), 4 rows
+// per block; keys go by in tiles of 32 with an online softmax (running max
+// m and sum l, rescaled per tile), so any key length runs in fixed memory.
+// Each lane scores one key of the tile and accumulates up to 8 output
+// features (head sizes up to 256), reading V rows coalesced.
+//
+// AttentionParams (rlx-gpu kernels/attention.rs): hq, group (query heads per
+// key head), sq, keys, dk, dv, element strides (b, h, s) q_s, k_s, v_s, y_s,
+// mask strides (b, h, i, j) mask_s and mask_len, flags, past (the causal
+// offset), mode (qk_matmul_output_mode), scale, softcap, rows. Flags: 1 mask,
+// 2 bool mask, 4 causal, 8 nonpad lengths, 16 nonpad is i64, 32 QK output.
+// Scores: raw = (q * scale) . k; capped = softcap * tanh(raw / softcap);
+// biased = capped + mask bias (-inf where masked). A row with every key
+// masked gives NaN, as on the CPU.
+
+#define ATT_WARPS 4
+#define ATT_MAX_HEAD 256
+
+template <typename C>
+__device__ __forceinline__ C att_inf() { return (C)__int_as_float(0x7f800000); }
+
+template <typename T, typename C>
+__device__ __forceinline__ void att_score(const AttentionParams& p, const C* qrow, const T* k,
+                                          const unsigned char* mask, const int* nonpad,
+                                          unsigned int b, unsigned int h, unsigned int i,
+                                          unsigned int j, C* raw_out, C* capped_out, C* biased_out) {
+    const unsigned int kvh = h / p.group;
+    const T* kr = k + (unsigned long long)b * p.k_s[0] + (unsigned long long)kvh * p.k_s[1] +
+                  (unsigned long long)j * p.k_s[2];
+    C raw = (C)0;
+    for (unsigned int d = 0; d < p.dk; ++d) {
+        raw += qrow[d] * (C)kr[d];
+    }
+    C capped = raw;
+    if (p.softcap > 0.0f) {
+        capped = (C)p.softcap * tanh(raw / (C)p.softcap);
+    }
+    C bias = (C)0;
+    if ((p.flags & 4u) && j > i + p.past) {
+        bias = -att_inf<C>();
+    }
+    if (p.flags & 8u) {
+        long long np = (p.flags & 16u) ? ((const long long*)nonpad)[b] : (long long)nonpad[b];
+        if ((long long)j >= np) bias = -att_inf<C>();
+    }
+    if (p.flags & 1u) {
+        if (j >= p.mask_len) {
+            bias = -att_inf<C>();
+        } else {
+            unsigned long long mi = (unsigned long long)b * p.mask_s[0] + (unsigned long long)h * p.mask_s[1] +
+                                    (unsigned long long)i * p.mask_s[2] + (unsigned long long)j * p.mask_s[3];
+            if (p.flags & 2u) {
+                if (mask[mi] == 0) bias = -att_inf<C>();
+            } else {
+                bias += (C)((const T*)mask)[mi];
+            }
+        }
+    }
+    *raw_out = raw;
+    *capped_out = capped;
+    *biased_out = capped + bias;
+}
+
+template <typename C>
+__device__ __forceinline__ C att_warp_max(C v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        C w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+template <typename C>
+__device__ __forceinline__ C att_warp_sum(C v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename T, typename C>
+__device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T* v,
+                                          const unsigned char* mask, const int* nonpad, T* qk,
+                                          const AttentionParams& p) {
+    __shared__ C qs[ATT_WARPS][ATT_MAX_HEAD];
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const unsigned long long block = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    const unsigned long long row = block * ATT_WARPS + warp;
+    if (row >= p.rows) return;
+    const unsigned int i = (unsigned int)(row % p.sq);
+    const unsigned int h = (unsigned int)((row / p.sq) % p.hq);
+    const unsigned int b = (unsigned int)(row / ((unsigned long long)p.sq * p.hq));
+    const unsigned int kvh = h / p.group;
+    C* qrow = qs[warp];
+    const T* qr = q + (unsigned long long)b * p.q_s[0] + (unsigned long long)h * p.q_s[1] +
+                  (unsigned long long)i * p.q_s[2];
+    for (unsigned int d = lane; d < p.dk; d += 32u) qrow[d] = (C)qr[d] * (C)p.scale;
+    __syncwarp();
+    const bool qk_out = (p.flags & 32u) != 0u;
+    const unsigned long long qk_row = row * p.keys;
+    const C MASKED = (C)-3.0e38f;
+    C m = -att_inf<C>(), l = (C)0;
+    C acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = (C)0;
+    const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1];
+    for (unsigned int t0 = 0; t0 < p.keys; t0 += 32u) {
+        const unsigned int j = t0 + lane;
+        C s = -att_inf<C>();
+        if (j < p.keys) {
+            C raw, capped, biased;
+            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
+            s = biased;
+            if (qk_out && p.mode < 3u) {
+                qk[qk_row + j] = (T)(p.mode == 0u ? raw : (p.mode == 1u ? capped : biased));
+            }
+        }
+        const C tmax = att_warp_max<C>(s);
+        const C mnew = m > tmax ? m : tmax;
+        const bool live = mnew > MASKED;
+        const C pr = (live && s > MASKED) ? exp(s - mnew) : (C)0;
+        const C alpha = live ? (m > MASKED ? exp(m - mnew) : (C)0) : (C)1;
+        l = l * alpha + att_warp_sum<C>(pr);
+        const unsigned int n = p.keys - t0 < 32u ? p.keys - t0 : 32u;
+        for (int c = 0; c < 8; ++c) {
+            const unsigned int d = lane + 32u * c;
+            C a = acc[c] * alpha;
+            for (unsigned int jj = 0; jj < n; ++jj) {
+                const C pj = __shfl_sync(0xffffffffu, pr, jj);
+                if (d < p.dv) a += pj * (C)vb[(unsigned long long)(t0 + jj) * p.v_s[2] + d];
+            }
+            acc[c] = a;
+            if (32u * (c + 1) >= p.dv) break;
+        }
+        if (live) m = mnew;
+    }
+    T* yr = y + (unsigned long long)b * p.y_s[0] + (unsigned long long)h * p.y_s[1] +
+            (unsigned long long)i * p.y_s[2];
+    for (int c = 0; c < 8; ++c) {
+        const unsigned int d = lane + 32u * c;
+        if (d < p.dv) yr[d] = (T)(l > (C)0 ? acc[c] / l : (C)__int_as_float(0x7fc00000));
+    }
+    if (qk_out && p.mode == 3u) {
+        for (unsigned int j = lane; j < p.keys; j += 32u) {
+            C raw, capped, biased;
+            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
+            C pr = (C)__int_as_float(0x7fc00000);
+            if (l > (C)0) pr = biased > MASKED ? exp(biased - m) / l : (C)0;
+            qk[qk_row + j] = (T)pr;
+        }
+    }
+}
+
+#define ATT_ENTRY(name, T, C)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
+        name(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,              \
+             const int* nonpad, T* qk, AttentionParams p) {                                     \
+        attention<T, C>(y, q, k, v, mask, nonpad, qk, p);                                       \
+    }
+ATT_ENTRY(attention_f32, float, float)
+ATT_ENTRY(attention_f64, double, double)
+ATT_ENTRY(attention_f16, rlx_f16, float)
+ATT_ENTRY(attention_bf16, rlx_bf16, float)
