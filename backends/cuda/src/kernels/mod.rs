@@ -6,7 +6,11 @@
 //! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
 pub mod control;
+pub mod elementwise;
 pub mod matmul;
+pub mod norm;
+pub mod reduce;
+pub mod softmax;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
 use rlx_gpu::{Layout, NodeIo, ParamBlock, Params, Range};
@@ -26,7 +30,12 @@ pub struct Source {
 }
 
 /// Every module of fixed source, for tests that compile them all.
-pub const SOURCES: &[&Source] = &[&control::SOURCE];
+pub const SOURCES: &[&Source] = &[
+    &control::SOURCE,
+    &reduce::SOURCE,
+    &softmax::SOURCE,
+    &norm::SOURCE,
+];
 
 /// The complete source of a module: the prelude, each parameter struct and
 /// its checks, then the kernels.
@@ -107,6 +116,23 @@ impl<'a> Cx<'a> {
             .ok_or_else(|| format!("output {i} is missing"))
     }
 
+    /// The integer values of constant input `i`; `None` when the input is
+    /// absent.
+    pub fn ints(&self, i: usize) -> LResult<Option<Vec<i64>>> {
+        if i >= self.io.ins.len() {
+            return Ok(None);
+        }
+        match self.io.values.get(i) {
+            Some(Some(t)) => t
+                .to_i64_vec()
+                .map(Some)
+                .ok_or_else(|| format!("input {i} is not an integer tensor")),
+            _ => Err(format!(
+                "input {i} must be a constant here (the cuda plan reads it)"
+            )),
+        }
+    }
+
     /// Scratch bytes for this node (the next node reuses them).
     pub fn scratch(&mut self, bytes: u64) -> Range {
         let offset = (self.io.scratch_at + self.scratch_used).next_multiple_of(256);
@@ -182,6 +208,30 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::MatMul(_) => Family {
             supports: matmul::supports,
             lower: matmul::lower,
+        },
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Logical(_)
+        | Op::Where(_)
+        | Op::Cast(_)
+        | Op::Clip(_)
+        | Op::Gelu(_)
+        | Op::ElementwiseRegion(_) => Family {
+            supports: elementwise::supports,
+            lower: elementwise::lower,
+        },
+        Op::Reduce(_) | Op::ArgReduce(_) | Op::GlobalPool(_) => Family {
+            supports: reduce::supports,
+            lower: reduce::lower,
+        },
+        Op::Softmax(_) => Family {
+            supports: softmax::supports,
+            lower: softmax::lower,
+        },
+        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::ResidualNorm(_) => Family {
+            supports: norm::supports,
+            lower: norm::lower,
         },
         _ => return None,
     })
