@@ -18,6 +18,8 @@ pub mod schedule;
 pub mod support;
 
 #[cfg(test)]
+mod family_tests;
+#[cfg(test)]
 mod tests;
 
 use rlx_ir::{Node, TensorType};
