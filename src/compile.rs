@@ -7,6 +7,7 @@ use std::path::Path;
 use std::collections::BTreeMap;
 
 use rlx_cpu::{CpuBackend, CpuEvaluator};
+use rlx_cuda::CudaBackend;
 use rlx_importer::{import_file, ImportedModel, Registry};
 use rlx_ir::analysis::specialize;
 use rlx_ir::{Bindings, Graph, Weights};
@@ -19,14 +20,20 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Target {
     Cpu,
+    /// CUDA kernels (NVRTC), cuBLASLt and cuDNN on an NVIDIA GPU.
+    Cuda,
     /// WGSL kernels through wgpu (Vulkan).
     Wgpu,
 }
 
 impl Target {
+    /// Every target, in the order help texts list them.
+    pub const ALL: [Target; 3] = [Target::Cpu, Target::Cuda, Target::Wgpu];
+
     pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
+            Target::Cuda => "cuda",
             Target::Wgpu => "wgpu",
         }
     }
@@ -35,6 +42,7 @@ impl Target {
     pub fn backend(self) -> &'static dyn Backend {
         match self {
             Target::Cpu => &CpuBackend,
+            Target::Cuda => &CudaBackend,
             Target::Wgpu => &WgpuBackend,
         }
     }
@@ -42,6 +50,7 @@ impl Target {
     pub fn parse(s: &str) -> Result<Target> {
         match s {
             "cpu" => Ok(Target::Cpu),
+            "cuda" => Ok(Target::Cuda),
             "wgpu" => Ok(Target::Wgpu),
             other => Err(Error::Target(other.to_string())),
         }

@@ -261,6 +261,9 @@ pub fn run_error_unsupported(e: &crate::Error) -> bool {
         crate::Error::Wgpu(
             rlx_wgpu::WgpuError::Node { .. } | rlx_wgpu::WgpuError::Unsupported(_),
         ) => true,
+        crate::Error::Cuda(
+            rlx_cuda::CudaError::Node { .. } | rlx_cuda::CudaError::Unsupported(_),
+        ) => true,
         crate::Error::Run(rlx_cpu::RunError::Node {
             source: K::Unsupported(_) | K::DType(_),
             ..
@@ -279,14 +282,14 @@ pub fn run_case(
     run_case_on(case, registry, target, tol, None)
 }
 
-/// [`run_case`] on a given wgpu device context (one per run of many cases)
-/// instead of a new one per case.
+/// [`run_case`] on shared GPU devices (one per run of many cases) instead of
+/// opening them per case.
 pub fn run_case_on(
     case: &Path,
     registry: &Registry,
     target: crate::Target,
     tol: Tolerance,
-    wgpu: Option<&std::sync::Arc<rlx_wgpu::Context>>,
+    devices: Option<&std::sync::Arc<crate::Devices>>,
 ) -> Outcome {
     let model = match import_file(&case.join("model.onnx"), registry) {
         Ok(m) => m,
@@ -307,7 +310,7 @@ pub fn run_case_on(
     }
     let io: Vec<(Vec<Tensor>, Vec<Tensor>)> =
         sets.into_iter().map(|s| (s.inputs, s.outputs)).collect();
-    run_model_cases_on(model, target, &io, tol, wgpu)
+    run_model_cases_on(model, target, &io, tol, devices)
 }
 
 /// Compiles an imported model and checks it on (inputs, expected outputs) pairs.
@@ -320,13 +323,13 @@ pub fn run_model_cases(
     run_model_cases_on(model, target, sets, tol, None)
 }
 
-/// [`run_model_cases`] on a given wgpu device context.
+/// [`run_model_cases`] on shared GPU devices.
 pub fn run_model_cases_on(
     model: rlx_importer::ImportedModel,
     target: crate::Target,
     sets: &[(Vec<Tensor>, Vec<Tensor>)],
     tol: Tolerance,
-    wgpu: Option<&std::sync::Arc<rlx_wgpu::Context>>,
+    devices: Option<&std::sync::Arc<crate::Devices>>,
 ) -> Outcome {
     let outcome_of = |e: crate::Error| {
         if run_error_unsupported(&e) {
@@ -342,8 +345,8 @@ pub fn run_model_cases_on(
     let names = compiled.input_names();
     let out_names = compiled.output_names();
     let options = crate::SessionOptions { threads: 1 };
-    let session = match wgpu {
-        Some(ctx) => crate::Session::with_wgpu_context(compiled, options, ctx.clone()),
+    let session = match devices {
+        Some(d) => crate::Session::with_devices(compiled, options, d.clone()),
         None => crate::Session::new(compiled, options),
     };
     let session = match session {

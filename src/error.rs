@@ -40,6 +40,8 @@ pub enum Error {
     #[error(transparent)]
     Wgpu(#[from] rlx_wgpu::WgpuError),
     #[error(transparent)]
+    Cuda(#[from] rlx_cuda::CudaError),
+    #[error(transparent)]
     Input(#[from] InputError),
     #[error(transparent)]
     Artifact(#[from] crate::artifact::ArtifactError),
@@ -57,7 +59,7 @@ pub enum Error {
     Npy(#[from] crate::npy::NpyError),
     #[error("pass pipeline: {0}")]
     Pipeline(String),
-    #[error("target `{0}` is not available in this build")]
+    #[error("unknown target `{0}`; the targets are {targets}", targets = crate::Target::ALL.map(|t| t.name()).join(", "))]
     Target(String),
     #[error("cannot start the thread pool: {0}")]
     Threads(String),

@@ -36,6 +36,8 @@ enum Executable {
     Planned(PlannedExecutable),
     /// A wgpu schedule loaded on the session's device.
     Wgpu(rlx_wgpu::Executable),
+    /// A CUDA schedule loaded on the session's device.
+    Cuda(rlx_cuda::Executable),
     /// Shapes depend on data: node-by-node execution.
     Dynamic {
         graph: Graph,
@@ -46,18 +48,67 @@ enum Executable {
 /// Key of the specialization cache: input shapes and shape-determining values.
 type Key = (Vec<Vec<usize>>, Vec<Vec<u8>>);
 
+/// The GPU device contexts sessions run on, each opened on first use. Share
+/// one among sessions (a conformance run, a server with several models) so
+/// that each does not open its own device.
+#[derive(Default)]
+pub struct Devices {
+    wgpu: OnceLock<Arc<rlx_wgpu::Context>>,
+    cuda: OnceLock<Arc<rlx_cuda::Context>>,
+}
+
+impl Devices {
+    pub fn new() -> Devices {
+        Devices::default()
+    }
+
+    /// Devices whose wgpu context is `ctx`.
+    pub fn with_wgpu(ctx: Arc<rlx_wgpu::Context>) -> Devices {
+        let d = Devices::default();
+        let _ = d.wgpu.set(ctx);
+        d
+    }
+
+    /// The wgpu context, opened on first use.
+    pub fn wgpu(&self) -> Result<Arc<rlx_wgpu::Context>> {
+        if let Some(c) = self.wgpu.get() {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(rlx_wgpu::Context::new()?);
+        Ok(self.wgpu.get_or_init(|| c).clone())
+    }
+
+    /// The CUDA context (device 0), opened on first use.
+    pub fn cuda(&self) -> Result<Arc<rlx_cuda::Context>> {
+        if let Some(c) = self.cuda.get() {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(rlx_cuda::Context::new()?);
+        Ok(self.cuda.get_or_init(|| c).clone())
+    }
+}
+
 /// A model ready to run. `Send + Sync`: runs may come from several threads.
 pub struct Session {
     model: Arc<CompiledModel>,
     value_inputs: Vec<usize>,
     pool: rayon::ThreadPool,
     cache: Mutex<HashMap<Key, Arc<Executable>>>,
-    /// The wgpu device of this session (made on first use unless given).
-    wgpu: OnceLock<Arc<rlx_wgpu::Context>>,
+    /// The GPU devices of this session (opened on first use unless shared).
+    devices: Arc<Devices>,
 }
 
 impl Session {
     pub fn new(model: CompiledModel, options: SessionOptions) -> Result<Session> {
+        Session::with_devices(model, options, Arc::new(Devices::new()))
+    }
+
+    /// A session on shared GPU devices.
+    pub fn with_devices(
+        model: CompiledModel,
+        options: SessionOptions,
+        devices: Arc<Devices>,
+    ) -> Result<Session> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads.max(1))
             .build()
@@ -68,7 +119,7 @@ impl Session {
             value_inputs,
             pool,
             cache: Mutex::new(HashMap::new()),
-            wgpu: OnceLock::new(),
+            devices,
         })
     }
 
@@ -78,18 +129,7 @@ impl Session {
         options: SessionOptions,
         ctx: Arc<rlx_wgpu::Context>,
     ) -> Result<Session> {
-        let s = Session::new(model, options)?;
-        let _ = s.wgpu.set(ctx);
-        Ok(s)
-    }
-
-    /// The session's wgpu context, created on first use.
-    fn wgpu_context(&self) -> Result<Arc<rlx_wgpu::Context>> {
-        if let Some(c) = self.wgpu.get() {
-            return Ok(c.clone());
-        }
-        let c = Arc::new(rlx_wgpu::Context::new()?);
-        Ok(self.wgpu.get_or_init(|| c).clone())
+        Session::with_devices(model, options, Arc::new(Devices::with_wgpu(ctx)))
     }
 
     pub fn model(&self) -> &CompiledModel {
@@ -166,6 +206,7 @@ impl Session {
                 p.run(&refs).map_err(Error::from)
             }
             Executable::Wgpu(e) => e.run(&ordered).map_err(Error::from),
+            Executable::Cuda(e) => e.run(&ordered).map_err(Error::from),
             Executable::Dynamic { graph, weights } => run_graph(
                 graph,
                 weights,
@@ -212,6 +253,17 @@ impl Session {
                             let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
                             (name.to_string(), d.origin.join(", "), t)
                         })
+                        .collect(),
+                ));
+            }
+            Executable::Cuda(e) => {
+                let times = e.profile(&ordered)?;
+                let s = e.schedule();
+                return Ok(Some(
+                    s.launches
+                        .iter()
+                        .zip(times)
+                        .map(|(l, t)| (l.label(), l.origin().join(", "), t))
                         .collect(),
                 ));
             }
@@ -278,7 +330,7 @@ impl Session {
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
         let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
         if !concrete {
-            return Err(dynamic_shapes());
+            return Err(dynamic_shapes(Target::Wgpu));
         }
         let mem = plan_memory(&g)?;
         Ok(rlx_wgpu::plan(
@@ -289,25 +341,54 @@ impl Session {
         )?)
     }
 
+    /// The CUDA schedule for these inputs, without a device (pure: for
+    /// snapshots, inspection and compile checks).
+    pub fn cuda_schedule(&self, inputs: &[(&str, &Tensor)]) -> Result<rlx_cuda::Schedule> {
+        let ordered = self.order(inputs)?;
+        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
+        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
+        if !concrete {
+            return Err(dynamic_shapes(Target::Cuda));
+        }
+        let mem = plan_memory(&g)?;
+        Ok(rlx_cuda::plan(
+            &g,
+            &weights,
+            &mem,
+            &rlx_cuda::PlanOptions::default(),
+        )?)
+    }
+
     /// Specializes, optimizes and plans the graph for one input binding.
     fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
         let (g, weights, concrete) = self.specialized(bindings, inputs)?;
-        let wgpu = self.model.target == Target::Wgpu;
+        let target = self.model.target;
         if !concrete {
-            if wgpu {
-                return Err(dynamic_shapes());
+            if target != Target::Cpu {
+                return Err(dynamic_shapes(target));
             }
             return Ok(Executable::Dynamic { graph: g, weights });
         }
         let mem = plan_memory(&g)?;
-        if wgpu {
-            let ctx = self.wgpu_context()?;
-            let opts = rlx_wgpu::PlanOptions { caps: ctx.caps() };
-            let schedule = rlx_wgpu::plan(&g, &weights, &mem, &opts)?;
-            return Ok(Executable::Wgpu(rlx_wgpu::Executable::new(ctx, schedule)?));
+        match target {
+            Target::Wgpu => {
+                let ctx = self.devices.wgpu()?;
+                let opts = rlx_wgpu::PlanOptions { caps: ctx.caps() };
+                let schedule = rlx_wgpu::plan(&g, &weights, &mem, &opts)?;
+                Ok(Executable::Wgpu(rlx_wgpu::Executable::new(ctx, schedule)?))
+            }
+            Target::Cuda => {
+                let ctx = self.devices.cuda()?;
+                let opts = rlx_cuda::PlanOptions::default();
+                let schedule = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
+                Ok(Executable::Cuda(rlx_cuda::Executable::new(ctx, schedule)?))
+            }
+            Target::Cpu => {
+                let schedule = plan(&g, &weights, &mem)?;
+                Ok(Executable::Planned(PlannedExecutable::new(schedule)))
+            }
         }
-        let schedule = plan(&g, &weights, &mem)?;
-        Ok(Executable::Planned(PlannedExecutable::new(schedule)))
     }
 
     /// The plan for inputs of these shapes (and values), for inspection; `None`
@@ -322,6 +403,11 @@ impl Session {
                 schedule: e.schedule.to_string(),
                 arena_bytes: e.schedule.arena_bytes as usize,
                 total_bytes: e.schedule.buffer_bytes as usize,
+            }),
+            Executable::Cuda(e) => Some(PlanInfo {
+                schedule: e.schedule().to_string(),
+                arena_bytes: e.schedule().arena_bytes as usize,
+                total_bytes: e.schedule().buffer_bytes as usize,
             }),
             Executable::Dynamic { .. } => None,
         })
@@ -348,8 +434,12 @@ impl PlanInfo {
     }
 }
 
-fn dynamic_shapes() -> Error {
-    Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(
-        "shapes depend on input data; the wgpu backend runs only static schedules".into(),
-    ))
+/// The error of a GPU target meeting shapes that depend on input data.
+fn dynamic_shapes(target: Target) -> Error {
+    let why =
+        format!("shapes depend on input data; the {target} backend runs only static schedules");
+    match target {
+        Target::Cuda => Error::Cuda(rlx_cuda::CudaError::Unsupported(why)),
+        _ => Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(why)),
+    }
 }

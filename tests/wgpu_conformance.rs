@@ -11,7 +11,7 @@ use rlx_onnx::conformance::{run_case_on, Outcome, Tolerance};
 use rlx_onnx::importer::Registry;
 use rlx_onnx::testdata::case_dirs;
 use rlx_onnx::wgpu::Context;
-use rlx_onnx::Target;
+use rlx_onnx::{Devices, Target};
 
 #[test]
 fn wgpu_node_suite_matches_expected_failures() {
@@ -19,7 +19,7 @@ fn wgpu_node_suite_matches_expected_failures() {
         return;
     };
     let ctx = match Context::new() {
-        Ok(c) => Arc::new(c),
+        Ok(c) => Arc::new(Devices::with_wgpu(Arc::new(c))),
         Err(e) if std::env::var_os("CI").is_some() => {
             panic!("no wgpu device in CI (install lavapipe): {e}")
         }

@@ -66,3 +66,22 @@ pub fn expected_failures(name: &str) -> BTreeMap<String, String> {
     }
     list
 }
+
+/// Makes NVRTC loadable for compile checks: the `nvidia-cuda-nvrtc` wheel
+/// (found through python3) or a CUDA toolkit. `Err` says why not; callers
+/// fail under `CI` (which installs the wheel) and skip elsewhere.
+pub fn nvrtc() -> Result<(), String> {
+    let mut dirs = Vec::new();
+    let py = std::process::Command::new("python3")
+        .args(["-c", "import nvidia; print(list(nvidia.__path__)[0])"])
+        .output();
+    if let Ok(out) = py {
+        let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !p.is_empty() {
+            dirs.push(PathBuf::from(p).join("cu13/lib"));
+        }
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    rlx_onnx::cuda::compile::load_nvrtc_from(&dirs)
+        .map_err(|e| format!("{e} (pip install nvidia-cuda-nvrtc==13.0.88)"))
+}

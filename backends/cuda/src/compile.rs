@@ -32,6 +32,41 @@ pub fn nvrtc_available() -> bool {
     unsafe { nvrtc::sys::is_culib_present() }
 }
 
+/// Makes libnvrtc loadable when the dynamic loader cannot find it by name:
+/// opens `libnvrtc.so.13` (and its builtins) from the first of `dirs` that
+/// holds it, for the rest of the process (loaded objects are matched by
+/// soname, so later opens by name find them). Compile checks without a CUDA
+/// toolkit use the `nvidia-cuda-nvrtc` wheel's `nvidia/cu13/lib`.
+pub fn load_nvrtc_from(dirs: &[PathBuf]) -> Result<(), CudaError> {
+    if nvrtc_available() {
+        return Ok(());
+    }
+    for d in dirs {
+        let lib = d.join("libnvrtc.so.13");
+        if !lib.is_file() {
+            continue;
+        }
+        let builtins = d.join("libnvrtc-builtins.so.13.0");
+        let open = |p: &std::path::Path| {
+            // SAFETY: NVIDIA's libraries, whose initializers are benign; kept
+            // loaded for the rest of the process.
+            unsafe { libloading::Library::new(p) }
+                .map(std::mem::forget)
+                .map_err(|e| CudaError::Unavailable(format!("{}: {e}", p.display())))
+        };
+        if builtins.is_file() {
+            open(&builtins)?;
+        }
+        open(&lib)?;
+        if nvrtc_available() {
+            return Ok(());
+        }
+    }
+    Err(CudaError::Unavailable(format!(
+        "libnvrtc.so.13 is not on the library path nor in {dirs:?}"
+    )))
+}
+
 /// The NVRTC version, `Unavailable` when libnvrtc cannot be loaded.
 pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
     if !nvrtc_available() {

@@ -433,9 +433,20 @@ impl Executable {
     }
 
     fn steps(&self, steps: &[Step]) -> Result<(), CudaError> {
+        self.walk(steps, &mut |i| self.launch(i))
+    }
+
+    /// Runs `steps` in order, each launch through `launch` (the plain launch,
+    /// or a timed one when profiling): an If reads its condition back, a
+    /// Loop its trip count (when read) and its condition before each round.
+    fn walk(
+        &self,
+        steps: &[Step],
+        launch: &mut dyn FnMut(usize) -> Result<(), CudaError>,
+    ) -> Result<(), CudaError> {
         for step in steps {
             match step {
-                Step::Dispatch(i) => self.launch(*i)?,
+                Step::Dispatch(i) => launch(*i)?,
                 Step::If {
                     cond,
                     then,
@@ -443,7 +454,7 @@ impl Executable {
                     ..
                 } => {
                     let c = self.read(cond.offset)?;
-                    self.steps(if c[0] != 0 { then } else { otherwise })?;
+                    self.walk(if c[0] != 0 { then } else { otherwise }, launch)?;
                 }
                 Step::Loop {
                     trip, cond, body, ..
@@ -458,7 +469,7 @@ impl Executable {
                                 break;
                             }
                         }
-                        self.steps(body)?;
+                        self.walk(body, launch)?;
                     }
                 }
             }
@@ -517,3 +528,6 @@ impl Executable {
         Ok(out)
     }
 }
+
+#[path = "profile.rs"]
+mod profile;

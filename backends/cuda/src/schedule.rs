@@ -123,6 +123,18 @@ impl Launch {
             Launch::Gemm(g) => &g.origin,
         }
     }
+
+    /// What a profile calls the launch: the kernel's entry point, or the
+    /// library call with its size.
+    pub fn label(&self) -> String {
+        match self {
+            Launch::Kernel(k) => k.entry.clone(),
+            Launch::Gemm(g) => {
+                let g = &g.gemm;
+                format!("gemm {}x{}x{} batch {}", g.m, g.n, g.k, g.batch)
+            }
+        }
+    }
 }
 
 /// A complete CUDA schedule.

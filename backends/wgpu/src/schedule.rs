@@ -97,17 +97,26 @@ impl Schedule {
     fn fmt_dispatch(&self, f: &mut fmt::Formatter<'_>, i: usize) -> fmt::Result {
         let d = &self.dispatches[i];
         let windows: Vec<String> = d.windows.iter().map(|w| w.to_string()).collect();
-        let operands: Vec<String> = d.operands.iter().map(|r| r.to_string()).collect();
-        let name = self
-            .pipelines
-            .get(d.pipeline)
-            .map_or("?", |p| p.name.as_str());
+        let pipeline = self.pipelines.get(d.pipeline);
+        let names = pipeline
+            .and_then(|p| p.params.as_ref())
+            .map(|p| &p.operands);
+        let operands: Vec<String> = d
+            .operands
+            .iter()
+            .enumerate()
+            .map(|(k, r)| match names.and_then(|n| n.get(k)) {
+                Some(n) => format!("{n}={r}"),
+                None => r.to_string(),
+            })
+            .collect();
+        let name = pipeline.map_or("?", |p| p.name.as_str());
         write!(
             f,
-            "{i:>3} {name} groups={:?} windows={} operands={} {{{}}}  # {}",
+            "{i:>3} {name} groups={:?} windows={} {} {{{}}}  # {}",
             d.groups,
             windows.join(""),
-            operands.join(""),
+            operands.join(" "),
             d.params,
             d.origin.join(", ")
         )

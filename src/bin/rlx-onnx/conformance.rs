@@ -54,17 +54,18 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     let registry = Registry::standard();
-    // One device for the whole run (each case would otherwise open its own).
-    let wgpu = match target {
-        Target::Wgpu if !a.import_only => match rlx_onnx::wgpu::Context::new() {
-            Ok(c) => Some(std::sync::Arc::new(c)),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        _ => None,
+    // One device for the whole run (each case would otherwise open its own);
+    // a GPU target without its device is an error, not 1765 failed cases.
+    let devices = std::sync::Arc::new(rlx_onnx::Devices::new());
+    let opened = match target {
+        Target::Wgpu if !a.import_only => devices.wgpu().map(drop),
+        Target::Cuda if !a.import_only => devices.cuda().map(drop),
+        _ => Ok(()),
     };
+    if let Err(e) = opened {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let mut rows = Vec::new();
     for case in cases {
         let name = case
@@ -82,7 +83,7 @@ pub fn run(a: Args) -> ExitCode {
         } else {
             // A panic is a bug, but one case must not take the whole run down.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_case_on(&case, &registry, target, tol, wgpu.as_ref())
+                run_case_on(&case, &registry, target, tol, Some(&devices))
             }))
             .unwrap_or_else(|_| Outcome::Failed("panicked (a bug in rlx-onnx)".into()))
         };
