@@ -6,7 +6,7 @@
 // width give 0, integer `pow` multiplies (wrapping) at most 128 times,
 // float max/min propagate NaN, float-to-integer casts truncate and saturate
 // like Rust's `as` (NaN gives 0). Narrow integers compute in 32 bits and wrap
-// when stored; f16 and bf16 compute in float. Plain CUDA C++ for NVRTC:
+// when stored; f16 and bf16 compute in float, f64 in double. Plain CUDA C++ for NVRTC:
 // overloads, no templates, no includes.
 
 __device__ __forceinline__ float ew_nanf() { return __int_as_float(0x7fc00000); }
@@ -69,6 +69,64 @@ __device__ __forceinline__ long long ew_f2ll(float x) {
 }
 __device__ __forceinline__ unsigned long long ew_f2ull(float x) {
     return !(x > 0.0f) ? 0ull : (x >= 18446744073709551616.0f ? 18446744073709551615ull : (unsigned long long)x);
+}
+
+// ----- double -----
+
+__device__ __forceinline__ double ew_nan() { return __longlong_as_double(0x7ff8000000000000ll); }
+__device__ __forceinline__ double ew_sign(double x) {
+    return x != x ? x : (x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0));
+}
+__device__ __forceinline__ double ew_relu(double x) { return x < 0.0 ? 0.0 : x; }
+__device__ __forceinline__ double ew_sigmoid(double x) {
+    if (x >= 0.0) {
+        return 1.0 / (1.0 + exp(-x));
+    }
+    double e = exp(x);
+    return e / (1.0 + e);
+}
+__device__ __forceinline__ double ew_softplus(double x) {
+    return x > 0.0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+__device__ __forceinline__ bool ew_is_pos_inf(double x) { return isinf(x) && x > 0.0; }
+__device__ __forceinline__ bool ew_is_neg_inf(double x) { return isinf(x) && x < 0.0; }
+__device__ __forceinline__ double ew_max(double a, double b) {
+    return (a != a || b != b) ? ew_nan() : (a > b ? a : b);
+}
+__device__ __forceinline__ double ew_min(double a, double b) {
+    return (a != a || b != b) ? ew_nan() : (a < b ? a : b);
+}
+__device__ __forceinline__ double ew_mod(double a, double b) {
+    double r = fmod(a, b);
+    return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+__device__ __forceinline__ double ew_gelu(double x) {
+    return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
+}
+__device__ __forceinline__ double ew_gelu_tanh(double x) {
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+__device__ __forceinline__ double ew_clip(double x, double lo, double hi) {
+    double v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+}
+__device__ __forceinline__ int ew_f2i(double x) {
+    return x != x ? 0 : (x >= 2147483647.0 ? 2147483647 : (x <= -2147483648.0 ? (-2147483647 - 1) : (int)x));
+}
+__device__ __forceinline__ int ew_f2i_in(double x, double lo, double hi) {
+    return x != x ? 0 : (int)(x < lo ? lo : (x > hi ? hi : x));
+}
+__device__ __forceinline__ unsigned int ew_f2u(double x) {
+    return !(x > 0.0) ? 0u : (x >= 4294967295.0 ? 4294967295u : (unsigned int)x);
+}
+__device__ __forceinline__ unsigned int ew_f2u_in(double x, double hi) {
+    return !(x > 0.0) ? 0u : (unsigned int)(x > hi ? hi : x);
+}
+__device__ __forceinline__ long long ew_f2ll(double x) {
+    return x != x ? 0ll : (x >= 9223372036854775808.0 ? 9223372036854775807ll : (x <= -9223372036854775808.0 ? (-9223372036854775807ll - 1ll) : (long long)x));
+}
+__device__ __forceinline__ unsigned long long ew_f2ull(double x) {
+    return !(x > 0.0) ? 0ull : (x >= 18446744073709551616.0 ? 18446744073709551615ull : (unsigned long long)x);
 }
 
 // ----- signed integers (int: i8, i16, i32; long long: i64) -----

@@ -18,3 +18,43 @@ __device__ __forceinline__ unsigned long long rlx_thread() {
 __device__ __forceinline__ unsigned long long rlx_threads() {
     return (unsigned long long)gridDim.x * gridDim.y * blockDim.x;
 }
+
+// f16 and bf16 storage without <cuda_fp16.h> / <cuda_bf16.h> (NVRTC ships
+// no headers): two-byte structs converted to and from float with PTX
+// (round to nearest even; bf16 conversions need sm_80). Kernels compute in
+// float: the structs convert implicitly both ways, or through the functions
+// below.
+struct __align__(2) rlx_half {
+    unsigned short x;
+    __device__ __forceinline__ rlx_half() {}
+    __device__ __forceinline__ rlx_half(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x) : "f"(f)); }
+    __device__ __forceinline__ operator float() const {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+        return f;
+    }
+};
+struct __align__(2) rlx_bf16 {
+    unsigned short x;
+    __device__ __forceinline__ rlx_bf16() {}
+    __device__ __forceinline__ rlx_bf16(float f) { asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(x) : "f"(f)); }
+    __device__ __forceinline__ operator float() const { return __int_as_float(((unsigned int)x) << 16); }
+};
+typedef rlx_half rlx_f16;
+
+__device__ __forceinline__ float rlx_h2f(rlx_half h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.x));
+    return f;
+}
+__device__ __forceinline__ rlx_half rlx_f2h(float f) {
+    rlx_half h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float rlx_b2f(rlx_bf16 b) { return __int_as_float(((unsigned int)b.x) << 16); }
+__device__ __forceinline__ rlx_bf16 rlx_f2b(float f) {
+    rlx_bf16 b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
+    return b;
+}

@@ -148,7 +148,11 @@ impl Compiler {
     /// Compiles `source` with NVRTC (no cache).
     pub fn compile(&self, name: &str, source: &str) -> Result<String, CudaError> {
         let opts = nvrtc::CompileOptions {
-            options: vec![format!("--gpu-architecture={}", self.arch)],
+            // 128-bit integers: exact means of 64-bit integer reductions.
+            options: vec![
+                format!("--gpu-architecture={}", self.arch),
+                "--device-int128".to_string(),
+            ],
             name: Some(format!("{name}.cu")),
             ..Default::default()
         };

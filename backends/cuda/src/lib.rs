@@ -21,6 +21,8 @@ pub mod support;
 #[cfg(test)]
 mod data_tests;
 #[cfg(test)]
+mod family_tests;
+#[cfg(test)]
 mod nn_tests;
 #[cfg(test)]
 mod tests;

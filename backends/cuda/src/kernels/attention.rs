@@ -19,10 +19,7 @@ use super::{control, Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "attention",
-    source: concat!(
-        include_str!("../../../../kernels/cuda/half.cuh"),
-        include_str!("../../../../kernels/cuda/attention.cu")
-    ),
+    source: concat!(include_str!("../../../../kernels/cuda/attention.cu")),
     layouts,
 };
 

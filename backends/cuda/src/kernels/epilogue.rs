@@ -12,10 +12,7 @@ use super::{Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "epilogue",
-    source: concat!(
-        include_str!("../../../../kernels/cuda/half.cuh"),
-        include_str!("../../../../kernels/cuda/epilogue.cu")
-    ),
+    source: concat!(include_str!("../../../../kernels/cuda/epilogue.cu")),
     layouts,
 };
 

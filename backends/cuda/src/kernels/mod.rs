@@ -8,15 +8,19 @@
 pub mod attention;
 pub mod control;
 pub mod conv;
+pub mod elementwise;
 pub mod epilogue;
 pub mod indexing;
 pub mod loss;
 pub mod matmul;
 pub mod movement;
+pub mod norm;
 pub mod pool;
 pub mod quant;
+pub mod reduce;
 pub mod resize;
 pub mod scatter;
+pub mod softmax;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
 use rlx_gpu::{ConstBlock, Layout, NodeIo, ParamBlock, Params, Range};
@@ -48,6 +52,9 @@ pub const SOURCES: &[&Source] = &[
     &epilogue::SOURCE,
     &pool::SOURCE,
     &attention::SOURCE,
+    &reduce::SOURCE,
+    &softmax::SOURCE,
+    &norm::SOURCE,
 ];
 
 /// Threads per block of element-wise and movement launches.
@@ -342,6 +349,30 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::Attention(_) => Family {
             supports: attention::supports,
             lower: attention::lower,
+        },
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Logical(_)
+        | Op::Where(_)
+        | Op::Cast(_)
+        | Op::Clip(_)
+        | Op::Gelu(_)
+        | Op::ElementwiseRegion(_) => Family {
+            supports: elementwise::supports,
+            lower: elementwise::lower,
+        },
+        Op::Reduce(_) | Op::ArgReduce(_) | Op::GlobalPool(_) => Family {
+            supports: reduce::supports,
+            lower: reduce::lower,
+        },
+        Op::Softmax(_) => Family {
+            supports: softmax::supports,
+            lower: softmax::lower,
+        },
+        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::ResidualNorm(_) => Family {
+            supports: norm::supports,
+            lower: norm::lower,
         },
         _ => return None,
     })

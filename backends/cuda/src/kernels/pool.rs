@@ -14,10 +14,7 @@ use super::{Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "pool",
-    source: concat!(
-        include_str!("../../../../kernels/cuda/half.cuh"),
-        include_str!("../../../../kernels/cuda/pool.cu")
-    ),
+    source: concat!(include_str!("../../../../kernels/cuda/pool.cu")),
     layouts,
 };
 

@@ -143,11 +143,11 @@ pub fn build(op: &Op, inputs: &[DType]) -> LResult<Elementwise> {
             let d1 = d(1)?;
             let rhs = if d1 == d0 {
                 x(1)
-            } else if b.kind == BinaryKind::Pow && class(d0) == DType::F32 {
+            } else if b.kind == BinaryKind::Pow && matches!(class(d0), DType::F32 | DType::F64) {
                 // A float base takes an exponent of any number dtype.
                 bx(Expr::Cast {
                     from: d1,
-                    to: DType::F32,
+                    to: class(d0),
                     x: x(1),
                 })
             } else {

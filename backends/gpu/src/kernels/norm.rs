@@ -30,6 +30,10 @@ crate::kernel_params! {
 /// mean or inv_std binds another operand, never accessed).
 pub const NORM_OPERANDS: &[&str] = &["x", "scale", "bias", "y", "mean", "inv_std"];
 
+/// The operand names of the fused residual norm kernel, in launch order
+/// (an absent bias binds the scale, never accessed).
+pub const RESIDUAL_NORM_OPERANDS: &[&str] = &["x", "residual", "scale", "bias", "y", "sum"];
+
 /// Elements per row of an input of `dims` normalized from `axis` on.
 pub fn row_len(dims: &[usize], ax: i64) -> LResult<usize> {
     let a = axis(ax, dims.len())?;

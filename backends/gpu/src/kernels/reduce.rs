@@ -68,6 +68,58 @@ crate::kernel_params! {
     }
 }
 
+crate::kernel_params! {
+    /// A reduction on CUDA: [`ReduceParams`] plus how rows map to threads.
+    /// Each row is split into `splits` chunks, each reduced by one warp
+    /// (`warp` = 1) or one block; with more than one split, the chunks'
+    /// partial states go to scratch and a second launch combines them.
+    pub struct CudaReduceParams {
+        /// Output elements.
+        pub n_out: u32,
+        /// Elements reduced into each output.
+        pub count: u32,
+        /// As [`ReduceParams::kind`].
+        pub kind: u32,
+        /// Ties of argmax/argmin go to the last index (1) or the first (0).
+        pub select_last: u32,
+        /// Kept (non-unit) dims used of `kept_dims`.
+        pub kept_rank: u32,
+        /// Reduced (non-unit) dims used of `reduced_dims`.
+        pub reduced_rank: u32,
+        /// Kept dims, outermost first.
+        pub kept_dims: [u32; 6],
+        /// The input's element strides of the kept dims.
+        pub kept_strides: [u32; 6],
+        /// Reduced dims, outermost first.
+        pub reduced_dims: [u32; 6],
+        /// The input's element strides of the reduced dims.
+        pub reduced_strides: [u32; 6],
+        /// Chunks per row (1: the first launch writes the outputs).
+        pub splits: u32,
+        /// 1: one warp per chunk, 0: one block.
+        pub warp: u32,
+    }
+}
+
+impl CudaReduceParams {
+    pub fn of(p: ReduceParams, splits: u32, warp: bool) -> CudaReduceParams {
+        CudaReduceParams {
+            n_out: p.n_out,
+            count: p.count,
+            kind: p.kind,
+            select_last: p.select_last,
+            kept_rank: p.kept_rank,
+            reduced_rank: p.reduced_rank,
+            kept_dims: p.kept_dims,
+            kept_strides: p.kept_strides,
+            reduced_dims: p.reduced_dims,
+            reduced_strides: p.reduced_strides,
+            splits,
+            warp: u32::from(warp),
+        }
+    }
+}
+
 /// The operand names of both reduction kernels, in launch order.
 pub const REDUCE_OPERANDS: &[&str] = &["x", "y"];
 

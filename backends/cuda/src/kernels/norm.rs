@@ -1,0 +1,96 @@
+//! LayerNorm, RmsNorm and ResidualNorm on CUDA (`kernels/cuda/norm.cu`),
+//! planned by rlx-gpu's `kernels::norm`: a warp per row up to
+//! [`WARP_ROW`] elements, a block per longer row; LayerNorm's optional
+//! mean and inv_std outputs are written by the same launch.
+
+use rlx_gpu::kernels::norm::{norm_params, NormParams};
+use rlx_gpu::{Layout, Params};
+use rlx_ir::{Node, Op, TensorType};
+
+use super::softmax::float_suffix;
+use super::{Cx, LResult, Source};
+
+pub const SOURCE: Source = Source {
+    name: "norm",
+    source: concat!(
+        include_str!("../../../../kernels/cuda/rows.cuh"),
+        "\n",
+        include_str!("../../../../kernels/cuda/norm.cu")
+    ),
+    layouts,
+};
+
+fn layouts() -> Vec<Layout> {
+    vec![NormParams::LAYOUT]
+}
+
+/// Threads per block.
+const BLOCK: u32 = 256;
+/// Rows up to this long take a warp each; longer ones a block.
+pub const WARP_ROW: u32 = 1024;
+
+/// Float inputs (scale and bias of the same dtype, which the IR checks); a
+/// residual of the input's shape.
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let d = inputs
+        .first()
+        .map(|t| t.dtype)
+        .ok_or("input 0 is missing")?;
+    if float_suffix(d).is_none() {
+        return Err(format!("`{}` on {d} has no cuda kernel", node.op.name()));
+    }
+    if let Op::ResidualNorm(_) = node.op {
+        if inputs.get(1).map(|t| &t.shape) != Some(&inputs[0].shape) {
+            return Err("residual_norm with a broadcast residual has no cuda kernel".into());
+        }
+    }
+    Ok(())
+}
+
+pub fn lower(cx: &mut Cx) -> LResult<()> {
+    let (ax, eps, rms, residual) = match &cx.node.op {
+        Op::LayerNorm(l) => (l.axis, l.epsilon, false, false),
+        Op::RmsNorm(r) => (r.axis, r.epsilon, true, false),
+        Op::ResidualNorm(r) => (r.axis, r.epsilon, r.rms, true),
+        op => return Err(format!("`{}` is not a norm", op.name())),
+    };
+    let first = usize::from(residual);
+    let x = cx.input(0)?.clone();
+    let scale = cx.input(first + 1)?.clone();
+    let bias = cx.io.ins.get(first + 2).cloned();
+    let y = cx.output(0)?.clone();
+    let stats = !residual && cx.io.outs.len() == 3;
+    let p = norm_params(
+        &x.dims,
+        ax,
+        eps,
+        rms,
+        &scale.dims,
+        bias.as_ref().map(|b| b.dims.as_slice()),
+        stats,
+    )?;
+    let sfx = float_suffix(x.dtype).ok_or_else(|| format!("norm on {}", x.dtype))?;
+    let m = cx.modules.of(&SOURCE);
+    let rows = u64::from(p.rows);
+    let (mode, blocks) = if p.len <= WARP_ROW {
+        ("warp", rows.div_ceil(u64::from(BLOCK / 32)))
+    } else {
+        ("block", rows)
+    };
+    let br = bias.as_ref().map_or(scale.range(), |b| b.range());
+    let ops = if residual {
+        let r = cx.input(1)?.range();
+        let sum = cx.output(1)?.range();
+        vec![x.range(), r, scale.range(), br, y.range(), sum]
+    } else {
+        let stat = |i: usize| cx.io.outs.get(i).map_or(y.range(), |o| o.range());
+        vec![x.range(), scale.range(), br, y.range(), stat(1), stat(2)]
+    };
+    let entry = if residual {
+        format!("residual_norm_{mode}_{sfx}")
+    } else {
+        format!("norm_{mode}_{sfx}")
+    };
+    cx.kernel_params(m, &entry, blocks, BLOCK, ops, &p);
+    Ok(())
+}
