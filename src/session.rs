@@ -55,11 +55,21 @@ type Key = (Vec<Vec<usize>>, Vec<Vec<u8>>);
 pub struct Devices {
     wgpu: OnceLock<Arc<rlx_wgpu::Context>>,
     cuda: OnceLock<Arc<rlx_cuda::Context>>,
+    cuda_options: rlx_cuda::ContextOptions,
 }
 
 impl Devices {
     pub fn new() -> Devices {
         Devices::default()
+    }
+
+    /// Devices whose CUDA context, when opened, is made with `options` (the
+    /// device ordinal, where compiled kernels are cached on disk).
+    pub fn with_cuda_options(options: rlx_cuda::ContextOptions) -> Devices {
+        Devices {
+            cuda_options: options,
+            ..Devices::default()
+        }
     }
 
     /// Devices whose wgpu context is `ctx`.
@@ -78,12 +88,12 @@ impl Devices {
         Ok(self.wgpu.get_or_init(|| c).clone())
     }
 
-    /// The CUDA context (device 0), opened on first use.
+    /// The CUDA context, opened on first use.
     pub fn cuda(&self) -> Result<Arc<rlx_cuda::Context>> {
         if let Some(c) = self.cuda.get() {
             return Ok(c.clone());
         }
-        let c = Arc::new(rlx_cuda::Context::new()?);
+        let c = Arc::new(rlx_cuda::Context::with_options(&self.cuda_options)?);
         Ok(self.cuda.get_or_init(|| c).clone())
     }
 }

@@ -61,7 +61,11 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .collect(),
         None => random_inputs(&model, &crate::parse_binds(&a.compile.binds)?)?,
     };
-    let session = Session::new(model, SessionOptions { threads: a.threads })?;
+    let session = Session::with_devices(
+        model,
+        SessionOptions { threads: a.threads },
+        crate::common::devices(),
+    )?;
     let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     for _ in 0..a.warmup.max(1) {

@@ -39,7 +39,11 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let model = a.compile.compiler()?.compile(imported, None)?;
     let names = model.input_names();
     let out_names = model.output_names();
-    let session = Session::new(model, SessionOptions { threads: 1 })?;
+    let session = Session::with_devices(
+        model,
+        SessionOptions { threads: 1 },
+        crate::common::devices(),
+    )?;
     let tol = Tolerance {
         rtol: a.rtol,
         atol: a.atol,

@@ -132,3 +132,19 @@ pub fn random_inputs(
     }
     Ok(out)
 }
+
+/// The GPU devices of a command: CUDA kernels compiled by NVRTC are cached
+/// under `$XDG_CACHE_HOME/rlx-onnx/cuda` (or `~/.cache/...`), so a model's
+/// kernels compile once per machine, not once per process.
+pub fn devices() -> std::sync::Arc<rlx_onnx::Devices> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let options = rlx_onnx::cuda::ContextOptions {
+        compile: rlx_onnx::cuda::CompileOptions {
+            cache_dir: base.map(|b| b.join("rlx-onnx/cuda")),
+        },
+        ..Default::default()
+    };
+    std::sync::Arc::new(rlx_onnx::Devices::with_cuda_options(options))
+}

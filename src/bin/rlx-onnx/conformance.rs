@@ -56,7 +56,7 @@ pub fn run(a: Args) -> ExitCode {
     let registry = Registry::standard();
     // One device for the whole run (each case would otherwise open its own);
     // a GPU target without its device is an error, not 1765 failed cases.
-    let devices = std::sync::Arc::new(rlx_onnx::Devices::new());
+    let devices = crate::common::devices();
     let opened = match target {
         Target::Wgpu if !a.import_only => devices.wgpu().map(drop),
         Target::Cuda if !a.import_only => devices.cuda().map(drop),

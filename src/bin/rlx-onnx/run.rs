@@ -71,7 +71,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = a.threads {
         opts.threads = t;
     }
-    let session = Session::new(model, opts)?;
+    let session = Session::with_devices(model, opts, crate::common::devices())?;
     let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
