@@ -54,3 +54,14 @@ if [[ $stage == all || $stage == bench ]]; then
   "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --profile > "$out/profile-resnet50.txt" 2>&1
   head -30 "$out/profile-resnet50.txt"
 fi
+
+if [[ $stage == all || $stage == bench || $stage == ab ]]; then
+  echo "== f32 conv bias+ReLU: cuDNN's fused call or rlx's epilogue kernel (median ms, 100 runs)"
+  for m in light_resnet50 light_densenet121 light_inception_v1 light_squeezenet; do
+    for e in cudnn kernel; do
+      t=$("$bin/rlx-onnx" bench /tmp/rlx-data/light/$m.onnx --target cuda --iters 100 --warmup 10 \
+        --cuda-conv-epilogue $e 2>>"$out/bench-errors.log" | awk '/^median:/ {print $2}')
+      printf '%-22s %-7s %s\n' "$m" "$e" "$t"
+    done
+  done | tee "$out/ab.txt"
+fi

@@ -390,7 +390,7 @@ impl Session {
             }
             Target::Cuda => {
                 let ctx = self.devices.cuda()?;
-                let opts = rlx_cuda::PlanOptions::default();
+                let opts = ctx.plan_options();
                 let schedule = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
                 Ok(Executable::Cuda(rlx_cuda::Executable::new(ctx, schedule)?))
             }

@@ -31,6 +31,8 @@ pub struct ContextOptions {
     /// The device ordinal.
     pub ordinal: usize,
     pub compile: CompileOptions,
+    /// How plans for this device are made.
+    pub plan: crate::PlanOptions,
 }
 
 /// A CUDA device, its stream, and the modules compiled for it.
@@ -38,6 +40,7 @@ pub struct Context {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     compiler: Compiler,
+    plan: crate::PlanOptions,
     name: String,
     /// Loaded modules by name and source.
     modules: Mutex<HashMap<(String, String), Arc<CudaModule>>>,
@@ -80,6 +83,7 @@ impl Context {
         let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
         Ok(Context {
             compiler: Compiler::new(cap, &opts.compile)?,
+            plan: opts.plan,
             ctx,
             stream,
             name,
@@ -90,6 +94,11 @@ impl Context {
     /// The device's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How plans for this device are made.
+    pub fn plan_options(&self) -> crate::PlanOptions {
+        self.plan
     }
 
     pub fn compiler(&self) -> &Compiler {

@@ -31,7 +31,7 @@ use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Context, ContextOptions, Executable};
-pub use plan::{plan, PlanOptions};
+pub use plan::{plan, ConvEpilogue, PlanOptions};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule};
 
 /// Why planning, compiling or running failed.

@@ -13,14 +13,26 @@ use crate::kernels::{control, lower, Cx, Modules};
 use crate::schedule::{Launch, Schedule};
 use crate::CudaError;
 
-/// What the plan is made for. Empty for now: every choice this slice makes
-/// holds on every CUDA device.
+/// Lowering choices where more than one exact form exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PlanOptions {}
+pub struct PlanOptions {
+    pub conv_epilogue: ConvEpilogue,
+}
+
+/// Where an f32 convolution's bias and ReLU are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConvEpilogue {
+    /// In cuDNN's fused `cudnnConvolutionBiasActivationForward`.
+    #[default]
+    Cudnn,
+    /// In rlx's epilogue kernel after a plain cuDNN forward.
+    Kernel,
+}
 
 /// The CUDA lowering: modules shared by all launches of the schedule.
 #[derive(Default)]
 struct Cuda {
+    opts: PlanOptions,
     modules: Modules,
 }
 
@@ -29,6 +41,7 @@ impl Lowering for Cuda {
 
     fn node(&mut self, node: &Node, io: NodeIo) -> LResult<Lowered<Launch>> {
         let mut cx = Cx::new(node, io, &mut self.modules);
+        cx.opts = self.opts;
         lower(&mut cx)?;
         Ok(Lowered {
             scratch_end: cx.scratch_end(),
@@ -68,9 +81,12 @@ pub fn plan(
     g: &Graph,
     weights: &Weights,
     mem: &MemoryPlan,
-    _opts: &PlanOptions,
+    opts: &PlanOptions,
 ) -> Result<Schedule, CudaError> {
-    let mut cuda = Cuda::default();
+    let mut cuda = Cuda {
+        opts: *opts,
+        ..Cuda::default()
+    };
     let Planned {
         launches,
         steps,

@@ -30,8 +30,18 @@ pub struct Args {
     /// Also print the time per op kind and the slowest ONNX nodes.
     #[arg(long)]
     profile: bool,
+    /// CUDA: where an f32 convolution's bias and ReLU run (cuDNN's fused
+    /// call, or rlx's epilogue kernel after a plain cuDNN forward).
+    #[arg(long, value_enum, default_value = "cudnn")]
+    cuda_conv_epilogue: ConvEpilogueArg,
     #[command(flatten)]
     compile: CompileArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ConvEpilogueArg {
+    Cudnn,
+    Kernel,
 }
 
 pub fn run(a: Args) -> ExitCode {

@@ -137,6 +137,11 @@ pub fn random_inputs(
 /// under `$XDG_CACHE_HOME/rlx-onnx/cuda` (or `~/.cache/...`), so a model's
 /// kernels compile once per machine, not once per process.
 pub fn devices() -> std::sync::Arc<rlx_onnx::Devices> {
+    devices_with(rlx_onnx::cuda::PlanOptions::default())
+}
+
+/// [`devices`] whose CUDA plans are made with `plan`.
+pub fn devices_with(plan: rlx_onnx::cuda::PlanOptions) -> std::sync::Arc<rlx_onnx::Devices> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
@@ -144,6 +149,7 @@ pub fn devices() -> std::sync::Arc<rlx_onnx::Devices> {
         compile: rlx_onnx::cuda::CompileOptions {
             cache_dir: base.map(|b| b.join("rlx-onnx/cuda")),
         },
+        plan,
         ..Default::default()
     };
     std::sync::Arc::new(rlx_onnx::Devices::with_cuda_options(options))

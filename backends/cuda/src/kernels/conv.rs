@@ -284,7 +284,9 @@ fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
     }
     let workspace = cx.scratch(f.workspace);
     // f32: the bias (and a ReLU after it) in cuDNN's fused call.
-    let fused_bias = x.dtype == DType::F32 && bias.is_some();
+    let fused_bias = x.dtype == DType::F32
+        && bias.is_some()
+        && cx.opts.conv_epilogue == crate::plan::ConvEpilogue::Cudnn;
     let relu = fused_bias && act == Activation::Relu;
     cx.push(Launch::Conv(ConvLaunch {
         conv: Conv {

@@ -135,6 +135,8 @@ impl Modules {
 
 /// What a node's lowering sees and where its launches go.
 pub struct Cx<'a> {
+    /// The plan's lowering choices.
+    pub opts: crate::PlanOptions,
     pub node: &'a Node,
     pub io: NodeIo,
     pub modules: &'a mut Modules,
@@ -146,6 +148,7 @@ pub struct Cx<'a> {
 impl<'a> Cx<'a> {
     pub fn new(node: &'a Node, io: NodeIo, modules: &'a mut Modules) -> Cx<'a> {
         Cx {
+            opts: crate::PlanOptions::default(),
             node,
             io,
             modules,
