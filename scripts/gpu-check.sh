@@ -20,7 +20,7 @@ stage=${1:-all}
 
 if [[ $stage == all || $stage == tests ]]; then
   echo "== rlx-cuda device tests"
-  "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
+  INSTA_WORKSPACE_ROOT=/work/main/backends/cuda "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
   echo "== parity with the CPU backend"
   "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|test result|skipping"
   echo "== node suite on cuda (one process per first letter: a device fault stays in its batch)"
