@@ -375,31 +375,8 @@ impl Executable {
     /// Runs on inputs in graph-input order; checks dtypes and shapes first.
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, CudaError> {
         let s = &self.schedule;
-        if inputs.len() != s.inputs.len() {
-            return Err(CudaError::Input {
-                index: inputs.len(),
-                reason: format!(
-                    "{} inputs given, the model takes {}",
-                    inputs.len(),
-                    s.inputs.len()
-                ),
-            });
-        }
-        for (i, (t, slot)) in inputs.iter().zip(&s.inputs).enumerate() {
-            if t.dtype() != slot.dtype || t.dims() != slot.dims.as_slice() {
-                return Err(CudaError::Input {
-                    index: i,
-                    reason: format!(
-                        "`{}` is {}{:?}, the schedule expects {}{:?}",
-                        slot.name,
-                        t.dtype(),
-                        t.dims(),
-                        slot.dtype,
-                        slot.dims
-                    ),
-                });
-            }
-        }
+        rlx_gpu::schedule::check_inputs(&s.inputs, inputs)
+            .map_err(|(index, reason)| CudaError::Input { index, reason })?;
         let mut st = self.run.lock().unwrap_or_else(|p| p.into_inner());
         let (cx, stream) = (&self.ctx.ctx, &self.ctx.stream);
         cx.bind_to_thread()

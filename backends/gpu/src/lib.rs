@@ -10,6 +10,7 @@
 //!   [`Lowering`] (its launches for a node, a slab copy and a loop counter).
 //! - [`control`]: the slab-copy and counter launches control flow needs.
 //! - [`geometry`]: strides, broadcasting, dim collapsing, grid folding.
+//! - [`support`]: the support check of control-flow bodies.
 //! - [`kernels`]: per kernel family, the parameter structs and the planning
 //!   every backend shares.
 //!
@@ -22,6 +23,7 @@ pub mod kernels;
 pub mod params;
 pub mod plan;
 pub mod schedule;
+pub mod support;
 
 pub use geometry::LResult;
 pub use params::{Layout, LayoutBuilder, ParamBlock, Params};

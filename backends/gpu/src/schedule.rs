@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use rlx_ir::DType;
+use rlx_ir::{DType, Tensor};
 
 /// A byte range of the device buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -164,4 +164,36 @@ pub fn dispatches_in(steps: &[Step], out: &mut Vec<usize>) {
             Step::Loop { body, .. } => dispatches_in(body, out),
         }
     }
+}
+
+/// Checks run inputs (in graph-input order) against the schedule's input
+/// slots: their number, dtypes and dims. `Err((index, reason))` names the
+/// first input that does not fit.
+pub fn check_inputs(slots: &[IoSlot], inputs: &[&Tensor]) -> Result<(), (usize, String)> {
+    if inputs.len() != slots.len() {
+        return Err((
+            inputs.len(),
+            format!(
+                "{} inputs given, the model takes {}",
+                inputs.len(),
+                slots.len()
+            ),
+        ));
+    }
+    for (i, (t, slot)) in inputs.iter().zip(slots).enumerate() {
+        if t.dtype() != slot.dtype || t.dims() != slot.dims.as_slice() {
+            return Err((
+                i,
+                format!(
+                    "`{}` is {}{:?}, the schedule expects {}{:?}",
+                    slot.name,
+                    t.dtype(),
+                    t.dims(),
+                    slot.dtype,
+                    slot.dims
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

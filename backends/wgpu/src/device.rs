@@ -280,31 +280,8 @@ impl Executable {
         timer: Option<&mut Timer>,
     ) -> Result<Vec<Tensor>, WgpuError> {
         let s = &self.schedule;
-        if inputs.len() != s.inputs.len() {
-            return Err(WgpuError::Input {
-                index: inputs.len(),
-                reason: format!(
-                    "{} inputs given, the model takes {}",
-                    inputs.len(),
-                    s.inputs.len()
-                ),
-            });
-        }
-        for (i, (t, slot)) in inputs.iter().zip(&s.inputs).enumerate() {
-            if t.dtype() != slot.dtype || t.dims() != slot.dims.as_slice() {
-                return Err(WgpuError::Input {
-                    index: i,
-                    reason: format!(
-                        "`{}` is {}{:?}, the schedule expects {}{:?}",
-                        slot.name,
-                        t.dtype(),
-                        t.dims(),
-                        slot.dtype,
-                        slot.dims
-                    ),
-                });
-            }
-        }
+        rlx_gpu::schedule::check_inputs(&s.inputs, inputs)
+            .map_err(|(index, reason)| WgpuError::Input { index, reason })?;
         // One run at a time: runs share the arena and the staging buffer.
         let staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         let (d, q) = (&self.ctx.device, &self.ctx.queue);
