@@ -188,3 +188,63 @@ AFFINE_GRID(f32)
 AFFINE_GRID(f64)
 AFFINE_GRID(f16)
 AFFINE_GRID(bf16)
+
+// DeformConv (2-D) im2col: row (channel, tap) of batch b's columns holds,
+// per output position, the input bilinearly sampled (zeros outside) at the
+// tap's regular position plus its learned offset, times the mask. Column
+// matrix [N, C*kh*kw, oh*ow]; the weights multiply it by GEMMs.
+__device__ __forceinline__ double deform_bilinear(const float* plane, unsigned int h, unsigned int w,
+                                                  double y, double x) {
+    if (!(y > -1.0 && y < (double)h && x > -1.0 && x < (double)w)) {
+        return 0.0;
+    }
+    double y0 = floor(y), x0 = floor(x);
+    double ly = y - y0, lx = x - x0;
+    long long r0 = (long long)y0, c0 = (long long)x0;
+    double v[4];
+    for (int k = 0; k < 4; ++k) {
+        long long r = r0 + (k >> 1), c = c0 + (k & 1);
+        v[k] = (r >= 0 && c >= 0 && r < (long long)h && c < (long long)w)
+                   ? (double)plane[(unsigned long long)r * w + (unsigned long long)c]
+                   : 0.0;
+    }
+    return (1.0 - ly) * (1.0 - lx) * v[0] + (1.0 - ly) * lx * v[1] + ly * (1.0 - lx) * v[2] +
+           ly * lx * v[3];
+}
+
+extern "C" __global__ void deform_im2col_f32(const float* __restrict__ x,
+                                             const float* __restrict__ off,
+                                             const float* __restrict__ mask,
+                                             float* __restrict__ col, DeformParams p) {
+    unsigned long long kk = (unsigned long long)p.kh * p.kw;
+    unsigned long long sp = (unsigned long long)p.oh * p.ow;
+    unsigned long long per_batch = (unsigned long long)p.channels * kk * sp;
+    unsigned long long total = per_batch * p.batch;
+    for (unsigned long long e = rlx_thread(); e < total; e += rlx_threads()) {
+        unsigned long long b = e / per_batch;
+        unsigned long long r = (e % per_batch) / sp, pos = e % sp;
+        unsigned long long ch = r / kk, k = r % kk;
+        double i = (double)(k / p.kw), j = (double)(k % p.kw);
+        unsigned long long grp = ch / p.per_offset_group;
+        const float* plane = x + (b * p.channels + ch) * p.ih * p.iw;
+        unsigned long long tap = (b * p.offset_groups + grp) * kk + k;
+        double py = (double)(pos / p.ow), px = (double)(pos % p.ow);
+        double yy = py * p.stride_h - p.pad_t + i * p.dil_h + (double)off[2ull * tap * sp + pos];
+        double xx = px * p.stride_w - p.pad_l + j * p.dil_w + (double)off[(2ull * tap + 1ull) * sp + pos];
+        double s = deform_bilinear(plane, p.ih, p.iw, yy, xx);
+        if (p.has_mask) {
+            s *= (double)mask[tap * sp + pos];
+        }
+        col[e] = (float)s;
+    }
+}
+
+// Adds the per-channel bias to y [N, OC, sp].
+extern "C" __global__ void deform_bias_f32(const float* __restrict__ bias, float* __restrict__ y,
+                                           DeformParams p) {
+    unsigned long long sp = (unsigned long long)p.oh * p.ow;
+    unsigned long long total = (unsigned long long)p.batch * p.out_channels * sp;
+    for (unsigned long long e = rlx_thread(); e < total; e += rlx_threads()) {
+        y[e] += bias[(e / sp) % p.out_channels];
+    }
+}

@@ -81,6 +81,17 @@ fn grids() -> Vec<String> {
 "
         .to_string(),
     );
+    v.push(
+        "  %0 = input \"x\" : f32[2,4,5,5]
+  %1 = input \"w\" : f32[6,2,3,3]
+  %2 = input \"off\" : f32[2,36,5,5]
+  %3 = input \"b\" : f32[6]
+  %4 = input \"m\" : f32[2,18,5,5]
+  %5 = deform_conv(%0, %1, %2, %3, %4) {strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], group=2, offset_group=2, has_bias=true, has_mask=true} : f32[2,6,5,5]
+  output \"y\" = %5
+"
+        .to_string(),
+    );
     for d in ["f32", "f16"] {
         v.push(format!(
             "  %0 = input \"theta\" : {d}[2,3,4]
@@ -229,6 +240,29 @@ fn recurrent_layers_unroll_gemms_and_gate_kernels() {
 }
 
 #[test]
+fn deform_conv_gemms_per_group() {
+    let g = grids();
+    let s = planned(&g[g.len() - 3]);
+    let e = entries(&s);
+    assert_eq!(e, ["deform_im2col_f32", "gemm", "gemm", "deform_bias_f32"]);
+    let Launch::Gemm(l) = &s.launches[2] else {
+        panic!("not a gemm");
+    };
+    // Group 1: weights rows 3.., columns rows 18.., both images at once.
+    assert_eq!(
+        (
+            l.gemm.m,
+            l.gemm.n,
+            l.gemm.k,
+            l.gemm.batch,
+            l.gemm.stride_b,
+            l.gemm.stride_c
+        ),
+        (3, 25, 18, 2, 36 * 25, 6 * 25)
+    );
+}
+
+#[test]
 fn every_sequence_family_module_compiles_with_nvrtc() {
     let all = all();
     let mut seen = std::collections::HashSet::new();
@@ -248,6 +282,8 @@ fn every_sequence_family_module_compiles_with_nvrtc() {
         "dft_f64",
         "stft_bf16",
         "col2im_f32",
+        "deform_im2col_f32",
+        "deform_bias_f32",
     ] {
         assert!(seen.contains(e), "{e} is never planned");
     }

@@ -1,14 +1,18 @@
+//! Sampling at computed coordinates on CUDA (`kernels/cuda/grid.cu`):
 //! GridSample (1 to 3 spatial dims, every mode and padding) and AffineGrid
-//! (2-D and 3-D) on CUDA (`kernels/cuda/grid.cu`): one thread per output
-//! element, computed in double like the CPU backend, over f32, f64, f16 and
-//! bf16 inputs and grids.
+//! (2-D and 3-D), one thread per output element computed in double like the
+//! CPU backend, over f32, f64, f16 and bf16 inputs and grids; and 2-D
+//! DeformConv (f32): a bilinear im2col kernel, then one cuBLASLt GEMM per
+//! group batched over the images, then the bias.
 
 use rlx_gpu::geometry::{strides, u32_of, LResult};
+use rlx_gpu::Range;
 use rlx_gpu::{Layout, Params};
-use rlx_ir::ops::{GridMode, GridPadding};
+use rlx_ir::ops::{DeformConv, GridMode, GridPadding};
 use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::{dtype_of, Cx, Source};
+use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
 
 pub const SOURCE: Source = Source {
     name: "grid",
@@ -20,7 +24,11 @@ pub const SOURCE: Source = Source {
 };
 
 fn layouts() -> Vec<Layout> {
-    vec![GridSampleParams::LAYOUT, AffineGridParams::LAYOUT]
+    vec![
+        GridSampleParams::LAYOUT,
+        AffineGridParams::LAYOUT,
+        DeformParams::LAYOUT,
+    ]
 }
 
 rlx_gpu::kernel_params! {
@@ -60,6 +68,31 @@ rlx_gpu::kernel_params! {
     }
 }
 
+rlx_gpu::kernel_params! {
+    /// DeformConv (2-D) of x `[N, C, ih, iw]` into `[N, OC, oh, ow]`.
+    pub struct DeformParams {
+        pub batch: u32,
+        pub channels: u32,
+        pub out_channels: u32,
+        pub ih: u32,
+        pub iw: u32,
+        pub oh: u32,
+        pub ow: u32,
+        pub kh: u32,
+        pub kw: u32,
+        pub offset_groups: u32,
+        /// Channels per offset group.
+        pub per_offset_group: u32,
+        pub has_mask: u32,
+        pub stride_h: i32,
+        pub stride_w: i32,
+        pub dil_h: i32,
+        pub dil_w: i32,
+        pub pad_t: i32,
+        pub pad_l: i32,
+    }
+}
+
 fn float_name(d: DType) -> Option<&'static str> {
     Some(match d {
         DType::F32 => "f32",
@@ -75,6 +108,22 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     let name = node.op.name();
     float_name(d).ok_or_else(|| format!("{name} of {d} has no cuda kernel"))?;
     match &node.op {
+        Op::DeformConv(dc) => {
+            if let Some((i, t)) = inputs
+                .iter()
+                .enumerate()
+                .find(|(_, t)| t.dtype != DType::F32)
+            {
+                return Err(format!(
+                    "{name} on {} (input {i}) has no cuda kernel (f32 only)",
+                    t.dtype
+                ));
+            }
+            if dc.strides.len() != 2 || dc.dilations.len() != 2 || dc.pads.len() != 4 {
+                return Err(format!("{name} is implemented for 2-D inputs only"));
+            }
+            Ok(())
+        }
         Op::GridSample(_) => {
             let g = dtype_of(inputs, 1)?;
             float_name(g).ok_or_else(|| format!("{name} with a {g} grid has no cuda kernel"))?;
@@ -173,6 +222,124 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             cx.items(m, &format!("affine_grid_{n}"), y.numel() as u64, ops, &p);
             Ok(())
         }
+        Op::DeformConv(d) => deform(cx, &d),
         op => Err(format!("`{}` is not a grid op", op.name())),
     }
+}
+
+fn deform(cx: &mut Cx, d: &DeformConv) -> LResult<()> {
+    let (x, w, off, y) = (
+        cx.input(0)?.clone(),
+        cx.input(1)?.clone(),
+        cx.input(2)?.clone(),
+        cx.output(0)?.clone(),
+    );
+    let bias = d
+        .has_bias
+        .then(|| cx.io.ins.get(3).map(|o| o.range()))
+        .flatten();
+    let mask = d
+        .has_mask
+        .then(|| cx.io.ins.get(if d.has_bias { 4 } else { 3 }).cloned())
+        .flatten();
+    let four = |v: &[usize], what: &str| -> LResult<[usize; 4]> {
+        v.try_into()
+            .map_err(|_| format!("deform_conv {what} must be 4-D, got {v:?}"))
+    };
+    let [n, c, ih, iw] = four(&x.dims, "input")?;
+    let [oc, cg, kh, kw] = four(&w.dims, "weight")?;
+    let [_, _, oh, ow] = four(&y.dims, "output")?;
+    let (g, og) = (d.group.max(1) as usize, d.offset_group.max(1) as usize);
+    let (kk, sp) = (kh * kw, oh * ow);
+    if c != cg * g || oc % g != 0 || c % og != 0 {
+        return Err(format!(
+            "{c} input channels, weight {:?}, group {g}, offset_group {og} do not fit",
+            w.dims
+        ));
+    }
+    if off.dims != [n, og * kk * 2, oh, ow]
+        || mask
+            .as_ref()
+            .is_some_and(|m| m.dims != [n, og * kk, oh, ow])
+    {
+        return Err(format!("deform_conv offset {:?} or mask shape", off.dims));
+    }
+    let i32_of = |v: i64| i32::try_from(v).map_err(|_| format!("deform_conv value {v}"));
+    let p = DeformParams {
+        batch: u32_of(n, "batch")?,
+        channels: u32_of(c, "channels")?,
+        out_channels: u32_of(oc, "output channels")?,
+        ih: u32_of(ih, "height")?,
+        iw: u32_of(iw, "width")?,
+        oh: u32_of(oh, "output height")?,
+        ow: u32_of(ow, "output width")?,
+        kh: u32_of(kh, "kernel height")?,
+        kw: u32_of(kw, "kernel width")?,
+        offset_groups: u32_of(og, "offset groups")?,
+        per_offset_group: u32_of(c / og, "channels per offset group")?,
+        has_mask: u32::from(mask.is_some()),
+        stride_h: i32_of(d.strides[0])?,
+        stride_w: i32_of(d.strides[1])?,
+        dil_h: i32_of(d.dilations[0])?,
+        dil_w: i32_of(d.dilations[1])?,
+        pad_t: i32_of(d.pads[0])?,
+        pad_l: i32_of(d.pads[1])?,
+    };
+    let rows = c * kk;
+    let col = cx.scratch((n * rows * sp * 4) as u64);
+    let m = cx.modules.of(&SOURCE);
+    let ops = vec![
+        x.range(),
+        off.range(),
+        mask.map_or(off.range(), |m| m.range()),
+        col,
+    ];
+    cx.items(m, "deform_im2col_f32", (n * rows * sp) as u64, ops, &p);
+    let (ocg, k) = (oc / g, cg * kk);
+    let f32s = |offset: u64, elems: usize| Range {
+        offset,
+        bytes: (elems * 4) as u64,
+    };
+    for gi in 0..g {
+        let gemm = Gemm {
+            m: ocg as u64,
+            n: sp as u64,
+            k: k as u64,
+            trans_a: false,
+            trans_b: false,
+            lda: k as u64,
+            ldb: sp as u64,
+            ldc: sp as u64,
+            batch: n as u64,
+            stride_a: 0,
+            stride_b: (rows * sp) as u64,
+            stride_c: (oc * sp) as u64,
+            a: f32s(w.at + (gi * ocg * k * 4) as u64, ocg * k),
+            b: f32s(
+                col.offset + (gi * k * sp * 4) as u64,
+                (n - 1) * rows * sp + k * sp,
+            ),
+            c: f32s(
+                y.at + (gi * ocg * sp * 4) as u64,
+                (n - 1) * oc * sp + ocg * sp,
+            ),
+            bias: None,
+            act: GemmAct::None,
+        };
+        cx.push(Launch::Gemm(GemmLaunch {
+            gemm,
+            node: String::new(),
+            origin: Vec::new(),
+        }));
+    }
+    if let Some(b) = bias {
+        cx.items(
+            m,
+            "deform_bias_f32",
+            y.numel() as u64,
+            vec![b, y.range()],
+            &p,
+        );
+    }
+    Ok(())
 }

@@ -386,7 +386,7 @@ pub fn family(op: &Op) -> Option<Family> {
             supports: recurrent::supports,
             lower: recurrent::lower,
         },
-        Op::GridSample(_) | Op::AffineGrid(_) => Family {
+        Op::GridSample(_) | Op::AffineGrid(_) | Op::DeformConv(_) => Family {
             supports: grid::supports,
             lower: grid::lower,
         },
