@@ -192,11 +192,23 @@ fn signals() -> Vec<String> {
     v
 }
 
+/// Index ops whose axis or diagonal is computed at run time (read on the device).
+const RUNTIME_AXES: &str = "  %0 = input \"x\" : f64[2,3,4]
+  %1 = input \"axis\" : i32[]
+  %2 = cumsum(%0, %1) {exclusive=true, reverse=true} : f64[2,3,4]
+  output \"y\" = %2
+  %3 = input \"t\" : i64[4,5]
+  %4 = input \"k\" : i64[]
+  %5 = trilu(%3, %4) {upper=true} : i64[4,5]
+  output \"u\" = %5
+";
+
 fn all() -> Vec<(String, Schedule)> {
     let mut graphs = recurrent();
     graphs.extend(grids());
     graphs.extend(sequences());
     graphs.extend(signals());
+    graphs.push(RUNTIME_AXES.to_string());
     graphs
         .into_iter()
         .map(|g| (g.clone(), planned(&g)))
@@ -284,6 +296,8 @@ fn every_sequence_family_module_compiles_with_nvrtc() {
         "col2im_f32",
         "deform_im2col_f32",
         "deform_bias_f32",
+        "cum_axis_f64",
+        "trilu_k_8",
     ] {
         assert!(seen.contains(e), "{e} is never planned");
     }
