@@ -82,6 +82,11 @@ __device__ __forceinline__ void trilu_body(const T* __restrict__ x, T* __restric
     }                                                                                          \
     extern "C" __global__ void trilu_##S(const b##S* x, b##S* y, TriluParams p) {              \
         trilu_body<b##S>(x, y, p);                                                             \
+    }                                                                                          \
+    extern "C" __global__ void trilu_k_##S(const b##S* x, b##S* y, const long long* k,         \
+                                           TriluParams p) {                                    \
+        p.k = (int)max(min(k[0], 2147483647ll), -2147483647ll);                                \
+        trilu_body<b##S>(x, y, p);                                                             \
     }
 RLX_INDEXING(1)
 RLX_INDEXING(2)
@@ -186,9 +191,40 @@ __device__ __forceinline__ void cum_block_body(const T* __restrict__ x, T* __res
     }
 }
 
+// The line geometry of an axis read on the device (normalized, clamped into
+// the rank: the CPU backend's error for an axis out of range cannot be
+// raised here).
+__device__ __forceinline__ CumulativeParams cum_axis_params(const void* axis,
+                                                            const CumulativeAxisParams& q) {
+    long long a = q.axis_wide ? ((const long long*)axis)[0] : (long long)((const int*)axis)[0];
+    if (a < 0) {
+        a += q.rank;
+    }
+    a = a < 0 ? 0 : (a >= (long long)q.rank ? (long long)q.rank - 1 : a);
+    unsigned long long len = q.dims[a], inner = 1, total = 1;
+    for (unsigned int d = 0; d < q.rank; ++d) {
+        total *= q.dims[d];
+        if ((long long)d > a) {
+            inner *= q.dims[d];
+        }
+    }
+    CumulativeParams p;
+    p.lines = (unsigned int)(len == 0ull ? 0ull : total / len);
+    p.len = (unsigned int)len;
+    p.inner = (unsigned int)inner;
+    p.exclusive = q.exclusive;
+    p.reverse = q.reverse;
+    p.prod = q.prod;
+    return p;
+}
+
 #define RLX_CUMULATIVE(T)                                                                      \
     extern "C" __global__ void cum_line_##T(const T* x, T* y, CumulativeParams p) {            \
         cum_line_body<T>(x, y, p);                                                             \
+    }                                                                                          \
+    extern "C" __global__ void cum_axis_##T(const T* x, T* y, const void* axis,                \
+                                            CumulativeAxisParams q) {                          \
+        cum_line_body<T>(x, y, cum_axis_params(axis, q));                                      \
     }                                                                                          \
     extern "C" __global__ void cum_block_##T(const T* x, T* y, CumulativeParams p) {           \
         cum_block_body<T>(x, y, p);                                                            \

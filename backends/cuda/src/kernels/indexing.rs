@@ -32,7 +32,25 @@ fn layouts() -> Vec<Layout> {
         GatherNdParams::LAYOUT,
         TriluParams::LAYOUT,
         CumulativeParams::LAYOUT,
+        CumulativeAxisParams::LAYOUT,
     ]
+}
+
+/// Most dims of a cumulative op whose axis is read on the device.
+const MAX_AXIS_RANK: usize = 8;
+
+rlx_gpu::kernel_params! {
+    /// A cumulative op whose axis is an input read on the device: the line
+    /// geometry follows from the dims there (a thread per line).
+    pub struct CumulativeAxisParams {
+        pub rank: u32,
+        pub dims: [u32; 8],
+        /// 1: an i64 axis, 0: i32.
+        pub axis_wide: u32,
+        pub exclusive: u32,
+        pub reverse: u32,
+        pub prod: u32,
+    }
 }
 
 fn index_dtype(op: &str, d: DType) -> LResult<()> {
@@ -103,13 +121,55 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             cx.items(m, &format!("gather_nd_{s}"), n, ops, &p);
         }
         Op::Trilu(t) => {
-            let k = match cx.ints(1)? {
-                Some(v) => *v.first().ok_or("trilu k is empty")?,
-                None => 0,
-            };
             let s = size_suffix(x.dtype)?;
-            let p = trilu_params(&x.dims, s.max(4), k, t.upper)?;
-            cx.items(m, &format!("trilu_{s}"), n, vec![x.range(), y.range()], &p);
+            let k_in = cx.io.ins.get(1).cloned();
+            match cx.ints(1) {
+                Ok(k) => {
+                    let k = match k {
+                        Some(v) => *v.first().ok_or("trilu k is empty")?,
+                        None => 0,
+                    };
+                    let p = trilu_params(&x.dims, s.max(4), k, t.upper)?;
+                    cx.items(m, &format!("trilu_{s}"), n, vec![x.range(), y.range()], &p);
+                }
+                // k computed at run time: read on the device.
+                Err(_) => {
+                    let k = k_in.ok_or("trilu k is missing")?;
+                    if k.dtype != DType::I64 || k.numel() != 1 {
+                        return Err(format!("trilu k of {} {:?}", k.dtype, k.dims));
+                    }
+                    let p = trilu_params(&x.dims, s.max(4), 0, t.upper)?;
+                    let ops = vec![x.range(), y.range(), k.range()];
+                    cx.items(m, &format!("trilu_k_{s}"), n, ops, &p);
+                }
+            }
+        }
+        Op::Cumulative(c) if cx.ints(1).is_err() => {
+            // The axis computed at run time: read on the device.
+            let axis = cx.input(1)?.clone();
+            if !matches!(axis.dtype, DType::I32 | DType::I64) || axis.numel() != 1 {
+                return Err(format!("cumulative axis of {} {:?}", axis.dtype, axis.dims));
+            }
+            if x.dims.len() > MAX_AXIS_RANK || x.dims.is_empty() {
+                return Err(format!(
+                    "a cumulative op of rank {} with its axis read at run time",
+                    x.dims.len()
+                ));
+            }
+            let mut p = CumulativeAxisParams {
+                rank: x.dims.len() as u32,
+                dims: [1; MAX_AXIS_RANK],
+                axis_wide: u32::from(axis.dtype == DType::I64),
+                exclusive: u32::from(c.exclusive),
+                reverse: u32::from(c.reverse),
+                prod: u32::from(c.kind == CumulativeKind::Prod),
+            };
+            for (i, &d) in x.dims.iter().enumerate() {
+                p.dims[i] = rlx_gpu::geometry::u32_of(d, "dim")?;
+            }
+            let t = num_name(x.dtype).ok_or("no cumulative kernel for this dtype")?;
+            let ops = vec![x.range(), y.range(), axis.range()];
+            cx.items(m, &format!("cum_axis_{t}"), n, ops, &p);
         }
         Op::Cumulative(c) => {
             let a = cx

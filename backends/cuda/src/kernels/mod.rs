@@ -10,6 +10,7 @@ pub mod control;
 pub mod conv;
 pub mod elementwise;
 pub mod epilogue;
+pub mod grid;
 pub mod indexing;
 pub mod loss;
 pub mod matmul;
@@ -17,9 +18,12 @@ pub mod movement;
 pub mod norm;
 pub mod pool;
 pub mod quant;
+pub mod recurrent;
 pub mod reduce;
 pub mod resize;
 pub mod scatter;
+pub mod sequence;
+pub mod signal;
 pub mod softmax;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
@@ -55,6 +59,10 @@ pub const SOURCES: &[&Source] = &[
     &reduce::SOURCE,
     &softmax::SOURCE,
     &norm::SOURCE,
+    &recurrent::SOURCE,
+    &grid::SOURCE,
+    &sequence::SOURCE,
+    &signal::SOURCE,
 ];
 
 /// Threads per block of element-wise and movement launches.
@@ -376,6 +384,22 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::LayerNorm(_) | Op::RmsNorm(_) | Op::ResidualNorm(_) => Family {
             supports: norm::supports,
             lower: norm::lower,
+        },
+        Op::Recurrent(_) => Family {
+            supports: recurrent::supports,
+            lower: recurrent::lower,
+        },
+        Op::GridSample(_) | Op::AffineGrid(_) | Op::DeformConv(_) => Family {
+            supports: grid::supports,
+            lower: grid::lower,
+        },
+        Op::LinearAttention(_) | Op::CausalConvWithState(_) | Op::RotaryEmbedding(_) => Family {
+            supports: sequence::supports,
+            lower: sequence::lower,
+        },
+        Op::Dft(_) | Op::Stft(_) | Op::Col2Im(_) => Family {
+            supports: signal::supports,
+            lower: signal::lower,
         },
         _ => return None,
     })
