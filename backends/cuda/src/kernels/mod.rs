@@ -6,6 +6,7 @@
 //! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
 pub mod attention;
+pub mod cast;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
@@ -42,6 +43,7 @@ pub struct Source {
 /// Every module of fixed source, for tests that compile them all.
 pub const SOURCES: &[&Source] = &[
     &control::SOURCE,
+    &cast::SOURCE,
     &movement::SOURCE,
     &indexing::SOURCE,
     &scatter::SOURCE,
@@ -355,12 +357,15 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Compare(_)
         | Op::Logical(_)
         | Op::Where(_)
-        | Op::Cast(_)
         | Op::Clip(_)
         | Op::Gelu(_)
         | Op::ElementwiseRegion(_) => Family {
             supports: elementwise::supports,
             lower: elementwise::lower,
+        },
+        Op::Cast(_) | Op::BitCast(_) => Family {
+            supports: cast::supports,
+            lower: cast::lower,
         },
         Op::Reduce(_) | Op::ArgReduce(_) | Op::GlobalPool(_) => Family {
             supports: reduce::supports,

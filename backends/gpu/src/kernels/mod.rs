@@ -5,6 +5,7 @@
 //! fills these structs; each kernel language reads them by field name.
 
 pub mod attention;
+pub mod cast;
 pub mod conv;
 pub mod conv_transpose;
 pub mod elementwise;
