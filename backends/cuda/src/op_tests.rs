@@ -41,8 +41,58 @@ fn casts() -> String {
     s
 }
 
+/// TopK on short rows (shared memory), strided rows and a long row
+/// (scratch), one-hot, einsum contractions and diagonals, center-crop-pad
+/// and a pad whose value is a graph input.
+fn selection(d: &str) -> String {
+    format!(
+        "  %0 = input \"x\" : {d}[3,5,4]
+  %1 = constant i64[1] [2] : i64[1]
+  %2:2 = topk(%0, %1) {{axis=1, largest=true, sorted=true}} : ({d}[3,2,4], i64[3,2,4])
+  %3:2 = topk(%0, %1) {{axis=-1, largest=false, sorted=true}} : ({d}[3,5,2], i64[3,5,2])
+  %4 = input \"long\" : {d}[2,10000]
+  %5 = constant i64[1] [7] : i64[1]
+  %6:2 = topk(%4, %5) {{axis=1, largest=true, sorted=true}} : ({d}[2,7], i64[2,7])
+  %7 = input \"i\" : i64[3,2]
+  %8 = constant i64[] [6] : i64[]
+  %9 = input \"v\" : {d}[2]
+  %10 = one_hot(%7, %8, %9) {{axis=1}} : {d}[3,6,2]
+  %11 = input \"a\" : {d}[3,4]
+  %12 = input \"b\" : {d}[4,5]
+  %13 = einsum(%11, %12) {{equation=\"ij,jk->ik\"}} : {d}[3,5]
+  %14 = input \"c\" : {d}[2,3,3]
+  %15 = einsum(%14) {{equation=\"bii->bi\"}} : {d}[2,3]
+  %16 = constant i64[3] [2,7,2] : i64[3]
+  %17 = center_crop_pad(%0, %16) {{axes=[]}} : {d}[2,7,2]
+  %18 = constant i64[6] [0,1,0,0,2,0] : i64[6]
+  %19 = input \"pv\" : {d}[]
+  %20 = pad(%0, %18, %19) {{mode=constant}} : {d}[3,8,4]
+  output \"a\" = %2.0
+  output \"b\" = %2.1
+  output \"c\" = %3.0
+  output \"d\" = %3.1
+  output \"e\" = %6.0
+  output \"f\" = %6.1
+  output \"g\" = %10
+  output \"h\" = %13
+  output \"i\" = %15
+  output \"j\" = %17
+  output \"k\" = %20
+"
+    )
+}
+
 fn graphs() -> Vec<String> {
-    vec![casts()]
+    let mut v = vec![casts()];
+    for d in ["f32", "f16", "bf16", "f64", "i64", "i32", "u32"] {
+        v.push(selection(d));
+    }
+    v
+}
+
+#[test]
+fn selection_schedule() {
+    insta::assert_snapshot!(planned(&selection("f32")).to_string());
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod attention;
 pub mod cast;
 pub mod control;
 pub mod conv;
+pub mod einsum;
 pub mod elementwise;
 pub mod epilogue;
 pub mod indexing;
@@ -16,12 +17,14 @@ pub mod loss;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
+pub mod one_hot;
 pub mod pool;
 pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod scatter;
 pub mod softmax;
+pub mod topk;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
 use rlx_gpu::{ConstBlock, Layout, NodeIo, ParamBlock, Params, Range};
@@ -56,6 +59,9 @@ pub const SOURCES: &[&Source] = &[
     &attention::SOURCE,
     &reduce::SOURCE,
     &softmax::SOURCE,
+    &topk::SOURCE,
+    &einsum::SOURCE,
+    &one_hot::SOURCE,
     &norm::SOURCE,
 ];
 
@@ -312,7 +318,8 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Pad(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
-        | Op::Tile(_) => Family {
+        | Op::Tile(_)
+        | Op::CenterCropPad(_) => Family {
             supports: movement::supports,
             lower: movement::lower,
         },
@@ -370,6 +377,18 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::Reduce(_) | Op::ArgReduce(_) | Op::GlobalPool(_) => Family {
             supports: reduce::supports,
             lower: reduce::lower,
+        },
+        Op::OneHot(_) => Family {
+            supports: one_hot::supports,
+            lower: one_hot::lower,
+        },
+        Op::Einsum(_) => Family {
+            supports: einsum::supports,
+            lower: einsum::lower,
+        },
+        Op::TopK(_) => Family {
+            supports: topk::supports,
+            lower: topk::lower,
         },
         Op::Softmax(_) => Family {
             supports: softmax::supports,
