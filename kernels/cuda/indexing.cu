@@ -57,12 +57,14 @@ __device__ __forceinline__ void gather_nd_body(const T* __restrict__ x, const vo
 
 template <typename T>
 __device__ __forceinline__ void trilu_body(const T* __restrict__ x, T* __restrict__ y,
-                                           const TriluParams& p) {
+                                           const TriluParams& p, const long long* kp) {
+    // The diagonal offset: p.k, or the i64 read from `kp` (trilu_k_<S>).
+    const long long k = kp ? kp[0] : (long long)p.k;
     for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
         long long col = (long long)(i % p.cols);
         long long row = (long long)((i / p.cols) % p.rows);
         long long diff = col - row;
-        bool keep = p.upper ? diff >= (long long)p.k : diff <= (long long)p.k;
+        bool keep = p.upper ? diff >= k : diff <= k;
         y[i] = keep ? x[i] : T(0);
     }
 }
@@ -81,7 +83,11 @@ __device__ __forceinline__ void trilu_body(const T* __restrict__ x, T* __restric
         gather_nd_body<b##S>(x, idx, y, p);                                                    \
     }                                                                                          \
     extern "C" __global__ void trilu_##S(const b##S* x, b##S* y, TriluParams p) {              \
-        trilu_body<b##S>(x, y, p);                                                             \
+        trilu_body<b##S>(x, y, p, (const long long*)0);                                        \
+    }                                                                                          \
+    extern "C" __global__ void trilu_k_##S(const b##S* x, const long long* k, b##S* y,         \
+                                           TriluParams p) {                                    \
+        trilu_body<b##S>(x, y, p, k);                                                          \
     }
 RLX_INDEXING(1)
 RLX_INDEXING(2)
@@ -186,7 +192,41 @@ __device__ __forceinline__ void cum_block_body(const T* __restrict__ x, T* __res
     }
 }
 
+// The axis read on the device (cum_axis_<T>): one thread per line, the
+// line geometry computed from the dims; an axis out of range is clamped.
+template <typename T>
+__device__ __forceinline__ void cum_axis_body(const T* __restrict__ x, const void* axis,
+                                              T* __restrict__ y, const CumulativeAxisParams& p) {
+    typedef Acc<T, Num<T>::is_float> C;
+    typedef typename C::A A;
+    long long a = p.wide ? ((const long long*)axis)[0] : (long long)((const int*)axis)[0];
+    if (a < 0) {
+        a += (long long)p.rank;
+    }
+    a = a < 0 ? 0 : (a >= (long long)p.rank ? (long long)p.rank - 1 : a);
+    unsigned long long len = p.dims[a], inner = 1;
+    for (unsigned int d = (unsigned int)a + 1u; d < p.rank; ++d) {
+        inner *= p.dims[d];
+    }
+    const unsigned long long lines = len == 0 ? 0 : p.n / len;
+    for (unsigned long long l = rlx_thread(); l < lines; l += rlx_threads()) {
+        unsigned long long base = (l / inner) * len * inner + l % inner;
+        A acc = p.prod ? (A)1 : (A)0;
+        for (unsigned long long s = 0; s < len; ++s) {
+            unsigned long long k = p.reverse ? len - 1ull - s : s;
+            unsigned long long at = base + k * inner;
+            A next = cum_op(acc, C::load(x[at]), p.prod);
+            y[at] = C::store(p.exclusive ? acc : next);
+            acc = next;
+        }
+    }
+}
+
 #define RLX_CUMULATIVE(T)                                                                      \
+    extern "C" __global__ void cum_axis_##T(const T* x, const void* axis, T* y,                \
+                                            CumulativeAxisParams p) {                          \
+        cum_axis_body<T>(x, axis, y, p);                                                       \
+    }                                                                                          \
     extern "C" __global__ void cum_line_##T(const T* x, T* y, CumulativeParams p) {            \
         cum_line_body<T>(x, y, p);                                                             \
     }                                                                                          \

@@ -67,6 +67,10 @@ fn selection(d: &str) -> String {
   %18 = constant i64[6] [0,1,0,0,2,0] : i64[6]
   %19 = input \"pv\" : {d}[]
   %20 = pad(%0, %18, %19) {{mode=constant}} : {d}[3,8,4]
+  %21 = input \"tk\" : i64[]
+  %22 = trilu(%0, %21) {{upper=false}} : {d}[3,5,4]
+  %23 = input \"ax\" : i32[]
+  %24 = cumsum(%0, %23) {{exclusive=false, reverse=true}} : {d}[3,5,4]
   output \"a\" = %2.0
   output \"b\" = %2.1
   output \"c\" = %3.0
@@ -78,6 +82,8 @@ fn selection(d: &str) -> String {
   output \"i\" = %15
   output \"j\" = %17
   output \"k\" = %20
+  output \"l\" = %22
+  output \"m\" = %24
 "
     )
 }

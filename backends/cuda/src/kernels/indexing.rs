@@ -6,8 +6,8 @@
 
 use rlx_gpu::kernels::gather::{gather_nd_params, gather_params, GatherNdParams, GatherParams};
 use rlx_gpu::kernels::indexing::{
-    cumulative_params, gather_elements_params, trilu_params, CumulativeParams,
-    GatherElementsParams, TriluParams,
+    cumulative_axis_params, cumulative_params, gather_elements_params, trilu_params,
+    CumulativeAxisParams, CumulativeParams, GatherElementsParams, TriluParams,
 };
 use rlx_gpu::{Layout, Params};
 use rlx_ir::ops::CumulativeKind;
@@ -32,6 +32,7 @@ fn layouts() -> Vec<Layout> {
         GatherNdParams::LAYOUT,
         TriluParams::LAYOUT,
         CumulativeParams::LAYOUT,
+        CumulativeAxisParams::LAYOUT,
     ]
 }
 
@@ -103,13 +104,51 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             cx.items(m, &format!("gather_nd_{s}"), n, ops, &p);
         }
         Op::Trilu(t) => {
-            let k = match cx.ints(1)? {
-                Some(v) => *v.first().ok_or("trilu k is empty")?,
-                None => 0,
-            };
             let s = size_suffix(x.dtype)?;
-            let p = trilu_params(&x.dims, s.max(4), k, t.upper)?;
-            cx.items(m, &format!("trilu_{s}"), n, vec![x.range(), y.range()], &p);
+            let given = cx.io.ins.get(1).filter(|k| k.numel() > 0).cloned();
+            let constant = matches!(cx.io.values.get(1), Some(Some(_)));
+            match given {
+                // k is a runtime value: read on the device.
+                Some(k) if !constant => {
+                    if k.dtype != DType::I64 {
+                        return Err(format!("a trilu k of {}", k.dtype));
+                    }
+                    let p = trilu_params(&x.dims, s.max(4), 0, t.upper)?;
+                    let ops = vec![x.range(), k.range(), y.range()];
+                    cx.items(m, &format!("trilu_k_{s}"), n, ops, &p);
+                }
+                given => {
+                    let k = match given {
+                        Some(_) => *cx
+                            .ints(1)?
+                            .unwrap_or_default()
+                            .first()
+                            .ok_or("trilu k is empty")?,
+                        None => 0,
+                    };
+                    let p = trilu_params(&x.dims, s.max(4), k, t.upper)?;
+                    cx.items(m, &format!("trilu_{s}"), n, vec![x.range(), y.range()], &p);
+                }
+            }
+        }
+        Op::Cumulative(c) if !matches!(cx.io.values.get(1), Some(Some(_))) => {
+            // The axis is a runtime value: read on the device.
+            let a = cx.input(1)?.clone();
+            let wide = match a.dtype {
+                DType::I64 => true,
+                DType::I32 => false,
+                d => return Err(format!("a cumulative axis of {d}")),
+            };
+            let p = cumulative_axis_params(
+                &x.dims,
+                c.exclusive,
+                c.reverse,
+                c.kind == CumulativeKind::Prod,
+                wide,
+            )?;
+            let t = num_name(x.dtype).ok_or("no cumulative kernel for this dtype")?;
+            let ops = vec![x.range(), a.range(), y.range()];
+            cx.items(m, &format!("cum_axis_{t}"), u64::from(p.n), ops, &p);
         }
         Op::Cumulative(c) => {
             let a = cx
