@@ -88,6 +88,29 @@ fn selection(d: &str) -> String {
     )
 }
 
+/// Batched and vector matrix products on f16, bf16 and f64 (cuBLASLt).
+fn matmuls(d: &str) -> String {
+    format!(
+        "  %0 = input \"x\" : {d}[2,4,8]
+  %1 = input \"w\" : {d}[8,5]
+  %2 = matmul(%0, %1) : {d}[2,4,5]
+  %3 = input \"v\" : {d}[5]
+  %4 = matmul(%2, %3) : {d}[2,4]
+  output \"a\" = %2
+  output \"b\" = %4
+"
+    )
+}
+
+#[test]
+fn half_matmuls_are_gemms_of_their_dtype() {
+    for d in ["f16", "bf16", "f64"] {
+        let s = planned(&matmuls(d)).to_string();
+        assert_eq!(s.matches(&format!("gemm_{d} ")).count(), 2, "{s}");
+    }
+    insta::assert_snapshot!(planned(&matmuls("bf16")).to_string());
+}
+
 fn graphs() -> Vec<String> {
     let mut v = vec![casts()];
     for d in ["f32", "f16", "bf16", "f64", "i64", "i32", "u32"] {
