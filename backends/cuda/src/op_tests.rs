@@ -111,8 +111,29 @@ fn half_matmuls_are_gemms_of_their_dtype() {
     insta::assert_snapshot!(planned(&matmuls("bf16")).to_string());
 }
 
+/// Quantization into and out of float8 and float4, per tensor and per axis.
+fn minifloat_quant(d: &str, q: &str) -> String {
+    format!(
+        "  %0 = input \"x\" : {d}[2,6]
+  %1 = input \"s\" : {d}[6]
+  %2 = input \"z\" : {q}[6]
+  %3 = quantize_linear(%0, %1, %2) {{axis=1, block_size=0, saturate=false}} : {q}[2,6]
+  %4 = input \"t\" : {d}[]
+  %6 = input \"w\" : {q}[]
+  %5 = dequantize_linear(%3, %4, %6) {{axis=1, block_size=0}} : {d}[2,6]
+  output \"q\" = %3
+  output \"y\" = %5
+"
+    )
+}
+
 fn graphs() -> Vec<String> {
     let mut v = vec![casts()];
+    for d in ["f32", "f16", "bf16"] {
+        for q in ["f8e4m3fn", "f8e5m2fnuz", "f4e2m1"] {
+            v.push(minifloat_quant(d, q));
+        }
+    }
     for d in ["f32", "f16", "bf16", "f64", "i64", "i32", "u32"] {
         v.push(selection(d));
     }

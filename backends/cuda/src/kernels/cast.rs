@@ -13,6 +13,7 @@ pub const SOURCE: Source = Source {
     name: "cast",
     source: concat!(
         include_str!("../../../../kernels/cuda/numeric.cuh"),
+        include_str!("../../../../kernels/cuda/minifloat.cuh"),
         include_str!("../../../../kernels/cuda/cast.cu")
     ),
     layouts,
