@@ -110,6 +110,11 @@ fn every_cuda_plan_compiles_with_nvrtc() {
                 }
             }
             Planned::Unsupported(why) => {
+                if let Some(pat) = std::env::var_os("RLX_CUDA_PLANS_SHOW") {
+                    if why.contains(pat.to_string_lossy().as_ref()) {
+                        eprintln!("  {name}: {why}");
+                    }
+                }
                 // Group refusals by their reason, less the node names.
                 let key = why.rsplit(": ").next().unwrap_or(&why).to_string();
                 *unsupported.entry(key).or_default() += 1;

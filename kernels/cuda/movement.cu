@@ -3,7 +3,8 @@
 // tile is wrap padding). CopyParams and PadParams are rlx-gpu's
 // (kernels/movement.rs). One thread per output element over a grid-stride
 // loop, coordinates in 32 bits (counts are u32), offsets in 64. Instantiated
-// per element size: copy_1/2/4/8, pad_1/2/4/8.
+// per element size: copy_1/2/4/8, pad_1/2/4/8, and pad_value_1/2/4/8 (the
+// constant read on the device, its first element).
 
 template <typename T>
 __device__ __forceinline__ void copy_body(const T* __restrict__ x, T* __restrict__ y,
@@ -51,10 +52,13 @@ __device__ __forceinline__ long long pad_source(unsigned int mode, long long q, 
 
 template <typename T>
 __device__ __forceinline__ void pad_body(const T* __restrict__ x, T* __restrict__ y,
-                                         const PadParams& p) {
+                                         const PadParams& p, const T* pad_value) {
     unsigned long long bits = (unsigned long long)p.value[0] | ((unsigned long long)p.value[1] << 32);
     T value;
     memcpy(&value, &bits, sizeof(T));
+    if (pad_value) {
+        value = pad_value[0];
+    }
     for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
         unsigned int r = (unsigned int)i;
         unsigned long long off = 0, stride = 1;
@@ -76,7 +80,11 @@ __device__ __forceinline__ void pad_body(const T* __restrict__ x, T* __restrict_
         copy_body<b##S>(x, y, p);                                                         \
     }                                                                                     \
     extern "C" __global__ void pad_##S(const b##S* x, b##S* y, PadParams p) {             \
-        pad_body<b##S>(x, y, p);                                                          \
+        pad_body<b##S>(x, y, p, (const b##S*)0);                                          \
+    }                                                                                     \
+    extern "C" __global__ void pad_value_##S(const b##S* x, const b##S* v, b##S* y,       \
+                                             PadParams p) {                               \
+        pad_body<b##S>(x, y, p, v);                                                       \
     }
 RLX_MOVEMENT(1)
 RLX_MOVEMENT(2)

@@ -7,8 +7,8 @@
 // dequantize_<int>_<float> (scales and output of the float dtype); 4- and
 // 2-bit integers are stored a byte each (u8 / i8 with their `bits`).
 
-__device__ __forceinline__ unsigned long long quant_scale(unsigned long long i,
-                                                          const QuantCudaParams& p) {
+template <typename P>
+__device__ __forceinline__ unsigned long long quant_scale(unsigned long long i, const P& p) {
     if (p.kind == 0u) {
         return 0;
     }
@@ -90,3 +90,51 @@ RLX_QUANT_INTS(f32)
 RLX_QUANT_INTS(f16)
 RLX_QUANT_INTS(bf16)
 RLX_QUANT_INTS(f64)
+
+// Float8 and float4 (minifloat.cuh; format p.format): quantize converts the
+// quotient (float4 plus the zero point) with round to nearest even,
+// saturating when asked (float4 always clamps); dequantize computes
+// `(x - zero_point) * scale` in f32. Entries quantize_<float>_mf and
+// dequantize_mf_<float>.
+template <typename X>
+__device__ __forceinline__ void quantize_mf_body(const X* __restrict__ x, const X* __restrict__ s,
+                                                 const u8* zp, u8* __restrict__ y,
+                                                 const QuantFloatCudaParams& p) {
+    const Minifloat m = mf_format(p.format);
+    for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
+        unsigned long long k = quant_scale(i, p);
+        double v = quant_quotient<X>(x[i], s[k]);
+        if (p.format == 23u && p.zp != 0u) {
+            v += mf_decode(m, zp[p.zp == 1u ? 0ull : k]);
+        }
+        y[i] = mf_encode(m, v, p.saturate != 0u);
+    }
+}
+
+template <typename O>
+__device__ __forceinline__ void dequantize_mf_body(const u8* __restrict__ x, const O* __restrict__ s,
+                                                   const u8* zp, O* __restrict__ y,
+                                                   const QuantFloatCudaParams& p) {
+    const Minifloat m = mf_format(p.format);
+    for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
+        unsigned long long k = quant_scale(i, p);
+        double xv = mf_decode(m, x[i]);
+        double z = p.zp != 0u ? mf_decode(m, zp[p.zp == 1u ? 0ull : k]) : 0.0;
+        double r = (double)(((float)xv - (float)z) * (float)to_f64(s[k]));
+        y[i] = from_f64<O>(r);
+    }
+}
+
+#define RLX_QUANT_MF(F)                                                                        \
+    extern "C" __global__ void quantize_##F##_mf(const F* x, const F* s, const u8* zp, u8* y,  \
+                                                 QuantFloatCudaParams p) {                     \
+        quantize_mf_body<F>(x, s, zp, y, p);                                                   \
+    }                                                                                          \
+    extern "C" __global__ void dequantize_mf_##F(const u8* x, const F* s, const u8* zp, F* y,  \
+                                                 QuantFloatCudaParams p) {                     \
+        dequantize_mf_body<F>(x, s, zp, y, p);                                                 \
+    }
+RLX_QUANT_MF(f32)
+RLX_QUANT_MF(f16)
+RLX_QUANT_MF(bf16)
+RLX_QUANT_MF(f64)

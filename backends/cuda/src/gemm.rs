@@ -1,6 +1,6 @@
 //! cuBLASLt for [`Gemm`] launches, through cudarc's `cublaslt::result` layer
-//! (its safe API computes f32 as TF32): `CUBLAS_COMPUTE_32F` (exact fp32),
-//! strided batches, and the bias / ReLU epilogue. Each GEMM's descriptors and
+//! (its safe API computes f32 as TF32): `CUBLAS_COMPUTE_32F` (exact fp32) for
+//! f32, f16 and bf16 operands, `CUBLAS_COMPUTE_64F` for f64, strided batches, and the bias / ReLU epilogue. Each GEMM's descriptors and
 //! algorithm are chosen once, when the executable is built; running one is a
 //! single `cublasLtMatmul` call, so it can be captured in a CUDA graph.
 //!
@@ -12,6 +12,8 @@ use std::mem::size_of;
 
 use cudarc::cublaslt::{result, sys};
 use cudarc::driver::sys::CUdeviceptr;
+
+use rlx_ir::DType;
 
 use crate::schedule::{Gemm, GemmAct};
 use crate::CudaError;
@@ -67,6 +69,8 @@ pub(crate) struct Prepared {
     layouts: [sys::cublasLtMatrixLayout_t; 3],
     algo: sys::cublasLtMatmulAlgo_t,
     ptrs: [CUdeviceptr; 3],
+    /// Alpha and beta are f64 (an f64 GEMM), else f32.
+    f64: bool,
 }
 
 // SAFETY: the descriptors are plain heap objects of cuBLASLt, only read by
@@ -91,21 +95,28 @@ fn i64_of(v: u64, what: &str) -> Result<i64, CudaError> {
     i64::try_from(v).map_err(|_| CudaError::Unsupported(format!("a GEMM {what} of {v}")))
 }
 
+/// The cuBLASLt element type of a GEMM dtype.
+fn data_type(d: DType) -> Result<sys::cudaDataType, CudaError> {
+    Ok(match d {
+        DType::F32 => sys::cudaDataType::CUDA_R_32F,
+        DType::F16 => sys::cudaDataType::CUDA_R_16F,
+        DType::BF16 => sys::cudaDataType::CUDA_R_16BF,
+        DType::F64 => sys::cudaDataType::CUDA_R_64F,
+        d => return Err(CudaError::Unsupported(format!("a GEMM on {d}"))),
+    })
+}
+
 /// A column-major layout of `rows` x `cols` with leading dim `ld`, batched.
 fn layout(
+    dtype: sys::cudaDataType,
     rows: u64,
     cols: u64,
     ld: u64,
     batch: u64,
     stride: u64,
 ) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
-    let l = result::create_matrix_layout(
-        sys::cudaDataType::CUDA_R_32F,
-        rows,
-        cols,
-        i64_of(ld, "leading dim")?,
-    )
-    .map_err(|e| lt("layout", e))?;
+    let l = result::create_matrix_layout(dtype, rows, cols, i64_of(ld, "leading dim")?)
+        .map_err(|e| lt("layout", e))?;
     let count = i32::try_from(batch)
         .map_err(|_| CudaError::Unsupported(format!("a GEMM batch of {batch}")))?;
     let stride = i64_of(stride, "batch stride")?;
@@ -150,23 +161,35 @@ unsafe fn set_desc<T>(
 /// memory) and picks its algorithm.
 pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared, CudaError> {
     use sys::cublasLtMatmulDescAttributes_t as D;
-    let desc = result::create_matmul_desc(
-        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-        sys::cudaDataType::CUDA_R_32F,
-    )
-    .map_err(|e| lt("matmul descriptor", e))?;
+    let dt = data_type(g.dtype)?;
+    // f64 computes in f64; f32, f16 and bf16 in exact fp32.
+    let f64 = g.dtype == DType::F64;
+    let (compute, scale) = if f64 {
+        (
+            sys::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+            sys::cudaDataType::CUDA_R_64F,
+        )
+    } else {
+        (
+            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            sys::cudaDataType::CUDA_R_32F,
+        )
+    };
+    let desc =
+        result::create_matmul_desc(compute, scale).map_err(|e| lt("matmul descriptor", e))?;
     let mut p = Prepared {
         desc,
         layouts: [std::ptr::null_mut(); 3],
         algo: unsafe { std::mem::zeroed() },
         ptrs: [base + g.b.offset, base + g.a.offset, base + g.c.offset],
+        f64,
     };
     // cuBLASLt's A is our B: column-major n x k (op N) or, transposed, k x n.
     let (ra, ca) = if g.trans_b { (g.k, g.n) } else { (g.n, g.k) };
     let (rb, cb) = if g.trans_a { (g.m, g.k) } else { (g.k, g.m) };
-    p.layouts[0] = layout(ra, ca, g.ldb, g.batch, g.stride_b)?;
-    p.layouts[1] = layout(rb, cb, g.lda, g.batch, g.stride_a)?;
-    p.layouts[2] = layout(g.n, g.m, g.ldc, g.batch, g.stride_c)?;
+    p.layouts[0] = layout(dt, ra, ca, g.ldb, g.batch, g.stride_b)?;
+    p.layouts[1] = layout(dt, rb, cb, g.lda, g.batch, g.stride_a)?;
+    p.layouts[2] = layout(dt, g.n, g.m, g.ldc, g.batch, g.stride_c)?;
     use sys::cublasLtEpilogue_t as E;
     let epilogue = match (g.bias.is_some(), g.act) {
         (false, GemmAct::None) => E::CUBLASLT_EPILOGUE_DEFAULT,
@@ -219,6 +242,15 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
 /// Enqueues `p` on `stream`: `D = A B` (beta 0, C = D).
 pub(crate) fn run(lt_: &Lt, p: &Prepared, stream: sys::cudaStream_t) -> Result<(), CudaError> {
     let (alpha, beta) = (1.0f32, 0.0f32);
+    let (alpha64, beta64) = (1.0f64, 0.0f64);
+    let (pa, pb): (*const c_void, *const c_void) = if p.f64 {
+        (
+            (&alpha64 as *const f64).cast(),
+            (&beta64 as *const f64).cast(),
+        )
+    } else {
+        ((&alpha as *const f32).cast(), (&beta as *const f32).cast())
+    };
     let [a, b, c] = p.ptrs;
     // SAFETY: the descriptors are live, the pointers lie inside the
     // executable's buffer (checked when planned), the workspace outlives `lt_`.
@@ -226,8 +258,8 @@ pub(crate) fn run(lt_: &Lt, p: &Prepared, stream: sys::cudaStream_t) -> Result<(
         result::matmul(
             lt_.handle,
             p.desc,
-            (&alpha as *const f32).cast::<c_void>(),
-            (&beta as *const f32).cast::<c_void>(),
+            pa,
+            pb,
             a as *const c_void,
             p.layouts[0],
             b as *const c_void,

@@ -25,6 +25,8 @@ mod family_tests;
 #[cfg(test)]
 mod nn_tests;
 #[cfg(test)]
+mod op_tests;
+#[cfg(test)]
 mod seq_tests;
 #[cfg(test)]
 mod tests;

@@ -71,6 +71,9 @@ pub struct Gemm {
     /// A row vector of `n` f32 added to every row of C (every batch).
     pub bias: Option<Range>,
     pub act: GemmAct,
+    /// The element dtype of A, B and C: f32 (computed in exact fp32), f16
+    /// or bf16 (f32 compute and accumulation), or f64.
+    pub dtype: DType,
 }
 
 impl fmt::Display for Gemm {
@@ -267,7 +270,8 @@ impl Schedule {
             }
             Some(Launch::Gemm(g)) => write!(
                 f,
-                "{i:>3} cublaslt.gemm_f32 {{{}}}  # {}",
+                "{i:>3} cublaslt.gemm_{} {{{}}}  # {}",
+                g.gemm.dtype,
                 g.gemm,
                 g.origin.join(", ")
             ),

@@ -302,6 +302,7 @@ fn deform(cx: &mut Cx, d: &DeformConv) -> LResult<()> {
     };
     for gi in 0..g {
         let gemm = Gemm {
+            dtype: rlx_ir::DType::F32,
             m: ocg as u64,
             n: sp as u64,
             k: k as u64,

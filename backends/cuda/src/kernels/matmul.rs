@@ -20,33 +20,55 @@ use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
 /// The most GEMMs one MatMul unrolls into (outer batch dims).
 pub const MAX_UNROLL: usize = 1024;
 
-fn f32_operand(what: &str, o: &Operand) -> LResult<()> {
-    if o.dtype == DType::F32 {
+/// The dtypes cuBLASLt multiplies here (f16 and bf16 with f32 compute and
+/// accumulation, f64 natively).
+fn gemm_dtype(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+}
+
+fn same_operand(what: &str, o: &Operand, d: DType) -> LResult<()> {
+    if o.dtype == d {
         Ok(())
     } else {
         Err(format!(
-            "matmul on {} {what} has no CUDA lowering (f32 only)",
+            "matmul of {d} with {} {what} has no CUDA lowering",
             o.dtype
         ))
     }
 }
 
 /// Bytes an operand spans: `batch` matrices `batch_stride` apart, `rows`
-/// rows of `cols` elements `ld` apart.
-fn span(at: u64, batch: usize, batch_stride: usize, rows: usize, ld: usize, cols: usize) -> Range {
+/// rows of `cols` elements `ld` apart, elements of `size` bytes.
+fn span(
+    at: u64,
+    batch: usize,
+    batch_stride: usize,
+    rows: usize,
+    ld: usize,
+    cols: usize,
+    size: usize,
+) -> Range {
     let elems = (batch - 1) * batch_stride + (rows - 1) * ld + cols;
     Range {
         offset: at,
-        bytes: (elems * 4) as u64,
+        bytes: (elems * size) as u64,
     }
 }
 
-/// f32 operands of rank 1 or more (and an f32 bias).
+/// Operands of rank 1 or more: f32 (and an f32 bias), or for a plain
+/// MatMul f16, bf16 or f64 alike.
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    let d = inputs.first().map_or(DType::F32, |t| t.dtype);
+    let plain = matches!(node.op, Op::MatMul(_));
     for (i, t) in inputs.iter().enumerate() {
-        if t.dtype != DType::F32 {
+        let ok = if plain {
+            gemm_dtype(d) && t.dtype == d
+        } else {
+            t.dtype == DType::F32
+        };
+        if !ok {
             return Err(format!(
-                "{} on {} (input {i}) has no cuda kernel (f32 only)",
+                "{} on {} (input {i}) has no cuda kernel (f32, or f16, bf16 and f64 without fusion)",
                 node.op.name(),
                 t.dtype
             ));
@@ -102,9 +124,16 @@ pub fn gemm_launches(io: &NodeIo, bias: Option<Range>, act: GemmAct) -> LResult<
         (Some(a), Some(b), Some(c)) => (a, b, c),
         _ => return Err("matmul needs two inputs and an output".into()),
     };
-    f32_operand("A", a)?;
-    f32_operand("B", b)?;
-    f32_operand("output", c)?;
+    let dtype = a.dtype;
+    if !gemm_dtype(dtype) {
+        return Err(format!("matmul on {dtype} has no CUDA lowering"));
+    }
+    same_operand("B", b, dtype)?;
+    same_operand("output", c, dtype)?;
+    if dtype != DType::F32 && (bias.is_some() || act != GemmAct::None) {
+        return Err(format!("a fused matmul on {dtype} has no CUDA lowering"));
+    }
+    let size = dtype.size();
     let g = matmul(&a.dims, &b.dims).map_err(|e| format!("{e}: {:?} x {:?}", a.dims, b.dims))?;
     let (mut m, n, k) = (g.m, g.n, g.k);
     let mut dims = g.batch;
@@ -152,7 +181,7 @@ pub fn gemm_launches(io: &NodeIo, bias: Option<Range>, act: GemmAct) -> LResult<
             ob += j * d.b;
             oc += j * d.c;
         }
-        let at = |o: &Operand, e: usize| o.at + (e * 4) as u64;
+        let at = |o: &Operand, e: usize| o.at + (e * size) as u64;
         let gemm = Gemm {
             m: m as u64,
             n: n as u64,
@@ -166,11 +195,12 @@ pub fn gemm_launches(io: &NodeIo, bias: Option<Range>, act: GemmAct) -> LResult<
             stride_a: inner.a as u64,
             stride_b: inner.b as u64,
             stride_c: inner.c as u64,
-            a: span(at(a, oa), inner.dim, inner.a, m, k, k),
-            b: span(at(b, ob), inner.dim, inner.b, k, n, n),
-            c: span(at(c, oc), inner.dim, inner.c, m, n, n),
+            a: span(at(a, oa), inner.dim, inner.a, m, k, k, size),
+            b: span(at(b, ob), inner.dim, inner.b, k, n, n, size),
+            c: span(at(c, oc), inner.dim, inner.c, m, n, n, size),
             bias,
             act,
+            dtype,
         };
         launches.push(Launch::Gemm(GemmLaunch {
             gemm,

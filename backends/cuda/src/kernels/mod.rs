@@ -6,8 +6,10 @@
 //! emits cannot disagree. [`Modules`] collects the modules a schedule uses.
 
 pub mod attention;
+pub mod cast;
 pub mod control;
 pub mod conv;
+pub mod einsum;
 pub mod elementwise;
 pub mod epilogue;
 pub mod grid;
@@ -16,6 +18,7 @@ pub mod loss;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
+pub mod one_hot;
 pub mod pool;
 pub mod quant;
 pub mod recurrent;
@@ -25,6 +28,7 @@ pub mod scatter;
 pub mod sequence;
 pub mod signal;
 pub mod softmax;
+pub mod topk;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
 use rlx_gpu::{ConstBlock, Layout, NodeIo, ParamBlock, Params, Range};
@@ -46,6 +50,7 @@ pub struct Source {
 /// Every module of fixed source, for tests that compile them all.
 pub const SOURCES: &[&Source] = &[
     &control::SOURCE,
+    &cast::SOURCE,
     &movement::SOURCE,
     &indexing::SOURCE,
     &scatter::SOURCE,
@@ -58,6 +63,9 @@ pub const SOURCES: &[&Source] = &[
     &attention::SOURCE,
     &reduce::SOURCE,
     &softmax::SOURCE,
+    &topk::SOURCE,
+    &einsum::SOURCE,
+    &one_hot::SOURCE,
     &norm::SOURCE,
     &recurrent::SOURCE,
     &grid::SOURCE,
@@ -321,7 +329,8 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Pad(_)
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
-        | Op::Tile(_) => Family {
+        | Op::Tile(_)
+        | Op::CenterCropPad(_) => Family {
             supports: movement::supports,
             lower: movement::lower,
         },
@@ -366,16 +375,31 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Compare(_)
         | Op::Logical(_)
         | Op::Where(_)
-        | Op::Cast(_)
         | Op::Clip(_)
         | Op::Gelu(_)
         | Op::ElementwiseRegion(_) => Family {
             supports: elementwise::supports,
             lower: elementwise::lower,
         },
+        Op::Cast(_) | Op::BitCast(_) => Family {
+            supports: cast::supports,
+            lower: cast::lower,
+        },
         Op::Reduce(_) | Op::ArgReduce(_) | Op::GlobalPool(_) => Family {
             supports: reduce::supports,
             lower: reduce::lower,
+        },
+        Op::OneHot(_) => Family {
+            supports: one_hot::supports,
+            lower: one_hot::lower,
+        },
+        Op::Einsum(_) => Family {
+            supports: einsum::supports,
+            lower: einsum::lower,
+        },
+        Op::TopK(_) => Family {
+            supports: topk::supports,
+            lower: topk::lower,
         },
         Op::Softmax(_) => Family {
             supports: softmax::supports,

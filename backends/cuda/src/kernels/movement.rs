@@ -207,31 +207,82 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
                     }
                 }
             }
-            let value = pad_value(cx, x.dtype)?;
-            emit_pad(cx, &x, &y, mode, value, &begin)
+            match pad_value(cx, x.dtype)? {
+                Some(value) => emit_pad(cx, &x, &y, mode, value, &begin),
+                None => {
+                    let v = cx.input(2)?.clone();
+                    emit_pad_read(cx, &x, &v, &y, mode, &begin)
+                }
+            }
         }
         Op::Tile(_) => emit_pad(cx, &x, &y, 3, [0, 0], &vec![0; x.dims.len()]),
+        Op::CenterCropPad(_) => {
+            if x.dims.len() != y.dims.len() {
+                return Err("center_crop_pad changes the rank".into());
+            }
+            // Output coordinate o reads input coordinate o - begin.
+            let begin: Vec<i64> = x
+                .dims
+                .iter()
+                .zip(&y.dims)
+                .map(|(&n, &m)| {
+                    if n >= m {
+                        -(((n - m) / 2) as i64)
+                    } else {
+                        ((m - n) / 2) as i64
+                    }
+                })
+                .collect();
+            emit_pad(cx, &x, &y, 0, [0, 0], &begin)
+        }
         op => Err(format!("`{}` is not a movement op", op.name())),
     }
 }
 
-/// The pad value (input 2) as little-endian words; absent means zero.
-fn pad_value(cx: &Cx, d: DType) -> LResult<[u32; 2]> {
+/// The pad value (input 2) as little-endian words; absent means zero,
+/// `None` when it is read on the device.
+fn pad_value(cx: &Cx, d: DType) -> LResult<Option<[u32; 2]>> {
     if cx.io.ins.len() <= 2 || cx.io.ins[2].numel() == 0 {
-        return Ok([0, 0]);
+        return Ok(Some([0, 0]));
     }
     match cx.io.values.get(2) {
         Some(Some(t)) => {
             let mut b = [0u8; 8];
             let n = d.size().min(8).min(t.bytes().len());
             b[..n].copy_from_slice(&t.bytes()[..n]);
-            Ok([
+            Ok(Some([
                 u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
                 u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-            ])
+            ]))
         }
-        _ => Err("a non-constant pad value has no cuda kernel".into()),
+        _ => Ok(None),
     }
+}
+
+/// Constant padding whose value (the first element of `v`) is read on the
+/// device.
+fn emit_pad_read(
+    cx: &mut Cx,
+    x: &Operand,
+    v: &Operand,
+    y: &Operand,
+    mode: u32,
+    begin: &[i64],
+) -> LResult<()> {
+    if v.dtype != x.dtype {
+        return Err(format!("a {} pad value for {} data", v.dtype, x.dtype));
+    }
+    let size = size_suffix(x.dtype)?;
+    let p = pad_params(&x.dims, &y.dims, size.max(4), mode, [0, 0], begin)?;
+    let m = cx.modules.of(&SOURCE);
+    cx.items(
+        m,
+        &format!("pad_value_{size}"),
+        y.numel() as u64,
+        vec![x.range(), v.range(), y.range()],
+        &p,
+    );
+    Ok(())
 }
 
 fn emit_pad(

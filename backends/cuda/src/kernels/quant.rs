@@ -4,7 +4,7 @@
 //! per tensor, per axis or blocked, with one zero point or one per scale,
 //! planned by rlx-gpu's `kernels::quant`. Float8 and float4 have no kernel.
 
-use rlx_gpu::kernels::quant::{quant_params, QuantCudaParams};
+use rlx_gpu::kernels::quant::{quant_params, QuantCudaParams, QuantFloatCudaParams};
 use rlx_gpu::{Layout, Params};
 use rlx_ir::{DType, Node, Op, TensorType};
 
@@ -14,13 +14,14 @@ pub const SOURCE: Source = Source {
     name: "quant",
     source: concat!(
         include_str!("../../../../kernels/cuda/numeric.cuh"),
+        include_str!("../../../../kernels/cuda/minifloat.cuh"),
         include_str!("../../../../kernels/cuda/quant.cu")
     ),
     layouts,
 };
 
 fn layouts() -> Vec<Layout> {
-    vec![QuantCudaParams::LAYOUT]
+    vec![QuantCudaParams::LAYOUT, QuantFloatCudaParams::LAYOUT]
 }
 
 /// The entry name, bits and signedness of a quantized integer dtype.
@@ -40,6 +41,14 @@ fn qint(d: DType) -> Option<(&'static str, u32, bool)> {
         DType::I64 => ("i64", 64, true),
         _ => return None,
     })
+}
+
+/// The float8 and float4 formats (quantized a byte each).
+fn minifloat(d: DType) -> bool {
+    matches!(
+        d,
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1
+    )
 }
 
 fn qfloat(d: DType) -> Option<&'static str> {
@@ -75,9 +84,9 @@ fn pair(node: &Node, inputs: &[TensorType]) -> LResult<(DType, DType)> {
             "{name} with {f} values and {s} scales has no cuda kernel (f32, f16, bf16 or f64, scales alike)"
         ));
     }
-    if qint(q).is_none() {
+    if qint(q).is_none() && !minifloat(q) {
         return Err(format!(
-            "{name} with {q} quantized values has no cuda kernel (integers only)"
+            "{name} with {q} quantized values has no cuda kernel (integers, float8 and float4)"
         ));
     }
     if let Some(z) = inputs.get(2) {
@@ -93,9 +102,9 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
 }
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
-    let (ax, block, quantize) = match &cx.node.op {
-        Op::QuantizeLinear(q) => (q.axis, q.block_size, true),
-        Op::DequantizeLinear(q) => (q.axis, q.block_size, false),
+    let (ax, block, quantize, saturate) = match &cx.node.op {
+        Op::QuantizeLinear(q) => (q.axis, q.block_size, true, q.saturate),
+        Op::DequantizeLinear(q) => (q.axis, q.block_size, false, false),
         op => return Err(format!("`{}` is not a quantization", op.name())),
     };
     let (x, s, y) = (
@@ -108,8 +117,11 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     } else {
         (y.dtype, x.dtype)
     };
-    let (qn, bits, signed) = qint(q).ok_or("not an integer dtype")?;
     let fname = qfloat(f).ok_or("not a float dtype")?;
+    if minifloat(q) {
+        return lower_minifloat(cx, quantize, saturate, ax, block, fname, q);
+    }
+    let (qn, bits, signed) = qint(q).ok_or("not an integer dtype")?;
     let zp = cx.io.ins.get(2).filter(|z| z.numel() > 0).cloned();
     let zmode = match &zp {
         None => 0,
@@ -140,6 +152,58 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         format!("dequantize_{qn}_{fname}")
     };
     // An absent zero point binds the scale again (never read).
+    let zr = zp.as_ref().map_or(s.range(), |z| z.range());
+    let m = cx.modules.of(&SOURCE);
+    let ops = vec![x.range(), s.range(), zr, y.range()];
+    cx.items(m, &entry, u64::from(p.n), ops, &p);
+    Ok(())
+}
+
+/// Quantization into or out of a float8 or float4 format `q`.
+fn lower_minifloat(
+    cx: &mut Cx,
+    quantize: bool,
+    saturate: bool,
+    ax: i64,
+    block: i64,
+    fname: &str,
+    q: DType,
+) -> LResult<()> {
+    let (x, s, y) = (
+        cx.input(0)?.clone(),
+        cx.input(1)?.clone(),
+        cx.output(0)?.clone(),
+    );
+    let zp = cx.io.ins.get(2).filter(|z| z.numel() > 0).cloned();
+    let zmode = match &zp {
+        None => 0,
+        Some(z) if z.numel() == 1 => 1,
+        Some(z) if z.numel() == s.numel() => 2,
+        Some(z) => {
+            return Err(format!(
+                "{} zero points for {} scales",
+                z.numel(),
+                s.numel()
+            ))
+        }
+    };
+    let g = quant_params(
+        quantize,
+        &x.dims,
+        &s.dims,
+        ax,
+        block,
+        1,
+        false,
+        zp.is_some(),
+    )?;
+    let format = u32::try_from(q.onnx_code()).map_err(|_| "a dtype code")?;
+    let p = QuantFloatCudaParams::of(&g, zmode, format, saturate);
+    let entry = if quantize {
+        format!("quantize_{fname}_mf")
+    } else {
+        format!("dequantize_mf_{fname}")
+    };
     let zr = zp.as_ref().map_or(s.range(), |z| z.range());
     let m = cx.modules.of(&SOURCE);
     let ops = vec![x.range(), s.range(), zr, y.range()];

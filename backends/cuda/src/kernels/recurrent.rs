@@ -148,6 +148,7 @@ fn abt(
         (dirs - 1) * stride + (rows - 1) * ld + cols
     };
     Gemm {
+        dtype: rlx_ir::DType::F32,
         m: m as u64,
         n: n as u64,
         k: k as u64,

@@ -5,8 +5,10 @@
 //! fills these structs; each kernel language reads them by field name.
 
 pub mod attention;
+pub mod cast;
 pub mod conv;
 pub mod conv_transpose;
+pub mod einsum;
 pub mod elementwise;
 pub mod gather;
 pub mod indexing;
@@ -14,9 +16,11 @@ pub mod loss;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
+pub mod one_hot;
 pub mod pool;
 pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod scatter;
 pub mod softmax;
+pub mod topk;

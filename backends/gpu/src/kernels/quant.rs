@@ -146,6 +146,50 @@ impl QuantCudaParams {
     }
 }
 
+crate::kernel_params! {
+    /// QuantizeLinear / DequantizeLinear between a float dtype and a float8
+    /// or float4 format on CUDA: [`QuantCudaParams`]' scale geometry, the
+    /// format's ONNX dtype code and saturation.
+    pub struct QuantFloatCudaParams {
+        /// Elements.
+        pub n: u32,
+        /// 0 one scale, 1 per axis, 2 blocked along the axis.
+        pub kind: u32,
+        /// The axis size.
+        pub axis_len: u32,
+        /// Elements after the axis.
+        pub inner: u32,
+        /// Elements of the axis per scale (blocked).
+        pub block: u32,
+        /// The scale's size along the axis.
+        pub scale_len: u32,
+        /// 0 no zero point, 1 one for all scales, 2 one per scale.
+        pub zp: u32,
+        /// The quantized format's ONNX dtype code.
+        pub format: u32,
+        /// 1: out-of-range quotients saturate.
+        pub saturate: u32,
+    }
+}
+
+impl QuantFloatCudaParams {
+    /// The scale geometry of `p` with `zp` zero points, into or out of the
+    /// format of ONNX dtype code `format`.
+    pub fn of(p: &QuantParams, zp: u32, format: u32, saturate: bool) -> QuantFloatCudaParams {
+        QuantFloatCudaParams {
+            n: p.n,
+            kind: p.kind,
+            axis_len: p.axis_len,
+            inner: p.inner,
+            block: p.block,
+            scale_len: p.scale_len,
+            zp,
+            format,
+            saturate: u32::from(saturate),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
