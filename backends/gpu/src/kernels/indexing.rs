@@ -180,57 +180,6 @@ impl CumulativeIntParams {
     }
 }
 
-crate::kernel_params! {
-    /// A cumulative sum or product whose axis is a runtime value (CUDA):
-    /// the kernel reads the axis (i64 when `wide`, else i32; negative counts
-    /// from the end) and walks the lines along it, one thread per line.
-    pub struct CumulativeAxisParams {
-        /// Elements.
-        pub n: u32,
-        /// Dims used of `dims`.
-        pub rank: u32,
-        /// The input dims.
-        pub dims: [u32; 8],
-        /// 1: each output excludes its own element.
-        pub exclusive: u32,
-        /// 1: accumulate from the end of the axis.
-        pub reverse: u32,
-        /// 1: product, 0: sum.
-        pub prod: u32,
-        /// 1: an i64 axis, 0: i32.
-        pub wide: u32,
-    }
-}
-
-/// The runtime-axis cumulative op over an input of `dims`.
-pub fn cumulative_axis_params(
-    dims: &[usize],
-    exclusive: bool,
-    reverse: bool,
-    prod: bool,
-    wide: bool,
-) -> LResult<CumulativeAxisParams> {
-    if dims.is_empty() || dims.len() > 8 {
-        return Err(format!(
-            "a cumulative op of rank {} has no GPU kernel",
-            dims.len()
-        ));
-    }
-    let mut p = CumulativeAxisParams {
-        n: u32_of(dims.iter().product(), "size")?,
-        rank: dims.len() as u32,
-        dims: [1; 8],
-        exclusive: u32::from(exclusive),
-        reverse: u32::from(reverse),
-        prod: u32::from(prod),
-        wide: u32::from(wide),
-    };
-    for (i, &d) in dims.iter().enumerate() {
-        p.dims[i] = u32_of(d, "a dim")?;
-    }
-    Ok(p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
