@@ -20,7 +20,7 @@ stage=${1:-all}
 
 if [[ $stage == all || $stage == tests ]]; then
   echo "== rlx-cuda device tests"
-  INSTA_WORKSPACE_ROOT=/work/main/backends/cuda "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
+  INSTA_WORKSPACE_ROOT=/work/main "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
   echo "== parity with the CPU backend"
   "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|test result|skipping"
   echo "== node suite on cuda (one process per first letter: a device fault stays in its batch)"
@@ -43,7 +43,7 @@ if [[ $stage == all || $stage == bench ]]; then
   for m in /tmp/rlx-data/light/*.onnx golden/transformer/model.onnx; do
     name=$(basename "$m" .onnx); extra=()
     [[ $m == golden/transformer/* ]] && { name=golden_transformer; extra=(--bind batch=1 --bind seq=8); }
-    cuda=$(median "$m" --target cuda --iters 50 --warmup 5 "${extra[@]}"); cuda=${cuda:-error}
+    cuda=$(median "$m" --target cuda --iters 200 --warmup 100 "${extra[@]}"); cuda=${cuda:-error}
     cpu=$(median "$m" --threads 16 --iters 10 "${extra[@]}"); cpu=${cpu:-error}
     eager=$(awk -v n="$name" '$2==n {sub("eager_ms=","",$3); print $3}' "$out/torch.log")
     graph=$(awk -v n="$name" '$2==n {sub("graph_ms=","",$4); print $4}' "$out/torch.log")
@@ -56,12 +56,14 @@ if [[ $stage == all || $stage == bench ]]; then
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then
-  echo "== f32 conv bias+ReLU: cuDNN's fused call or rlx's epilogue kernel (median ms, 100 runs)"
-  for m in light_resnet50 light_densenet121 light_inception_v1 light_squeezenet; do
-    for e in cudnn kernel; do
-      t=$("$bin/rlx-onnx" bench /tmp/rlx-data/light/$m.onnx --target cuda --iters 100 --warmup 10 \
-        --cuda-conv-epilogue $e 2>>"$out/bench-errors.log" | awk '/^median:/ {print $2}')
-      printf '%-22s %-7s %s\n' "$m" "$e" "$t"
+  echo "== convolutions: cuDNN, or cuBLASLt GEMMs for pointwise / all ungrouped ones (median ms; two alternating rounds)"
+  for round in 1 2; do
+    for m in light_resnet50 light_densenet121 light_inception_v1 light_squeezenet light_vgg19; do
+      for g in never pointwise all; do
+        t=$("$bin/rlx-onnx" bench /tmp/rlx-data/light/$m.onnx --target cuda --iters 200 --warmup 100 \
+          --cuda-conv-gemm $g 2>>"$out/bench-errors.log" | awk '/^median:/ {print $2}')
+        printf '%s %-22s %-9s %s\n' "$round" "$m" "$g" "$t"
+      done
     done
   done | tee "$out/ab.txt"
 fi

@@ -64,3 +64,32 @@ extern "C" __global__ void conv_crop_4(unsigned int* y, const unsigned int* x, C
 extern "C" __global__ void conv_crop_8(unsigned long long* y, const unsigned long long* x, CropParams p) {
     conv_crop<unsigned long long>(y, x, p);
 }
+
+// im2col: the unfolded image of one 2-D convolution input, columns p0 ..
+// p0 + cols, one thread per element of col[c * kh * kw + y * kw + x][q]
+// (zero where the window reads padding). Im2colParams: total, c, h, w, kh,
+// kw, ow, strides sh/sw, dilations dh/dw, begin pads pt/pl, p0, cols.
+template <typename T>
+__device__ __forceinline__ void conv_im2col(const T* x, T* col, const Im2colParams& p) {
+    for (unsigned long long t = rlx_thread(); t < p.total; t += rlx_threads()) {
+        unsigned int q = (unsigned int)(t % p.cols);
+        unsigned int r = (unsigned int)(t / p.cols);
+        unsigned int pos = p.p0 + q;
+        unsigned int oy = pos / p.ow, ox = pos % p.ow;
+        unsigned int kx = r % p.kw, ky = (r / p.kw) % p.kh, c = r / (p.kw * p.kh);
+        long long iy = (long long)oy * p.sh + (long long)ky * p.dh - (long long)p.pt;
+        long long ix = (long long)ox * p.sw + (long long)kx * p.dw - (long long)p.pl;
+        bool inside = iy >= 0 && iy < (long long)p.h && ix >= 0 && ix < (long long)p.w;
+        col[t] = inside ? x[((unsigned long long)c * p.h + iy) * p.w + ix] : (T)0;
+    }
+}
+
+extern "C" __global__ void conv_im2col_2(const unsigned short* x, unsigned short* col, Im2colParams p) {
+    conv_im2col<unsigned short>(x, col, p);
+}
+extern "C" __global__ void conv_im2col_4(const unsigned int* x, unsigned int* col, Im2colParams p) {
+    conv_im2col<unsigned int>(x, col, p);
+}
+extern "C" __global__ void conv_im2col_8(const unsigned long long* x, unsigned long long* col, Im2colParams p) {
+    conv_im2col<unsigned long long>(x, col, p);
+}

@@ -23,6 +23,7 @@ use crate::compile::{nvrtc_available, CompileOptions, Compiler};
 use crate::dnn::{self, Dnn, PreparedConv};
 use crate::gemm::{self, Lt, Prepared};
 use crate::schedule::{Launch, Module, Schedule, Step, Trip};
+use crate::tune::Timer;
 use crate::CudaError;
 
 /// What a [`Context`] is made with.
@@ -243,6 +244,7 @@ impl Executable {
             .synchronize()
             .map_err(|e| CudaError::Device(format!("uploading constants: {e:?}")))?;
         let inside = |r: &crate::schedule::Range| r.offset + r.bytes <= schedule.buffer_bytes;
+        let timer = Timer::new(cx, stream)?;
         let mut ready = Vec::with_capacity(schedule.launches.len());
         for l in &schedule.launches {
             let node_err = |reason: String| CudaError::Node {
@@ -291,7 +293,9 @@ impl Executable {
                     let lt = lt
                         .as_ref()
                         .ok_or_else(|| CudaError::Internal("no cuBLASLt".into()))?;
-                    ready.push(Ready::Gemm(gemm::prepare(lt, gm, base)?));
+                    let p = gemm::prepare(lt, gm, base, &timer, stream.cu_stream() as *mut _)
+                        .map_err(|e| node_err(e.to_string()))?;
+                    ready.push(Ready::Gemm(p));
                 }
                 Launch::Conv(c) => {
                     let cv = &c.conv;

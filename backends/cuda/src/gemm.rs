@@ -6,6 +6,9 @@
 //!
 //! cuBLAS is column-major: a row-major `C = A B` is computed as the
 //! column-major `C^T = B^T A^T`, so cuBLASLt's A is our B and its B our A.
+//! A bias along `m` (a convolution's output channels) instead needs D's
+//! rows to be our rows: those GEMMs declare every matrix in row-major order
+//! (`CUBLASLT_ORDER_ROW`) and keep A and B as they are.
 
 use std::ffi::c_void;
 use std::mem::size_of;
@@ -16,6 +19,7 @@ use cudarc::driver::sys::CUdeviceptr;
 use rlx_ir::DType;
 
 use crate::schedule::{Gemm, GemmAct};
+use crate::tune::Timer;
 use crate::CudaError;
 
 fn lt(what: &str, e: result::CublasError) -> CudaError {
@@ -106,20 +110,25 @@ fn data_type(d: DType) -> Result<sys::cudaDataType, CudaError> {
     })
 }
 
-/// A column-major layout of `rows` x `cols` with leading dim `ld`, batched.
+/// A layout of `rows` x `cols` with leading dim `ld`, batched; column-major
+/// unless `row_major`.
 fn layout(
     dtype: sys::cudaDataType,
-    rows: u64,
-    cols: u64,
-    ld: u64,
+    (rows, cols, ld): (u64, u64, u64),
     batch: u64,
     stride: u64,
+    row_major: bool,
 ) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
     let l = result::create_matrix_layout(dtype, rows, cols, i64_of(ld, "leading dim")?)
         .map_err(|e| lt("layout", e))?;
     let count = i32::try_from(batch)
         .map_err(|_| CudaError::Unsupported(format!("a GEMM batch of {batch}")))?;
     let stride = i64_of(stride, "batch stride")?;
+    let order = if row_major {
+        sys::cublasLtOrder_t::CUBLASLT_ORDER_ROW
+    } else {
+        sys::cublasLtOrder_t::CUBLASLT_ORDER_COL
+    };
     // SAFETY: `l` is a live layout; the values match the attributes' types.
     unsafe {
         result::set_matrix_layout_attribute(
@@ -128,6 +137,14 @@ fn layout(
             (&count as *const i32).cast(),
             size_of::<i32>(),
         )
+        .and_then(|()| {
+            result::set_matrix_layout_attribute(
+                l,
+                sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_ORDER,
+                (&order as *const sys::cublasLtOrder_t).cast(),
+                size_of::<sys::cublasLtOrder_t>(),
+            )
+        })
         .and_then(|()| {
             result::set_matrix_layout_attribute(
                 l,
@@ -157,9 +174,19 @@ unsafe fn set_desc<T>(
         .map_err(|e| lt("descriptor", e))
 }
 
+/// Algorithms asked of cuBLASLt's heuristic per GEMM, then timed.
+const CANDIDATES: usize = 8;
+
 /// Builds the descriptors of `g` (whose ranges start at `base` in device
-/// memory) and picks its algorithm.
-pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared, CudaError> {
+/// memory) and picks its algorithm: the fastest of cuBLASLt's candidates,
+/// timed on `stream` (the run writes only C and the workspace).
+pub(crate) fn prepare(
+    lt_: &Lt,
+    g: &Gemm,
+    base: CUdeviceptr,
+    timer: &Timer,
+    stream: sys::cudaStream_t,
+) -> Result<Prepared, CudaError> {
     use sys::cublasLtMatmulDescAttributes_t as D;
     let dt = data_type(g.dtype)?;
     // f64 computes in f64; f32, f16 and bf16 in exact fp32.
@@ -177,19 +204,54 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
     };
     let desc =
         result::create_matmul_desc(compute, scale).map_err(|e| lt("matmul descriptor", e))?;
+    let rows = g.bias_along_m;
+    let (a, b, c) = (base + g.a.offset, base + g.b.offset, base + g.c.offset);
     let mut p = Prepared {
         desc,
         layouts: [std::ptr::null_mut(); 3],
         algo: unsafe { std::mem::zeroed() },
-        ptrs: [base + g.b.offset, base + g.a.offset, base + g.c.offset],
+        ptrs: if rows { [a, b, c] } else { [b, a, c] },
         f64,
     };
-    // cuBLASLt's A is our B: column-major n x k (op N) or, transposed, k x n.
-    let (ra, ca) = if g.trans_b { (g.k, g.n) } else { (g.n, g.k) };
-    let (rb, cb) = if g.trans_a { (g.m, g.k) } else { (g.k, g.m) };
-    p.layouts[0] = layout(dt, ra, ca, g.ldb, g.batch, g.stride_b)?;
-    p.layouts[1] = layout(dt, rb, cb, g.lda, g.batch, g.stride_a)?;
-    p.layouts[2] = layout(dt, g.n, g.m, g.ldc, g.batch, g.stride_c)?;
+    // Each stored matrix as (rows, cols, ld) in its layout's order.
+    let stored = |t: bool, r: u64, c: u64, ld: u64| if t { (c, r, ld) } else { (r, c, ld) };
+    let (op_a, op_b) = if rows {
+        // Row-major: cuBLASLt's A, B and D are ours.
+        p.layouts[0] = layout(
+            dt,
+            stored(g.trans_a, g.m, g.k, g.lda),
+            g.batch,
+            g.stride_a,
+            true,
+        )?;
+        p.layouts[1] = layout(
+            dt,
+            stored(g.trans_b, g.k, g.n, g.ldb),
+            g.batch,
+            g.stride_b,
+            true,
+        )?;
+        p.layouts[2] = layout(dt, (g.m, g.n, g.ldc), g.batch, g.stride_c, true)?;
+        (g.trans_a, g.trans_b)
+    } else {
+        // Column-major: cuBLASLt's A is our B^T (n x k), its B our A^T.
+        p.layouts[0] = layout(
+            dt,
+            stored(g.trans_b, g.n, g.k, g.ldb),
+            g.batch,
+            g.stride_b,
+            false,
+        )?;
+        p.layouts[1] = layout(
+            dt,
+            stored(g.trans_a, g.k, g.m, g.lda),
+            g.batch,
+            g.stride_a,
+            false,
+        )?;
+        p.layouts[2] = layout(dt, (g.n, g.m, g.ldc), g.batch, g.stride_c, false)?;
+        (g.trans_b, g.trans_a)
+    };
     use sys::cublasLtEpilogue_t as E;
     let epilogue = match (g.bias.is_some(), g.act) {
         (false, GemmAct::None) => E::CUBLASLT_EPILOGUE_DEFAULT,
@@ -202,8 +264,8 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
     // SAFETY: `desc` is live; each value has its attribute's type (the
     // transposes are cublasOperation_t, an i32; the bias a device pointer).
     unsafe {
-        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSA, &i32::from(g.trans_b))?;
-        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSB, &i32::from(g.trans_a))?;
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSA, &i32::from(op_a))?;
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSB, &i32::from(op_b))?;
         set_desc(desc, D::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue)?;
         if let Some(bias) = g.bias {
             let ptr: CUdeviceptr = base + bias.offset;
@@ -213,8 +275,13 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
     }
     let pref = result::create_matmul_pref().map_err(|e| lt("preference", e))?;
     let ws = lt_.workspace_bytes as u64;
-    // SAFETY: all descriptors are live; the preference is destroyed once.
-    let heuristic = unsafe {
+    let mut found: [sys::cublasLtMatmulHeuristicResult_t; CANDIDATES] =
+        // SAFETY: a plain C struct, filled by the heuristic below.
+        unsafe { std::mem::zeroed() };
+    let mut count = 0i32;
+    // SAFETY: all descriptors are live; `found` has room for CANDIDATES
+    // results; the preference is destroyed once.
+    unsafe {
         let r = result::set_matmul_pref_attribute(
             pref,
             sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -222,7 +289,7 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
             size_of::<u64>(),
         )
         .and_then(|()| {
-            result::get_matmul_algo_heuristic(
+            sys::cublasLtMatmulAlgoGetHeuristic(
                 lt_.handle,
                 desc,
                 p.layouts[0],
@@ -230,12 +297,35 @@ pub(crate) fn prepare(lt_: &Lt, g: &Gemm, base: CUdeviceptr) -> Result<Prepared,
                 p.layouts[2],
                 p.layouts[2],
                 pref,
+                CANDIDATES as i32,
+                found.as_mut_ptr(),
+                &mut count,
             )
+            .result()
         });
         let _ = result::destroy_matmul_pref(pref);
-        r.map_err(|e| lt(&format!("no algorithm for {g}"), e))?
-    };
-    p.algo = heuristic.algo;
+        r.map_err(|e| lt(&format!("no algorithm for {g}"), e))?;
+    }
+    let ok = sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+    let algos: Vec<sys::cublasLtMatmulAlgo_t> = found
+        [..(count.clamp(0, CANDIDATES as i32) as usize)]
+        .iter()
+        .filter(|r| r.state == ok)
+        .map(|r| r.algo)
+        .collect();
+    if algos.is_empty() {
+        return Err(CudaError::Unsupported(format!(
+            "cuBLASLt has no algorithm for {g}"
+        )));
+    }
+    // The heuristic's order is a guess: time the candidates here.
+    let best = timer.fastest(algos.len(), |i| {
+        p.algo = algos[i];
+        run(lt_, &p, stream)
+    });
+    p.algo = algos[best?.ok_or_else(|| {
+        CudaError::Unsupported(format!("every cuBLASLt algorithm failed for {g}"))
+    })?];
     Ok(p)
 }
 

@@ -17,6 +17,7 @@ pub mod kernels;
 pub mod plan;
 pub mod schedule;
 pub mod support;
+mod tune;
 
 #[cfg(test)]
 mod data_tests;
@@ -35,7 +36,7 @@ use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Context, ContextOptions, Executable};
-pub use plan::{plan, ConvEpilogue, PlanOptions};
+pub use plan::{plan, ConvEpilogue, ConvGemm, PlanOptions};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule};
 
 /// Why planning, compiling or running failed.

@@ -5,8 +5,27 @@
 
 use crate::compile::{CompileOptions, Compiler};
 use crate::schedule::{ConvKind, GemmAct, Launch};
-use crate::tests::{find_nvrtc, planned};
-use crate::Schedule;
+use crate::tests::{find_nvrtc, planned, planned_with};
+use crate::{ConvGemm, PlanOptions, Schedule};
+
+fn conv_gemm(g: ConvGemm) -> PlanOptions {
+    PlanOptions {
+        conv_gemm: g,
+        ..PlanOptions::default()
+    }
+}
+
+/// The entry points (kernels), "gemm" and "conv" of a schedule, in order.
+fn names(s: &Schedule) -> Vec<String> {
+    s.launches
+        .iter()
+        .map(|l| match l {
+            Launch::Kernel(k) => k.entry.clone(),
+            Launch::Conv(_) => "conv".into(),
+            Launch::Gemm(_) => "gemm".into(),
+        })
+        .collect()
+}
 
 /// A ResNet bottleneck's shapes: a 7x7/2 stem conv with ReLU, max pool, a
 /// 1x1 conv with bias, the average pool and the classifier.
@@ -151,10 +170,16 @@ fn all() -> Vec<(String, Schedule)> {
     graphs.extend(convs());
     graphs.extend(pools());
     graphs.extend(attentions());
-    graphs
+    let mut all: Vec<(String, Schedule)> = graphs
         .into_iter()
         .map(|g| (g.clone(), planned(&g)))
-        .collect()
+        .collect();
+    // Every convolution as a GEMM where one can be (im2col included).
+    for g in std::iter::once(RESNET.to_string()).chain(convs()) {
+        let s = planned_with(&g, &conv_gemm(ConvGemm::All));
+        all.push((g, s));
+    }
+    all
 }
 
 #[test]
@@ -169,7 +194,8 @@ fn fused_matmul_schedule() {
 
 #[test]
 fn convolutions_plan_cudnn_launches() {
-    let s = planned(RESNET);
+    let cudnn = conv_gemm(ConvGemm::Never);
+    let s = planned_with(RESNET, &cudnn);
     let found: Vec<_> = s
         .launches
         .iter()
@@ -190,19 +216,10 @@ fn convolutions_plan_cudnn_launches() {
     assert!(!s.modules.iter().any(|m| m.name == "epilogue"));
     // 1-D, asymmetric pads: a pad kernel, the conv, a sigmoid epilogue
     // adding no bias (cuDNN added it).
-    let s = planned(&convs()[0]);
-    let names: Vec<String> = s
-        .launches
-        .iter()
-        .map(|l| match l {
-            Launch::Kernel(k) => k.entry.clone(),
-            Launch::Conv(_) => "conv".into(),
-            Launch::Gemm(_) => "gemm".into(),
-        })
-        .collect();
-    assert_eq!(names, ["conv_pad_4", "conv", "epilogue_f32"]);
+    let s = planned_with(&convs()[0], &cudnn);
+    assert_eq!(names(&s), ["conv_pad_4", "conv", "epilogue_f32"]);
     // f64: the bias in the epilogue kernel, not in cuDNN.
-    let s = planned(&convs()[5]);
+    let s = planned_with(&convs()[5], &cudnn);
     assert!(s
         .launches
         .iter()
@@ -211,6 +228,42 @@ fn convolutions_plan_cudnn_launches() {
         .launches
         .iter()
         .any(|l| matches!(l, Launch::Kernel(k) if k.entry == "epilogue_f64")));
+}
+
+#[test]
+fn convolutions_plan_gemms() {
+    // Pointwise (the default): the 1x1 conv is one GEMM, bias along m
+    // (the output channels); the 7x7 stem stays with cuDNN.
+    let s = planned(RESNET);
+    assert_eq!(names(&s)[..3], ["conv", "pool_max_f32", "gemm"]);
+    let Some(Launch::Gemm(g)) = s.launches.get(2) else {
+        panic!("no GEMM")
+    };
+    let g = &g.gemm;
+    assert_eq!((g.m, g.n, g.k, g.batch), (16, 64, 8, 1));
+    assert_eq!((g.lda, g.ldb, g.ldc, g.stride_a), (8, 64, 64, 0));
+    assert!(g.bias_along_m && g.bias.is_some() && g.act == GemmAct::None);
+    // All: the stem unfolds (3 * 7 * 7 rows of 16 * 16 columns), then one
+    // GEMM with bias and ReLU; the grouped conv stays with cuDNN.
+    let s = planned_with(RESNET, &conv_gemm(ConvGemm::All));
+    assert_eq!(names(&s)[..3], ["conv_im2col_4", "gemm", "pool_max_f32"]);
+    let Some(Launch::Gemm(g)) = s.launches.get(1) else {
+        panic!("no GEMM")
+    };
+    assert_eq!((g.gemm.m, g.gemm.n, g.gemm.k), (8, 256, 147));
+    assert_eq!(g.gemm.act, GemmAct::Relu);
+    let grouped = planned_with(&convs()[1], &conv_gemm(ConvGemm::All));
+    assert_eq!(names(&grouped), ["conv", "epilogue_f32"]);
+    // 1-D with asymmetric pads and two images: im2col reads the pads
+    // itself, one launch per image, one batched GEMM, then the sigmoid.
+    let s = planned_with(&convs()[0], &conv_gemm(ConvGemm::All));
+    assert_eq!(
+        names(&s),
+        ["conv_im2col_4", "conv_im2col_4", "gemm", "epilogue_f32"]
+    );
+    // f64: cuBLASLt multiplies, the bias goes to the epilogue kernel.
+    let s = planned_with(&convs()[5], &conv_gemm(ConvGemm::All));
+    assert!(names(&s).ends_with(&["gemm".to_string(), "epilogue_f64".to_string()]));
 }
 
 #[test]
@@ -247,8 +300,56 @@ fn every_family_module_compiles_with_nvrtc() {
         "lrn_f16",
         "attention_f64",
         "conv_crop_4",
+        "conv_im2col_4",
         "slab_copy",
     ] {
         assert!(entries.contains(e), "{e} is never planned");
+    }
+}
+
+#[test]
+fn conv_gemms_match_cudnn_on_the_device() {
+    let ctx = match crate::Context::new() {
+        Ok(c) => std::sync::Arc::new(c),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    // The ResNet stem (im2col) and pointwise conv, a batched 1-D conv with
+    // asymmetric pads: GEMM forms against cuDNN's, same inputs.
+    for g in [RESNET.to_string(), convs()[0].clone()] {
+        let run = |mode: ConvGemm| {
+            let s = planned_with(&g, &conv_gemm(mode));
+            let inputs: Vec<rlx_ir::Tensor> = s
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(j, slot)| {
+                    let n: usize = slot.dims.iter().product();
+                    let v: Vec<f32> = (0..n)
+                        .map(|i| (((i * 7 + j * 3) % 11) as f32 - 5.0) * 0.125)
+                        .collect();
+                    rlx_ir::Tensor::from_f32(&slot.dims, &v).unwrap()
+                })
+                .collect();
+            let exe = crate::Executable::new(ctx.clone(), s).unwrap();
+            let refs: Vec<&rlx_ir::Tensor> = inputs.iter().collect();
+            exe.run(&refs).unwrap()
+        };
+        let want = run(ConvGemm::Never);
+        for mode in [ConvGemm::Pointwise, ConvGemm::All] {
+            let got = run(mode);
+            for (a, b) in got.iter().zip(&want) {
+                let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
+                assert_eq!(a.len(), b.len());
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                        "{mode:?} [{i}] {x} vs cuDNN {y}\n{g}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -17,6 +17,22 @@ use crate::CudaError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PlanOptions {
     pub conv_epilogue: ConvEpilogue,
+    pub conv_gemm: ConvGemm,
+}
+
+/// Which convolutions run as a cuBLASLt GEMM (their bias and ReLU in its
+/// epilogue) instead of through cuDNN. Only ungrouped 1-D and 2-D ones can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConvGemm {
+    /// Every convolution through cuDNN.
+    Never,
+    /// Pointwise ones (1x1, stride 1, no pads): the image is the GEMM's B
+    /// as it lies, so the GEMM is the whole convolution.
+    #[default]
+    Pointwise,
+    /// Also the others, unfolded by an im2col kernel into scratch first
+    /// (when the unfolded images fit in [`crate::kernels::conv::MAX_COLUMNS`]).
+    All,
 }
 
 /// Where an f32 convolution's bias and ReLU are applied.

@@ -26,9 +26,13 @@ pub(crate) fn graph(body: &str) -> rlx_ir::Graph {
 }
 
 pub(crate) fn planned(body: &str) -> Schedule {
+    planned_with(body, &PlanOptions::default())
+}
+
+pub(crate) fn planned_with(body: &str, opts: &PlanOptions) -> Schedule {
     let g = graph(body);
     let mem = plan_memory(&g).unwrap();
-    plan(&g, &Weights::default(), &mem, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+    plan(&g, &Weights::default(), &mem, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Batched, broadcast, shared-weight and vector matrix products.

@@ -34,6 +34,10 @@ pub struct Args {
     /// call, or rlx's epilogue kernel after a plain cuDNN forward).
     #[arg(long, value_enum, default_value = "cudnn")]
     cuda_conv_epilogue: ConvEpilogueArg,
+    /// CUDA: which convolutions run as a cuBLASLt GEMM instead of cuDNN
+    /// (never, pointwise ones, or all ungrouped ones through im2col).
+    #[arg(long, value_enum, default_value = "pointwise")]
+    cuda_conv_gemm: ConvGemmArg,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -42,6 +46,31 @@ pub struct Args {
 enum ConvEpilogueArg {
     Cudnn,
     Kernel,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ConvGemmArg {
+    Never,
+    Pointwise,
+    All,
+}
+
+impl Args {
+    /// The CUDA plan options the flags choose.
+    fn cuda_plan(&self) -> rlx_onnx::cuda::PlanOptions {
+        use rlx_onnx::cuda::{ConvEpilogue, ConvGemm, PlanOptions};
+        PlanOptions {
+            conv_epilogue: match self.cuda_conv_epilogue {
+                ConvEpilogueArg::Cudnn => ConvEpilogue::Cudnn,
+                ConvEpilogueArg::Kernel => ConvEpilogue::Kernel,
+            },
+            conv_gemm: match self.cuda_conv_gemm {
+                ConvGemmArg::Never => ConvGemm::Never,
+                ConvGemmArg::Pointwise => ConvGemm::Pointwise,
+                ConvGemmArg::All => ConvGemm::All,
+            },
+        }
+    }
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -74,7 +103,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let session = Session::with_devices(
         model,
         SessionOptions { threads: a.threads },
-        crate::common::devices(),
+        crate::common::devices_with(a.cuda_plan()),
     )?;
     let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();

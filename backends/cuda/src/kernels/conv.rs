@@ -7,14 +7,23 @@
 //! explicitly into scratch first (`conv.cu`). A 1-D convolution runs as 2-D
 //! of height 1. f32 bias (and ReLU) go to cuDNN's fused call; other biases
 //! and activations run in the [`epilogue`] kernel after it.
+//!
+//! Ungrouped 1-D and 2-D convolutions may instead run as one cuBLASLt GEMM
+//! per batch ([`PlanOptions::conv_gemm`](crate::PlanOptions)): `y[n] =
+//! w[cout, c*kh*kw] * cols[n]`, where `cols` is the image itself for a
+//! pointwise convolution, else its im2col unfolding (rlx-gpu's [`conv2d`]
+//! geometry, the `conv_im2col` kernel), with the bias along the output
+//! channels and a ReLU in cuBLASLt's epilogue.
 
 use rlx_gpu::geometry::{u32_of, LResult};
-use rlx_gpu::{Layout, Params, Range};
+use rlx_gpu::kernels::conv::{conv2d, Conv2d, Im2colParams};
+use rlx_gpu::{Layout, Operand, Params, Range};
 use rlx_ir::ops::{resolve_pads, Activation, AutoPad, Conv as ConvOp, ConvTranspose};
 use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::{epilogue, Cx, Source};
-use crate::schedule::{Conv, ConvKind, ConvLaunch, Launch};
+use crate::plan::ConvGemm;
+use crate::schedule::{Conv, ConvKind, ConvLaunch, Gemm, GemmAct, GemmLaunch, Launch};
 
 pub const SOURCE: Source = Source {
     name: "conv",
@@ -23,8 +32,12 @@ pub const SOURCE: Source = Source {
 };
 
 fn layouts() -> Vec<Layout> {
-    vec![PadParams::LAYOUT, CropParams::LAYOUT]
+    vec![PadParams::LAYOUT, CropParams::LAYOUT, Im2colParams::LAYOUT]
 }
+
+/// The most bytes of unfolded images a convolution lowered to a GEMM may
+/// take in scratch; larger ones go to cuDNN.
+pub const MAX_COLUMNS: u64 = 64 << 20;
 
 rlx_gpu::kernel_params! {
     /// Zero padding of a 4-D or 5-D value: output element `o` copies input
@@ -269,6 +282,111 @@ fn pad(
     Ok(dst)
 }
 
+/// The GEMM form of a convolution, if the plan options and its shape let
+/// it run as one: ungrouped, 1-D or 2-D, a dtype cuBLASLt multiplies, and
+/// unfolded images within [`MAX_COLUMNS`].
+fn gemm_form(cx: &Cx, c: &ConvOp, x: &Operand, w: &Operand, y: &Operand) -> Option<Conv2d> {
+    let mode = cx.opts.conv_gemm;
+    if mode == ConvGemm::Never
+        || !matches!(x.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+    {
+        return None;
+    }
+    let g = conv2d(c, &x.dims, &w.dims, &y.dims).ok()?;
+    let cols = (g.n * g.c * g.kh * g.kw * g.positions()) as u64 * elem_bytes(x.dtype);
+    let fits = g.pointwise || (mode == ConvGemm::All && cols <= MAX_COLUMNS);
+    (g.groups == 1 && fits && g.positions() > 0 && g.c > 0).then_some(g)
+}
+
+/// Lowers `g` as im2col (unless pointwise) and one batched GEMM, the bias
+/// and a ReLU in cuBLASLt's epilogue, any other activation after it.
+fn gemm(
+    cx: &mut Cx,
+    g: &Conv2d,
+    (x, w, y): (&Operand, &Operand, &Operand),
+    bias: Option<&Operand>,
+    act: Activation,
+) -> LResult<()> {
+    let elem = elem_bytes(x.dtype);
+    let (k, p) = (g.c * g.kh * g.kw, g.positions());
+    let image = (g.c * g.h * g.w) as u64 * elem;
+    let (b, stride_b) = if g.pointwise {
+        (x.range(), g.c * p)
+    } else {
+        let per = (k * p) as u64 * elem;
+        let cols = cx.scratch(g.n as u64 * per);
+        let params = g.im2col(0, p)?;
+        let m = cx.modules.of(&SOURCE);
+        let entry = match elem {
+            2 => "conv_im2col_2",
+            4 => "conv_im2col_4",
+            _ => "conv_im2col_8",
+        };
+        for i in 0..g.n as u64 {
+            let xi = Range {
+                offset: x.at + i * image,
+                bytes: image,
+            };
+            let ci = Range {
+                offset: cols.offset + i * per,
+                bytes: per,
+            };
+            cx.items(m, entry, u64::from(params.total), vec![xi, ci], &params);
+        }
+        (cols, k * p)
+    };
+    // cuBLASLt's bias and ReLU epilogue for f32; the epilogue kernel else.
+    let f32 = x.dtype == DType::F32;
+    let fused = match act {
+        Activation::None if f32 => Some(GemmAct::None),
+        Activation::Relu if f32 => Some(GemmAct::Relu),
+        _ => None,
+    };
+    cx.push(Launch::Gemm(GemmLaunch {
+        gemm: Gemm {
+            m: g.cout as u64,
+            n: p as u64,
+            k: k as u64,
+            trans_a: false,
+            trans_b: false,
+            lda: k as u64,
+            ldb: p as u64,
+            ldc: p as u64,
+            batch: g.n as u64,
+            stride_a: 0,
+            stride_b: stride_b as u64,
+            stride_c: (g.cout * p) as u64,
+            a: w.range(),
+            b,
+            c: y.range(),
+            bias: bias.filter(|_| f32).map(|b| b.range()),
+            bias_along_m: true,
+            act: fused.unwrap_or(GemmAct::None),
+            dtype: x.dtype,
+        },
+        node: String::new(),
+        origin: Vec::new(),
+    }));
+    let rest = if fused.is_some() {
+        Activation::None
+    } else {
+        act
+    };
+    let rest_bias = bias.filter(|_| !f32).map(|b| {
+        let mut d = vec![1; y.dims.len()];
+        d[1] = b.numel();
+        (b.range(), d)
+    });
+    epilogue::emit(
+        cx,
+        y.dtype,
+        y.range(),
+        &y.dims,
+        rest_bias.as_ref().map(|(r, d)| (*r, d.as_slice())),
+        rest,
+    )
+}
+
 fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
     let (x, w, y) = (
         cx.input(0)?.clone(),
@@ -276,6 +394,9 @@ fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
         cx.output(0)?.clone(),
     );
     let bias = cx.io.ins.get(2).cloned();
+    if let Some(g) = gemm_form(cx, c, &x, &w, &y) {
+        return gemm(cx, &g, (&x, &w, &y), bias.as_ref(), act);
+    }
     let elem = elem_bytes(x.dtype);
     let f = plan_forward(c, &x.dims, &w.dims, &y.dims, elem)?;
     let mut xr = x.range();
