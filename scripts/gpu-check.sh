@@ -4,7 +4,8 @@
 #   the CPU backend, 3. the ONNX node suite on CUDA (report in $OUT), 4. latency of
 #   the light models and the golden transformer: rlx-onnx on CUDA, rlx-onnx on the
 #   CPU with 16 threads, and PyTorch (eager and CUDA graph) on the same GPU in the
-#   same call, with ratios. Logs go to $OUT when set.
+#   same call, with ratios; 5. cuDNN against cuBLASLt convolutions. Stages:
+#   all (default), tests (1-2), nodes (3), bench (4-5), ab (5). Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -23,6 +24,9 @@ if [[ $stage == all || $stage == tests ]]; then
   INSTA_WORKSPACE_ROOT=/work/main "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
   echo "== parity with the CPU backend"
   "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|test result|skipping"
+fi
+
+if [[ $stage == all || $stage == nodes ]]; then
   echo "== node suite on cuda (one process per first letter: a device fault stays in its batch)"
   : > "$out/cuda-node.md"
   for l in a b c d e f g h i j k l m n o p q r s t u v w x y z; do

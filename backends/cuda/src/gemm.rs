@@ -6,9 +6,6 @@
 //!
 //! cuBLAS is column-major: a row-major `C = A B` is computed as the
 //! column-major `C^T = B^T A^T`, so cuBLASLt's A is our B and its B our A.
-//! A bias along `m` (a convolution's output channels) instead needs D's
-//! rows to be our rows: those GEMMs declare every matrix in row-major order
-//! (`CUBLASLT_ORDER_ROW`) and keep A and B as they are.
 
 use std::ffi::c_void;
 use std::mem::size_of;
@@ -110,25 +107,18 @@ fn data_type(d: DType) -> Result<sys::cudaDataType, CudaError> {
     })
 }
 
-/// A layout of `rows` x `cols` with leading dim `ld`, batched; column-major
-/// unless `row_major`.
+/// A column-major layout of `rows` x `cols` with leading dim `ld`, batched.
 fn layout(
     dtype: sys::cudaDataType,
     (rows, cols, ld): (u64, u64, u64),
     batch: u64,
     stride: u64,
-    row_major: bool,
 ) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
     let l = result::create_matrix_layout(dtype, rows, cols, i64_of(ld, "leading dim")?)
         .map_err(|e| lt("layout", e))?;
     let count = i32::try_from(batch)
         .map_err(|_| CudaError::Unsupported(format!("a GEMM batch of {batch}")))?;
     let stride = i64_of(stride, "batch stride")?;
-    let order = if row_major {
-        sys::cublasLtOrder_t::CUBLASLT_ORDER_ROW
-    } else {
-        sys::cublasLtOrder_t::CUBLASLT_ORDER_COL
-    };
     // SAFETY: `l` is a live layout; the values match the attributes' types.
     unsafe {
         result::set_matrix_layout_attribute(
@@ -137,14 +127,6 @@ fn layout(
             (&count as *const i32).cast(),
             size_of::<i32>(),
         )
-        .and_then(|()| {
-            result::set_matrix_layout_attribute(
-                l,
-                sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_ORDER,
-                (&order as *const sys::cublasLtOrder_t).cast(),
-                size_of::<sys::cublasLtOrder_t>(),
-            )
-        })
         .and_then(|()| {
             result::set_matrix_layout_attribute(
                 l,
@@ -204,54 +186,19 @@ pub(crate) fn prepare(
     };
     let desc =
         result::create_matmul_desc(compute, scale).map_err(|e| lt("matmul descriptor", e))?;
-    let rows = g.bias_along_m;
-    let (a, b, c) = (base + g.a.offset, base + g.b.offset, base + g.c.offset);
     let mut p = Prepared {
         desc,
         layouts: [std::ptr::null_mut(); 3],
         algo: unsafe { std::mem::zeroed() },
-        ptrs: if rows { [a, b, c] } else { [b, a, c] },
+        ptrs: [base + g.b.offset, base + g.a.offset, base + g.c.offset],
         f64,
     };
-    // Each stored matrix as (rows, cols, ld) in its layout's order.
+    // Each stored matrix as (rows, cols, ld), column-major: cuBLASLt's A is
+    // our B^T (n x k), its B our A^T (k x m), its D our C^T (n x m).
     let stored = |t: bool, r: u64, c: u64, ld: u64| if t { (c, r, ld) } else { (r, c, ld) };
-    let (op_a, op_b) = if rows {
-        // Row-major: cuBLASLt's A, B and D are ours.
-        p.layouts[0] = layout(
-            dt,
-            stored(g.trans_a, g.m, g.k, g.lda),
-            g.batch,
-            g.stride_a,
-            true,
-        )?;
-        p.layouts[1] = layout(
-            dt,
-            stored(g.trans_b, g.k, g.n, g.ldb),
-            g.batch,
-            g.stride_b,
-            true,
-        )?;
-        p.layouts[2] = layout(dt, (g.m, g.n, g.ldc), g.batch, g.stride_c, true)?;
-        (g.trans_a, g.trans_b)
-    } else {
-        // Column-major: cuBLASLt's A is our B^T (n x k), its B our A^T.
-        p.layouts[0] = layout(
-            dt,
-            stored(g.trans_b, g.n, g.k, g.ldb),
-            g.batch,
-            g.stride_b,
-            false,
-        )?;
-        p.layouts[1] = layout(
-            dt,
-            stored(g.trans_a, g.k, g.m, g.lda),
-            g.batch,
-            g.stride_a,
-            false,
-        )?;
-        p.layouts[2] = layout(dt, (g.n, g.m, g.ldc), g.batch, g.stride_c, false)?;
-        (g.trans_b, g.trans_a)
-    };
+    p.layouts[0] = layout(dt, stored(g.trans_b, g.n, g.k, g.ldb), g.batch, g.stride_b)?;
+    p.layouts[1] = layout(dt, stored(g.trans_a, g.k, g.m, g.lda), g.batch, g.stride_a)?;
+    p.layouts[2] = layout(dt, (g.n, g.m, g.ldc), g.batch, g.stride_c)?;
     use sys::cublasLtEpilogue_t as E;
     let epilogue = match (g.bias.is_some(), g.act) {
         (false, GemmAct::None) => E::CUBLASLT_EPILOGUE_DEFAULT,
@@ -264,8 +211,8 @@ pub(crate) fn prepare(
     // SAFETY: `desc` is live; each value has its attribute's type (the
     // transposes are cublasOperation_t, an i32; the bias a device pointer).
     unsafe {
-        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSA, &i32::from(op_a))?;
-        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSB, &i32::from(op_b))?;
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSA, &i32::from(g.trans_b))?;
+        set_desc(desc, D::CUBLASLT_MATMUL_DESC_TRANSB, &i32::from(g.trans_a))?;
         set_desc(desc, D::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue)?;
         if let Some(bias) = g.bias {
             let ptr: CUdeviceptr = base + bias.offset;

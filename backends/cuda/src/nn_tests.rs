@@ -232,26 +232,32 @@ fn convolutions_plan_cudnn_launches() {
 
 #[test]
 fn convolutions_plan_gemms() {
-    // Pointwise (the default): the 1x1 conv is one GEMM, bias along m
-    // (the output channels); the 7x7 stem stays with cuDNN.
+    // Pointwise (the default): the 1x1 conv is one GEMM, then the bias
+    // along the channels in the epilogue kernel; the 7x7 stem stays with
+    // cuDNN.
     let s = planned(RESNET);
-    assert_eq!(names(&s)[..3], ["conv", "pool_max_f32", "gemm"]);
+    assert_eq!(
+        names(&s)[..4],
+        ["conv", "pool_max_f32", "gemm", "epilogue_f32"]
+    );
     let Some(Launch::Gemm(g)) = s.launches.get(2) else {
         panic!("no GEMM")
     };
     let g = &g.gemm;
     assert_eq!((g.m, g.n, g.k, g.batch), (16, 64, 8, 1));
     assert_eq!((g.lda, g.ldb, g.ldc, g.stride_a), (8, 64, 64, 0));
-    assert!(g.bias_along_m && g.bias.is_some() && g.act == GemmAct::None);
+    assert!(g.bias.is_none() && g.act == GemmAct::None);
     // All: the stem unfolds (3 * 7 * 7 rows of 16 * 16 columns), then one
-    // GEMM with bias and ReLU; the grouped conv stays with cuDNN.
+    // GEMM, bias and ReLU; the grouped conv stays with cuDNN.
     let s = planned_with(RESNET, &conv_gemm(ConvGemm::All));
-    assert_eq!(names(&s)[..3], ["conv_im2col_4", "gemm", "pool_max_f32"]);
+    assert_eq!(
+        names(&s)[..4],
+        ["conv_im2col_4", "gemm", "epilogue_f32", "pool_max_f32"]
+    );
     let Some(Launch::Gemm(g)) = s.launches.get(1) else {
         panic!("no GEMM")
     };
     assert_eq!((g.gemm.m, g.gemm.n, g.gemm.k), (8, 256, 147));
-    assert_eq!(g.gemm.act, GemmAct::Relu);
     let grouped = planned_with(&convs()[1], &conv_gemm(ConvGemm::All));
     assert_eq!(names(&grouped), ["conv", "epilogue_f32"]);
     // 1-D with asymmetric pads and two images: im2col reads the pads

@@ -68,13 +68,8 @@ pub struct Gemm {
     pub a: Range,
     pub b: Range,
     pub c: Range,
-    /// A bias vector in C's dtype, added to every batch: along `n` (one
-    /// per column, added to every row) or, when `bias_along_m`, along `m`
-    /// (one per row: a convolution's output channels).
+    /// A row vector of `n` f32 added to every row of C (every batch).
     pub bias: Option<Range>,
-    /// The bias runs along `m`: cuBLASLt then sees every matrix in
-    /// row-major order (its bias runs along D's rows).
-    pub bias_along_m: bool,
     pub act: GemmAct,
     /// The element dtype of A, B and C: f32 (computed in exact fp32), f16
     /// or bf16 (f32 compute and accumulation), or f64.
@@ -103,10 +98,8 @@ impl fmt::Display for Gemm {
             self.b,
             self.c
         )?;
-        match (self.bias, self.bias_along_m) {
-            (Some(b), false) => write!(f, " bias={b}")?,
-            (Some(b), true) => write!(f, " bias_m={b}")?,
-            (None, _) => {}
+        if let Some(b) = self.bias {
+            write!(f, " bias={b}")?;
         }
         match self.act {
             GemmAct::None => {}

@@ -12,8 +12,9 @@
 //! per batch ([`PlanOptions::conv_gemm`](crate::PlanOptions)): `y[n] =
 //! w[cout, c*kh*kw] * cols[n]`, where `cols` is the image itself for a
 //! pointwise convolution, else its im2col unfolding (rlx-gpu's [`conv2d`]
-//! geometry, the `conv_im2col` kernel), with the bias along the output
-//! channels and a ReLU in cuBLASLt's epilogue.
+//! geometry, the `conv_im2col` kernel), then the [`epilogue`] kernel for
+//! the bias and activation (cuBLASLt's bias runs along the positions, and
+//! its row-major order takes no epilogue).
 
 use rlx_gpu::geometry::{u32_of, LResult};
 use rlx_gpu::kernels::conv::{conv2d, Conv2d, Im2colParams};
@@ -298,8 +299,8 @@ fn gemm_form(cx: &Cx, c: &ConvOp, x: &Operand, w: &Operand, y: &Operand) -> Opti
     (g.groups == 1 && fits && g.positions() > 0 && g.c > 0).then_some(g)
 }
 
-/// Lowers `g` as im2col (unless pointwise) and one batched GEMM, the bias
-/// and a ReLU in cuBLASLt's epilogue, any other activation after it.
+/// Lowers `g` as im2col (unless pointwise), one batched GEMM, and the
+/// epilogue kernel for the bias and activation.
 fn gemm(
     cx: &mut Cx,
     g: &Conv2d,
@@ -335,13 +336,8 @@ fn gemm(
         }
         (cols, k * p)
     };
-    // cuBLASLt's bias and ReLU epilogue for f32; the epilogue kernel else.
-    let f32 = x.dtype == DType::F32;
-    let fused = match act {
-        Activation::None if f32 => Some(GemmAct::None),
-        Activation::Relu if f32 => Some(GemmAct::Relu),
-        _ => None,
-    };
+    // cuBLASLt's bias runs along n (the positions here): the bias along
+    // the output channels and the activation go to the epilogue kernel.
     cx.push(Launch::Gemm(GemmLaunch {
         gemm: Gemm {
             m: g.cout as u64,
@@ -359,20 +355,14 @@ fn gemm(
             a: w.range(),
             b,
             c: y.range(),
-            bias: bias.filter(|_| f32).map(|b| b.range()),
-            bias_along_m: true,
-            act: fused.unwrap_or(GemmAct::None),
+            bias: None,
+            act: GemmAct::None,
             dtype: x.dtype,
         },
         node: String::new(),
         origin: Vec::new(),
     }));
-    let rest = if fused.is_some() {
-        Activation::None
-    } else {
-        act
-    };
-    let rest_bias = bias.filter(|_| !f32).map(|b| {
+    let bias = bias.map(|b| {
         let mut d = vec![1; y.dims.len()];
         d[1] = b.numel();
         (b.range(), d)
@@ -382,8 +372,8 @@ fn gemm(
         y.dtype,
         y.range(),
         &y.dims,
-        rest_bias.as_ref().map(|(r, d)| (*r, d.as_slice())),
-        rest,
+        bias.as_ref().map(|(r, d)| (*r, d.as_slice())),
+        act,
     )
 }
 

@@ -325,7 +325,6 @@ fn deform(cx: &mut Cx, d: &DeformConv) -> LResult<()> {
                 (n - 1) * oc * sp + ocg * sp,
             ),
             bias: None,
-            bias_along_m: false,
             act: GemmAct::None,
         };
         cx.push(Launch::Gemm(GemmLaunch {

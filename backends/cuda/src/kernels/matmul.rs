@@ -199,7 +199,6 @@ pub fn gemm_launches(io: &NodeIo, bias: Option<Range>, act: GemmAct) -> LResult<
             b: span(at(b, ob), inner.dim, inner.b, k, n, n, size),
             c: span(at(c, oc), inner.dim, inner.c, m, n, n, size),
             bias,
-            bias_along_m: false,
             act,
             dtype,
         };

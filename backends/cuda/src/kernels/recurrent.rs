@@ -165,7 +165,6 @@ fn abt(
         b: f32s(b.0, span(b.1, n, k, k)),
         c: f32s(c.0, span(c.1, m, ldc, n)),
         bias: None,
-        bias_along_m: false,
         act: GemmAct::None,
     }
 }
