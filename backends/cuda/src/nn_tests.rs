@@ -174,9 +174,9 @@ fn all() -> Vec<(String, Schedule)> {
         .into_iter()
         .map(|g| (g.clone(), planned(&g)))
         .collect();
-    // Every convolution as a GEMM where one can be (im2col included).
+    // Every convolution through cuDNN (explicit pads included).
     for g in std::iter::once(RESNET.to_string()).chain(convs()) {
-        let s = planned_with(&g, &conv_gemm(ConvGemm::All));
+        let s = planned_with(&g, &conv_gemm(ConvGemm::Never));
         all.push((g, s));
     }
     all
@@ -232,10 +232,9 @@ fn convolutions_plan_cudnn_launches() {
 
 #[test]
 fn convolutions_plan_gemms() {
-    // Pointwise (the default): the 1x1 conv is one GEMM, then the bias
-    // along the channels in the epilogue kernel; the 7x7 stem stays with
-    // cuDNN.
-    let s = planned(RESNET);
+    // Pointwise: the 1x1 conv is one GEMM, then the bias along the
+    // channels in the epilogue kernel; the 7x7 stem stays with cuDNN.
+    let s = planned_with(RESNET, &conv_gemm(ConvGemm::Pointwise));
     assert_eq!(
         names(&s)[..4],
         ["conv", "pool_max_f32", "gemm", "epilogue_f32"]
@@ -247,9 +246,9 @@ fn convolutions_plan_gemms() {
     assert_eq!((g.m, g.n, g.k, g.batch), (16, 64, 8, 1));
     assert_eq!((g.lda, g.ldb, g.ldc, g.stride_a), (8, 64, 64, 0));
     assert!(g.bias.is_none() && g.act == GemmAct::None);
-    // All: the stem unfolds (3 * 7 * 7 rows of 16 * 16 columns), then one
-    // GEMM, bias and ReLU; the grouped conv stays with cuDNN.
-    let s = planned_with(RESNET, &conv_gemm(ConvGemm::All));
+    // All (the default): the stem unfolds (3 * 7 * 7 rows of 16 * 16
+    // columns), then one GEMM, bias and ReLU; grouped convs stay with cuDNN.
+    let s = planned(RESNET);
     assert_eq!(
         names(&s)[..4],
         ["conv_im2col_4", "gemm", "epilogue_f32", "pool_max_f32"]

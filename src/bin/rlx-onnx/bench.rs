@@ -36,7 +36,7 @@ pub struct Args {
     cuda_conv_epilogue: ConvEpilogueArg,
     /// CUDA: which convolutions run as a cuBLASLt GEMM instead of cuDNN
     /// (never, pointwise ones, or all ungrouped ones through im2col).
-    #[arg(long, value_enum, default_value = "pointwise")]
+    #[arg(long, value_enum, default_value = "all")]
     cuda_conv_gemm: ConvGemmArg,
     #[command(flatten)]
     compile: CompileArgs,
