@@ -23,7 +23,7 @@ if [[ $stage == all || $stage == tests ]]; then
   echo "== rlx-cuda device tests"
   INSTA_WORKSPACE_ROOT=/work/main "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
   echo "== parity with the CPU backend"
-  "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|test result|skipping"
+  "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|max error|test result|skipping"
 fi
 
 if [[ $stage == all || $stage == nodes ]]; then
@@ -55,6 +55,17 @@ if [[ $stage == all || $stage == bench ]]; then
     printf '%-22s %10s %10s %10s %10s %9s %9s\n' "$name" "$cuda" "$cpu" "${eager:--}" "${graph:--}" \
       "$(ratio "${eager:-}" "$cuda")" "$(ratio "${graph:-}" "$cuda")"
   done | tee "$out/bench.txt"
+  echo "== precision (median ms): rlx-onnx exact / tf32 / fp16, PyTorch fp16 CUDA graph"
+  printf '%-22s %10s %10s %10s %12s %9s\n' model exact tf32 fp16 torch-fp16 t16/rlx16
+  for m in /tmp/rlx-data/light/*.onnx; do
+    name=$(basename "$m" .onnx); row=()
+    for p in exact tf32 fp16; do
+      t=$(median "$m" --target cuda --iters 200 --warmup 100 --precision $p); row+=("${t:-error}")
+    done
+    t16=$(awk -v n="$name" '$2==n {sub("fp16_graph_ms=","",$5); print $5}' "$out/torch.log")
+    r=$([[ ${t16:-} =~ ^[0-9.]+$ && ${row[2]} =~ ^[0-9.]+$ ]] && awk -v a="$t16" -v b="${row[2]}" 'BEGIN {printf "%.2f", a/b}' || echo -)
+    printf '%-22s %10s %10s %10s %12s %9s\n' "$name" "${row[@]}" "${t16:--}" "$r"
+  done | tee "$out/precision.txt"
   "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --profile > "$out/profile-resnet50.txt" 2>&1
   head -30 "$out/profile-resnet50.txt"
 fi

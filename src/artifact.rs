@@ -8,7 +8,8 @@
 //! 16  u64 payload length, u32 CRC-32 of the payload, u32 reserved (0)
 //! 32  payload: u32 section count, then per section u32 kind, u64 offset, u64 length
 //!     (offsets from the file start), then the sections:
-//!       1 meta    text lines `key=value` (target, opt level, bindings, producer)
+//!       1 meta    text lines `key=value` (target, opt level, precision, bindings,
+//!                 producer)
 //!       2 graph   the IR text form
 //!       3 weights index: u32 count, per weight: u32 name length, name,
 //!                 i32 dtype code, u32 rank, u64 dims..., u64 offset, u64 length
@@ -25,7 +26,7 @@ use rlx_ir::text::{parse_graph, print_graph};
 use rlx_ir::{Bindings, Bytes, DType, Tensor, Weights};
 use rlx_passes::OptLevel;
 
-use crate::compile::{CompiledModel, Target};
+use crate::compile::{CompiledModel, Precision, Target};
 
 const MAGIC: &[u8; 8] = b"RLXONNX\0";
 /// Version of the artifact layout; bumped on any incompatible change.
@@ -66,6 +67,9 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
         opt_name(m.opt_level),
         m.producer.replace('\n', " ")
     );
+    if m.precision != Precision::Exact {
+        meta.push_str(&format!("precision={}\n", m.precision));
+    }
     let mut binds: Vec<_> = m.bindings.iter().collect();
     binds.sort();
     for (k, v) in binds {
@@ -263,6 +267,7 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
     let mut target = None;
     let mut opt_level = None;
     let mut producer = String::new();
+    let mut precision = Precision::Exact;
     let mut bindings = Bindings::new();
     for line in text(1)?.lines() {
         let (k, v) = line
@@ -278,6 +283,10 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
                     Some(OptLevel::parse(v).ok_or_else(|| malformed(format!("opt level `{v}`")))?)
             }
             "producer" => producer = v.to_string(),
+            "precision" => {
+                precision =
+                    Precision::parse(v).ok_or_else(|| malformed(format!("precision `{v}`")))?
+            }
             "bind" => {
                 let (n, x) = v
                     .rsplit_once('=')
@@ -329,5 +338,6 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         opt_level: opt_level.ok_or_else(|| malformed("no opt level"))?,
         bindings,
         producer,
+        precision,
     })
 }

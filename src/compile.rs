@@ -63,6 +63,43 @@ impl fmt::Display for Target {
     }
 }
 
+/// The arithmetic a compiled model may use in place of the model's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// The model's dtypes, f32 in plain fp32 (no TF32): results match the
+    /// CPU backend.
+    #[default]
+    Exact,
+    /// f32 matrix products and convolutions on TF32 tensor cores (CUDA; a
+    /// 10-bit mantissa for the products, f32 accumulation).
+    Tf32,
+    /// f32 computation in f16 where the target runs it (the `to-f16` pass):
+    /// f16 weights and activations, f32 at the model's inputs and outputs.
+    Fp16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 3] = [Precision::Exact, Precision::Tf32, Precision::Fp16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Exact => "exact",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Precision> {
+        Precision::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Called after each pass with (step, pass name, graph).
 pub type DumpFn<'a> = dyn FnMut(usize, &str, &Graph) + 'a;
 
@@ -75,6 +112,7 @@ pub struct Compiler {
     pub bindings: Bindings,
     /// Verify the graph after every pass (on in debug builds and tests).
     pub verify: bool,
+    pub precision: Precision,
 }
 
 impl Default for Compiler {
@@ -84,6 +122,7 @@ impl Default for Compiler {
             opt_level: OptLevel::O2,
             bindings: Bindings::new(),
             verify: rlx_passes::verify_by_default(),
+            precision: Precision::Exact,
         }
     }
 }
@@ -105,6 +144,24 @@ impl Compiler {
     pub fn verify(mut self, on: bool) -> Compiler {
         self.verify = on;
         self
+    }
+
+    pub fn precision(mut self, p: Precision) -> Compiler {
+        self.precision = p;
+        self
+    }
+
+    /// The pass names this compiler runs.
+    pub fn passes(&self) -> Vec<&'static str> {
+        let mut passes = rlx_passes::pipeline::names(self.target.name(), self.opt_level);
+        if self.precision == Precision::Fp16 {
+            let at = passes
+                .iter()
+                .position(|p| *p == "legalize")
+                .unwrap_or(passes.len());
+            passes.insert(at, "to-f16");
+        }
+        passes
     }
 
     pub fn bind(mut self, name: &str, value: i64) -> Compiler {
@@ -129,7 +186,7 @@ impl Compiler {
         if !self.bindings.is_empty() {
             graph = specialize(&graph, &self.bindings, Some(&weights))?;
         }
-        let passes = rlx_passes::pipeline::names(self.target.name(), self.opt_level);
+        let passes = self.passes();
         run_passes(
             &mut graph,
             &mut weights,
@@ -145,6 +202,7 @@ impl Compiler {
             opt_level: self.opt_level,
             bindings: self.bindings.clone(),
             producer: model.producer,
+            precision: self.precision,
         })
     }
 }
@@ -199,6 +257,7 @@ pub struct CompiledModel {
     pub opt_level: OptLevel,
     pub bindings: Bindings,
     pub producer: String,
+    pub precision: Precision,
 }
 
 impl CompiledModel {

@@ -26,7 +26,7 @@ pub mod npy;
 pub mod session;
 pub mod testdata;
 
-pub use compile::{CompiledModel, Compiler, Target};
+pub use compile::{CompiledModel, Compiler, Precision, Target};
 pub use error::{Error, InputError, Result};
 pub use rlx_cpu as cpu;
 pub use rlx_cuda as cuda;

@@ -12,7 +12,7 @@ use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs}
 use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::plan_memory;
 
-use crate::compile::{run_passes, CompiledModel, Target};
+use crate::compile::{run_passes, CompiledModel, Precision, Target};
 use crate::error::{Error, InputError, Result};
 use rlx_passes::verify_by_default;
 
@@ -362,12 +362,11 @@ impl Session {
             return Err(dynamic_shapes(Target::Cuda));
         }
         let mem = plan_memory(&g)?;
-        Ok(rlx_cuda::plan(
-            &g,
-            &weights,
-            &mem,
-            &rlx_cuda::PlanOptions::default(),
-        )?)
+        let opts = rlx_cuda::PlanOptions {
+            tf32: self.model.precision == Precision::Tf32,
+            ..rlx_cuda::PlanOptions::default()
+        };
+        Ok(rlx_cuda::plan(&g, &weights, &mem, &opts)?)
     }
 
     /// Specializes, optimizes and plans the graph for one input binding.
@@ -390,7 +389,8 @@ impl Session {
             }
             Target::Cuda => {
                 let ctx = self.devices.cuda()?;
-                let opts = ctx.plan_options();
+                let mut opts = ctx.plan_options();
+                opts.tf32 |= self.model.precision == Precision::Tf32;
                 let schedule = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
                 Ok(Executable::Cuda(rlx_cuda::Executable::new(ctx, schedule)?))
             }

@@ -3,7 +3,8 @@
 //! atol 1e-5; integers and bools exactly). A model CUDA refuses is reported
 //! by name with the reason, and counts as a failure: the test asserts parity
 //! of every model. Without a CUDA device (CI has none) it skips, saying so;
-//! `scripts/gpu-check.sh` runs it on the lent GPU machine.
+//! `scripts/gpu-check.sh` runs it on the lent GPU machine. The light models
+//! also run with `--precision tf32` and `fp16`, within their own bounds.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use rlx_onnx::conformance::{compare, Tolerance};
 use rlx_onnx::ir::Tensor;
 use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_set};
-use rlx_onnx::{Compiler, Devices, Error, Session, SessionOptions, Target};
+use rlx_onnx::{Compiler, Devices, Error, Precision, Session, SessionOptions, Target};
 
 const TOL: Tolerance = Tolerance {
     rtol: 1e-4,
@@ -39,7 +40,19 @@ fn run(
     inputs: &[Tensor],
     devices: &Arc<Devices>,
 ) -> Result<Vec<Tensor>, Error> {
-    let model = Compiler::new(target).compile_file(path)?;
+    run_at(target, Precision::Exact, path, inputs, devices)
+}
+
+fn run_at(
+    target: Target,
+    precision: Precision,
+    path: &std::path::Path,
+    inputs: &[Tensor],
+    devices: &Arc<Devices>,
+) -> Result<Vec<Tensor>, Error> {
+    let model = Compiler::new(target)
+        .precision(precision)
+        .compile_file(path)?;
     let names = model.input_names();
     let session = Session::with_devices(model, SessionOptions { threads: 4 }, devices.clone())?;
     let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(inputs).collect();
@@ -109,5 +122,55 @@ fn golden_and_light_models_match_cpu() {
         cases.len() - bad.len(),
         cases.len()
     );
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The light models in TF32 and fp16 against the CPU in exact fp32: the
+/// largest error relative to the output's largest magnitude, at most 1e-2
+/// (TF32: a 10-bit mantissa in the products) and 5e-2 (fp16 activations).
+#[test]
+fn light_models_in_tf32_and_fp16_stay_close_to_exact() {
+    let Some(devices) = devices() else { return };
+    let Some(data) = common::testdata() else {
+        return;
+    };
+    let mut bad = Vec::new();
+    for m in light_models(&data.join("light")).unwrap() {
+        let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
+        let g = &c.graph;
+        let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
+        let x = vec![arange_input(&dims).unwrap()];
+        let want = run(Target::Cpu, &m.model, &x, &devices).unwrap();
+        for (p, bound) in [(Precision::Tf32, 1e-2), (Precision::Fp16, 5e-2)] {
+            let got = match run_at(Target::Cuda, p, &m.model, &x, &devices) {
+                Ok(g) => g,
+                Err(e) => {
+                    bad.push(format!("{} {p}: {e}", m.name));
+                    continue;
+                }
+            };
+            let mut worst = 0f64;
+            for (g, w) in got.iter().zip(&want) {
+                let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
+                let scale = w
+                    .iter()
+                    .fold(0f64, |a, v| a.max(f64::from(v.abs())))
+                    .max(1e-30);
+                for (a, b) in g.iter().zip(w) {
+                    worst = worst.max(f64::from((a - b).abs()) / scale);
+                }
+            }
+            eprintln!(
+                "{} {p}: max error {worst:.2e} of the output's range",
+                m.name
+            );
+            if !(worst <= bound) {
+                bad.push(format!(
+                    "{} {p}: max error {worst:.2e} (bound {bound:.0e})",
+                    m.name
+                ));
+            }
+        }
+    }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

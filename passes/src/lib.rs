@@ -30,6 +30,7 @@ pub mod rewrite;
 pub mod simplify;
 pub mod simplify_affine;
 pub mod target;
+pub mod to_f16;
 
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul", crate::fuse_matmul::FuseMatMul),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
     reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
+    reg!("to-f16", "compute in f16 what the target runs in f16, casting at the edges (--precision fp16)", crate::to_f16::ToF16),
     reg!("legalize", "decompose what the target cannot run; report what remains", crate::legalize::Legalize),
 ];
 

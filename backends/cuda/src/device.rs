@@ -293,8 +293,15 @@ impl Executable {
                     let lt = lt
                         .as_ref()
                         .ok_or_else(|| CudaError::Internal("no cuBLASLt".into()))?;
-                    let p = gemm::prepare(lt, gm, base, &timer, stream.cu_stream() as *mut _)
-                        .map_err(|e| node_err(e.to_string()))?;
+                    let p = gemm::prepare(
+                        lt,
+                        gm,
+                        base,
+                        schedule.tf32,
+                        &timer,
+                        stream.cu_stream() as *mut _,
+                    )
+                    .map_err(|e| node_err(e.to_string()))?;
                     ready.push(Ready::Gemm(p));
                 }
                 Launch::Conv(c) => {
@@ -313,7 +320,8 @@ impl Executable {
                         .as_ref()
                         .ok_or_else(|| CudaError::Internal("no cuDNN".into()))?;
                     ready.push(Ready::Conv(
-                        dnn::prepare(d, cv, base).map_err(|e| node_err(e.to_string()))?,
+                        dnn::prepare(d, cv, base, schedule.tf32)
+                            .map_err(|e| node_err(e.to_string()))?,
                     ));
                 }
             }

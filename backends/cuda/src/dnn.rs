@@ -3,8 +3,8 @@
 //! the executable is built: `cudnnFind*AlgorithmEx` times the candidates on
 //! the executable's own buffer (falling back to the `_v7` heuristics),
 //! keeping those that fit the workspace the plan reserved and, for f32 and
-//! f64, compute with plain FMA (never TF32: the math type is
-//! `CUDNN_FMA_MATH`). Running one is one or two cuDNN calls on the
+//! f64, compute with plain FMA (no TF32: the math type is `CUDNN_FMA_MATH`)
+//! unless the schedule allows TF32 for f32. Running one is one or two cuDNN calls on the
 //! executable's stream, so it can be captured in a CUDA graph.
 //!
 //! f32 bias + ReLU runs as `cudnnConvolutionBiasActivationForward`; a bias
@@ -186,7 +186,12 @@ unsafe fn tensor(
 /// Descriptors and algorithm of `c` (whose ranges start at `base`), with
 /// the workspace its range in the buffer provides. Runs cuDNN's timing of
 /// the candidates on the buffer (writing only `y` and the workspace).
-pub(crate) fn prepare(d: &Dnn, c: &Conv, base: CUdeviceptr) -> Result<PreparedConv, CudaError> {
+pub(crate) fn prepare(
+    d: &Dnn,
+    c: &Conv,
+    base: CUdeviceptr,
+    tf32: bool,
+) -> Result<PreparedConv, CudaError> {
     use sys::cudnnConvolutionFwdAlgo_t as F;
     let (dt, compute) = data_type(c.dtype)?;
     let sp = c.x_dims.len() - 2;
@@ -252,6 +257,7 @@ pub(crate) fn prepare(d: &Dnn, c: &Conv, base: CUdeviceptr) -> Result<PreparedCo
         )?;
         // Exact fp32: FMA only (CUDNN_DEFAULT_MATH permits TF32 on Ampere on).
         let math = match c.dtype {
+            DType::F32 if tf32 => sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
             DType::F32 | DType::F64 => sys::cudnnMathType_t::CUDNN_FMA_MATH,
             _ => sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
         };

@@ -161,11 +161,13 @@ const CANDIDATES: usize = 8;
 
 /// Builds the descriptors of `g` (whose ranges start at `base` in device
 /// memory) and picks its algorithm: the fastest of cuBLASLt's candidates,
-/// timed on `stream` (the run writes only C and the workspace).
+/// timed on `stream` (the run writes only C and the workspace). `tf32`
+/// lets an f32 GEMM use TF32 tensor cores.
 pub(crate) fn prepare(
     lt_: &Lt,
     g: &Gemm,
     base: CUdeviceptr,
+    tf32: bool,
     timer: &Timer,
     stream: sys::cudaStream_t,
 ) -> Result<Prepared, CudaError> {
@@ -177,6 +179,11 @@ pub(crate) fn prepare(
         (
             sys::cublasComputeType_t::CUBLAS_COMPUTE_64F,
             sys::cudaDataType::CUDA_R_64F,
+        )
+    } else if tf32 && g.dtype == DType::F32 {
+        (
+            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            sys::cudaDataType::CUDA_R_32F,
         )
     } else {
         (

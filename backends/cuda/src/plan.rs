@@ -18,6 +18,10 @@ use crate::CudaError;
 pub struct PlanOptions {
     pub conv_epilogue: ConvEpilogue,
     pub conv_gemm: ConvGemm,
+    /// f32 GEMMs and convolutions may use TF32 tensor cores (cuBLASLt's
+    /// `COMPUTE_32F_FAST_TF32`, cuDNN's tensor-op math): faster, with a
+    /// 10-bit mantissa in the products. Off: exact fp32.
+    pub tf32: bool,
 }
 
 /// Which convolutions run as a cuBLASLt GEMM (their bias and ReLU in its
@@ -138,5 +142,6 @@ pub fn plan(
         outputs,
         arena_bytes,
         buffer_bytes,
+        tf32: opts.tf32,
     })
 }

@@ -249,6 +249,8 @@ pub struct Schedule {
     pub arena_bytes: u64,
     /// Bytes of the whole device buffer: arenas, constants, loop state, scratch.
     pub buffer_bytes: u64,
+    /// f32 GEMMs and convolutions may use TF32 tensor cores.
+    pub tf32: bool,
 }
 
 impl Schedule {
@@ -300,14 +302,15 @@ impl fmt::Display for Schedule {
             .count();
         writeln!(
             f,
-            "cuda schedule: {} launches ({} gemms), {} modules, buffer {} bytes (arena {}, constants {} in {} blocks)",
+            "cuda schedule: {} launches ({} gemms), {} modules, buffer {} bytes (arena {}, constants {} in {} blocks){}",
             self.launches.len(),
             gemms,
             self.modules.len(),
             self.buffer_bytes,
             self.arena_bytes,
             cbytes,
-            self.consts.len()
+            self.consts.len(),
+            if self.tf32 { ", tf32" } else { "" }
         )?;
         for (i, m) in self.modules.iter().enumerate() {
             writeln!(

@@ -69,6 +69,7 @@ impl Args {
                 ConvGemmArg::Pointwise => ConvGemm::Pointwise,
                 ConvGemmArg::All => ConvGemm::All,
             },
+            ..PlanOptions::default()
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use rlx_onnx::ir::{Bindings, DType, Tensor};
-use rlx_onnx::{artifact, CompiledModel, Compiler, OptLevel, Target};
+use rlx_onnx::{artifact, CompiledModel, Compiler, OptLevel, Precision, Target};
 
 /// Options that choose how a model is compiled.
 #[derive(clap::Args, Clone)]
@@ -18,6 +18,11 @@ pub struct CompileArgs {
     /// Optimization level: 0, 1 or 2.
     #[arg(short = 'O', long = "opt-level", default_value = "2")]
     pub opt_level: String,
+    /// Arithmetic: exact (the model's dtypes, fp32 without TF32), tf32
+    /// (CUDA: TF32 tensor cores for f32 GEMMs and convolutions) or fp16
+    /// (f32 computation in f16 where the target runs it).
+    #[arg(long, default_value = "exact")]
+    pub precision: String,
 }
 
 impl CompileArgs {
@@ -26,11 +31,18 @@ impl CompileArgs {
         let opt_level = OptLevel::parse(&self.opt_level)
             .ok_or_else(|| format!("unknown opt level `{}`", self.opt_level))?;
         let bindings: Bindings = crate::parse_binds(&self.binds)?;
+        let precision = Precision::parse(&self.precision).ok_or_else(|| {
+            format!(
+                "unknown precision `{}` (exact, tf32 or fp16)",
+                self.precision
+            )
+        })?;
         Ok(Compiler {
             target,
             opt_level,
             bindings,
             verify: rlx_onnx::passes::verify_by_default(),
+            precision,
         })
     }
 }

@@ -108,7 +108,7 @@ pub fn compile_dumping(
     compiler: &Compiler,
     spec: &DumpSpec,
 ) -> Result<rlx_onnx::CompiledModel, Box<dyn std::error::Error>> {
-    let passes = pipeline::names(compiler.target.name(), compiler.opt_level);
+    let passes = compiler.passes();
     spec.check(&passes)?;
     let imported = import_file(model, &Registry::standard())?;
     let mut failed = None;
@@ -154,6 +154,7 @@ pub fn run(a: Args) -> ExitCode {
             opt_level: lvl,
             bindings: binds,
             verify: true,
+            precision: rlx_onnx::Precision::Exact,
         };
         let spec = DumpSpec {
             after: a.after,

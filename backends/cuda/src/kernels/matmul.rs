@@ -55,20 +55,15 @@ fn span(
     }
 }
 
-/// Operands of rank 1 or more: f32 (and an f32 bias), or for a plain
-/// MatMul f16, bf16 or f64 alike.
+/// Operands of rank 1 or more, all f32, f16, bf16 or f64 alike (a fused
+/// bias and activation run in cuBLASLt's epilogue for f32, in the epilogue
+/// kernel otherwise).
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     let d = inputs.first().map_or(DType::F32, |t| t.dtype);
-    let plain = matches!(node.op, Op::MatMul(_));
     for (i, t) in inputs.iter().enumerate() {
-        let ok = if plain {
-            gemm_dtype(d) && t.dtype == d
-        } else {
-            t.dtype == DType::F32
-        };
-        if !ok {
+        if !gemm_dtype(d) || t.dtype != d {
             return Err(format!(
-                "{} on {} (input {i}) has no cuda kernel (f32, or f16, bf16 and f64 without fusion)",
+                "{} on {} (input {i}) has no cuda kernel (f32, f16, bf16 or f64 alike)",
                 node.op.name(),
                 t.dtype
             ));
@@ -103,7 +98,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         _ => None,
     };
     let fused = match lt_act {
-        Some(a) if along_n => Some((bias.as_ref().map(|b| b.range()), a)),
+        Some(a) if along_n && c.dtype == DType::F32 => Some((bias.as_ref().map(|b| b.range()), a)),
         _ => None,
     };
     let (lt_bias, lt) = fused.unwrap_or((None, GemmAct::None));
