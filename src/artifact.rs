@@ -14,7 +14,12 @@
 //!       3 weights index: u32 count, per weight: u32 name length, name,
 //!                 i32 dtype code, u32 rank, u64 dims..., u64 offset, u64 length
 //!       4 data    weight bytes, each at a 64-byte aligned file offset
+//!       5 ptx     optional (CUDA kernels compiled ahead of time): u32 arch
+//!                 length, arch, u32 count, per module: u64 source key,
+//!                 u64 length, PTX text
 //! ```
+//!
+//! Readers ignore section kinds they do not know.
 //!
 //! Every offset and length is checked; a corrupt or truncated file is an error.
 //! Loading a file memory-maps it and the weights point into the map.
@@ -25,6 +30,8 @@ use std::sync::Arc;
 use rlx_ir::text::{parse_graph, print_graph};
 use rlx_ir::{Bindings, Bytes, DType, Tensor, Weights};
 use rlx_passes::OptLevel;
+
+use rlx_cuda::compile::Prebuilt;
 
 use crate::compile::{CompiledModel, Precision, Target};
 
@@ -84,7 +91,9 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
         .iter()
         .map(|(n, t)| 4 + n.len() + 4 + 4 + 8 * t.dims().len() + 16)
         .sum::<usize>();
-    let table_len = 4 + 4 * 20;
+    let ptx = m.cuda_ptx.as_ref().map(ptx_section);
+    let section_count = if ptx.is_some() { 5 } else { 4 };
+    let table_len = 4 + section_count * 20;
     let meta_off = HEADER + table_len;
     let graph_off = meta_off + meta.len();
     let index_off = graph_off + graph.len();
@@ -104,18 +113,23 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
         index.extend((t.bytes().len() as u64).to_le_bytes());
         data.extend_from_slice(t.bytes());
     }
-    let mut out = Vec::with_capacity(data_off + data.len());
-    out.extend(MAGIC);
-    out.extend(FORMAT_VERSION.to_le_bytes());
-    out.extend(0u32.to_le_bytes());
-    out.extend([0u8; 16]);
-    out.extend(4u32.to_le_bytes());
-    for (kind, off, len) in [
+    let ptx_off = data_off + data.len();
+    let mut sections = vec![
         (1u32, meta_off, meta.len()),
         (2, graph_off, graph.len()),
         (3, index_off, index.len()),
         (4, data_off, data.len()),
-    ] {
+    ];
+    if let Some(p) = &ptx {
+        sections.push((5, ptx_off, p.len()));
+    }
+    let mut out = Vec::with_capacity(ptx_off + ptx.as_ref().map_or(0, Vec::len));
+    out.extend(MAGIC);
+    out.extend(FORMAT_VERSION.to_le_bytes());
+    out.extend(0u32.to_le_bytes());
+    out.extend([0u8; 16]);
+    out.extend((sections.len() as u32).to_le_bytes());
+    for (kind, off, len) in sections {
         out.extend(kind.to_le_bytes());
         out.extend((off as u64).to_le_bytes());
         out.extend((len as u64).to_le_bytes());
@@ -125,11 +139,45 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
     out.extend(&index);
     out.resize(data_off, 0);
     out.extend(&data);
+    if let Some(p) = &ptx {
+        out.extend(p);
+    }
     let payload_len = (out.len() - HEADER) as u64;
     let crc = crc32fast::hash(&out[HEADER..]);
     out[16..24].copy_from_slice(&payload_len.to_le_bytes());
     out[24..28].copy_from_slice(&crc.to_le_bytes());
     out
+}
+
+fn ptx_section(p: &Prebuilt) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend((p.arch.len() as u32).to_le_bytes());
+    b.extend(p.arch.as_bytes());
+    b.extend((p.modules.len() as u32).to_le_bytes());
+    for (key, ptx) in &p.modules {
+        b.extend(key.to_le_bytes());
+        b.extend((ptx.len() as u64).to_le_bytes());
+        b.extend(ptx.as_bytes());
+    }
+    b
+}
+
+fn read_ptx(r: &mut Reader) -> Result<Prebuilt, ArtifactError> {
+    let text = |bytes: &[u8], what: &str| {
+        std::str::from_utf8(bytes)
+            .map(str::to_string)
+            .map_err(|_| malformed(format!("{what} is not UTF-8")))
+    };
+    let n = r.u32()? as usize;
+    let arch = text(r.take(n)?, "the PTX architecture")?;
+    let count = r.u32()?;
+    let mut modules = std::collections::BTreeMap::new();
+    for _ in 0..count {
+        let key = r.u64()?;
+        let len = usize::try_from(r.u64()?).map_err(|_| malformed("a PTX length"))?;
+        modules.insert(key, text(r.take(len)?, "PTX")?);
+    }
+    Ok(Prebuilt { arch, modules })
 }
 
 fn opt_name(o: OptLevel) -> &'static str {
@@ -331,6 +379,13 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
             .map_err(|e| malformed(format!("weight `{name}`: {e}")))?;
         weights.insert(name, t);
     }
+    let cuda_ptx = match sections.get(&5).copied() {
+        Some((o, l)) => Some(read_ptx(&mut Reader {
+            b: &b[..o + l],
+            at: o,
+        })?),
+        None => None,
+    };
     Ok(CompiledModel {
         graph,
         weights,
@@ -339,5 +394,6 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         bindings,
         producer,
         precision,
+        cuda_ptx,
     })
 }

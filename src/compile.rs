@@ -203,6 +203,7 @@ impl Compiler {
             bindings: self.bindings.clone(),
             producer: model.producer,
             precision: self.precision,
+            cuda_ptx: None,
         })
     }
 }
@@ -258,6 +259,8 @@ pub struct CompiledModel {
     pub bindings: Bindings,
     pub producer: String,
     pub precision: Precision,
+    /// CUDA kernels compiled ahead of time ([`CompiledModel::prebuild_cuda`]).
+    pub cuda_ptx: Option<rlx_cuda::compile::Prebuilt>,
 }
 
 impl CompiledModel {

@@ -23,6 +23,7 @@ pub mod conformance;
 pub mod equivalence;
 pub mod error;
 pub mod npy;
+mod prebuild;
 pub mod session;
 pub mod testdata;
 

@@ -366,7 +366,11 @@ impl Session {
             tf32: self.model.precision == Precision::Tf32,
             ..rlx_cuda::PlanOptions::default()
         };
-        Ok(rlx_cuda::plan(&g, &weights, &mem, &opts)?)
+        let mut s = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
+        if let Some(p) = &self.model.cuda_ptx {
+            p.attach(&mut s);
+        }
+        Ok(s)
     }
 
     /// Specializes, optimizes and plans the graph for one input binding.
@@ -391,7 +395,10 @@ impl Session {
                 let ctx = self.devices.cuda()?;
                 let mut opts = ctx.plan_options();
                 opts.tf32 |= self.model.precision == Precision::Tf32;
-                let schedule = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
+                let mut schedule = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
+                if let Some(p) = &self.model.cuda_ptx {
+                    p.attach(&mut schedule);
+                }
                 Ok(Executable::Cuda(rlx_cuda::Executable::new(ctx, schedule)?))
             }
             Target::Cpu => {

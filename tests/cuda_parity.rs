@@ -174,3 +174,39 @@ fn light_models_in_tf32_and_fp16_stay_close_to_exact() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// An artifact converted for CUDA with its kernels prebuilt loads and runs
+/// on a fresh context without one NVRTC compile, and matches the CPU.
+#[test]
+fn a_prebuilt_artifact_runs_without_compiling() {
+    let Some(probe) = devices() else { return };
+    let arch = probe.cuda().unwrap().capability();
+    let path = common::root().join("golden/cnn/model.onnx");
+    let case = common::root().join("golden/cnn");
+    let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
+    let mut m = Compiler::new(Target::Cuda)
+        .bind("N", set.inputs[0].dims()[0] as i64)
+        .compile_file(&path)
+        .unwrap();
+    m.prebuild_cuda(arch, &rlx_onnx::cuda::CompileOptions::default())
+        .unwrap();
+    let loaded = rlx_onnx::artifact::from_bytes(&rlx_onnx::artifact::to_bytes(&m)).unwrap();
+    let fresh = Arc::new(Devices::new());
+    let ctx = fresh.cuda().unwrap();
+    let names = loaded.input_names();
+    let session =
+        Session::with_devices(loaded, SessionOptions { threads: 1 }, fresh.clone()).unwrap();
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
+    let got = session.run(&named).unwrap();
+    assert_eq!(
+        ctx.compiler().compiled(),
+        0,
+        "loading the artifact compiled kernels"
+    );
+    let want = run(Target::Cpu, &path, &set.inputs, &probe).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        let d = compare(g, w, TOL).unwrap();
+        assert_eq!(d.mismatched, 0, "{d:?}");
+    }
+    eprintln!("prebuilt artifact: ran with 0 NVRTC compiles");
+}

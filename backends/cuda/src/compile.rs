@@ -3,8 +3,11 @@
 //! architecture and the NVRTC version. Works without a GPU: only libnvrtc
 //! must be loadable.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use cudarc::nvrtc;
 
@@ -23,6 +26,8 @@ pub struct Compiler {
     arch: String,
     version: (i32, i32),
     cache_dir: Option<PathBuf>,
+    /// Modules NVRTC compiled (cache misses), shared by clones.
+    compiled: Arc<AtomicUsize>,
 }
 
 /// Whether libnvrtc can be loaded (by the dynamic loader's search path, or
@@ -103,7 +108,14 @@ impl Compiler {
             arch: format!("sm_{}{}", capability.0, capability.1),
             version: nvrtc_version()?,
             cache_dir: opts.cache_dir.clone(),
+            compiled: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// How many modules NVRTC has compiled (disk-cache and prebuilt hits
+    /// are not counted).
+    pub fn compiled(&self) -> usize {
+        self.compiled.load(Ordering::Relaxed)
     }
 
     pub fn arch(&self) -> &str {
@@ -156,6 +168,7 @@ impl Compiler {
             name: Some(format!("{name}.cu")),
             ..Default::default()
         };
+        self.compiled.fetch_add(1, Ordering::Relaxed);
         match nvrtc::compile_ptx_with_opts(source, opts) {
             Ok(ptx) => Ok(ptx.to_src()),
             Err(nvrtc::CompileError::CompileError { log, .. }) => {
@@ -168,6 +181,49 @@ impl Compiler {
             Err(e) => Err(CudaError::Device(format!(
                 "NVRTC failed on module `{name}`: {e}"
             ))),
+        }
+    }
+}
+
+/// PTX compiled ahead of time for one architecture, by the hash of each
+/// module's source: what `convert --target cuda` stores in an artifact, so
+/// that loading it compiles nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prebuilt {
+    /// The architecture the PTX targets (`sm_90`); the driver runs it on
+    /// that architecture and newer ones.
+    pub arch: String,
+    /// [`source_key`] -> PTX text.
+    pub modules: BTreeMap<u64, String>,
+}
+
+/// The key of a module's source in a [`Prebuilt`].
+pub fn source_key(source: &str) -> u64 {
+    fnv1a(&[source.as_bytes()])
+}
+
+impl Prebuilt {
+    /// Compiles `modules` with `compiler` (through its disk cache).
+    pub fn build(compiler: &Compiler, modules: &[crate::Module]) -> Result<Prebuilt, CudaError> {
+        let mut p = Prebuilt {
+            arch: compiler.arch().to_string(),
+            modules: BTreeMap::new(),
+        };
+        for m in modules {
+            let key = source_key(&m.source);
+            if !p.modules.contains_key(&key) {
+                p.modules.insert(key, compiler.ptx(&m.name, &m.source)?);
+            }
+        }
+        Ok(p)
+    }
+
+    /// Attaches the prebuilt PTX of each module of `s` that has one.
+    pub fn attach(&self, s: &mut crate::Schedule) {
+        for m in &mut s.modules {
+            if let Some(ptx) = self.modules.get(&source_key(&m.source)) {
+                m.ptx = Some(ptx.clone());
+            }
         }
     }
 }

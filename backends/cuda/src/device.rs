@@ -41,6 +41,7 @@ pub struct Context {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     compiler: Compiler,
+    capability: (i32, i32),
     plan: crate::PlanOptions,
     name: String,
     /// Loaded modules by name and source.
@@ -84,6 +85,7 @@ impl Context {
         let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
         Ok(Context {
             compiler: Compiler::new(cap, &opts.compile)?,
+            capability: cap,
             plan: opts.plan,
             ctx,
             stream,
@@ -95,6 +97,11 @@ impl Context {
     /// The device's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The device's compute capability (major, minor).
+    pub fn capability(&self) -> (i32, i32) {
+        self.capability
     }
 
     /// How plans for this device are made.
@@ -113,11 +120,21 @@ impl Context {
         if let Some(loaded) = cache.get(&key) {
             return Ok(loaded.clone());
         }
-        let ptx = self.compiler.ptx(&m.name, &m.source)?;
-        let loaded = self
-            .ctx
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|e| CudaError::Device(format!("loading module `{}`: {e:?}", m.name)))?;
+        // Prebuilt PTX first; the driver refuses it on an older
+        // architecture than it targets, and then NVRTC compiles the source.
+        let prebuilt = m
+            .ptx
+            .as_ref()
+            .and_then(|ptx| self.ctx.load_module(Ptx::from_src(ptx.clone())).ok());
+        let loaded = match prebuilt {
+            Some(l) => l,
+            None => {
+                let ptx = self.compiler.ptx(&m.name, &m.source)?;
+                self.ctx
+                    .load_module(Ptx::from_src(ptx))
+                    .map_err(|e| CudaError::Device(format!("loading module `{}`: {e:?}", m.name)))?
+            }
+        };
         cache.insert(key, loaded.clone());
         Ok(loaded)
     }

@@ -20,6 +20,9 @@ pub struct Module {
     pub name: String,
     /// Complete CUDA C: prelude, parameter structs (with their checks), kernels.
     pub source: String,
+    /// PTX compiled ahead of time (from an artifact): loaded instead of
+    /// compiling `source` when the device runs its architecture.
+    pub ptx: Option<String>,
 }
 
 /// A kernel launch: `entry` of module `module` over `grid` x `block`, given
@@ -315,9 +318,14 @@ impl fmt::Display for Schedule {
         for (i, m) in self.modules.iter().enumerate() {
             writeln!(
                 f,
-                "  module {i} {} ({} bytes of CUDA C)",
+                "  module {i} {} ({} bytes of CUDA C{})",
                 m.name,
-                m.source.len()
+                m.source.len(),
+                if m.ptx.is_some() {
+                    ", PTX prebuilt"
+                } else {
+                    ""
+                }
             )?;
         }
         fmt_slots(f, "input", &self.inputs)?;

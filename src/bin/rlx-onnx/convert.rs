@@ -1,5 +1,9 @@
 //! `rlx-onnx convert MODEL -o OUT.rlx [--target T] [--bind N=1] [-O N]
-//! [--dump-ir-after PASS|all [--dump-dir DIR]]`.
+//! [--precision P] [--cuda-arch SM] [--dump-ir-after PASS|all [--dump-dir DIR]]`.
+//!
+//! With `--target cuda` and static input shapes, the artifact also carries
+//! the PTX of every kernel module (compiled by NVRTC for `--cuda-arch`, by
+//! default this machine's GPU or else sm_80), so loading it compiles nothing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +27,33 @@ pub struct Args {
     /// Where the dumps go as numbered `.rlxir` files (standard output without it).
     #[arg(long = "dump-dir")]
     dump_dir: Option<PathBuf>,
+    /// CUDA: the compute capability to compile kernels for (`90` for sm_90);
+    /// default: this machine's GPU, else 80. The driver runs PTX on that
+    /// architecture and newer ones.
+    #[arg(long, value_name = "SM")]
+    cuda_arch: Option<String>,
+}
+
+/// The architecture to prebuild CUDA kernels for.
+fn cuda_arch(arg: Option<&str>) -> Result<(i32, i32), String> {
+    match arg {
+        Some(s) => {
+            let v: u32 = s
+                .trim_start_matches("sm_")
+                .parse()
+                .map_err(|_| format!("--cuda-arch `{s}` is not a compute capability like 90"))?;
+            if !(50..=199).contains(&v) {
+                return Err(format!(
+                    "--cuda-arch `{s}` is not a compute capability like 90"
+                ));
+            }
+            Ok(((v / 10) as i32, (v % 10) as i32))
+        }
+        None => Ok(crate::common::devices()
+            .cuda()
+            .ok()
+            .map_or((8, 0), |c| c.capability())),
+    }
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -62,6 +93,26 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let mut model = model;
+    if model.target == rlx_onnx::Target::Cuda {
+        let arch = match cuda_arch(a.cuda_arch.as_deref()) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let opts = rlx_onnx::cuda::CompileOptions::default();
+        match model.prebuild_cuda(arch, &opts) {
+            Ok(n) => println!(
+                "prebuilt {n} CUDA kernel modules for sm_{}{}",
+                arch.0, arch.1
+            ),
+            Err(e) => {
+                eprintln!("note: no CUDA kernels in the artifact (they compile when it loads): {e}")
+            }
+        }
+    }
     if let Err(e) = artifact::save(&model, &a.output) {
         crate::report(&e);
         return ExitCode::from(1);

@@ -140,6 +140,7 @@ impl Modules {
         self.modules.push(Module {
             name: name.to_string(),
             source: source(),
+            ptx: None,
         });
         self.modules.len() - 1
     }
