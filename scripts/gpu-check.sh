@@ -18,6 +18,7 @@ tar xJf gpu-bin/testdata.tar.xz -C /tmp/rlx-data
 export RLX_ONNX_TESTDATA=/tmp/rlx-data PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 stage=${1:-all}
+status=0
 
 if [[ $stage == all || $stage == tests ]]; then
   echo "== rlx-cuda device tests"
@@ -37,6 +38,21 @@ if [[ $stage == all || $stage == nodes ]]; then
     rm -f "$out/part.md"
   done | tee "$out/cuda-node-batches.txt" | tail -3
   echo "cuda node suite: $(grep -c '| passed |' "$out/cuda-node.md") passed, $(grep -c '| failed |' "$out/cuda-node.md") failed, $(grep -c '| unsupported |' "$out/cuda-node.md") unsupported"
+  # Against the expected-failures list (same format as update-expected.sh).
+  { sed -n '1,2p' tests/expected/cuda.txt
+    awk -F ' \\| ' '/^\| test_/ { sub(/^\| /, "", $1); if ($2 != "passed") { r = $3; sub(/ \|$/, "", r); gsub(/\\\|/, "|", r); print "node/" $1 "  " $2 ": " r } }' "$out/cuda-node.md" | sort
+  } > "$out/cuda-expected.txt"
+  cases() { grep -v '^#' "$1" | awk '{print $1}' | sort; }
+  new=$(comm -13 <(cases tests/expected/cuda.txt) <(cases "$out/cuda-expected.txt"))
+  fixed=$(comm -23 <(cases tests/expected/cuda.txt) <(cases "$out/cuda-expected.txt"))
+  if [[ -z $new && -z $fixed ]]; then
+    echo "cuda node suite matches tests/expected/cuda.txt"
+  else
+    [[ -n $new ]] && echo "NOT in tests/expected/cuda.txt (new failures):" && echo "$new"
+    [[ -n $fixed ]] && echo "pass now (remove from tests/expected/cuda.txt):" && echo "$fixed"
+    echo "the list this run gives: \$OUT/cuda-expected.txt"
+    status=1
+  fi
 fi
 
 if [[ $stage == all || $stage == bench ]]; then
@@ -68,6 +84,11 @@ if [[ $stage == all || $stage == bench ]]; then
   done | tee "$out/precision.txt"
   "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --profile > "$out/profile-resnet50.txt" 2>&1
   head -30 "$out/profile-resnet50.txt"
+  for m in light_resnet50 light_bvlc_alexnet light_vgg19; do
+    "$bin/rlx-onnx" bench /tmp/rlx-data/light/$m.onnx --target cuda --iters 20 --precision fp16 --profile \
+      > "$out/profile-$m-fp16.txt" 2>&1
+  done
+  head -24 "$out/profile-light_bvlc_alexnet-fp16.txt"
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then
@@ -82,3 +103,4 @@ if [[ $stage == all || $stage == bench || $stage == ab ]]; then
     done
   done | tee "$out/ab.txt"
 fi
+exit $status

@@ -273,7 +273,10 @@ impl Session {
                     s.launches
                         .iter()
                         .zip(times)
-                        .map(|(l, t)| (l.label(), l.origin().join(", "), t))
+                        .map(|(l, t)| {
+                            let rate = l.work().rate(t.as_secs_f64());
+                            (format!("{}, {rate}", l.label()), l.origin().join(", "), t)
+                        })
                         .collect(),
                 ));
             }

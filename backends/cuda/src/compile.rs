@@ -238,6 +238,7 @@ mod tests {
             arch: arch.into(),
             version: (13, 0),
             cache_dir: Some(PathBuf::from("/cache")),
+            compiled: Arc::new(AtomicUsize::new(0)),
         };
         let a = c("sm_90").cache_path("control", "x").unwrap();
         assert_eq!(a, c("sm_90").cache_path("control", "x").unwrap());

@@ -37,7 +37,7 @@ use rlx_ir::{Node, TensorType};
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Context, ContextOptions, Executable};
 pub use plan::{plan, ConvEpilogue, ConvGemm, PlanOptions};
-pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule};
+pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule, Work};
 
 /// Why planning, compiling or running failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -257,6 +257,12 @@ fn convolutions_plan_gemms() {
         panic!("no GEMM")
     };
     assert_eq!((g.gemm.m, g.gemm.n, g.gemm.k), (8, 256, 147));
+    // Profiles report 2 flops per multiply-add, and a kernel's operand bytes.
+    assert_eq!(s.launches[1].work(), crate::Work::Flops(2 * 8 * 256 * 147));
+    assert_eq!(
+        s.launches[0].work(),
+        crate::Work::Bytes((3 * 32 * 32 + 147 * 256) * 4)
+    );
     let grouped = planned_with(&convs()[1], &conv_gemm(ConvGemm::All));
     assert_eq!(names(&grouped), ["conv", "epilogue_f32"]);
     // 1-D with asymmetric pads and two images: im2col reads the pads

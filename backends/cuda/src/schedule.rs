@@ -217,6 +217,29 @@ impl Launch {
         }
     }
 
+    /// The work of the launch (2 flops per multiply-add).
+    pub fn work(&self) -> Work {
+        let prod = |d: &[usize]| d.iter().map(|&v| v as u64).product::<u64>();
+        match self {
+            Launch::Kernel(k) => Work::Bytes(k.operands.iter().map(|r| r.bytes).sum()),
+            Launch::Gemm(g) => {
+                let g = &g.gemm;
+                Work::Flops(2 * g.m * g.n * g.k * g.batch)
+            }
+            Launch::Conv(c) => {
+                let c = &c.conv;
+                // Every output (forward) or input (transposed) element takes
+                // one filter's worth of multiply-adds.
+                let taps = prod(&c.w_dims[1..]);
+                let outs = match c.kind {
+                    ConvKind::Forward => prod(&c.y_dims),
+                    ConvKind::Transpose => prod(&c.x_dims),
+                };
+                Work::Flops(2 * outs * taps)
+            }
+        }
+    }
+
     /// What a profile calls the launch: the kernel's entry point, or the
     /// library call with its size.
     pub fn label(&self) -> String {
@@ -234,6 +257,25 @@ impl Launch {
                 };
                 format!("cudnn {kind} {:?} -> {:?}", c.x_dims, c.y_dims)
             }
+        }
+    }
+}
+
+/// What a launch does, for the rate a profile reports: arithmetic of a GEMM
+/// or convolution, bytes of a kernel's operands (each read or written once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    Flops(u64),
+    Bytes(u64),
+}
+
+impl Work {
+    /// The achieved rate over `secs`: `812 GFLOP/s` or `95 GB/s`.
+    pub fn rate(self, secs: f64) -> String {
+        let per = |v: u64| v as f64 / secs.max(1e-12) / 1e9;
+        match self {
+            Work::Flops(f) => format!("{:.0} GFLOP/s", per(f)),
+            Work::Bytes(b) => format!("{:.0} GB/s", per(b)),
         }
     }
 }
