@@ -71,12 +71,14 @@ extern "C" __global__ void conv_crop_8(unsigned long long* y, const unsigned lon
 // kw, ow, strides sh/sw, dilations dh/dw, begin pads pt/pl, p0, cols.
 template <typename T>
 __device__ __forceinline__ void conv_im2col(const T* x, T* col, const Im2colParams& p) {
-    for (unsigned long long t = rlx_thread(); t < p.total; t += rlx_threads()) {
-        unsigned int q = (unsigned int)(t % p.cols);
-        unsigned int r = (unsigned int)(t / p.cols);
+    for (unsigned long long i = rlx_thread(); i < p.total; i += rlx_threads()) {
+        // total fits in 32 bits: 32-bit division is several times cheaper.
+        unsigned int t = (unsigned int)i;
+        unsigned int q = t % p.cols, r = t / p.cols;
         unsigned int pos = p.p0 + q;
-        unsigned int oy = pos / p.ow, ox = pos % p.ow;
-        unsigned int kx = r % p.kw, ky = (r / p.kw) % p.kh, c = r / (p.kw * p.kh);
+        unsigned int oy = pos / p.ow, ox = pos - oy * p.ow;
+        unsigned int kr = r / p.kw, kx = r - kr * p.kw;
+        unsigned int c = kr / p.kh, ky = kr - c * p.kh;
         long long iy = (long long)oy * p.sh + (long long)ky * p.dh - (long long)p.pt;
         long long ix = (long long)ox * p.sw + (long long)kx * p.dw - (long long)p.pl;
         bool inside = iy >= 0 && iy < (long long)p.h && ix >= 0 && ix < (long long)p.w;

@@ -247,7 +247,7 @@ fn convolutions_plan_gemms() {
     assert_eq!((g.lda, g.ldb, g.ldc, g.stride_a), (8, 64, 64, 0));
     assert!(g.bias.is_none() && g.act == GemmAct::None);
     // All (the default): the stem unfolds (3 * 7 * 7 rows of 16 * 16
-    // columns), then one GEMM, bias and ReLU; grouped convs stay with cuDNN.
+    // columns), then one GEMM, bias and ReLU.
     let s = planned(RESNET);
     assert_eq!(
         names(&s)[..4],
@@ -263,8 +263,15 @@ fn convolutions_plan_gemms() {
         s.launches[0].work(),
         crate::Work::Bytes((3 * 32 * 32 + 147 * 256) * 4)
     );
+    // Grouped (2 channels per group): one GEMM batched over the groups.
     let grouped = planned_with(&convs()[1], &conv_gemm(ConvGemm::All));
-    assert_eq!(names(&grouped), ["conv", "epilogue_f32"]);
+    assert_eq!(names(&grouped), ["conv_im2col_4", "gemm", "epilogue_f32"]);
+    let Some(Launch::Gemm(g)) = grouped.launches.get(1) else {
+        panic!("no GEMM")
+    };
+    let g = &g.gemm;
+    assert_eq!((g.m, g.n, g.k, g.batch), (3, 35, 18, 2));
+    assert_eq!((g.stride_a, g.stride_b, g.stride_c), (54, 630, 105));
     // 1-D with asymmetric pads and two images: im2col reads the pads
     // itself, one launch per image, one batched GEMM, then the sigmoid.
     let s = planned_with(&convs()[0], &conv_gemm(ConvGemm::All));
@@ -328,8 +335,9 @@ fn conv_gemms_match_cudnn_on_the_device() {
         }
     };
     // The ResNet stem (im2col) and pointwise conv, a batched 1-D conv with
-    // asymmetric pads: GEMM forms against cuDNN's, same inputs.
-    for g in [RESNET.to_string(), convs()[0].clone()] {
+    // asymmetric pads, a grouped and dilated conv: GEMM forms against
+    // cuDNN's, same inputs.
+    for g in [RESNET.to_string(), convs()[0].clone(), convs()[1].clone()] {
         let run = |mode: ConvGemm| {
             let s = planned_with(&g, &conv_gemm(mode));
             let inputs: Vec<rlx_ir::Tensor> = s

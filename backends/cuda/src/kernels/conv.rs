@@ -8,9 +8,9 @@
 //! of height 1. f32 bias (and ReLU) go to cuDNN's fused call; other biases
 //! and activations run in the [`epilogue`] kernel after it.
 //!
-//! Ungrouped 1-D and 2-D convolutions may instead run as one cuBLASLt GEMM
-//! per batch ([`PlanOptions::conv_gemm`](crate::PlanOptions)): `y[n] =
-//! w[cout, c*kh*kw] * cols[n]`, where `cols` is the image itself for a
+//! 1-D and 2-D convolutions that are not depthwise may instead run as
+//! cuBLASLt GEMMs ([`PlanOptions::conv_gemm`](crate::PlanOptions)): `y[n] =
+//! w[cout, c*kh*kw] * cols[n]` (per group), where `cols` is the image itself for a
 //! pointwise convolution, else its im2col unfolding (rlx-gpu's [`conv2d`]
 //! geometry, the `conv_im2col` kernel), then the [`epilogue`] kernel for
 //! the bias and activation (cuBLASLt's bias runs along the positions, and
@@ -284,8 +284,8 @@ fn pad(
 }
 
 /// The GEMM form of a convolution, if the plan options and its shape let
-/// it run as one: ungrouped, 1-D or 2-D, a dtype cuBLASLt multiplies, and
-/// unfolded images within [`MAX_COLUMNS`].
+/// it run as one: 1-D or 2-D, not depthwise, a dtype cuBLASLt multiplies,
+/// and unfolded images within [`MAX_COLUMNS`].
 fn gemm_form(cx: &Cx, c: &ConvOp, x: &Operand, w: &Operand, y: &Operand) -> Option<Conv2d> {
     let mode = cx.opts.conv_gemm;
     if mode == ConvGemm::Never
@@ -296,7 +296,10 @@ fn gemm_form(cx: &Cx, c: &ConvOp, x: &Operand, w: &Operand, y: &Operand) -> Opti
     let g = conv2d(c, &x.dims, &w.dims, &y.dims).ok()?;
     let cols = (g.n * g.c * g.kh * g.kw * g.positions()) as u64 * elem_bytes(x.dtype);
     let fits = g.pointwise || (mode == ConvGemm::All && cols <= MAX_COLUMNS);
-    (g.groups == 1 && fits && g.positions() > 0 && g.c > 0).then_some(g)
+    // Depthwise ones (one input channel per group) stay with cuDNN: their
+    // GEMMs would be a column wide.
+    let grouping = g.groups == 1 || g.c / g.groups > 1;
+    (grouping && fits && g.positions() > 0 && g.c > 0).then_some(g)
 }
 
 /// Lowers `g` as im2col (unless pointwise), one batched GEMM, and the
@@ -338,30 +341,59 @@ fn gemm(
     };
     // cuBLASLt's bias runs along n (the positions here): the bias along
     // the output channels and the activation go to the epilogue kernel.
-    cx.push(Launch::Gemm(GemmLaunch {
-        gemm: Gemm {
-            m: g.cout as u64,
-            n: p as u64,
-            k: k as u64,
-            trans_a: false,
-            trans_b: false,
-            lda: k as u64,
-            ldb: p as u64,
-            ldc: p as u64,
-            batch: g.n as u64,
-            stride_a: 0,
-            stride_b: stride_b as u64,
-            stride_c: (g.cout * p) as u64,
-            a: w.range(),
+    // Ungrouped: one GEMM batched over the images. Grouped: per image, one
+    // GEMM batched over the groups (each group's rows of the columns, of
+    // the weights and of the output lie together).
+    let (gr, mg) = (g.groups, g.cout / g.groups);
+    let kg = k / gr;
+    let gemm = |a: Range, b: Range, c: Range, batch: usize, strides: [usize; 3]| {
+        Launch::Gemm(GemmLaunch {
+            gemm: Gemm {
+                m: mg as u64,
+                n: p as u64,
+                k: kg as u64,
+                trans_a: false,
+                trans_b: false,
+                lda: kg as u64,
+                ldb: p as u64,
+                ldc: p as u64,
+                batch: batch as u64,
+                stride_a: strides[0] as u64,
+                stride_b: strides[1] as u64,
+                stride_c: strides[2] as u64,
+                a,
+                b,
+                c,
+                bias: None,
+                act: GemmAct::None,
+                dtype: x.dtype,
+            },
+            node: String::new(),
+            origin: Vec::new(),
+        })
+    };
+    if gr == 1 {
+        cx.push(gemm(
+            w.range(),
             b,
-            c: y.range(),
-            bias: None,
-            act: GemmAct::None,
-            dtype: x.dtype,
-        },
-        node: String::new(),
-        origin: Vec::new(),
-    }));
+            y.range(),
+            g.n,
+            [0, stride_b, g.cout * p],
+        ));
+    } else {
+        let (b_bytes, y_bytes) = (stride_b as u64 * elem, (g.cout * p) as u64 * elem);
+        for i in 0..g.n as u64 {
+            let bi = Range {
+                offset: b.offset + i * b_bytes,
+                bytes: b_bytes,
+            };
+            let yi = Range {
+                offset: y.at + i * y_bytes,
+                bytes: y_bytes,
+            };
+            cx.push(gemm(w.range(), bi, yi, gr, [mg * kg, kg * p, mg * p]));
+        }
+    }
     let bias = bias.map(|b| {
         let mut d = vec![1; y.dims.len()];
         d[1] = b.numel();
