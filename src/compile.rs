@@ -153,15 +153,7 @@ impl Compiler {
 
     /// The pass names this compiler runs.
     pub fn passes(&self) -> Vec<&'static str> {
-        let mut passes = rlx_passes::pipeline::names(self.target.name(), self.opt_level);
-        if self.precision == Precision::Fp16 {
-            let at = passes
-                .iter()
-                .position(|p| *p == "legalize")
-                .unwrap_or(passes.len());
-            passes.insert(at, "to-f16");
-        }
-        passes
+        pipeline(self.target, self.opt_level, self.precision)
     }
 
     pub fn bind(mut self, name: &str, value: i64) -> Compiler {
@@ -206,6 +198,20 @@ impl Compiler {
             cuda_ptx: None,
         })
     }
+}
+
+/// The pass names for `target` at `level`; fp16 adds `to-f16` before
+/// legalization.
+pub fn pipeline(target: Target, level: OptLevel, precision: Precision) -> Vec<&'static str> {
+    let mut passes = rlx_passes::pipeline::names(target.name(), level);
+    if precision == Precision::Fp16 {
+        let at = passes
+            .iter()
+            .position(|p| *p == "legalize")
+            .unwrap_or(passes.len());
+        passes.insert(at, "to-f16");
+    }
+    passes
 }
 
 /// Runs the CPU pipeline of `level`, with CPU constant folding.

@@ -313,7 +313,7 @@ impl Session {
         bind_input_values(&mut g, &values)?;
         let mut g = specialize(&g, bindings, Some(&m.weights))?;
         let mut weights = m.weights.clone();
-        let passes = rlx_passes::pipeline::names(m.target.name(), m.opt_level);
+        let passes = crate::compile::pipeline(m.target, m.opt_level, m.precision);
         self.pool.install(|| {
             run_passes(
                 &mut g,

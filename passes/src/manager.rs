@@ -146,10 +146,11 @@ impl OptLevel {
 /// Called after each pass with (step number from 1, pass name, graph).
 pub type DumpHook<'a> = dyn FnMut(usize, &str, &Graph) + 'a;
 
-/// True when verification after every pass is on by default: debug builds, or
-/// `RLX_VERIFY_PASSES=1` (tests set it through the compiler options).
+/// True when verification after every pass is on by default: debug builds.
+/// Release builds turn it on through the typed option (`Compiler::verify`,
+/// `PassManager::verify`).
 pub fn verify_by_default() -> bool {
-    cfg!(debug_assertions) || std::env::var_os("RLX_VERIFY_PASSES").is_some_and(|v| v != "0")
+    cfg!(debug_assertions)
 }
 
 /// Runs a pipeline of passes in order.
