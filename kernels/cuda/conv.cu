@@ -66,23 +66,29 @@ extern "C" __global__ void conv_crop_8(unsigned long long* y, const unsigned lon
 }
 
 // im2col: the unfolded image of one 2-D convolution input, columns p0 ..
-// p0 + cols, one thread per element of col[c * kh * kw + y * kw + x][q]
-// (zero where the window reads padding). Im2colParams: total, c, h, w, kh,
-// kw, ow, strides sh/sw, dilations dh/dw, begin pads pt/pl, p0, cols.
+// p0 + cols of col[c * kh * kw + y * kw + x][q] (zero where the window reads
+// padding). Im2colParams: total (rows * cols), c, h, w, kh, kw, ow, strides
+// sh/sw, dilations dh/dw, begin pads pt/pl, p0, cols. A 2-D grid: blocks
+// along y walk the rows (one channel and tap each, decoded once per row),
+// threads along x the columns, so a thread divides once per element.
 template <typename T>
 __device__ __forceinline__ void conv_im2col(const T* x, T* col, const Im2colParams& p) {
-    for (unsigned long long i = rlx_thread(); i < p.total; i += rlx_threads()) {
-        // total fits in 32 bits: 32-bit division is several times cheaper.
-        unsigned int t = (unsigned int)i;
-        unsigned int q = t % p.cols, r = t / p.cols;
-        unsigned int pos = p.p0 + q;
-        unsigned int oy = pos / p.ow, ox = pos - oy * p.ow;
+    unsigned int rows = p.total / p.cols;
+    for (unsigned int r = blockIdx.y; r < rows; r += gridDim.y) {
         unsigned int kr = r / p.kw, kx = r - kr * p.kw;
         unsigned int c = kr / p.kh, ky = kr - c * p.kh;
-        long long iy = (long long)oy * p.sh + (long long)ky * p.dh - (long long)p.pt;
-        long long ix = (long long)ox * p.sw + (long long)kx * p.dw - (long long)p.pl;
-        bool inside = iy >= 0 && iy < (long long)p.h && ix >= 0 && ix < (long long)p.w;
-        col[t] = inside ? x[((unsigned long long)c * p.h + iy) * p.w + ix] : (T)0;
+        const T* xc = x + (unsigned long long)c * p.h * p.w;
+        T* out = col + (unsigned long long)r * p.cols;
+        long long dy = (long long)ky * p.dh - (long long)p.pt;
+        long long dx = (long long)kx * p.dw - (long long)p.pl;
+        for (unsigned int q = blockIdx.x * blockDim.x + threadIdx.x; q < p.cols;
+             q += gridDim.x * blockDim.x) {
+            unsigned int pos = p.p0 + q;
+            unsigned int oy = pos / p.ow, ox = pos - oy * p.ow;
+            long long iy = (long long)oy * p.sh + dy, ix = (long long)ox * p.sw + dx;
+            bool inside = iy >= 0 && iy < (long long)p.h && ix >= 0 && ix < (long long)p.w;
+            out[q] = inside ? xc[iy * p.w + ix] : (T)0;
+        }
     }
 }
 

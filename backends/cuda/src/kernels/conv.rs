@@ -18,13 +18,15 @@
 
 use rlx_gpu::geometry::{u32_of, LResult};
 use rlx_gpu::kernels::conv::{conv2d, Conv2d, Im2colParams};
-use rlx_gpu::{Layout, Operand, Params, Range};
+use rlx_gpu::{Layout, Operand, ParamBlock, Params, Range};
 use rlx_ir::ops::{resolve_pads, Activation, AutoPad, Conv as ConvOp, ConvTranspose};
 use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{epilogue, Cx, Source};
+use super::{epilogue, Cx, Source, BLOCK};
 use crate::plan::ConvGemm;
-use crate::schedule::{Conv, ConvKind, ConvLaunch, Gemm, GemmAct, GemmLaunch, Launch};
+use crate::schedule::{
+    Conv, ConvKind, ConvLaunch, Gemm, GemmAct, GemmLaunch, KernelLaunch, Launch,
+};
 
 pub const SOURCE: Source = Source {
     name: "conv",
@@ -335,7 +337,22 @@ fn gemm(
                 offset: cols.offset + i * per,
                 bytes: per,
             };
-            cx.items(m, entry, u64::from(params.total), vec![xi, ci], &params);
+            // Rows along y (at most the grid's 65535; the kernel strides
+            // past them), columns along x in blocks of up to 256 threads
+            // (whole warps; fewer when a row is short).
+            let rows = (k as u64).min(65535) as u32;
+            let threads = (p.next_multiple_of(32) as u32).clamp(32, BLOCK);
+            let across = u32_of(p.div_ceil(threads as usize), "im2col blocks")?;
+            cx.push(Launch::Kernel(KernelLaunch {
+                module: m,
+                entry: entry.to_string(),
+                grid: [across, rows, 1],
+                block: [threads, 1, 1],
+                operands: vec![xi, ci],
+                params: ParamBlock::of(&params),
+                node: String::new(),
+                origin: Vec::new(),
+            }));
         }
         (cols, k * p)
     };
