@@ -175,6 +175,14 @@ impl Compiler {
     ) -> Result<CompiledModel> {
         let mut graph = model.graph;
         let mut weights = model.weights;
+        let symbols = input_symbols(&graph);
+        if let Some(name) = self.bindings.keys().find(|k| !symbols.contains(*k)) {
+            return Err(crate::error::InputError::UnknownSymbol {
+                name: name.clone(),
+                symbols: symbols.into_iter().collect(),
+            }
+            .into());
+        }
         if !self.bindings.is_empty() {
             graph = specialize(&graph, &self.bindings, Some(&weights))?;
         }
@@ -198,6 +206,15 @@ impl Compiler {
             cuda_ptx: None,
         })
     }
+}
+
+/// The symbolic dim names of a graph's inputs.
+pub fn input_symbols(g: &Graph) -> std::collections::BTreeSet<String> {
+    g.inputs()
+        .iter()
+        .flat_map(|&i| g.node(i).outputs.iter())
+        .flat_map(|t| t.shape.dims().iter().flat_map(|d| d.symbols()))
+        .collect()
 }
 
 /// The pass names for `target` at `level`; fp16 adds `to-f16` before

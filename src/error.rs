@@ -22,6 +22,8 @@ pub enum InputError {
     },
     #[error(transparent)]
     Shape(#[from] BindError),
+    #[error("`{name}` is not a symbolic dim of the model's inputs; its symbols are {symbols:?}")]
+    UnknownSymbol { name: String, symbols: Vec<String> },
 }
 
 /// Any error of the rlx-onnx library.

@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 use rlx_onnx::ir::{Bindings, DType, Tensor};
 use rlx_onnx::{artifact, CompiledModel, Compiler, OptLevel, Precision, Target};
 
+/// The `--target` values, as `--help` and errors list them.
+pub const TARGETS: [&str; 3] = ["cpu", "cuda", "wgpu"];
+
 /// Options that choose how a model is compiled.
 #[derive(clap::Args, Clone)]
 pub struct CompileArgs {
     /// The backend to compile for.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", value_parser = TARGETS)]
     pub target: String,
     /// Bind a symbolic dim: `--bind N=1` (repeatable).
     #[arg(long = "bind", value_name = "NAME=VALUE")]
@@ -21,7 +24,7 @@ pub struct CompileArgs {
     /// Arithmetic: exact (the model's dtypes, fp32 without TF32), tf32
     /// (CUDA: TF32 tensor cores for f32 GEMMs and convolutions) or fp16
     /// (f32 computation in f16 where the target runs it).
-    #[arg(long, default_value = "exact")]
+    #[arg(long, default_value = "exact", value_parser = ["exact", "tf32", "fp16"])]
     pub precision: String,
 }
 

@@ -1,4 +1,6 @@
-//! `rlx-onnx conformance --data DIR --import-only [--report FILE]`.
+//! `rlx-onnx conformance --data DIR [--target T | --import-only] [--report FILE]`:
+//! prints each failed case with its reason and a summary line; exits 1 when
+//! a case failed (unsupported ones do not fail the run), 2 on bad arguments.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -24,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     filter: Option<String>,
     /// The backend that runs the cases.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", value_parser = crate::common::TARGETS)]
     target: String,
     /// Relative tolerance (default: the ONNX runner's 1e-3).
     #[arg(long, default_value_t = 1e-3)]
@@ -120,9 +122,21 @@ pub fn run(a: Args) -> ExitCode {
     } else {
         target.name()
     };
+    for (name, o) in &rows {
+        if let Outcome::Failed(why) = o {
+            println!("FAILED {name}: {why}");
+        }
+    }
     println!(
         "{label}: {passed} passed, {failed} failed, {unsupported} unsupported, of {}",
         rows.len()
     );
-    ExitCode::SUCCESS
+    if unsupported > 0 && a.report.is_none() {
+        println!("(--report FILE lists every case with its reason)");
+    }
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long = "after", value_name = "PASS|all", value_delimiter = ',')]
     after: Vec<String>,
     /// The target whose pipeline runs.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", value_parser = crate::common::TARGETS)]
     target: String,
     /// Optimization level: 0, 1 or 2.
     #[arg(short = 'O', long = "opt-level", default_value = "2")]

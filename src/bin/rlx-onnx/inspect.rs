@@ -13,7 +13,7 @@ pub struct Args {
     model: PathBuf,
     /// Also show, per node, whether this target runs it natively, after
     /// decomposition, or not at all (on the graph the -O pipeline forms).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::common::TARGETS)]
     target: Option<String>,
     /// Optimization level of the graph --target inspects: 0, 1 or 2.
     #[arg(short = 'O', long = "opt-level", default_value = "2")]

@@ -71,6 +71,14 @@ pub fn parse_binds(binds: &[String]) -> Result<rlx_onnx::ir::Bindings, String> {
 }
 
 fn main() -> ExitCode {
+    // A closed pipe (`rlx-onnx dump M | head`) ends the process quietly,
+    // as it does for other Unix tools, instead of a panic on the next print.
+    #[cfg(unix)]
+    // SAFETY: restores the default action of one signal before any thread
+    // starts; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect(a) => inspect::run(a),
