@@ -178,6 +178,8 @@ impl Default for Tolerance {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diff {
     pub max_abs: f64,
+    /// Over the elements whose reference is not zero (an expected 0 is
+    /// judged by the absolute tolerance alone).
     pub max_rel: f64,
     /// Elements outside the tolerance.
     pub mismatched: usize,
@@ -237,13 +239,15 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, Stri
             continue;
         }
         let abs = (a - b).abs();
-        let rel = abs / b.abs().max(f64::MIN_POSITIVE);
         if abs.is_nan() || abs > d.max_abs {
             d.max_abs = if abs.is_nan() { f64::INFINITY } else { abs };
         }
-        d.max_rel = d
-            .max_rel
-            .max(if rel.is_nan() { f64::INFINITY } else { rel });
+        if *b != 0.0 {
+            let rel = abs / b.abs();
+            d.max_rel = d
+                .max_rel
+                .max(if rel.is_nan() { f64::INFINITY } else { rel });
+        }
         let ok = !exact && abs <= tol.atol + tol.rtol * b.abs();
         if !ok {
             d.mismatched += 1;
@@ -391,4 +395,25 @@ pub fn run_model_cases_on(
         }
     }
     Outcome::Passed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expected_zero_counts_in_absolute_error_only() {
+        let got = Tensor::from_f32(&[3], &[1e-6, 2.0, 4.002]).unwrap();
+        let want = Tensor::from_f32(&[3], &[0.0, 2.0, 4.0]).unwrap();
+        let tol = Tolerance {
+            rtol: 1e-3,
+            atol: 1e-7,
+        };
+        let d = compare(&got, &want, tol).unwrap();
+        // 1e-6 against 0 fails the absolute tolerance but is no huge
+        // relative error; 4.002 against 4 is a relative 5e-4, within.
+        assert_eq!(d.mismatched, 1);
+        assert!((d.max_rel - 5e-4).abs() < 1e-6, "{}", d.max_rel);
+        assert!((d.max_abs - 0.002).abs() < 1e-6, "{}", d.max_abs);
+    }
 }
