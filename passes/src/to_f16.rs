@@ -4,7 +4,8 @@
 //! cast to f16 after each f32 graph input or producer an f16 node reads, a
 //! cast back to f32 before each graph output and each consumer left in f32
 //! (one cast per value and direction). What stays f32: control flow
-//! (If/Loop/Scan and their bodies), casts, and any node whose op infers
+//! (If/Loop/Scan and their bodies), casts, Resize and Range (their float
+//! inputs decide output shapes), and any node whose op infers
 //! another output dtype from f16 inputs or that the target does not run in
 //! f16. Inputs and outputs of the model keep their dtypes.
 //!
@@ -37,9 +38,11 @@ fn half(t: &TensorType) -> TensorType {
 /// touches f32, its op infers f16 where it had f32, and the target runs it.
 fn runs_in_f16(g: &Graph, cx: &PassContext, values: &Values, id: NodeId) -> bool {
     let node = g.node(id);
+    // Resize scales and Range bounds decide shapes: in f16 they could round
+    // to another output size than the graph was inferred with.
     if matches!(
         node.op,
-        Op::Input(_) | Op::Constant(_) | Op::Weight(_) | Op::Cast(_)
+        Op::Input(_) | Op::Constant(_) | Op::Weight(_) | Op::Cast(_) | Op::Resize(_) | Op::Range(_)
     ) || !node.op.subgraphs().is_empty()
     {
         return false;
