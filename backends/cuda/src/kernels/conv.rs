@@ -411,6 +411,17 @@ fn gemm(
             cx.push(gemm(w.range(), bi, yi, gr, [mg * kg, kg * p, mg * p]));
         }
     }
+    channel_epilogue(cx, y, bias, act)
+}
+
+/// The epilogue kernel over a convolution's output `y`: a bias per output
+/// channel (if any), then `act`.
+fn channel_epilogue(
+    cx: &mut Cx,
+    y: &Operand,
+    bias: Option<&Operand>,
+    act: Activation,
+) -> LResult<()> {
     let bias = bias.map(|b| {
         let mut d = vec![1; y.dims.len()];
         d[1] = b.numel();
@@ -470,19 +481,8 @@ fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
         origin: Vec::new(),
     }));
     let rest_act = if relu { Activation::None } else { act };
-    let rest_bias = bias.as_ref().filter(|_| !fused_bias).map(|b| {
-        let mut d = vec![1; y.dims.len()];
-        d[1] = b.numel();
-        (b.range(), d)
-    });
-    epilogue::emit(
-        cx,
-        y.dtype,
-        y.range(),
-        &y.dims,
-        rest_bias.as_ref().map(|(r, d)| (*r, d.as_slice())),
-        rest_act,
-    )
+    let rest_bias = bias.as_ref().filter(|_| !fused_bias);
+    channel_epilogue(cx, &y, rest_bias, rest_act)
 }
 
 /// ConvTranspose as cuDNN's backward data: the forward convolution from the
@@ -540,19 +540,7 @@ fn transpose(cx: &mut Cx, t: &ConvTranspose) -> LResult<()> {
             elem,
         )?;
     }
-    let b = bias.map(|b| {
-        let mut d = vec![1; y.dims.len()];
-        d[1] = b.numel();
-        (b.range(), d)
-    });
-    epilogue::emit(
-        cx,
-        y.dtype,
-        y.range(),
-        &y.dims,
-        b.as_ref().map(|(r, d)| (*r, d.as_slice())),
-        Activation::None,
-    )
+    channel_epilogue(cx, &y, bias.as_ref(), Activation::None)
 }
 
 /// A transposed convolution resolved for cuDNN.

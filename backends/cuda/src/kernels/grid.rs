@@ -11,7 +11,7 @@ use rlx_gpu::{Layout, Params};
 use rlx_ir::ops::{DeformConv, GridMode, GridPadding};
 use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{dtype_of, Cx, Source};
+use super::{dtype_of, float_name, Cx, Source};
 use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
 
 pub const SOURCE: Source = Source {
@@ -91,16 +91,6 @@ rlx_gpu::kernel_params! {
         pub pad_t: i32,
         pub pad_l: i32,
     }
-}
-
-fn float_name(d: DType) -> Option<&'static str> {
-    Some(match d {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        _ => return None,
-    })
 }
 
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {

@@ -6,7 +6,7 @@ use rlx_gpu::kernels::loss::{nll_params, NllLossParams};
 use rlx_gpu::{Layout, Params};
 use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{dtype_of, Cx, LResult, Source};
+use super::{dtype_of, float_name, Cx, LResult, Source};
 
 pub const SOURCE: Source = Source {
     name: "loss",
@@ -19,16 +19,6 @@ pub const SOURCE: Source = Source {
 
 fn layouts() -> Vec<Layout> {
     vec![NllLossParams::LAYOUT]
-}
-
-fn float_name(d: DType) -> Option<&'static str> {
-    Some(match d {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F64 => "f64",
-        _ => return None,
-    })
 }
 
 pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {

@@ -150,6 +150,18 @@ impl Modules {
     }
 }
 
+/// The entry-point suffix of a float dtype (`f32`, `f64`, `f16`, `bf16`),
+/// or `None` for any other dtype.
+pub fn float_name(d: DType) -> Option<&'static str> {
+    Some(match d {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        _ => return None,
+    })
+}
+
 /// What a node's lowering sees and where its launches go.
 pub struct Cx<'a> {
     /// The plan's lowering choices.

@@ -7,7 +7,7 @@ use rlx_gpu::{Layout, Params};
 use rlx_ir::ops::CausalConvActivation;
 use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{dtype_of, Cx, Source};
+use super::{dtype_of, float_name, Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "sequence",
@@ -77,16 +77,6 @@ rlx_gpu::kernel_params! {
         /// Rows of the cos/sin caches.
         pub cache_rows: u32,
     }
-}
-
-fn float_name(d: DType) -> Option<&'static str> {
-    Some(match d {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        _ => return None,
-    })
 }
 
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {

@@ -6,9 +6,9 @@
 use rlx_gpu::geometry::{u32_of, LResult};
 use rlx_gpu::{Layout, Params};
 use rlx_ir::ops::{dft_axis, Col2Im};
-use rlx_ir::{DType, Node, Op, TensorType};
+use rlx_ir::{Node, Op, TensorType};
 
-use super::{dtype_of, Cx, Source};
+use super::{dtype_of, float_name, Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "signal",
@@ -77,16 +77,6 @@ rlx_gpu::kernel_params! {
         pub dilations: [i32; 3],
         pub pad_begin: [i32; 3],
     }
-}
-
-fn float_name(d: DType) -> Option<&'static str> {
-    Some(match d {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        _ => return None,
-    })
 }
 
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
