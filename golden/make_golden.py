@@ -34,7 +34,7 @@ def init(name, arr):
     return numpy_helper.from_array(np.asarray(arr), name)
 
 
-def model(graph, opset, ir_version=None):
+def model(graph, opset, ir_version=None, full_check=True):
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="rlx-onnx golden")
     if ir_version is not None:
         m.ir_version = ir_version
@@ -44,14 +44,18 @@ def model(graph, opset, ir_version=None):
                 m.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     else:
         m.ir_version = min(m.ir_version, 10)
-    onnx.checker.check_model(m, full_check=True)
+    # Full checking runs shape inference, which wants one rank per value: models
+    # whose `If` branches differ in rank get the structural check only.
+    onnx.checker.check_model(m, full_check=full_check)
     return m
 
 
-def save(name, m, inputs, external=False):
+def save(name, m, inputs, external=False, more=()):
+    """Writes the model and one data set per input list: `inputs` as set 0, each
+    of `more` as the next (models with dynamic dims are checked at several shapes)."""
     d = os.path.join(HERE, name)
     shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(os.path.join(d, "test_data_set_0"))
+    os.makedirs(d)
     path = os.path.join(d, "model.onnx")
     if external:
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
@@ -59,19 +63,24 @@ def save(name, m, inputs, external=False):
     else:
         onnx.save_model(m, path)
     names = [i.name for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}]
-    feeds = dict(zip(names, inputs))
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    outs = sess.run(None, feeds)
-    for a, b in zip(outs, ReferenceEvaluator(path).run(None, feeds)):
-        if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
-            print(f"  warning: {name}: onnx.reference differs from onnxruntime by {np.abs(a - b).max():.3g}")
-    for i, x in enumerate(inputs):
-        onnx.save_tensor(numpy_helper.from_array(x), os.path.join(d, "test_data_set_0", f"input_{i}.pb"))
-    for i, y in enumerate(outs):
-        onnx.save_tensor(numpy_helper.from_array(np.asarray(y)), os.path.join(d, "test_data_set_0", f"output_{i}.pb"))
-    print(f"{name}: {os.path.getsize(path)} bytes, outputs {[np.asarray(y).shape for y in outs]}")
+    shapes = []
+    for k, xs in enumerate([inputs, *more]):
+        feeds = dict(zip(names, xs))
+        outs = sess.run(None, feeds)
+        for a, b in zip(outs, ReferenceEvaluator(path).run(None, feeds)):
+            if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
+                print(f"  warning: {name}: onnx.reference differs from onnxruntime by {np.abs(a - b).max():.3g}")
+        s = os.path.join(d, f"test_data_set_{k}")
+        os.makedirs(s)
+        for i, x in enumerate(xs):
+            onnx.save_tensor(numpy_helper.from_array(x), os.path.join(s, f"input_{i}.pb"))
+        for i, y in enumerate(outs):
+            onnx.save_tensor(numpy_helper.from_array(np.asarray(y)), os.path.join(s, f"output_{i}.pb"))
+        shapes.append([np.asarray(y).shape for y in outs])
+    print(f"{name}: {os.path.getsize(path)} bytes, outputs {shapes if more else shapes[0]}")
 
 
 def mlp():
@@ -418,6 +427,94 @@ def loop_counter():
     save("loop_counter", model(g, 16), [np.array([1.0, -2.0, 0.5], dtype=np.float32)])
 
 
+def placeholder_dims():
+    """Placeholder dim names, as Paddle and older exporters write them: `?` on
+    three axes of one input, an empty name and a -1. Each is its own unknown, so
+    a 48x192 image binds the two spatial `?`s to different sizes."""
+    r = rng(11)
+    x = helper.make_tensor_value_info("x", F, ["?", 3, "?", "?"])
+    bias = helper.make_tensor_value_info("bias", F, [""])
+    bias.type.tensor_type.shape.dim[0].ClearField("dim_param")
+    bias.type.tensor_type.shape.dim[0].dim_value = -1
+    scale = helper.make_tensor_value_info("scale", F, [""])
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc", "bias"], ["logits"], name="fc", transB=1),
+        helper.make_node("Mul", ["logits", "scale"], ["scaled"], name="scale"),
+        helper.make_node("Softmax", ["scaled"], ["y"], name="softmax", axis=-1),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "placeholder_dims",
+        [x, bias, scale],
+        [helper.make_tensor_value_info("y", F, ["?", 2])],
+        [init("w", (0.3 * r.standard_normal((4, 3, 3, 3))).astype(np.float32)), init("b", r.standard_normal(4).astype(np.float32)), init("fc", r.standard_normal((2, 4)).astype(np.float32))],
+    )
+    f32 = lambda *s: r.standard_normal(s).astype(np.float32)
+    save(
+        "placeholder_dims",
+        model(g, 13),
+        [f32(1, 3, 48, 192), f32(2), f32(1)],
+        more=[[f32(2, 3, 32, 40), f32(1), f32(2)]],
+    )
+
+
+def if_rank():
+    """`If`s whose branches return different ranks (valid ONNX; spox and
+    torch exports write them). Three conditions: a shape-determining input
+    (`sr`), a shape (the length of `x`), and the data (the sign of its sum)."""
+    n = helper.make_node
+    one = init("one", np.array([0], dtype=np.int64))
+
+    def branch(name, node, out, shape):
+        return helper.make_graph([node], name, [], [helper.make_tensor_value_info(out, F, shape)])
+
+    nodes = [
+        n("Equal", ["sr", "sr16k"], ["is16k"], name="is16k"),
+        n("If", ["is16k"], ["a"], name="by_rate",
+          then_branch=branch("unsqueeze", n("Unsqueeze", ["x", "axis0"], ["u"], name="by_rate/Unsqueeze"), "u", [1, "N"]),
+          else_branch=branch("halve", n("Mul", ["x", "half"], ["h"], name="by_rate/Mul"), "h", ["N"])),
+        n("ReduceSum", ["a"], ["total"], name="total", keepdims=0),
+        n("Shape", ["x"], ["shape"], name="shape"),
+        n("Gather", ["shape", "zero"], ["len"], name="len", axis=0),
+        n("Greater", ["len", "four"], ["long"], name="long"),
+        n("If", ["long"], ["b"], name="by_len",
+          then_branch=branch("pairs", n("Reshape", ["x", "pairs"], ["p"], name="by_len/Reshape"), "p", [2, "M"]),
+          else_branch=branch("negate", n("Neg", ["x"], ["q"], name="by_len/Neg"), "q", ["N"])),
+        n("ReduceMax", ["b"], ["peak"], name="peak", keepdims=0),
+        n("ReduceSum", ["x"], ["sum"], name="sum", keepdims=0),
+        n("Greater", ["sum", "zerof"], ["positive"], name="positive"),
+        n("If", ["positive"], ["c"], name="by_sign",
+          then_branch=branch("row", n("Unsqueeze", ["x", "axis0"], ["v"], name="by_sign/Unsqueeze"), "v", [1, "N"]),
+          else_branch=branch("flat", n("Identity", ["x"], ["w"], name="by_sign/Identity"), "w", ["N"])),
+        n("Mul", ["c", "three"], ["d"], name="triple"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "if_rank",
+        [helper.make_tensor_value_info("x", F, ["N"]), helper.make_tensor_value_info("sr", I64, [])],
+        # ONNX wants a shape on graph outputs; `a` and `d` change rank with the
+        # branch taken, so theirs are declared as one of the two.
+        [helper.make_tensor_value_info(o, F, s) for o, s in [("a", ["N"]), ("total", []), ("peak", []), ("d", ["N"])]],
+        [
+            init("sr16k", np.array(16000, dtype=np.int64)),
+            init("axis0", np.array([0], dtype=np.int64)),
+            init("half", np.array(0.5, dtype=np.float32)),
+            init("zero", np.array(0, dtype=np.int64)),
+            init("four", np.array(4, dtype=np.int64)),
+            init("pairs", np.array([2, -1], dtype=np.int64)),
+            init("zerof", np.array(0.0, dtype=np.float32)),
+            init("three", np.array(3.0, dtype=np.float32)),
+        ],
+    )
+    x0 = np.array([0.5, -1.0, 2.0, 0.25, 1.5, -0.75, 3.0, 1.0], dtype=np.float32)
+    x1 = np.array([-2.0, 0.5, -1.0], dtype=np.float32)
+    save("if_rank", model(g, 13, full_check=False), [x0, np.array(16000, dtype=np.int64)], more=[[x1, np.array(8000, dtype=np.int64)]])
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -429,3 +526,5 @@ if __name__ == "__main__":
     versioned(7)
     versioned(18)
     loop_counter()
+    placeholder_dims()
+    if_rank()

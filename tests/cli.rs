@@ -1,6 +1,7 @@
 //! The `rlx-onnx` command as a user meets it: a closed pipe ends it quietly,
 //! `conformance` fails when a case fails (and says which), `--bind` refuses a
-//! name that is no symbol of the model, `--target` lists the valid targets.
+//! name that is no symbol of the model, `--target` lists the valid targets,
+//! `inspect` names the dims `--bind` takes.
 
 mod common;
 
@@ -99,4 +100,33 @@ fn an_unknown_target_lists_the_valid_ones() {
     for t in ["cpu", "cuda", "wgpu"] {
         assert!(err.contains(t), "{err}");
     }
+}
+
+#[test]
+fn inspect_names_the_dims_bind_accepts() {
+    let model = common::root().join("golden/placeholder_dims/model.onnx");
+    let out = rlx().arg("inspect").arg(&model).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("bindable dims (--bind NAME=SIZE): x.0, x.2, x.3, bias.0, scale.0"),
+        "{text}"
+    );
+    // And `run` takes them: x.2 and x.3 bind to different sizes.
+    let dir = std::env::temp_dir().join(format!("rlx-cli-bind-{}", std::process::id()));
+    let out = rlx()
+        .args([
+            "run", "--bind", "x.0=1", "--bind", "x.2=48", "--bind", "x.3=192",
+        ])
+        .args(["--bind", "bias.0=2", "--bind", "scale.0=1", "--output-dir"])
+        .arg(&dir)
+        .arg(&model)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -86,7 +86,12 @@ pub fn import_model(
         ext: ExternalData::new(base_dir),
         frames: Vec::new(),
         issues: Vec::new(),
-        unknown_dims: 0,
+        named_dims: gp
+            .input
+            .iter()
+            .flat_map(declared_dims)
+            .filter(|p| !is_placeholder(p))
+            .collect(),
     };
     let (graph, _) = imp.build(gp, None)?;
     let mut opsets: Vec<(String, i64)> = opsets.into_iter().collect();
@@ -125,7 +130,36 @@ pub(crate) struct Importer<'r> {
     pub ext: ExternalData,
     pub frames: Vec<Frame>,
     pub issues: Vec<NodeIssue>,
-    unknown_dims: usize,
+    /// The real dim names the graph's inputs declare: fresh names avoid them.
+    named_dims: HashSet<String>,
+}
+
+/// The `dim_param`s of a value's declared shape.
+fn declared_dims(vi: &ValueInfoProto) -> Vec<String> {
+    use crate::proto::tensor_shape_proto::dimension::Value as DV;
+    let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return Vec::new();
+    };
+    t.shape
+        .iter()
+        .flat_map(|s| &s.dim)
+        .filter_map(|d| match &d.value {
+            Some(DV::DimParam(p)) => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// True for the `dim_param`s exporters write to mean "unknown" rather than a
+/// name shared between axes: empty, punctuation only (`?`, `*`), a number
+/// (`-1`), or `None`/`null`/`unknown`. Each such dim is its own symbol.
+pub fn is_placeholder(p: &str) -> bool {
+    let p = p.trim();
+    p.is_empty()
+        || !p.chars().any(char::is_alphanumeric)
+        || p.parse::<i64>().is_ok()
+        || ["none", "null", "unknown"].contains(&p.to_ascii_lowercase().as_str())
 }
 
 impl<'r> Importer<'r> {
@@ -173,18 +207,28 @@ impl<'r> Importer<'r> {
             .as_ref()
             .ok_or_else(|| err("has no shape (unknown rank is not supported)".into()))?;
         let mut dims = Vec::new();
-        for d in &shape.dim {
+        for (axis, d) in shape.dim.iter().enumerate() {
             use crate::proto::tensor_shape_proto::dimension::Value as DV;
             dims.push(match &d.value {
                 Some(DV::DimValue(v)) if *v >= 0 => Dim::Known(*v),
-                Some(DV::DimParam(p)) if !p.is_empty() => Dim::sym(p),
-                _ => {
-                    self.unknown_dims += 1;
-                    Dim::sym(&format!("unk__{}", self.unknown_dims - 1))
-                }
+                Some(DV::DimParam(p)) if !is_placeholder(p) => Dim::sym(p),
+                // Unknown (`?`, `-1`, no value): a symbol of its own, named
+                // after the value and axis (`x.2`), which `--bind` accepts.
+                _ => Dim::sym(&self.fresh_dim(&name, axis)),
             });
         }
         Ok(TensorType::new(dtype, Shape(dims)))
+    }
+
+    /// A new symbol for an unknown dim: `value.axis`, primed until it differs
+    /// from every declared name.
+    fn fresh_dim(&mut self, value: &str, axis: usize) -> String {
+        let mut s = format!("{value}.{axis}");
+        while self.named_dims.contains(&s) {
+            s.push('\'');
+        }
+        self.named_dims.insert(s.clone());
+        s
     }
 
     /// Builds a graph from `gp`, returning it and the outer names it captures

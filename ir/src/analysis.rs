@@ -160,8 +160,27 @@ fn capture_seeds(g: &Graph, id: NodeId, values: &Values) -> HashMap<usize, Known
     seeds
 }
 
+/// The subgraph (by index in `subgraphs()`) that can never run: the branch an
+/// `if` with a known condition does not take. Its types need not infer (a
+/// `Reshape` there may not fit the shapes that chose the other branch).
+fn untaken_branch(g: &Graph, id: NodeId, values: &Values) -> Option<usize> {
+    if !matches!(g.node(id).op, Op::If(_)) {
+        return None;
+    }
+    let cond = g
+        .inputs_of(id)
+        .first()
+        .and_then(|c| values.get(c))?
+        .as_i64s()?;
+    match cond.as_slice() {
+        [c] => Some(usize::from(*c != 0)),
+        _ => None,
+    }
+}
+
 /// Updates the capture inputs of a control-flow node's subgraphs to the outer
-/// types and re-infers the subgraphs.
+/// types and re-infers the subgraphs (the untaken branch of a decided `if`
+/// as far as it goes).
 fn refresh_subgraphs(
     g: &mut Graph,
     id: NodeId,
@@ -173,6 +192,7 @@ fn refresh_subgraphs(
     };
     let outer: Vec<TensorType> = g.inputs_of(id).iter().map(|v| g.ty(*v).clone()).collect();
     let seeds = capture_seeds(g, id, values);
+    let untaken = untaken_branch(g, id, values);
     let node = g.node_mut(id);
     for sub in node.op.subgraphs_mut() {
         let ins = sub.inputs().to_vec();
@@ -186,8 +206,12 @@ fn refresh_subgraphs(
     let name = node.name.clone();
     let origin = node.origin.clone();
     let op_name = node.op.name();
-    for sub in node.op.subgraphs_mut() {
-        infer_graph_seeded(sub, weights, &seeds).map_err(|e| NodeError {
+    for (i, sub) in node.op.subgraphs_mut().into_iter().enumerate() {
+        let result = infer_graph_seeded(sub, weights, &seeds);
+        if untaken == Some(i) {
+            continue;
+        }
+        result.map_err(|e| NodeError {
             node: format!("{name}/{}", e.node),
             op: op_name,
             origin: if e.origin.is_empty() {
@@ -294,8 +318,11 @@ fn verify_seeded(
             g.check_value(*v)?;
         }
         let sub_seeds = capture_seeds(g, id, &values);
-        for sub in node.op.subgraphs() {
-            verify_seeded(sub, weights, &sub_seeds)?;
+        let untaken = untaken_branch(g, id, &values);
+        for (i, sub) in node.op.subgraphs().into_iter().enumerate() {
+            if untaken != Some(i) {
+                verify_seeded(sub, weights, &sub_seeds)?;
+            }
         }
         let inferred = infer_node(g, id, &values, weights).map_err(|e| NodeError::new(g, id, e))?;
         if inferred != node.outputs {
@@ -414,15 +441,37 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
 }
 
 /// Indices (into `g.inputs()`) of the inputs whose *values* determine some
-/// output type: those that reach a value port through shape arithmetic.
+/// output type: those that reach a value port through shape arithmetic. The
+/// condition of an `if` whose branches differ in rank counts only through
+/// integer and bool inputs (a rate, a length, a flag): a float input that
+/// decides it is data, and the graph runs with the rank found at run time.
 pub fn value_inputs(g: &Graph) -> Vec<usize> {
-    let mut seen: std::collections::HashSet<NodeId> = Default::default();
-    let mut work: Vec<NodeId> = Vec::new();
+    let (shapes, conds) = value_roots(g);
+    let ids = g.inputs();
+    let by_shapes = reach(g, shapes);
+    let by_conds = reach(g, conds);
+    ids.iter()
+        .enumerate()
+        .filter(|(_, id)| {
+            by_shapes.contains(id)
+                || (by_conds.contains(id) && !g.node(**id).outputs[0].dtype.is_float())
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The nodes feeding value ports: (of ops other than `if`, of `if` conditions),
+/// including what bodies need through their captures.
+fn value_roots(g: &Graph) -> (Vec<NodeId>, Vec<NodeId>) {
+    let (mut shapes, mut conds) = (Vec::new(), Vec::new());
     for id in g.node_ids() {
         let node = g.node(id);
         for &p in node.op.value_ports() {
             if let Some(v) = g.input(id, p) {
-                work.push(v.node);
+                match node.op {
+                    Op::If(_) => conds.push(v.node),
+                    _ => shapes.push(v.node),
+                }
             }
         }
         // A body's value needs become the outer op's needs through its captures.
@@ -433,12 +482,18 @@ pub fn value_inputs(g: &Graph) -> Vec<usize> {
             for sub in subs {
                 for k in value_inputs(sub) {
                     if let Some(v) = ins.get(k + offset) {
-                        work.push(v.node);
+                        shapes.push(v.node);
                     }
                 }
             }
         }
     }
+    (shapes, conds)
+}
+
+/// The nodes `roots` derive from through shape arithmetic.
+fn reach(g: &Graph, mut work: Vec<NodeId>) -> std::collections::HashSet<NodeId> {
+    let mut seen: std::collections::HashSet<NodeId> = Default::default();
     while let Some(n) = work.pop() {
         if !seen.insert(n) {
             continue;
@@ -467,12 +522,7 @@ pub fn value_inputs(g: &Graph) -> Vec<usize> {
             work.extend(g.inputs_of(n).into_iter().map(|v| v.node));
         }
     }
-    g.inputs()
-        .iter()
-        .enumerate()
-        .filter(|(_, id)| seen.contains(id))
-        .map(|(i, _)| i)
-        .collect()
+    seen
 }
 
 /// Replaces the uses of input `i` by a constant holding `t`, for each pair. The

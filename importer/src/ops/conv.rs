@@ -89,16 +89,26 @@ fn check_kernel(cx: &mut NodeCtx, w: Value) -> Result<(), MapError> {
 }
 
 fn conv(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let (x, w) = (cx.req(0)?, cx.req(1)?);
+    let (x, w, b) = (cx.req(0)?, cx.req(1)?, cx.input(2)?);
+    let y = conv_node(cx, x, w, b)?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// A convolution of `x` by `w` (plus `b`) with the node's Conv attributes.
+pub(crate) fn conv_node(
+    cx: &mut NodeCtx,
+    x: Value,
+    w: Value,
+    b: Option<Value>,
+) -> Result<Value, MapError> {
     let n = cx.rank(x).saturating_sub(2);
     let s = spatial(cx, n)?;
     check_kernel(cx, w)?;
     let group = cx.attr_i("group", 1)?;
     let mut ins = vec![x, w];
-    if let Some(b) = cx.input(2)? {
-        ins.push(b);
-    }
-    let y = cx.add1(
+    ins.extend(b);
+    cx.add1(
         Conv {
             strides: s.strides,
             dilations: s.dilations,
@@ -107,9 +117,7 @@ fn conv(cx: &mut NodeCtx) -> Result<(), MapError> {
             group,
         },
         &ins,
-    )?;
-    cx.set_output(0, y);
-    Ok(())
+    )
 }
 
 fn conv_transpose(cx: &mut NodeCtx) -> Result<(), MapError> {

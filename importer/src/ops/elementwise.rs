@@ -504,7 +504,7 @@ fn dropout(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 /// `x < 0 ? neg : x`.
-fn negative_branch(cx: &mut NodeCtx, x: Value, neg: Value) -> Result<Value, MapError> {
+pub(crate) fn negative_branch(cx: &mut NodeCtx, x: Value, neg: Value) -> Result<Value, MapError> {
     let zero = cx.scalar(cx.dtype(x), 0.0)?;
     let lt = cx.add1(Compare { kind: C::Less }, &[x, zero])?;
     cx.add1(Where {}, &[lt, neg, x])
@@ -609,7 +609,12 @@ fn thresholded_relu(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 /// `clip(alpha * x + beta, 0, 1)`.
-fn hard_sigmoid_of(cx: &mut NodeCtx, x: Value, alpha: f32, beta: f32) -> Result<Value, MapError> {
+pub(crate) fn hard_sigmoid_of(
+    cx: &mut NodeCtx,
+    x: Value,
+    alpha: f32,
+    beta: f32,
+) -> Result<Value, MapError> {
     let d = cx.dtype(x);
     let a = cx.scalar(d, alpha as f64)?;
     let b = cx.scalar(d, beta as f64)?;

@@ -103,7 +103,7 @@ fn unique(cx: &mut NodeCtx) -> Result<(), MapError> {
     Ok(())
 }
 
-fn trilu(cx: &mut NodeCtx) -> Result<(), MapError> {
+pub(crate) fn trilu(cx: &mut NodeCtx) -> Result<(), MapError> {
     let upper = cx.attr_bool("upper", true)?;
     let x = cx.req(0)?;
     let mut ins = vec![x];

@@ -80,22 +80,33 @@ fn to_i32(cx: &mut NodeCtx, v: Value) -> Result<Value, MapError> {
 
 /// `(A - a_zero) @ (B - b_zero)` in i32. A per-row (A) or per-column (B) zero
 /// point is reshaped to broadcast.
-fn matmul_integer(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let (a, b) = (cx.req(0)?, cx.req(1)?);
+pub(crate) fn int_matmul(
+    cx: &mut NodeCtx,
+    a: Value,
+    b: Value,
+    a_zero: Option<Value>,
+    b_zero: Option<Value>,
+) -> Result<Value, MapError> {
     let mut a32 = to_i32(cx, a)?;
     let mut b32 = to_i32(cx, b)?;
-    if let Some(za) = cx.input(2)? {
+    if let Some(za) = a_zero {
         let mut z = to_i32(cx, za)?;
         if cx.rank(za) == 1 && cx.ty(za).shape.numel().known() != Some(1) {
             z = super::unsqueeze(cx, z, &[1])?;
         }
         a32 = binary(cx, B::Sub, a32, z)?;
     }
-    if let Some(zb) = cx.input(3)? {
+    if let Some(zb) = b_zero {
         let z = to_i32(cx, zb)?;
         b32 = binary(cx, B::Sub, b32, z)?;
     }
-    let y = cx.add1(MatMul {}, &[a32, b32])?;
+    cx.add1(MatMul {}, &[a32, b32])
+}
+
+fn matmul_integer(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let (a, b) = (cx.req(0)?, cx.req(1)?);
+    let (za, zb) = (cx.input(2)?, cx.input(3)?);
+    let y = int_matmul(cx, a, b, za, zb)?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -1,16 +1,17 @@
 //! ONNX op mappers, one module per op family. Each module registers its ops with
 //! the opset at which their semantics (as far as the mapper cares) begin.
 
+mod contrib;
 mod control;
-mod conv;
-mod elementwise;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
 mod generators;
-mod indexing;
-mod linalg;
+pub(crate) mod indexing;
+pub(crate) mod linalg;
 mod loss;
 mod movement;
-mod norm;
-mod quant;
+pub(crate) mod norm;
+pub(crate) mod quant;
 mod recurrent;
 mod reduce;
 mod resize;
@@ -27,6 +28,7 @@ use crate::registry::Registry;
 
 /// Registers every family.
 pub fn register_all(r: &mut Registry) {
+    contrib::register(r);
     control::register(r);
     conv::register(r);
     elementwise::register(r);

@@ -88,7 +88,7 @@ fn stash(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
 }
 
-fn layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
+pub(crate) fn layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     let axis = cx.attr_i("axis", -1)?;
     let epsilon = cx.attr_f("epsilon", 1e-5)?;
     stash(cx)?;

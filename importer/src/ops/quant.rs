@@ -42,7 +42,7 @@ fn quantize_op(cx: &mut NodeCtx) -> Result<QuantizeLinear, MapError> {
     })
 }
 
-fn quantize(cx: &mut NodeCtx) -> Result<(), MapError> {
+pub(crate) fn quantize(cx: &mut NodeCtx) -> Result<(), MapError> {
     let op = quantize_op(cx)?;
     let out_dtype = cx.attr_dtype("output_dtype")?;
     let (x, scale) = (cx.req(0)?, cx.req(1)?);
@@ -63,7 +63,7 @@ fn quantize(cx: &mut NodeCtx) -> Result<(), MapError> {
     Ok(())
 }
 
-fn dequantize(cx: &mut NodeCtx) -> Result<(), MapError> {
+pub(crate) fn dequantize(cx: &mut NodeCtx) -> Result<(), MapError> {
     let axis = cx.attr_i("axis", 1)?;
     let block_size = cx.attr_i("block_size", 0)?;
     let out_dtype = cx.attr_dtype("output_dtype")?;
@@ -97,7 +97,13 @@ fn dynamic_quantize(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 /// Dequantizes with a per-tensor or per-`axis` scale.
-fn deq(cx: &mut NodeCtx, x: Value, s: Value, z: Value, axis: i64) -> Result<Value, MapError> {
+pub(crate) fn deq(
+    cx: &mut NodeCtx,
+    x: Value,
+    s: Value,
+    z: Value,
+    axis: i64,
+) -> Result<Value, MapError> {
     cx.add1(
         DequantizeLinear {
             axis,

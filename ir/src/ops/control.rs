@@ -23,10 +23,30 @@ fn output_types(g: &Graph) -> Vec<TensorType> {
     g.outputs().iter().map(|o| g.ty(o.value).clone()).collect()
 }
 
+impl If {
+    /// True if some output has a different rank in the two branches: its type
+    /// is only known once the condition is.
+    pub fn rank_varies(&self) -> bool {
+        let (t, e) = (self.then_branch.outputs(), self.else_branch.outputs());
+        t.iter().zip(e).any(|(a, b)| {
+            self.then_branch.ty(a.value).rank() != self.else_branch.ty(b.value).rank()
+        })
+    }
+}
+
 impl OpDef for If {
     fn arity(&self) -> (usize, usize) {
         let n = 1 + self.then_branch.inputs().len();
         (n, n)
+    }
+    /// The condition decides output ranks when they vary: sessions then bind
+    /// the inputs it derives from, so the `if` folds to its branch.
+    fn value_ports(&self) -> &'static [usize] {
+        if self.rank_varies() {
+            &[0]
+        } else {
+            &[]
+        }
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(0, &[DType::Bool])?;
@@ -44,15 +64,19 @@ impl OpDef for If {
                 format!("{} outputs, the then branch has {}", e.len(), t.len()),
             ));
         }
+        if let Some(a) = t.iter().zip(&e).find(|(a, b)| a.dtype != b.dtype) {
+            return Err(InferError::Mismatch {
+                what: "If branch output dtypes",
+                a: a.0.to_string(),
+                b: a.1.to_string(),
+            });
+        }
+        // A known condition gives the taken branch's types exactly.
+        if let Some([c]) = cx.ints(0).as_deref() {
+            return Ok(if *c != 0 { t } else { e });
+        }
         let mut out = Vec::new();
         for (i, (a, b)) in t.into_iter().zip(e).enumerate() {
-            if a.dtype != b.dtype {
-                return Err(InferError::Mismatch {
-                    what: "If branch output dtypes",
-                    a: a.to_string(),
-                    b: b.to_string(),
-                });
-            }
             if a.shape == b.shape {
                 out.push(a);
             } else if a.rank() == b.rank() {
@@ -66,11 +90,12 @@ impl OpDef for If {
                     .collect();
                 out.push(TensorType::new(a.dtype, Shape(s)));
             } else {
-                return Err(InferError::Mismatch {
-                    what: "If branch output ranks",
-                    a: a.to_string(),
-                    b: b.to_string(),
-                });
+                // The rank is decided at run time. The then branch's rank
+                // stands in, with every dim a run-time one: the graph runs in
+                // the dynamic interpreter, which infers each node again from
+                // the tensors it gets, unless specialization folds the
+                // condition first.
+                out.push(TensorType::new(a.dtype, cx.fresh_shape(i, a.rank())));
             }
         }
         Ok(out)

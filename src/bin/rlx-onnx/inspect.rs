@@ -61,6 +61,28 @@ fn support_table(
     Ok(rows.iter().all(|r| !matches!(r.3, Support::Unsupported(_))))
 }
 
+/// The inputs as imported, and the dim names `--bind NAME=SIZE` accepts
+/// (unknown dims such as `?` or `-1` get names of their own, like `x.2`).
+fn print_bindable(g: &rlx_onnx::ir::Graph) {
+    let mut symbols: Vec<String> = Vec::new();
+    println!("inputs as imported:");
+    for &id in g.inputs() {
+        let node = g.node(id);
+        let ty = &node.outputs[0];
+        println!("  {}: {ty}", node.name);
+        for d in &ty.shape.0 {
+            for s in d.symbols() {
+                if !symbols.contains(&s) {
+                    symbols.push(s);
+                }
+            }
+        }
+    }
+    if !symbols.is_empty() {
+        println!("bindable dims (--bind NAME=SIZE): {}", symbols.join(", "));
+    }
+}
+
 fn describe(vi: &ValueInfoProto) -> String {
     let Some(t) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         return "(no type)".into();
@@ -196,6 +218,7 @@ pub fn run(a: Args) -> ExitCode {
                 model.weights.total_bytes()
             );
             println!("unsupported: none");
+            print_bindable(&model.graph);
             match a.target.as_deref() {
                 None => ExitCode::SUCCESS,
                 Some(t) => match support_table(model, t, &a.opt_level) {
