@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """rlx-onnx (CPU) against onnxruntime, one thread each, on the 9 `light/` models
-of the onnx 1.22.0 test data and the golden CNN and transformer.
+of the onnx 1.22.0 test data, the golden CNN and transformer, and two recurrent
+layers made here (a bidirectional LSTM, hidden 256 over 64 steps, as OCR
+recognizers have; a GRU, hidden 128 over 100 steps, as audio models have).
 
 Each round runs ORT (intra-op threads 1, all graph optimizations) then
 `rlx-onnx bench --threads 1`, for several rounds alternately; the table reports the
@@ -56,6 +58,23 @@ def models():
         yield f"golden_{name}", os.path.join(case, "model.onnx"), feeds
 
 
+def recurrent(tmp):
+    """One-layer LSTM and GRU models with seeded weights, written to `tmp`."""
+    r = np.random.default_rng(0)
+    for name, kind, seq, inp, hs, bidir in [("rnn_lstm_bi_h256", "LSTM", 64, 512, 256, True), ("rnn_gru_h128", "GRU", 100, 64, 128, False)]:
+        d, g = 2 if bidir else 1, {"LSTM": 4, "GRU": 3}[kind]
+        w = [numpy_helper.from_array((0.1 * r.standard_normal(s)).astype(np.float32), n)
+             for n, s in [("W", (d, g * hs, inp)), ("R", (d, g * hs, hs)), ("B", (d, 2 * g * hs))]]
+        node = onnx.helper.make_node(kind, ["x", "W", "R", "B"], ["y", "yh"], hidden_size=hs, direction="bidirectional" if bidir else "forward")
+        graph = onnx.helper.make_graph([node], name, [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [seq, 1, inp])],
+                                       [onnx.helper.make_empty_tensor_value_info("y"), onnx.helper.make_empty_tensor_value_info("yh")], w)
+        m = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 14)])
+        m.ir_version = 8
+        path = os.path.join(tmp, f"{name}.onnx")
+        onnx.save(m, path)
+        yield name, path, {"x": r.standard_normal((seq, 1, inp)).astype(np.float32)}
+
+
 def ort_median(path, feeds, iters):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -104,7 +123,7 @@ def main():
     print(f"{'model':<24} {'ORT ms':>10} {'rlx ms':>10} {'rlx/ORT':>8}")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path, feeds in models():
+        for name, path, feeds in [*models(), *recurrent(tmp)]:
             if wanted and name not in wanted:
                 continue
             o, r = [], []

@@ -24,6 +24,7 @@ pub mod num;
 pub mod pool;
 pub mod quant;
 pub mod recurrent;
+mod recurrent_f32;
 pub mod reduce;
 pub mod region;
 pub mod residual_norm;
@@ -33,6 +34,7 @@ pub mod signal;
 pub mod softmax;
 pub mod spectral;
 pub mod tensor_scatter;
+pub mod vmath;
 
 use rlx_ir::{Node, Op, TensorType};
 

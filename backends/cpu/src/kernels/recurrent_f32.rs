@@ -1,0 +1,393 @@
+//! The f32 path of RNN, GRU and LSTM: the input projection of every time step
+//! and batch row as one GEMM (`X · Wᵀ` plus the biases), then per step the
+//! recurrent product (a GEMV for one sequence, a GEMM for several) and the
+//! gates fused over it. Directions run in parallel. Semantics are those of the
+//! f64 reference path in `recurrent.rs` (sequence lengths, clip, peepholes,
+//! input forget, linear-before-reset, both layouts).
+
+use rayon::prelude::*;
+use rlx_ir::ops::{Recurrent, RecurrentKind, RnnActivation, RnnDirection};
+
+use super::gemm::gemm_strided;
+use super::recurrent::{Act, Geom};
+use super::vmath;
+
+/// Rows of `R` per parallel task in a GEMV; below two tasks' worth it runs inline.
+const GEMV_CHUNK: usize = 128;
+
+/// One direction's f32 weights.
+pub(super) struct DirWeights<'a> {
+    /// `[gates*hidden, input]`.
+    pub w: &'a [f32],
+    /// `[gates*hidden, hidden]`.
+    pub r: &'a [f32],
+    /// `Wb` then `Rb`, `[2*gates*hidden]`; empty for none.
+    pub bias: &'a [f32],
+    /// `[3*hidden]` (`i, o, f`); empty for none.
+    pub peep: &'a [f32],
+    /// Initial `h` and `c`, `[batch*hidden]` each, in state order; empty for zeros.
+    pub h0: Vec<f32>,
+    pub c0: Vec<f32>,
+    pub acts: &'a [Act],
+}
+
+/// What one direction computes: `y [seq, batch, hidden]`, final `h`, `c`.
+pub(super) struct DirOut {
+    pub y: Vec<f32>,
+    pub h: Vec<f32>,
+    pub c: Vec<f32>,
+}
+
+fn apply(a: Act, x: f32) -> f32 {
+    match a.0 {
+        RnnActivation::Sigmoid => vmath::sigmoid(x),
+        RnnActivation::Tanh => vmath::tanh(x),
+        RnnActivation::Relu => x.max(0.0),
+        _ => a.apply(x as f64) as f32,
+    }
+}
+
+/// `apply` over a slice; sigmoid and tanh vectorized.
+fn apply_slice(a: Act, xs: &mut [f32]) {
+    match a.0 {
+        RnnActivation::Sigmoid => vmath::sigmoid_slice(xs),
+        RnnActivation::Tanh => vmath::tanh_slice(xs),
+        _ => xs.iter_mut().for_each(|x| *x = apply(a, *x)),
+    }
+}
+
+/// `dot(row, v)` in 8 lanes, so the compiler vectorizes the sum.
+#[inline(always)]
+fn dot8(row: &[f32], v: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (c, x) in row.chunks_exact(8).zip(v.chunks_exact(8)) {
+        for l in 0..8 {
+            acc[l] += c[l] * x[l];
+        }
+    }
+    let tail = row.len() / 8 * 8;
+    let mut s: f32 = acc.iter().sum();
+    for i in tail..row.len() {
+        s += row[i] * v[i];
+    }
+    s
+}
+
+#[inline(always)]
+fn gemv_rows(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
+    for (i, x) in out.iter_mut().enumerate() {
+        let j = first + i;
+        *x = dot8(&m[j * n..(j + 1) * n], v);
+    }
+}
+
+/// [`gemv_rows`] compiled for AVX2 (8 lanes in one register).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn gemv_rows_avx2(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
+    gemv_rows(m, n, v, first, out)
+}
+
+fn gemv_chunk(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { gemv_rows_avx2(m, n, v, first, out) };
+    }
+    gemv_rows(m, n, v, first, out)
+}
+
+/// `out[j] = dot(m[j, :], v)` for the `n`-wide rows of `m`; row blocks in
+/// parallel when there are enough.
+fn gemv(m: &[f32], n: usize, v: &[f32], out: &mut [f32]) {
+    if out.len() >= 2 * GEMV_CHUNK && n >= 64 && rayon::current_num_threads() > 1 {
+        out.par_chunks_mut(GEMV_CHUNK)
+            .enumerate()
+            .for_each(|(c, o)| gemv_chunk(m, n, v, c * GEMV_CHUNK, o));
+    } else {
+        gemv_chunk(m, n, v, 0, out);
+    }
+}
+
+/// `hr[rows, gh] = h[rows, hidden] · R[rows of R]ᵀ` for `gh` rows of `r`.
+fn recurrent_product(h: &[f32], rows: usize, hs: usize, r: &[f32], gh: usize, hr: &mut [f32]) {
+    if rows == 1 {
+        gemv(r, hs, h, hr);
+    } else {
+        gemm_strided(rows, gh, hs, h, (hs, 1), r, (1, hs), hr, gh, false);
+    }
+}
+
+/// Runs one direction over the projected inputs `xw` (`[rows, gh]`, row of
+/// `(t, b)` at `g.x(t, b) / input`).
+pub(super) fn direction(
+    rc: &Recurrent,
+    g: &Geom,
+    lens: &[usize],
+    xw: &[f32],
+    dw: &DirWeights,
+    reverse: bool,
+) -> DirOut {
+    let (hs, batch) = (g.hidden, g.batch);
+    let gates = rc.kind.gates() as usize;
+    let gh = gates * hs;
+    let mut h = if dw.h0.is_empty() {
+        vec![0.0; batch * hs]
+    } else {
+        dw.h0.clone()
+    };
+    let mut c = if dw.c0.is_empty() {
+        vec![0.0; batch * hs]
+    } else {
+        dw.c0.clone()
+    };
+    let mut y = vec![0.0; g.seq * batch * hs];
+    let mut hr = vec![0.0; batch * gh];
+    // GRU without linear-before-reset multiplies `r ⊙ h` by R_h separately.
+    let mut rh = vec![0.0; batch * hs];
+    let mut rhr = vec![0.0; batch * hs];
+    let rb = |j: usize| dw.bias.get(gh + j).copied().unwrap_or(0.0);
+    let clip = |x: f32| match rc.clip {
+        Some(cl) => x.clamp(-cl, cl),
+        None => x,
+    };
+    let peep = |gate: usize, j: usize| dw.peep.get(gate * hs + j).copied().unwrap_or(0.0);
+    let f = dw.acts[0];
+    let steps = lens.iter().copied().max().unwrap_or(0);
+    let (r_gates, gh_now) = match rc.kind {
+        RecurrentKind::Gru if !rc.linear_before_reset => (&dw.r[..2 * hs * hs], 2 * hs),
+        _ => (dw.r, gh),
+    };
+    let mut hr_rows = vec![0.0; batch * gh_now];
+    let mut pre = vec![0.0; gh];
+    for k in 0..steps {
+        recurrent_product(&h, batch, hs, r_gates, gh_now, &mut hr_rows);
+        for b in 0..batch {
+            hr[b * gh..b * gh + gh_now].copy_from_slice(&hr_rows[b * gh_now..(b + 1) * gh_now]);
+        }
+        let active: Vec<usize> = (0..batch).filter(|&b| k < lens[b]).collect();
+        let t_of = |b: usize| if reverse { lens[b] - 1 - k } else { k };
+        if rc.kind == RecurrentKind::Gru && !rc.linear_before_reset {
+            for &b in &active {
+                let x = &xw[g.x(t_of(b), b) / g.input * gh..][..gh];
+                for j in 0..hs {
+                    let r = apply(f, clip(x[hs + j] + hr[b * gh + hs + j]));
+                    rh[b * hs + j] = r * h[b * hs + j];
+                }
+            }
+            recurrent_product(&rh, batch, hs, &dw.r[2 * hs * hs..], hs, &mut rhr);
+        }
+        for &b in &active {
+            let t = t_of(b);
+            let x = &xw[g.x(t, b) / g.input * gh..][..gh];
+            let hrb = &hr[b * gh..(b + 1) * gh];
+            let (hb, cb) = (&mut h[b * hs..(b + 1) * hs], &mut c[b * hs..(b + 1) * hs]);
+            match rc.kind {
+                RecurrentKind::Rnn => {
+                    for j in 0..hs {
+                        hb[j] = apply(f, clip(x[j] + hrb[j]));
+                    }
+                }
+                RecurrentKind::Gru => {
+                    let gact = dw.acts[1];
+                    for j in 0..hs {
+                        let z = apply(f, clip(x[j] + hrb[j]));
+                        let n = if rc.linear_before_reset {
+                            let r = apply(f, clip(x[hs + j] + hrb[hs + j]));
+                            x[2 * hs + j] + r * (hrb[2 * hs + j] + rb(2 * hs + j))
+                        } else {
+                            x[2 * hs + j] + rhr[b * hs + j] + rb(2 * hs + j)
+                        };
+                        let n = apply(gact, clip(n));
+                        hb[j] = (1.0 - z) * n + z * hb[j];
+                    }
+                }
+                RecurrentKind::Lstm if dw.peep.is_empty() && !rc.input_forget => {
+                    // Gates in bulk: i, o, f through f, c through g, then
+                    // C = f*C + i*c and H = o * h(C).
+                    let (gact, hact) = (dw.acts[1], dw.acts[2]);
+                    for (p, (a, r)) in pre.iter_mut().zip(x.iter().zip(hrb)) {
+                        *p = clip(a + r);
+                    }
+                    apply_slice(f, &mut pre[..3 * hs]);
+                    apply_slice(gact, &mut pre[3 * hs..]);
+                    for j in 0..hs {
+                        cb[j] = pre[2 * hs + j] * cb[j] + pre[j] * pre[3 * hs + j];
+                    }
+                    let hc = &mut pre[3 * hs..];
+                    hc.copy_from_slice(cb);
+                    apply_slice(hact, hc);
+                    for j in 0..hs {
+                        hb[j] = pre[hs + j] * pre[3 * hs + j];
+                    }
+                }
+                RecurrentKind::Lstm => {
+                    let (gact, hact) = (dw.acts[1], dw.acts[2]);
+                    for j in 0..hs {
+                        let pre = |gate: usize| x[gate * hs + j] + hrb[gate * hs + j];
+                        let i = apply(f, clip(pre(0) + peep(0, j) * cb[j]));
+                        let fg = if rc.input_forget {
+                            1.0 - i
+                        } else {
+                            apply(f, clip(pre(2) + peep(2, j) * cb[j]))
+                        };
+                        let ct = apply(gact, clip(pre(3)));
+                        cb[j] = fg * cb[j] + i * ct;
+                        let o = apply(f, clip(pre(1) + peep(1, j) * cb[j]));
+                        hb[j] = o * apply(hact, cb[j]);
+                    }
+                }
+            }
+            y[(t * batch + b) * hs..][..hs].copy_from_slice(hb);
+        }
+    }
+    DirOut { y, h, c }
+}
+
+/// `X · Wᵀ + Wb + Rb` for every row of `x` (`[rows, input]`); the recurrent
+/// bias of GRU's third gate stays out (it goes inside `r ⊙ (…)`).
+pub(super) fn project(
+    rc: &Recurrent,
+    x: &[f32],
+    rows: usize,
+    input: usize,
+    hs: usize,
+    dw: &DirWeights,
+) -> Vec<f32> {
+    let gh = rc.kind.gates() as usize * hs;
+    let mut xw = vec![0.0; rows * gh];
+    gemm_strided(
+        rows,
+        gh,
+        input,
+        x,
+        (input, 1),
+        dw.w,
+        (1, input),
+        &mut xw,
+        gh,
+        false,
+    );
+    if !dw.bias.is_empty() {
+        let keep_rb = |j: usize| rc.kind == RecurrentKind::Gru && j >= 2 * hs;
+        let bias: Vec<f32> = (0..gh)
+            .map(|j| dw.bias[j] + if keep_rb(j) { 0.0 } else { dw.bias[gh + j] })
+            .collect();
+        xw.par_chunks_mut(gh).for_each(|row| {
+            for (v, b) in row.iter_mut().zip(&bias) {
+                *v += b;
+            }
+        });
+    }
+    xw
+}
+
+/// True when the direction runs backwards.
+pub(super) fn reversed(rc: &Recurrent, d: usize) -> bool {
+    rc.direction == RnnDirection::Reverse || d == 1
+}
+
+/// Direction `d`'s part of `v` (`n` elements each); empty stays empty.
+fn part(v: &[f32], d: usize, n: usize) -> &[f32] {
+    if v.is_empty() {
+        v
+    } else {
+        &v[d * n..(d + 1) * n]
+    }
+}
+
+/// The whole layer in f32. `ins` and `outs` as the op defines them.
+pub(super) fn run(
+    rc: &Recurrent,
+    g: &Geom,
+    lens: &[usize],
+    acts: &[Act],
+    ins: &[crate::tensor::TensorRef],
+    outs: &mut [crate::tensor::TensorMut],
+) -> Result<(), crate::kernel::KernelError> {
+    use crate::kernel::KernelError;
+    let p = rc.ports();
+    let f32s = |i: usize| -> Result<&[f32], KernelError> { ins[i].slice::<f32>() };
+    let (x, w, r) = (f32s(0)?, f32s(1)?, f32s(2)?);
+    let opt = |port: Option<usize>, n: usize, what: &str| -> Result<&[f32], KernelError> {
+        let Some(i) = port else { return Ok(&[]) };
+        let v = f32s(i)?;
+        if v.len() != n {
+            return Err(KernelError::Value(format!(
+                "{what} has {} elements, expected {n}",
+                v.len()
+            )));
+        }
+        Ok(v)
+    };
+    let (hs, input, dirs) = (g.hidden, g.input, g.dirs);
+    let gh = rc.kind.gates() as usize * hs;
+    let state_len = dirs * g.batch * hs;
+    if x.len() != g.seq * g.batch * input
+        || w.len() != dirs * gh * input
+        || r.len() != dirs * gh * hs
+    {
+        return Err(KernelError::Value(
+            "X, W or R does not match the layer's sizes".into(),
+        ));
+    }
+    let bias = opt(p.bias, dirs * 2 * gh, "B")?;
+    let h0 = opt(p.initial_h, state_len, "initial_h")?;
+    let c0 = opt(p.initial_c, state_len, "initial_c")?;
+    let peep = opt(p.peepholes, dirs * 3 * hs, "P")?;
+    let per_dir = rc.kind.activations();
+    let state = |s: &[f32], d: usize| -> Vec<f32> {
+        if s.is_empty() {
+            return Vec::new();
+        }
+        (0..g.batch)
+            .flat_map(|b| s[g.state(d, b)..][..hs].iter().copied())
+            .collect()
+    };
+    let weights: Vec<DirWeights> = (0..dirs)
+        .map(|d| DirWeights {
+            w: part(w, d, gh * input),
+            r: part(r, d, gh * hs),
+            bias: part(bias, d, 2 * gh),
+            peep: part(peep, d, 3 * hs),
+            h0: state(h0, d),
+            c0: state(c0, d),
+            acts: &acts[d * per_dir..(d + 1) * per_dir],
+        })
+        .collect();
+    let rows = g.seq * g.batch;
+    let one = |d: usize| {
+        let xw = project(rc, x, rows, input, hs, &weights[d]);
+        direction(rc, g, lens, &xw, &weights[d], reversed(rc, d))
+    };
+    let results: Vec<DirOut> = if dirs == 2 {
+        let (a, b) = rayon::join(|| one(0), || one(1));
+        vec![a, b]
+    } else {
+        vec![one(0)]
+    };
+    if let Some(o) = outs.get_mut(0) {
+        let y = o.slice::<f32>()?;
+        for (d, res) in results.iter().enumerate() {
+            for t in 0..g.seq {
+                for b in 0..g.batch {
+                    y[g.y(t, d, b)..][..hs].copy_from_slice(&res.y[(t * g.batch + b) * hs..][..hs]);
+                }
+            }
+        }
+    }
+    for (k, o) in outs.iter_mut().enumerate().skip(1).take(2) {
+        let v = o.slice::<f32>()?;
+        v.fill(0.0);
+        for (d, res) in results.iter().enumerate() {
+            let src = if k == 1 { &res.h } else { &res.c };
+            for b in 0..g.batch {
+                // A sequence of length 0 leaves its final state zero.
+                if lens[b] > 0 {
+                    v[g.state(d, b)..][..hs].copy_from_slice(&src[b * hs..][..hs]);
+                }
+            }
+        }
+    }
+    Ok(())
+}
