@@ -160,8 +160,20 @@ impl OpDef for Squeeze {
             }
             axes
         } else {
-            if x.0.iter().any(|d| !d.is_known()) {
-                return Err(value_err(0, "squeezing every size-1 axis needs known dims"));
+            // Every axis known to be 1. A dim named by an input (a batch or
+            // sequence length) stays, as ONNX Runtime's shape inference keeps
+            // it: specialization infers again with the real sizes and drops it
+            // there if it is 1. A dim computed from data could be anything.
+            let runtime = x.0.iter().any(|d| {
+                d.symbols()
+                    .iter()
+                    .any(|s| super::infer::is_runtime_symbol(s))
+            });
+            if runtime {
+                return Err(value_err(
+                    0,
+                    "squeezing every size-1 axis needs dims not computed from data",
+                ));
             }
             (0..x.rank())
                 .filter(|&i| x.0[i].known() == Some(1))

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Runs `rlx-onnx check` on every case of the real-model corpus (written by
+fetch.py) with the case's tolerance, and compares the outcome with
+tests/expected/corpus.txt (`name  reason` per case expected to fail).
+
+    python3 scripts/corpus/check.py [--binary PATH] [--cache DIR] [--target cpu]
+
+Exits 1 when a case fails that is not listed, or a listed case passes (so the
+list only shrinks).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from models import MODELS, TOLERANCE  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def expected(path):
+    out = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, reason = line.partition(" ")
+            if not reason.strip():
+                sys.exit(f"{path}: `{name}` has no reason")
+            out[name] = reason.strip()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default=os.path.join(REPO, "target", "debug", "rlx-onnx"))
+    ap.add_argument("--cache", default=os.environ.get("RLX_CORPUS_CACHE", os.path.join(REPO, ".cache", "corpus")))
+    ap.add_argument("--target", default="cpu")
+    args = ap.parse_args()
+    want_fail = expected(os.path.join(REPO, "tests", "expected", f"corpus{'' if args.target == 'cpu' else '-' + args.target}.txt"))
+    surprises, passed = [], 0
+    print(f"{'model':<28} {'result':<8} {'seconds':>8}  tolerance")
+    for m in MODELS:
+        name = m["name"]
+        case = os.path.join(args.cache, "cases", name)
+        if not os.path.isdir(case):
+            surprises.append(f"{name}: no case at {case} (run scripts/corpus/fetch.py)")
+            continue
+        rtol, atol, _ = TOLERANCE.get(name, (1e-3, 1e-7, ""))
+        t = time.time()
+        r = subprocess.run([args.binary, "check", case, "--target", args.target, "--rtol", str(rtol), "--atol", str(atol)],
+                           capture_output=True, text=True, timeout=900)
+        secs = time.time() - t
+        ok = r.returncode == 0
+        passed += ok
+        print(f"{name:<28} {'pass' if ok else 'FAIL':<8} {secs:>8.2f}  rtol {rtol:g} atol {atol:g}")
+        if not ok and name not in want_fail:
+            detail = "\n    ".join((r.stdout + r.stderr).strip().splitlines()[-6:])
+            surprises.append(f"{name}: fails, and tests/expected is silent:\n    {detail}")
+        if ok and name in want_fail:
+            surprises.append(f"{name}: passes now; remove it from the expected failures")
+    print(f"corpus: {passed} passed, {len(MODELS) - passed} failed ({len(want_fail)} expected)")
+    for s in surprises:
+        print("SURPRISE", s)
+    sys.exit(1 if surprises else 0)
+
+
+if __name__ == "__main__":
+    main()
