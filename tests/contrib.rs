@@ -1,6 +1,7 @@
-//! ONNX Runtime's contrib ops (`com.microsoft` and the default-domain forms its
-//! tools write): each one-node model of tests/data/contrib runs on the CPU
-//! and matches the outputs ONNX Runtime gave (tests/data/contrib/make_cases.py
+//! Ops outside the default domain: ONNX Runtime's contrib ops (`com.microsoft`
+//! and the default-domain forms its tools write; tests/data/contrib) and
+//! `ai.onnx.ml` (tests/data/ml). Each one-node model runs on the CPU and
+//! matches the outputs ONNX Runtime gave (tests/data/contrib/make_cases.py
 //! writes both).
 
 mod common;
@@ -15,23 +16,19 @@ const TOL: Tolerance = Tolerance {
     atol: 1e-5,
 };
 
-#[test]
-fn contrib_ops_match_onnxruntime() {
+/// Runs every case under `tests/data/<dir>`; there must be at least `min`.
+fn all_pass(dir: &str, min: usize) {
     let registry = Registry::standard();
-    let cases = rlx_onnx::testdata::case_dirs(&common::root().join("tests/data/contrib")).unwrap();
-    assert!(cases.len() >= 50, "{} contrib cases", cases.len());
+    let cases =
+        rlx_onnx::testdata::case_dirs(&common::root().join("tests/data").join(dir)).unwrap();
+    assert!(cases.len() >= min, "{} cases in {dir}", cases.len());
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| match run_case(case, &registry, Target::Cpu, TOL) {
             Outcome::Passed => None,
-            other => Some(format!(
-                "{}: {} {}",
-                case.file_name().unwrap_or_default().to_string_lossy(),
-                other.label(),
-                match &other {
-                    Outcome::Failed(m) | Outcome::Unsupported(m) => m.as_str(),
-                    Outcome::Passed => "",
-                }
+            Outcome::Failed(m) | Outcome::Unsupported(m) => Some(format!(
+                "{}: {m}",
+                case.file_name().unwrap_or_default().to_string_lossy()
             )),
         })
         .collect();
@@ -42,4 +39,14 @@ fn contrib_ops_match_onnxruntime() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn contrib_ops_match_onnxruntime() {
+    all_pass("contrib", 53);
+}
+
+#[test]
+fn ml_ops_match_onnxruntime() {
+    all_pass("ml", 19);
 }

@@ -9,6 +9,7 @@ mod generators;
 pub(crate) mod indexing;
 pub(crate) mod linalg;
 mod loss;
+mod ml;
 mod movement;
 pub(crate) mod norm;
 pub(crate) mod quant;
@@ -36,6 +37,7 @@ pub fn register_all(r: &mut Registry) {
     indexing::register(r);
     linalg::register(r);
     loss::register(r);
+    ml::register(r);
     movement::register(r);
     norm::register(r);
     quant::register(r);

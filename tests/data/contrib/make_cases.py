@@ -29,7 +29,7 @@ def f32(*s, scale=1.0):
     return (scale * R.standard_normal(s)).astype(np.float32)
 
 
-def case(name, op, inputs, outputs, attrs=None, domain=MS, opset=17, consts=None, numpy_ref=None):
+def case(name, op, inputs, outputs, attrs=None, domain=MS, opset=17, consts=None, numpy_ref=None, out=HERE, domain_opset=1):
     """A model of one `op` node. `inputs`: (name, array or None for an omitted
     optional input); `consts`: names among them stored as initializers;
     `outputs`: names (or "" to skip an optional output). `numpy_ref` computes
@@ -44,7 +44,7 @@ def case(name, op, inputs, outputs, attrs=None, domain=MS, opset=17, consts=None
     g = helper.make_graph([node], name, graph_inputs, graph_outputs, inits)
     opsets = [helper.make_opsetid("", opset)]
     if domain:
-        opsets.append(helper.make_opsetid(domain, 1))
+        opsets.append(helper.make_opsetid(domain, domain_opset))
     m = helper.make_model(g, opset_imports=opsets, producer_name="rlx-onnx contrib cases")
     m.ir_version = 10
     so = ort.SessionOptions()
@@ -60,7 +60,7 @@ def case(name, op, inputs, outputs, attrs=None, domain=MS, opset=17, consts=None
     for o, y in zip([o for o in outputs if o], outs):
         y = np.asarray(y)
         m.graph.output.append(helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(y.dtype), y.shape))
-    d = os.path.join(HERE, name)
+    d = os.path.join(out, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "test_data_set_0"))
     onnx.save_model(m, os.path.join(d, "model.onnx"))
@@ -195,7 +195,44 @@ def misc():
     case("nhwc_conv", "NhwcConv", [("x", f32(1, 6, 6, 3)), ("w", f32(4, 3, 3, 3, scale=0.3)), ("b", f32(4))], ["y"], {"pads": [1, 1, 1, 1]}, consts={"w", "b"}, numpy_ref=nhwc)
 
 
+ML_DIR = os.path.join(os.path.dirname(HERE), "ml")
+
+
+def ml():
+    ML = "ai.onnx.ml"
+
+    def m(name, op, inputs, outputs, attrs, **kw):
+        case(name, op, inputs, outputs, attrs, domain=ML, out=ML_DIR, **kw)
+
+    x = f32(5, 4)
+    m("scaler", "Scaler", [("x", x)], ["y"], {"offset": [0.5, -1.0, 0.0, 2.0], "scale": [2.0, 0.5, 1.0, -1.0]})
+    m("scaler_int", "Scaler", [("x", R.integers(-5, 5, (3, 2)).astype(np.int64))], ["y"], {"offset": [1.0], "scale": [0.25]})
+    m("binarizer", "Binarizer", [("x", x)], ["y"], {"threshold": 0.2})
+    for norm in ["MAX", "L1", "L2"]:
+        m(f"normalizer_{norm.lower()}", "Normalizer", [("x", np.abs(x) + 0.1)], ["y"], {"norm": norm})
+    holes = x.copy()
+    holes[1, 2] = np.nan
+    holes[3, 0] = np.nan
+    m("imputer_nan", "Imputer", [("x", holes)], ["y"], {"imputed_value_floats": [1.0, 2.0, 3.0, 4.0], "replaced_value_float": float("nan")})
+    m("imputer_int", "Imputer", [("x", np.array([[1, 0, 3], [0, 5, 0]], np.int64))], ["y"], {"imputed_value_int64s": [7, 8, 9], "replaced_value_int64": 0})
+    coef = list(R.standard_normal(12).astype(np.float32))
+    m("linear_regressor", "LinearRegressor", [("x", x)], ["y"], {"coefficients": coef, "intercepts": [0.5, -0.5, 1.0], "targets": 3})
+    m("linear_regressor_1d", "LinearRegressor", [("x", f32(4))], ["y"], {"coefficients": coef[:4], "intercepts": [0.25]})
+    for post in ["NONE", "LOGISTIC", "SOFTMAX"]:
+        m(f"linear_classifier_{post.lower()}", "LinearClassifier", [("x", x)], ["label", "scores"],
+          {"coefficients": coef, "intercepts": [0.1, 0.2, -0.3], "classlabels_ints": [3, 5, 7], "post_transform": post})
+    for post in ["NONE", "LOGISTIC"]:
+        m(f"linear_classifier_binary_{post.lower()}", "LinearClassifier", [("x", x)], ["label", "scores"],
+          {"coefficients": coef[:4], "intercepts": [0.1], "classlabels_ints": [0, 1], "post_transform": post})
+    m("array_feature_extractor", "ArrayFeatureExtractor", [("x", x), ("i", np.array([3, 0, 3], np.int64))], ["y"], {})
+    m("one_hot_encoder", "OneHotEncoder", [("x", np.array([[1, 4], [2, 9]], np.int64))], ["y"], {"cats_int64s": [1, 2, 4]})
+    m("label_encoder_ints", "LabelEncoder", [("x", np.array([[1, 4, 9], [2, 2, 1]], np.int64))], ["y"],
+      {"keys_int64s": [1, 2, 4], "values_int64s": [10, 20, 40], "default_int64": -7}, domain_opset=2)
+    m("label_encoder_to_float", "LabelEncoder", [("x", np.array([1, 4, 9, 2], np.int64))], ["y"],
+      {"keys_int64s": [1, 2, 4], "values_floats": [0.5, 1.5, 2.5], "default_float": 9.0}, domain_opset=2)
+
+
 if __name__ == "__main__":
-    for family in [activations, norms, attention, matmuls, qlinear, misc]:
+    for family in [activations, norms, attention, matmuls, qlinear, misc, ml]:
         family()
     print(f"{len(CASES)} cases written")

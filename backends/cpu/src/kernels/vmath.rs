@@ -3,6 +3,9 @@
 //! (tanh: 2 ulp relative for |x| < 0.625, where it is a polynomial, 1e-7
 //! absolute above). The recurrent layers spend much of their time here.
 
+// The coefficients are Cephes' as published, digits beyond f32 included.
+#![allow(clippy::excessive_precision)]
+
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
