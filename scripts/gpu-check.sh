@@ -5,7 +5,8 @@
 #   the light models and the golden transformer: rlx-onnx on CUDA, rlx-onnx on the
 #   CPU with 16 threads, and PyTorch (eager and CUDA graph) on the same GPU in the
 #   same call, with ratios; 5. cuDNN against cuBLASLt convolutions. Stages:
-#   all (default), tests (1-2), nodes (3), bench (4-5), ab (5). Logs go to $OUT.
+#   all (default), tests (1-2), nodes (3), domains (contrib, ai.onnx.ml and
+#   golden cases with `check --target cuda`), bench (4-5), ab (5). Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -53,6 +54,18 @@ if [[ $stage == all || $stage == nodes ]]; then
     echo "the list this run gives: \$OUT/cuda-expected.txt"
     status=1
   fi
+fi
+
+if [[ $stage == all || $stage == domains ]]; then
+  echo "== contrib and ai.onnx.ml cases, golden models on cuda (check against ORT's outputs)"
+  : > "$out/cuda-domains.txt"
+  for c in tests/data/contrib/*/ tests/data/ml/*/ golden/*/; do
+    [ -f "$c/model.onnx" ] || continue
+    r=$(timeout 60 "$bin/rlx-onnx" check "$c" --target cuda --rtol 1e-3 --atol 1e-5 2>&1 | tail -1)
+    echo "$(basename "$c"): $r" >> "$out/cuda-domains.txt"
+  done
+  echo "cuda domains: $(grep -c ': pass$' "$out/cuda-domains.txt") of $(wc -l < "$out/cuda-domains.txt") pass; the others:"
+  grep -v ': pass$' "$out/cuda-domains.txt" | cut -c1-220
 fi
 
 if [[ $stage == all || $stage == bench ]]; then

@@ -87,6 +87,18 @@ struct MatMulKernel {
     act: Activation,
     bias_dims: Option<Vec<usize>>,
     out_dims: Vec<usize>,
+    /// A constant i32 `b` in f64 with its largest magnitude, for the exact
+    /// f64 path of integer products (see [`MatMulKernel::run_i32`]).
+    b_f64: Option<(Vec<f64>, f64)>,
+}
+
+/// Sums of products below this magnitude are exact in f64.
+const F64_EXACT: f64 = (1u64 << 53) as f64;
+
+fn i32_as_f64(v: &[i32]) -> (Vec<f64>, f64) {
+    let w: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    let max = w.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    (w, max)
 }
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
@@ -115,12 +127,17 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     ) {
         return Err(KernelError::DType(dtype));
     }
+    let b_f64 = match spec.consts.get(1) {
+        Some(Some(t)) if dtype == DType::I32 && !bias => t.as_slice::<i32>().ok().map(i32_as_f64),
+        _ => None,
+    };
     Ok(Box::new(MatMulKernel {
         dtype,
         g,
         act,
         bias_dims: bias.then(|| spec.in_dims(2)),
         out_dims: spec.out_dims(0),
+        b_f64,
     }))
 }
 
@@ -170,6 +187,9 @@ impl Kernel for MatMulKernel {
                 self.run_float::<f64>(ins[0].slice()?, ins[1].slice()?, ins.get(2), out.slice()?)
             }
             DType::F16 | DType::BF16 => self.run_half(ins, out, scratch),
+            DType::I32 if self.bias_dims.is_none() => {
+                self.run_i32(ins[0].slice()?, ins[1].slice()?, out.slice()?)
+            }
             d => {
                 with_dtype!(d, T => self.run_int::<T>(ins[0].slice()?, ins[1].slice()?, ins.get(2), out.slice()?), int)
             }
@@ -273,6 +293,31 @@ impl MatMulKernel {
         Ok(())
     }
 
+    /// An i32 product (MatMulInteger's, of 8-bit operands less their zero
+    /// points) as an f64 GEMM when every partial sum is an exact f64 integer:
+    /// the same result as i32 arithmetic, at GEMM speed. Other operands take
+    /// the wrapping integer loop.
+    fn run_i32(&self, a: &[i32], b: &[i32], out: &mut [i32]) -> Result<(), KernelError> {
+        let (a64, max_a) = i32_as_f64(a);
+        let owned;
+        let (b64, max_b) = match &self.b_f64 {
+            Some((w, m)) if w.len() == b.len() => (w.as_slice(), *m),
+            _ => {
+                owned = i32_as_f64(b);
+                (owned.0.as_slice(), owned.1)
+            }
+        };
+        if max_a * max_b * self.g.k as f64 >= F64_EXACT {
+            return self.run_int::<i32>(a, b, None, out);
+        }
+        let mut acc = vec![0.0f64; out.len()];
+        self.run_float::<f64>(&a64, b64, None, &mut acc)?;
+        for (o, v) in out.iter_mut().zip(acc) {
+            *o = v as i32;
+        }
+        Ok(())
+    }
+
     fn run_int<T: Int>(
         &self,
         a: &[T],
@@ -353,5 +398,49 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
             },
             out,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rlx_ir::ops::MatMul;
+    use rlx_ir::{Node, Op, Tensor, Weights};
+
+    use crate::dynamic::eval_node;
+
+    fn i32s(dims: &[usize], v: &[i32]) -> Tensor {
+        Tensor::from_slice(rlx_ir::DType::I32, dims, v).unwrap()
+    }
+
+    fn matmul(a: &Tensor, b: &Tensor) -> Vec<i32> {
+        let node = Node::new(Op::MatMul(MatMul {}), "mm", Vec::new(), Vec::new());
+        let out = eval_node(&node, &[a.clone(), b.clone()], &Weights::new()).unwrap();
+        out[0].as_slice::<i32>().unwrap().to_vec()
+    }
+
+    /// i32 products take the exact f64 GEMM when their sums fit 2^53 and the
+    /// wrapping loop otherwise; both give i32 arithmetic's results.
+    #[test]
+    fn i32_products_are_exact_and_wrap() {
+        let (m, k, n) = (3, 70, 5);
+        let a: Vec<i32> = (0..m * k).map(|i| (i as i32 * 37 % 511) - 255).collect();
+        let b: Vec<i32> = (0..k * n).map(|i| (i as i32 * 91 % 509) - 254).collect();
+        let want: Vec<i32> = (0..m * n)
+            .map(|o| (0..k).map(|p| a[o / n * k + p] * b[p * n + o % n]).sum())
+            .collect();
+        assert_eq!(matmul(&i32s(&[m, k], &a), &i32s(&[k, n], &b)), want);
+        // Past 2^53 the f64 path would round: the wrapping loop runs instead.
+        let got = matmul(
+            &i32s(&[1, 2], &[i32::MAX, i32::MAX]),
+            &i32s(&[2, 2], &[i32::MAX, 1, i32::MAX, 2]),
+        );
+        let w = |x: i32, y: i32| x.wrapping_mul(y);
+        assert_eq!(
+            got,
+            [
+                w(i32::MAX, i32::MAX).wrapping_add(w(i32::MAX, i32::MAX)),
+                i32::MAX.wrapping_add(w(i32::MAX, 2))
+            ]
+        );
     }
 }
