@@ -7,13 +7,19 @@
 //! - `elementwise_region` -> its chain of unary/binary nodes;
 //! - `attention` (4-D, no KV cache, no causal mask or softcap, equal head
 //!   counts, float or no mask, one output) -> `matmul`, `mul`, [`add`],
-//!   `softmax`, `matmul`.
+//!   `softmax`, `matmul`;
+//! - an i32 `matmul` of operands with bounded values (MatMulInteger's 8-bit
+//!   operands less their zero points) -> `cast` to f64, `matmul`, `cast` to
+//!   i32: exact, as every partial sum stays below 2^53;
+//! - `dynamic_quantize_linear` -> min/max reductions and elementwise ops, in
+//!   the CPU kernel's order of operations (the same bits).
 
 use rlx_ir::ops::{
-    Activation, Binary, BinaryKind, Gelu, GeluApprox, LayerNorm, MatMul, Operand, RegionFn,
-    RmsNorm, Softmax, SoftmaxKind, Transpose, Unary, UnaryKind,
+    Activation, Binary, BinaryKind, Cast, Clip, Compare, CompareKind, Gelu, GeluApprox, LayerNorm,
+    MatMul, Operand, Reduce, ReduceKind, RegionFn, RmsNorm, RoundMode, Softmax, SoftmaxKind,
+    Transpose, Unary, UnaryKind, Where,
 };
-use rlx_ir::{Graph, NodeId, Op, Value, Weights};
+use rlx_ir::{DType, Graph, NodeId, Op, Value, Weights};
 
 use crate::rewrite::{add_op, constant, float_tensor};
 
@@ -90,7 +96,112 @@ pub fn decompose(g: &mut Graph, w: &mut Weights, id: NodeId) -> Result<Vec<Value
             Ok(vec![last])
         }
         Op::Attention(a) => attention(&mut b, a, &ins, &node.outputs),
+        Op::MatMul(_) if node.outputs[0].dtype == DType::I32 => {
+            let k = b.g.ty(ins[0]).shape.0.last().and_then(|d| d.known());
+            let bounds = (bound(b.g, b.w, ins[0], 0), bound(b.g, b.w, ins[1], 0));
+            match (k, bounds) {
+                (Some(k), (Some(x), Some(y))) if x * y * (k as f64) < (1u64 << 53) as f64 => {
+                    let to = |d| Cast {
+                        to: d,
+                        saturate: false,
+                        round_mode: RoundMode::Nearest,
+                    };
+                    let a = b.add(to(DType::F64), &[ins[0]])?;
+                    let c = b.add(to(DType::F64), &[ins[1]])?;
+                    let p = b.add(MatMul {}, &[a, c])?;
+                    Ok(vec![b.add(to(DType::I32), &[p])?])
+                }
+                _ => Err("no decomposition for an i32 `matmul` of unbounded operands".into()),
+            }
+        }
+        Op::DynamicQuantizeLinear(_) => dynamic_quantize(&mut b, ins[0]),
         op => Err(format!("no decomposition for `{}`", op.name())),
+    }
+}
+
+/// `scale = (max(x, 0) - min(x, 0)) / 255` (1/255 when that range is 0),
+/// `zero = round(clamp(-min / scale, 0, 255))`, `y = clamp(round(x / scale) +
+/// zero, 0, 255)` as u8.
+fn dynamic_quantize(b: &mut Builder, x: Value) -> Result<Vec<Value>, String> {
+    let scalar = |b: &mut Builder, v: f64| -> Result<Value, String> {
+        let t = float_tensor(DType::F32, &[], &[v]).ok_or("no f32 scalar")?;
+        Ok(constant(
+            b.g,
+            b.w,
+            &format!("{}.c", b.name),
+            b.origin.clone(),
+            t,
+        ))
+    };
+    let all = |kind| Reduce {
+        kind,
+        keepdims: false,
+        noop_with_empty_axes: false,
+    };
+    let (zero, one) = (scalar(b, 0.0)?, scalar(b, 1.0)?);
+    let (q_max, full) = (scalar(b, 255.0)?, scalar(b, 255.0)?);
+    let hi = b.add(all(ReduceKind::Max), &[x])?;
+    let hi = b.bin(BinaryKind::Max, hi, zero)?;
+    let lo = b.add(all(ReduceKind::Min), &[x])?;
+    let lo = b.bin(BinaryKind::Min, lo, zero)?;
+    let range = b.bin(BinaryKind::Sub, hi, lo)?;
+    let flat = b.add(
+        Compare {
+            kind: CompareKind::Equal,
+        },
+        &[range, zero],
+    )?;
+    let range = b.add(Where {}, &[flat, one, range])?;
+    let scale = b.bin(BinaryKind::Div, range, full)?;
+    let shift = b.bin(BinaryKind::Div, lo, scale)?;
+    let shift = b.bin(BinaryKind::Sub, zero, shift)?;
+    let shift = b.add(Clip {}, &[shift, zero, q_max])?;
+    let zp = b.add(
+        Unary {
+            kind: UnaryKind::Round,
+        },
+        &[shift],
+    )?;
+    let y = b.bin(BinaryKind::Div, x, scale)?;
+    let y = b.add(
+        Unary {
+            kind: UnaryKind::Round,
+        },
+        &[y],
+    )?;
+    let y = b.bin(BinaryKind::Add, y, zp)?;
+    let y = b.add(Clip {}, &[y, zero, q_max])?;
+    let to_u8 = || Cast {
+        to: DType::U8,
+        saturate: false,
+        round_mode: RoundMode::Nearest,
+    };
+    let y = b.add(to_u8(), &[y])?;
+    let zp = b.add(to_u8(), &[zp])?;
+    Ok(vec![y, scale, zp])
+}
+
+/// A bound on the magnitude of every element of `v`, where one follows from
+/// its producer: 255 / 128 for a cast from u8 / i8, the sum of the bounds for
+/// an add or subtract, the largest magnitude of a constant.
+fn bound(g: &Graph, w: &Weights, v: Value, depth: usize) -> Option<f64> {
+    let node = g.node(v.node);
+    let ins = g.inputs_of(v.node);
+    match &node.op {
+        Op::Cast(_) => match g.ty(ins[0]).dtype {
+            DType::U8 => Some(255.0),
+            DType::I8 => Some(128.0),
+            _ => None,
+        },
+        Op::Binary(op) if matches!(op.kind, BinaryKind::Sub | BinaryKind::Add) && depth < 4 => {
+            Some(bound(g, w, ins[0], depth + 1)? + bound(g, w, ins[1], depth + 1)?)
+        }
+        Op::Constant(_) | Op::Weight(_) => {
+            let t = crate::rewrite::const_of(g, w, v)?;
+            let vals = t.to_i64_vec()?;
+            Some(vals.iter().map(|x| x.unsigned_abs()).max().unwrap_or(0) as f64)
+        }
+        _ => None,
     }
 }
 
