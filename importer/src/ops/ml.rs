@@ -4,12 +4,12 @@
 //! categories) and LabelEncoder (integer and float keys and values).
 
 use rlx_ir::ops::{
-    ArgReduce, ArgReduceKind, BinaryKind as B, Cast, Compare, CompareKind, Gather, MatMul, Reduce,
-    ReduceKind, RoundMode, Softmax, SoftmaxKind, Unary, UnaryKind, Where,
+    ArgReduce, ArgReduceKind, BinaryKind as B, Compare, CompareKind, Gather, MatMul, Reduce,
+    ReduceKind, Softmax, SoftmaxKind, Unary, UnaryKind, Where,
 };
 use rlx_ir::{DType, Tensor, Value};
 
-use super::{binary, unsqueeze};
+use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
 use crate::registry::Registry;
@@ -31,20 +31,6 @@ pub fn register(r: &mut Registry) {
 fn err(cx: &NodeCtx, reason: impl Into<String>) -> MapError {
     let _ = cx;
     MapError::Unsupported(reason.into())
-}
-
-fn cast(cx: &mut NodeCtx, v: Value, to: DType) -> Result<Value, MapError> {
-    if cx.dtype(v) == to {
-        return Ok(v);
-    }
-    cx.add1(
-        Cast {
-            to,
-            saturate: false,
-            round_mode: RoundMode::Nearest,
-        },
-        &[v],
-    )
 }
 
 fn floats(cx: &mut NodeCtx, v: &[f32]) -> Result<Value, MapError> {

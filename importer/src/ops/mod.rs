@@ -59,6 +59,21 @@ pub(crate) fn binary(
     cx.add1(Binary { kind }, &[a, b])
 }
 
+/// `v` cast to `to` (itself when it has that dtype already).
+pub(crate) fn cast(cx: &mut NodeCtx, v: Value, to: rlx_ir::DType) -> Result<Value, MapError> {
+    if cx.dtype(v) == to {
+        return Ok(v);
+    }
+    cx.add1(
+        rlx_ir::ops::Cast {
+            to,
+            saturate: false,
+            round_mode: rlx_ir::ops::RoundMode::Nearest,
+        },
+        &[v],
+    )
+}
+
 /// Inserts size-1 axes at `axes` of `v`.
 pub(crate) fn unsqueeze(cx: &mut NodeCtx, v: Value, axes: &[i64]) -> Result<Value, MapError> {
     let a = cx.const_i64(axes);

@@ -2,15 +2,15 @@
 //! masks become RLX ops around one ONNX-style `Attention`.
 
 use rlx_ir::ops::{
-    Attention, BinaryKind as B, Cast, Compare, CompareKind, Concat, Expand, MatMul, Range, Reshape,
-    RotaryEmbedding, RoundMode, ShapeOf, Split, Transpose, Unsqueeze, Where,
+    Attention, BinaryKind as B, Compare, CompareKind, Concat, Expand, MatMul, Range, Reshape,
+    RotaryEmbedding, ShapeOf, Split, Transpose, Unsqueeze, Where,
 };
 use rlx_ir::{DType, Dim, Value};
 
 use super::MS;
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
-use crate::ops::{binary, unsqueeze};
+use crate::ops::{binary, cast, unsqueeze};
 use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
@@ -21,20 +21,6 @@ pub fn register(r: &mut Registry) {
 
 /// ORT's additive value for masked-out keys.
 const MASK_FILTER: f32 = -10000.0;
-
-fn cast(cx: &mut NodeCtx, v: Value, to: DType) -> Result<Value, MapError> {
-    if cx.dtype(v) == to {
-        return Ok(v);
-    }
-    cx.add1(
-        Cast {
-            to,
-            saturate: false,
-            round_mode: RoundMode::Nearest,
-        },
-        &[v],
-    )
-}
 
 /// Dims `start..start+1` of `v`'s shape as a 1-element i64 tensor.
 fn dim_of(cx: &mut NodeCtx, v: Value, axis: i64) -> Result<Value, MapError> {

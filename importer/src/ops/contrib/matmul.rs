@@ -1,14 +1,14 @@
 //! FusedMatMul, MatMulNBits, MatMulIntegerToFloat and DynamicQuantizeMatMul.
 
 use rlx_ir::ops::values::float_tensor;
-use rlx_ir::ops::{BinaryKind as B, Cast, DynamicQuantizeLinear, MatMul, RoundMode, Transpose};
+use rlx_ir::ops::{BinaryKind as B, DynamicQuantizeLinear, MatMul, Transpose};
 use rlx_ir::{DType, Tensor, Value};
 
 use super::MS;
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
-use crate::ops::binary;
 use crate::ops::linalg::int_matmul;
+use crate::ops::{binary, cast};
 use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
@@ -59,20 +59,6 @@ fn fused_matmul(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     cx.set_output(0, y);
     Ok(())
-}
-
-fn cast(cx: &mut NodeCtx, v: Value, to: DType) -> Result<Value, MapError> {
-    if cx.dtype(v) == to {
-        return Ok(v);
-    }
-    cx.add1(
-        Cast {
-            to,
-            saturate: false,
-            round_mode: RoundMode::Nearest,
-        },
-        &[v],
-    )
 }
 
 fn constant(cx: &mut NodeCtx, port: usize, what: &str) -> Result<Option<Tensor>, MapError> {

@@ -3,15 +3,14 @@
 //! EmbedLayerNormalization.
 
 use rlx_ir::ops::{
-    BinaryKind as B, Cast, Gather, LayerNorm, Reduce, ReduceKind, ResidualNorm, RmsNorm, RoundMode,
-    ShapeOf, Slice,
+    BinaryKind as B, Gather, LayerNorm, Reduce, ReduceKind, ResidualNorm, RmsNorm, ShapeOf, Slice,
 };
 use rlx_ir::{DType, Tensor, Value};
 
 use super::MS;
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
-use crate::ops::binary;
+use crate::ops::{binary, cast};
 use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
@@ -192,18 +191,4 @@ fn embed_layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     cx.set_output(2, sum);
     Ok(())
-}
-
-fn cast(cx: &mut NodeCtx, v: Value, to: DType) -> Result<Value, MapError> {
-    if cx.dtype(v) == to {
-        return Ok(v);
-    }
-    cx.add1(
-        Cast {
-            to,
-            saturate: false,
-            round_mode: RoundMode::Nearest,
-        },
-        &[v],
-    )
 }
