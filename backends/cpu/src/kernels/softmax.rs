@@ -141,6 +141,13 @@ fn cumulative(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), 
         .to_i64s()?
         .first()
         .ok_or_else(|| KernelError::Value("empty axis".into()))?;
+    // The axis is a run-time input: check it before it indexes the shape.
+    let r = x.rank() as i64;
+    if !(-r..r).contains(&a) {
+        return Err(KernelError::Value(format!(
+            "axis {a} is out of range for rank {r}"
+        )));
+    }
     let a = axis(a, x.rank());
     with_dtype!(x.dtype, T => cum_typed::<T>(c.kind, c.exclusive, c.reverse, x, a, &mut outs[0]), num)
 }
@@ -205,4 +212,36 @@ fn topk(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kernel
         x.dtype
     };
     with_dtype!(d, T => topk_typed::<T>(t.largest, x, a, k, outs), num)
+}
+
+#[cfg(test)]
+mod tests {
+    use rlx_ir::ops::{Cumulative, CumulativeKind};
+    use rlx_ir::{DType, Node, Op, Tensor, Weights};
+
+    use crate::dynamic::eval_node;
+
+    /// CumSum's axis comes at run time: out of range, it is an error naming
+    /// the axis, not a panic.
+    #[test]
+    fn cumsum_axis_out_of_range_is_an_error() {
+        let op = Op::Cumulative(Cumulative {
+            kind: CumulativeKind::Sum,
+            exclusive: false,
+            reverse: false,
+        });
+        let node = Node::new(op, "cs", Vec::new(), Vec::new());
+        let x = Tensor::from_f32(&[2, 3], &[1.0; 6]).unwrap();
+        for bad in [2i64, -3, i64::MAX, i64::MIN] {
+            let axis = Tensor::from_slice(DType::I64, &[], &[bad]).unwrap();
+            let e = eval_node(&node, &[x.clone(), axis], &Weights::new());
+            assert!(e.is_err(), "axis {bad}: {e:?}");
+        }
+        let axis = Tensor::from_slice(DType::I64, &[], &[-1i64]).unwrap();
+        let y = eval_node(&node, &[x, axis], &Weights::new()).unwrap();
+        assert_eq!(
+            y[0].as_slice::<f32>().unwrap(),
+            [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+        );
+    }
 }
