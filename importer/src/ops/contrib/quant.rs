@@ -146,16 +146,5 @@ fn qlinear_concat(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     let y = cx.add1(Concat { axis }, &parts)?;
     let like = cx.req(2)?;
-    let s = cx.req(0)?;
-    let z = zero_point(cx, 1, like)?;
-    let q = cx.add1(
-        QuantizeLinear {
-            axis: 1,
-            block_size: 0,
-            saturate: true,
-        },
-        &[y, s, z],
-    )?;
-    cx.set_output(0, q);
-    Ok(())
+    output_q(cx, y, 0, like)
 }
