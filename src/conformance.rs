@@ -174,6 +174,25 @@ impl Default for Tolerance {
     }
 }
 
+impl Tolerance {
+    /// The tolerance for outputs of `dtype`: f16 and bf16 values are judged
+    /// within two units in the last place of their own format (`rtol` at
+    /// least 2^-9 for f16's 10 mantissa bits, 2^-6 for bf16's 7), since a
+    /// reference rounded at every step differs from a wider computation by
+    /// that much. Wider dtypes keep `self`.
+    pub fn for_dtype(self, dtype: rlx_ir::DType) -> Tolerance {
+        let mantissa_bits = match dtype {
+            rlx_ir::DType::F16 => 10,
+            rlx_ir::DType::BF16 => 7,
+            _ => return self,
+        };
+        Tolerance {
+            rtol: self.rtol.max(2.0 * 2f64.powi(-mantissa_bits)),
+            atol: self.atol,
+        }
+    }
+}
+
 /// How one output compares with its reference.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diff {
@@ -227,6 +246,7 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, Stri
         ));
     }
     let exact = !got.dtype().is_float();
+    let tol = tol.for_dtype(got.dtype());
     let (g, w) = (values_f64(got), values_f64(want));
     let mut d = Diff {
         max_abs: 0.0,

@@ -7,12 +7,13 @@
 //
 // AttentionParams (rlx-gpu kernels/attention.rs): hq, group (query heads per
 // key head), sq, keys, dk, dv, element strides (b, h, s) q_s, k_s, v_s, y_s,
-// mask strides (b, h, i, j) mask_s and mask_len, flags, past (the causal
-// offset), mode (qk_matmul_output_mode), scale, softcap, rows. Flags: 1 mask,
-// 2 bool mask, 4 causal, 8 nonpad lengths, 16 nonpad is i64, 32 QK output.
-// Scores: raw = (q * scale) . k; capped = softcap * tanh(raw / softcap);
-// biased = capped + mask bias (-inf where masked). A row with every key
-// masked gives NaN, as on the CPU.
+// mask strides (b, h, i, j) mask_s and mask_len, flags, past (the first query
+// row's position), left and right (the key window, -1 unbounded), mode
+// (qk_matmul_output_mode), scale, softcap, rows. Flags: 1 mask, 2 bool mask,
+// 4 causal, 8 nonpad lengths, 16 nonpad is i64, 32 QK output, 64 the first
+// query row sits at nonpad[b] - sq. Scores: raw = (q * scale) . k; capped =
+// softcap * tanh(raw / softcap); biased = capped + mask bias (-inf where
+// masked). A row with every key masked gives zeros, as on the CPU.
 
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD 256
@@ -37,12 +38,16 @@ __device__ __forceinline__ void att_score(const AttentionParams& p, const C* qro
         capped = (C)p.softcap * tanh(raw / (C)p.softcap);
     }
     C bias = (C)0;
-    if ((p.flags & 4u) && j > i + p.past) {
-        bias = -att_inf<C>();
-    }
+    long long np = 0;
     if (p.flags & 8u) {
-        long long np = (p.flags & 16u) ? ((const long long*)nonpad)[b] : (long long)nonpad[b];
+        np = (p.flags & 16u) ? ((const long long*)nonpad)[b] : (long long)nonpad[b];
         if ((long long)j >= np) bias = -att_inf<C>();
+    }
+    // Query position minus key position, bottom-right aligned.
+    const long long off = (p.flags & 64u) ? np - (long long)p.sq : (long long)p.past;
+    const long long diff = (long long)i + off - (long long)j;
+    if (((p.flags & 4u) && diff < 0) || (p.left >= 0 && diff > p.left) || (p.right >= 0 && -diff > p.right)) {
+        bias = -att_inf<C>();
     }
     if (p.flags & 1u) {
         if (j >= p.mask_len) {
@@ -136,14 +141,14 @@ __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T*
             (unsigned long long)i * p.y_s[2];
     for (int c = 0; c < 8; ++c) {
         const unsigned int d = lane + 32u * c;
-        if (d < p.dv) yr[d] = (T)(l > (C)0 ? acc[c] / l : (C)__int_as_float(0x7fc00000));
+        if (d < p.dv) yr[d] = (T)(l > (C)0 ? acc[c] / l : (C)0);
     }
     if (qk_out && p.mode == 3u) {
         for (unsigned int j = lane; j < p.keys; j += 32u) {
             C raw, capped, biased;
             att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
-            C pr = (C)__int_as_float(0x7fc00000);
-            if (l > (C)0) pr = biased > MASKED ? exp(biased - m) / l : (C)0;
+            C pr = (C)0;
+            if (l > (C)0 && biased > MASKED) pr = exp(biased - m) / l;
             qk[qk_row + j] = (T)pr;
         }
     }

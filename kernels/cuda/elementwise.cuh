@@ -35,9 +35,11 @@ __device__ __forceinline__ float ew_max(float a, float b) {
 __device__ __forceinline__ float ew_min(float a, float b) {
     return (a != a || b != b) ? ew_nanf() : (a < b ? a : b);
 }
+// Floor modulo: the divisor's sign, a zero result too (numpy's `mod`).
 __device__ __forceinline__ float ew_mod(float a, float b) {
     float r = fmodf(a, b);
-    return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+    if (r == 0.0f) return copysignf(0.0f, b);
+    return ((r < 0.0f) != (b < 0.0f)) ? r + b : r;
 }
 __device__ __forceinline__ float ew_gelu(float x) {
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
@@ -98,7 +100,8 @@ __device__ __forceinline__ double ew_min(double a, double b) {
 }
 __device__ __forceinline__ double ew_mod(double a, double b) {
     double r = fmod(a, b);
-    return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+    if (r == 0.0) return copysign(0.0, b);
+    return ((r < 0.0) != (b < 0.0)) ? r + b : r;
 }
 __device__ __forceinline__ double ew_gelu(double x) {
     return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
@@ -147,7 +150,8 @@ __device__ __forceinline__ int ew_mod(int a, int b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ int ew_shl(int a, int b, int w) { return (b < 0 || b >= w) ? 0 : (int)((unsigned int)a << b); }
-__device__ __forceinline__ int ew_shr(int a, int b, int w) { return (b < 0 || b >= w) ? 0 : (a >> b); }
+// A shift at or past the width (or negative) leaves only the sign fill.
+__device__ __forceinline__ int ew_shr(int a, int b, int w) { return (b < 0 || b >= w) ? (a < 0 ? -1 : 0) : (a >> b); }
 __device__ __forceinline__ int ew_clip(int x, int lo, int hi) {
     int v = x < lo ? lo : x;
     return v > hi ? hi : v;
@@ -169,7 +173,7 @@ __device__ __forceinline__ long long ew_mod(long long a, long long b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ long long ew_shl(long long a, long long b, int w) { return (b < 0 || b >= w) ? 0ll : (long long)((unsigned long long)a << b); }
-__device__ __forceinline__ long long ew_shr(long long a, long long b, int w) { return (b < 0 || b >= w) ? 0ll : (a >> b); }
+__device__ __forceinline__ long long ew_shr(long long a, long long b, int w) { return (b < 0 || b >= w) ? (a < 0 ? -1ll : 0ll) : (a >> b); }
 __device__ __forceinline__ long long ew_clip(long long x, long long lo, long long hi) {
     long long v = x < lo ? lo : x;
     return v > hi ? hi : v;

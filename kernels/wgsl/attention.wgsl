@@ -7,9 +7,11 @@
 // Params `p`: rlx-gpu `AttentionParams` after the operand handles y, q, k, v,
 // mask, nonpad, qk (absent ones repeat y): hq, group (query heads per key
 // head), sq, keys, dk, dv, element strides (b, h, s) q_s, k_s, v_s, y_s, mask
-// strides (b, h, i, j) mask_s and mask_len, flags, past (the causal offset), qk
-// mode, scale, softcap, rows. Flags: 1 mask, 2 bool mask, 4 causal, 8 nonpad,
-// 16 nonpad is i64, 32 qk out.
+// strides (b, h, i, j) mask_s and mask_len, flags, past (the first query row's
+// position), left and right (the key window, -1 unbounded), qk mode, scale,
+// softcap, rows. Flags: 1 mask, 2 bool mask, 4 causal, 8 nonpad, 16 nonpad is
+// i64, 32 qk out, 64 the first query row sits at nonpad[b] - sq. A row with
+// every key masked gives zeros.
 
 var<workgroup> qrow: array<f32, 256>;
 var<workgroup> red: array<f32, 64>;
@@ -48,14 +50,21 @@ fn score(b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
     }
     var bias = 0.0;
     let flags = p.flags;
-    if ((flags & 4u) != 0u && j > i + p.past) {
-        bias = -inf_f32();
-    }
+    var np = 0;
     if ((flags & 8u) != 0u) {
-        let np = ldidx(p.nonpad, b, (flags >> 4u) & 1u);
+        np = ldidx(p.nonpad, b, (flags >> 4u) & 1u);
         if (i32(j) >= np) {
             bias = -inf_f32();
         }
+    }
+    // Query position minus key position, bottom-right aligned.
+    var off = i32(p.past);
+    if ((flags & 64u) != 0u) {
+        off = np - i32(p.sq);
+    }
+    let diff = i32(i) + off - i32(j);
+    if (((flags & 4u) != 0u && diff < 0) || (p.left >= 0 && diff > p.left) || (p.right >= 0 && -diff > p.right)) {
+        bias = -inf_f32();
     }
     if ((flags & 1u) != 0u) {
         if (j >= p.mask_len) {
@@ -160,19 +169,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (l > 0.0) {
                 stf(p.y, yb + d, acc[c] / l);
             } else {
-                stf(p.y, yb + d, nan_f32());
+                stf(p.y, yb + d, 0.0);
             }
         }
     }
     if (qk_out && mode == 3u) {
         for (var j = li; j < keys; j += 64u) {
             let s = score(b, h, i, j).z;
-            var pr = nan_f32();
-            if (l > 0.0) {
-                pr = 0.0;
-                if (s > MASKED) {
-                    pr = exp(s - m) / l;
-                }
+            var pr = 0.0;
+            if (l > 0.0 && s > MASKED) {
+                pr = exp(s - m) / l;
             }
             stf(p.qk, qk_row + j, pr);
         }

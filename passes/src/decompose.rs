@@ -5,9 +5,10 @@
 //! - `fused_conv` -> `conv` [+ activation];
 //! - `residual_norm` -> `add` + `layer_norm` / `rms_norm`;
 //! - `elementwise_region` -> its chain of unary/binary nodes;
-//! - `attention` (4-D, no KV cache, no causal mask or softcap, equal head
-//!   counts, float or no mask, one output) -> `matmul`, `mul`, [`add`],
-//!   `softmax`, `matmul`;
+//! - `attention` (4-D, no KV cache, no causal mask, window or softcap, equal
+//!   head counts, float or no mask, one output) -> `matmul`, `mul`, [`add`],
+//!   `softmax`, `matmul` (a row the float mask hides entirely gives NaN
+//!   there, where the attention kernels give zeros);
 //! - an i32 `matmul` of operands with bounded values (MatMulInteger's 8-bit
 //!   operands less their zero points) -> `cast` to f64, `matmul`, `cast` to
 //!   i32: exact, as every partial sum stays below 2^53;
@@ -260,8 +261,11 @@ fn attention(
             "attention with a KV cache, sequence lengths or extra outputs is not decomposed".into(),
         );
     }
-    if a.is_causal || a.softcap != 0.0 {
-        return Err("causal or soft-capped attention is not decomposed".into());
+    if a.is_causal || a.softcap != 0.0 || a.left_window_size >= 0 || a.right_window_size >= 0 {
+        return Err("causal, windowed or soft-capped attention is not decomposed".into());
+    }
+    if a.softmax_precision == Some(DType::F64) && b.g.ty(ins[0]).dtype != DType::F64 {
+        return Err("attention with softmax_precision=double is not decomposed".into());
     }
     let (q, k, v) = (ins[0], ins[1], ins[2]);
     let (qt, kt) = (b.g.ty(q).clone(), b.g.ty(k).clone());

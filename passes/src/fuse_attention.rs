@@ -115,16 +115,9 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     let mut ins = vec![q, rlx_ir::Value::of(k), v];
     ins.extend(mask);
     let op = Attention {
-        q_num_heads: 0,
-        kv_num_heads: 0,
         scale: Some(scale as f32),
-        is_causal: false,
-        softcap: 0.0,
-        qk_matmul_output_mode: 0,
         has_mask: mask.is_some(),
-        has_past: false,
-        has_nonpad: false,
-        num_outputs: 1,
+        ..Attention::default()
     };
     if let Err(e) = replace_root(g, cx.weights, m.root(), op, &ins, origin) {
         g.remove_node(k);

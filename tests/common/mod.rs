@@ -13,20 +13,36 @@ pub fn root() -> PathBuf {
 /// `scripts/fetch-onnx-testdata.sh` into `.cache/onnx-testdata` or pointed to by
 /// `RLX_ONNX_TESTDATA`. Missing data fails the test on CI and skips it elsewhere.
 pub fn testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("RLX_ONNX_TESTDATA")
+    testdata_at(
+        "RLX_ONNX_TESTDATA",
+        "onnx-1.22.0/data",
+        "scripts/fetch-onnx-testdata.sh",
+    )
+}
+
+/// onnx 1.23's node cases (opset 28), written as files by
+/// `scripts/onnx123-cases.py` into `.cache/onnx-testdata/onnx-1.23.2/data` or
+/// pointed to by `RLX_ONNX123_TESTDATA`. Missing data fails on CI, skips elsewhere.
+pub fn onnx123_testdata() -> Option<PathBuf> {
+    testdata_at(
+        "RLX_ONNX123_TESTDATA",
+        "onnx-1.23.2/data",
+        "scripts/onnx123-cases.py",
+    )
+}
+
+fn testdata_at(env: &str, default: &str, script: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os(env)
         .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".cache/onnx-testdata/onnx-1.22.0/data"));
+        .unwrap_or_else(|| root().join(".cache/onnx-testdata").join(default));
     if dir.join("node").is_dir() {
         return Some(dir);
     }
     if std::env::var_os("CI").is_some() {
-        panic!(
-            "ONNX test data missing at {}: run scripts/fetch-onnx-testdata.sh",
-            dir.display()
-        );
+        panic!("ONNX test data missing at {}: run {script}", dir.display());
     }
     eprintln!(
-        "skipping: ONNX test data missing at {} (run scripts/fetch-onnx-testdata.sh)",
+        "skipping: ONNX test data missing at {} (run {script})",
         dir.display()
     );
     None

@@ -143,7 +143,7 @@ fn attentions() -> Vec<String> {
   %3 = input \"m\" : bool[4,5]
   %4 = input \"pk\" : f32[2,2,2,4]
   %5 = input \"pv\" : f32[2,2,2,4]
-  %6:4 = attention(%0, %1, %2, %3, %4, %5) {q_num_heads=4, kv_num_heads=2, scale=none, is_causal=true, softcap=2.0, qk_matmul_output_mode=3, has_mask=true, has_past=true, has_nonpad=false, num_outputs=4} : (f32[2,4,16], f32[2,2,5,4], f32[2,2,5,4], f32[2,4,4,5])
+  %6:4 = attention(%0, %1, %2, %3, %4, %5) {q_num_heads=4, kv_num_heads=2, scale=none, is_causal=true, softcap=2.0, qk_matmul_output_mode=3, has_mask=true, has_past=true, has_nonpad=false, num_outputs=4, left_window_size=-1, right_window_size=-1, softmax_precision=none} : (f32[2,4,16], f32[2,2,5,4], f32[2,2,5,4], f32[2,4,4,5])
   output \"y\" = %6.0
   output \"pk2\" = %6.1
   output \"pv2\" = %6.2
@@ -157,7 +157,7 @@ fn attentions() -> Vec<String> {
   %2 = input \"v\" : {d}[2,3,6,8]
   %3 = input \"m\" : {d}[2,1,4,6]
   %4 = input \"n\" : i64[2]
-  %5 = attention(%0, %1, %2, %3, %4) {{q_num_heads=0, kv_num_heads=0, scale=0.5, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=true, num_outputs=1}} : {d}[2,3,4,8]
+  %5 = attention(%0, %1, %2, %3, %4) {{q_num_heads=0, kv_num_heads=0, scale=0.5, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=true, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none}} : {d}[2,3,4,8]
   output \"y\" = %5
 "
         ));

@@ -94,6 +94,7 @@ pub fn register(r: &mut Registry) {
     r.add("Shrink", 9, shrink);
     r.add("Mish", 18, mish);
     r.add("Swish", 24, swish);
+    r.add("SwiGLU", 28, swiglu);
     r.add("Gelu", 20, gelu);
 }
 
@@ -193,9 +194,6 @@ fn arith(cx: &mut NodeCtx) -> Result<(), MapError> {
 fn modulo(cx: &mut NodeCtx) -> Result<(), MapError> {
     let fmod = cx.attr_bool("fmod", false)?;
     let (a, b) = (cx.req(0)?, cx.req(1)?);
-    if !fmod && cx.dtype(a).is_float() {
-        return cx.unsupported("Mod with fmod=0 is only defined for integers");
-    }
     let y = binary(cx, if fmod { B::Fmod } else { B::Mod }, a, b)?;
     cx.set_output(0, y);
     Ok(())
@@ -671,13 +669,40 @@ fn mish(cx: &mut NodeCtx) -> Result<(), MapError> {
     Ok(())
 }
 
-fn swish(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let alpha = cx.attr_f("alpha", 1.0)?;
-    let x = cx.req(0)?;
+/// `x * sigmoid(alpha * x)`.
+fn swish_of(cx: &mut NodeCtx, x: Value, alpha: f32) -> Result<Value, MapError> {
     let a = cx.scalar(cx.dtype(x), alpha as f64)?;
     let ax = binary(cx, B::Mul, x, a)?;
     let s = un(cx, U::Sigmoid, ax)?;
-    let y = binary(cx, B::Mul, x, s)?;
+    binary(cx, B::Mul, x, s)
+}
+
+fn swish(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let alpha = cx.attr_f("alpha", 1.0)?;
+    let x = cx.req(0)?;
+    let y = swish_of(cx, x, alpha)?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// SwiGLU (opset 28): `Swish_alpha(A) * B` over inputs of one shape.
+fn swiglu(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let alpha = cx.attr_f("alpha", 1.0)?;
+    let (a, b) = (cx.req(0)?, cx.req(1)?);
+    let (sa, sb) = (cx.ty(a).shape, cx.ty(b).shape);
+    if sa.rank() != sb.rank()
+        || sa
+            .0
+            .iter()
+            .zip(&sb.0)
+            .any(|(x, y)| x.known().zip(y.known()).is_some_and(|(x, y)| x != y))
+    {
+        return cx.unsupported(format!(
+            "SwiGLU needs A and B of one shape (no broadcasting), got {sa} and {sb}"
+        ));
+    }
+    let gate = swish_of(cx, a, alpha)?;
+    let y = binary(cx, B::Mul, gate, b)?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -254,24 +254,30 @@ fn depth_to_space(cx: &mut NodeCtx) -> Result<(), MapError> {
     let blocksize = cx
         .attr_i_opt("blocksize")?
         .ok_or_else(|| required("blocksize"))?;
-    let mode = cx.attr_choice("mode", "DCR", &["DCR", "CRD"])?;
-    let mode = if mode == "CRD" {
-        DepthToSpaceMode::Crd
-    } else {
-        DepthToSpaceMode::Dcr
-    };
+    let mode = block_mode(cx)?;
     let x = cx.req(0)?;
     let y = cx.add1(DepthToSpace { blocksize, mode }, &[x])?;
     cx.set_output(0, y);
     Ok(())
 }
 
+/// The `mode` of DepthToSpace (opset 11) and SpaceToDepth (opset 28).
+fn block_mode(cx: &mut NodeCtx) -> Result<DepthToSpaceMode, MapError> {
+    let mode = cx.attr_choice("mode", "DCR", &["DCR", "CRD"])?;
+    Ok(if mode == "CRD" {
+        DepthToSpaceMode::Crd
+    } else {
+        DepthToSpaceMode::Dcr
+    })
+}
+
 fn space_to_depth(cx: &mut NodeCtx) -> Result<(), MapError> {
     let blocksize = cx
         .attr_i_opt("blocksize")?
         .ok_or_else(|| required("blocksize"))?;
+    let mode = block_mode(cx)?;
     let x = cx.req(0)?;
-    let y = cx.add1(SpaceToDepth { blocksize }, &[x])?;
+    let y = cx.add1(SpaceToDepth { blocksize, mode }, &[x])?;
     cx.set_output(0, y);
     Ok(())
 }

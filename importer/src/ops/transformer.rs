@@ -1,4 +1,4 @@
-//! Attention (opset 23/24), RotaryEmbedding (opset 23) and LinearAttention (opset 27).
+//! Attention (opset 23-25), RotaryEmbedding (opset 23) and LinearAttention (opset 27).
 
 use rlx_ir::ops::{Attention, LinearAttention, LinearUpdateRule, RotaryEmbedding};
 
@@ -7,6 +7,8 @@ use crate::error::MapError;
 use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
+    // Opset 25 adds the key window; opsets 23 and 24 read the same, with the
+    // bottom-right causal alignment and zero fully-masked rows of onnx 1.23.
     r.add("Attention", 23, attention);
     r.add("RotaryEmbedding", 23, rotary_embedding);
     r.add("LinearAttention", 27, linear_attention);
@@ -25,13 +27,9 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     let scale = cx.attr_f_opt("scale")?;
     let softcap = cx.attr_f("softcap", 0.0)?;
-    // The softmax runs in f32 or wider for every input dtype, which meets any
-    // requested precision up to f32.
-    if let Some(p) = cx.attr_dtype("softmax_precision")? {
-        if p == rlx_ir::DType::F64 {
-            return cx.unsupported("softmax_precision=double");
-        }
-    }
+    let softmax_precision = cx.attr_dtype("softmax_precision")?;
+    let left_window_size = cx.attr_i("left_window_size", -1)?;
+    let right_window_size = cx.attr_i("right_window_size", -1)?;
     let (q, k, v) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
     let mask = cx.input(3)?;
     let past_key = cx.input(4)?;
@@ -61,6 +59,9 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
         has_past: past_key.is_some(),
         has_nonpad: nonpad.is_some(),
         num_outputs,
+        left_window_size,
+        right_window_size,
+        softmax_precision,
     };
     let ys = cx.add(op, &ins)?;
     cx.set_outputs(&ys);

@@ -642,6 +642,8 @@ impl OpDef for Tile {
 }
 
 attr_enum! {
+    /// The block order of DepthToSpace and SpaceToDepth: depth-column-row
+    /// (channel blocks outermost) or column-row-depth (channels outermost).
     pub enum DepthToSpaceMode { Dcr = "dcr", Crd = "crd" }
 }
 
@@ -679,6 +681,7 @@ op_attrs! {
     /// Moves spatial blocks into channels: `[N,C,H,W] -> [N,C*b²,H/b,W/b]`.
     pub struct SpaceToDepth {
         pub blocksize: i64,
+        pub mode: DepthToSpaceMode,
     }
 }
 

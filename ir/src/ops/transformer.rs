@@ -16,6 +16,13 @@ op_attrs! {
     /// Q/K/V are `[B, heads, seq, head_dim]`, or `[B, seq, heads*head_dim]` with
     /// the head counts given. Outputs `Y`, then up to `present_key`,
     /// `present_value` and the QK product (`num_outputs` in all).
+    ///
+    /// Causal masking and the key window are aligned bottom-right: query `i`
+    /// sits at position `p = offset + i`, where `offset` is the past length,
+    /// or `nonpad_kv_seqlen[b] - q_len` for an external cache, else 0. Causal
+    /// keeps keys `j <= p`; the window keeps `p - left <= j <= p + right`
+    /// (`-1`: that side unbounded). A query row with every key masked gives
+    /// zeros (Y and the mode-3 QK output), not NaN.
     pub struct Attention {
         pub q_num_heads: i64,
         pub kv_num_heads: i64,
@@ -27,6 +34,33 @@ op_attrs! {
         pub has_past: bool,
         pub has_nonpad: bool,
         pub num_outputs: i64,
+        pub left_window_size: i64,
+        pub right_window_size: i64,
+        /// The dtype the softmax runs in (`none`: the backend's compute type,
+        /// f32 or wider).
+        pub softmax_precision: Option<DType>,
+    }
+}
+
+impl Default for Attention {
+    /// Plain multi-head attention: no mask, cache, causality, window or
+    /// softcap; one output; head counts from 4-D operands.
+    fn default() -> Self {
+        Attention {
+            q_num_heads: 0,
+            kv_num_heads: 0,
+            scale: None,
+            is_causal: false,
+            softcap: 0.0,
+            qk_matmul_output_mode: 0,
+            has_mask: false,
+            has_past: false,
+            has_nonpad: false,
+            num_outputs: 1,
+            left_window_size: -1,
+            right_window_size: -1,
+            softmax_precision: None,
+        }
     }
 }
 
@@ -103,6 +137,19 @@ impl OpDef for Attention {
         let d = cx.expect_dtype(0, FLOATS)?;
         cx.expect_same_dtype(1, 0)?;
         cx.expect_same_dtype(2, 0)?;
+        for (name, w) in [
+            ("left_window_size", self.left_window_size),
+            ("right_window_size", self.right_window_size),
+        ] {
+            if w < -1 {
+                return Err(attr_err(name, "must be -1 or nonnegative"));
+            }
+        }
+        if let Some(p) = self.softmax_precision {
+            if !FLOATS.contains(&p) {
+                return Err(attr_err("softmax_precision", "must be a float dtype"));
+            }
+        }
         let q = heads_view(cx.shape(0), self.q_num_heads, 0)?;
         let k = heads_view(cx.shape(1), self.kv_num_heads, 1)?;
         let v = heads_view(cx.shape(2), self.kv_num_heads, 2)?;

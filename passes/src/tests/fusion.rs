@@ -235,7 +235,7 @@ fn attention_pattern_forms() {
   %2 = input "v" : f32[1,2,3,4]
   %3 = input "mask" : f32[1,1,1,3]
   %4 = transpose(%1) {perm=[0, 1, 3, 2]} : f32[1,2,3,4]  # QK, S, M, P, Y
-  %5 = attention(%0, %4, %2, %3) {q_num_heads=0, kv_num_heads=0, scale=0.5, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=false, num_outputs=1} : f32[1,2,3,4]  # QK, S, M, P, Y
+  %5 = attention(%0, %4, %2, %3) {q_num_heads=0, kv_num_heads=0, scale=0.5, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=false, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none} : f32[1,2,3,4]  # QK, S, M, P, Y
   output "y" = %5
 "#,
     );

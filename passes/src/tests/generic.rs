@@ -181,7 +181,7 @@ fn legalize_decomposes_attention() {
         r#"  %0 = input "q" : f32[1,2,3,4]
   %1 = input "k" : f32[1,2,5,4]
   %2 = input "v" : f32[1,2,5,4]
-  %3 = attention(%0, %1, %2) {q_num_heads=0, kv_num_heads=0, scale=none, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=false, has_past=false, has_nonpad=false, num_outputs=1} : f32[1,2,3,4]  # Att
+  %3 = attention(%0, %1, %2) {q_num_heads=0, kv_num_heads=0, scale=none, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=false, has_past=false, has_nonpad=false, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none} : f32[1,2,3,4]  # Att
   output "y" = %3
 "#,
     );

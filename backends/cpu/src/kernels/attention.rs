@@ -1,6 +1,7 @@
-//! ONNX Attention (opset 23/24): scaled dot-product attention over heads with
-//! GQA/MQA head sharing, masks, causality, softcap and a KV cache. Products go
-//! through gemm; the softmax runs in f32 (f64 for f64 inputs).
+//! ONNX Attention (opset 23-25): scaled dot-product attention over heads with
+//! GQA/MQA head sharing, masks, bottom-right causality, key windows, softcap
+//! and a KV cache. Products go through gemm; the softmax runs in f32 (f64 for
+//! f64 inputs or `softmax_precision` f64).
 
 use num_traits::{Float, ToPrimitive};
 use rayon::prelude::*;
@@ -96,10 +97,15 @@ fn concat_seq<C: Copy>(past: &[C], p: usize, new: &[C], n: usize, bh: usize, d: 
 }
 
 /// The additive bias `[B, Hq, Sq, T]` (broadcast strides) from the mask,
-/// `is_causal` and `nonpad_kv_seqlen`, or `None` when there is nothing to add.
+/// `is_causal`, the key window and `nonpad_kv_seqlen`.
 struct Bias {
     mask: Option<(Vec<f64>, Vec<usize>, usize)>,
-    causal_offset: Option<usize>,
+    causal: bool,
+    /// Left and right window bounds (`-1`: unbounded).
+    window: (i64, i64),
+    /// Position of the first query row: the past length (one for every
+    /// batch) or `nonpad_kv_seqlen[b] - q_len` (per batch).
+    offset: Vec<i64>,
     nonpad: Option<Vec<i64>>,
 }
 
@@ -107,10 +113,13 @@ impl Bias {
     /// The bias at (b, h, i, j); `mask_len` is the mask's own last dim, past
     /// which it counts as masked.
     fn at(&self, b: usize, h: usize, i: usize, j: usize) -> f64 {
-        if let Some(p) = self.causal_offset {
-            if j > i + p {
-                return f64::NEG_INFINITY;
-            }
+        let off = self.offset[if self.offset.len() == 1 { 0 } else { b }];
+        // Query position minus key position.
+        let diff = i as i64 + off - j as i64;
+        let (left, right) = self.window;
+        if (self.causal && diff < 0) || (left >= 0 && diff > left) || (right >= 0 && -diff > right)
+        {
+            return f64::NEG_INFINITY;
         }
         if let Some(np) = &self.nonpad {
             if j as i64 >= np[b] {
@@ -248,11 +257,18 @@ where
         }
         None => None,
     };
+    let offset = match (&nonpad, ports.past_key) {
+        (Some(np), None) => np.iter().map(|&n| n - sq as i64).collect(),
+        _ => vec![past as i64],
+    };
     let bias = Bias {
         mask,
-        causal_offset: a.is_causal.then_some(past),
+        causal: a.is_causal,
+        window: (a.left_window_size, a.right_window_size),
+        offset,
         nonpad,
     };
+    let softmax_f64 = a.softmax_precision == Some(DType::F64);
     let want_qk = outs.len() > 3;
     let mode = a.qk_matmul_output_mode;
     let softcap = a.softcap as f64;
@@ -284,6 +300,8 @@ where
         let mut row = vec![0f64; total];
         for i in 0..sq {
             let srow = &mut sc[i * total..(i + 1) * total];
+            // A row whose bias masks every key attends nothing: zeros.
+            let mut masked = true;
             for (j, s) in srow.iter().enumerate() {
                 let raw = ToPrimitive::to_f64(s).unwrap_or(f64::NAN);
                 let capped = if softcap > 0.0 {
@@ -291,7 +309,9 @@ where
                 } else {
                     raw
                 };
-                let biased = capped + bias.at(bi, h, i, j);
+                let b = bias.at(bi, h, i, j);
+                masked &= b == f64::NEG_INFINITY;
+                let biased = capped + b;
                 row[j] = biased;
                 if want_qk && mode != 3 {
                     let v = match mode {
@@ -302,17 +322,26 @@ where
                     qko[i * total + j] = <T::C as Comp>::from_f64c(v);
                 }
             }
-            // Softmax in the compute type of the input.
             let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mc = <T::C as Comp>::from_f64c(m);
-            let mut sum = zero;
-            for (s, &r) in srow.iter_mut().zip(row.iter()) {
-                let e = Float::exp(<T::C as Comp>::from_f64c(r) - mc);
-                *s = e;
-                sum = sum + e;
-            }
-            for s in srow.iter_mut() {
-                *s = *s / sum;
+            if masked {
+                srow.fill(zero);
+            } else if softmax_f64 {
+                let sum: f64 = row.iter().map(|&r| (r - m).exp()).sum();
+                for (s, &r) in srow.iter_mut().zip(row.iter()) {
+                    *s = <T::C as Comp>::from_f64c((r - m).exp() / sum);
+                }
+            } else {
+                // Softmax in the compute type of the input.
+                let mc = <T::C as Comp>::from_f64c(m);
+                let mut sum = zero;
+                for (s, &r) in srow.iter_mut().zip(row.iter()) {
+                    let e = Float::exp(<T::C as Comp>::from_f64c(r) - mc);
+                    *s = e;
+                    sum = sum + e;
+                }
+                for s in srow.iter_mut() {
+                    *s = *s / sum;
+                }
             }
             if want_qk && mode == 3 {
                 qko[i * total..(i + 1) * total].copy_from_slice(srow);
@@ -384,16 +413,11 @@ mod tests {
 
     fn op(causal: bool, has_mask: bool, has_past: bool, outputs: i64) -> Attention {
         Attention {
-            q_num_heads: 0,
-            kv_num_heads: 0,
-            scale: None,
             is_causal: causal,
-            softcap: 0.0,
-            qk_matmul_output_mode: 0,
             has_mask,
             has_past,
-            has_nonpad: false,
             num_outputs: outputs,
+            ..Attention::default()
         }
     }
 

@@ -193,6 +193,18 @@ fn binary_float<T: Real>(
         B::Div => go!(|p: C<T>, q: C<T>| p / q),
         B::Pow => go!(|p: C<T>, q: C<T>| p.powf(q)),
         B::Fmod => go!(|p: C<T>, q: C<T>| p % q),
+        // Floor modulo (numpy's `mod`): the result takes the divisor's sign,
+        // a zero result too; inf or a zero divisor give NaN through `%`.
+        B::Mod => go!(|p: C<T>, q: C<T>| {
+            let r = p % q;
+            if r == C::<T>::zero() {
+                C::<T>::zero().copysign(q)
+            } else if (r < C::<T>::zero()) != (q < C::<T>::zero()) {
+                r + q
+            } else {
+                r
+            }
+        }),
         B::Max => go!(|p: C<T>, q: C<T>| if p.is_nan() || q.is_nan() {
             C::<T>::nan()
         } else if p > q {
@@ -259,10 +271,11 @@ fn binary_int<T: Int>(
                 p << s as usize
             }
         }),
+        // A shift at or past the width (or negative) leaves only the sign fill.
         B::ShiftRight => go!(|p: T, q: T| {
             let s = q.to_i128();
             if s >= bits || s < 0 {
-                T::zero()
+                T::from_i128(if p.to_i128() < 0 { -1 } else { 0 })
             } else {
                 p >> s as usize
             }

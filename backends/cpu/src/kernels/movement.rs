@@ -298,7 +298,11 @@ fn depth_space(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(),
         }
         Op::SpaceToDepth(s) => {
             let b = s.blocksize as usize;
-            (vec![n, c, h / b, b, w / b, b], [0, 3, 5, 1, 2, 4])
+            let perm = match s.mode {
+                DepthToSpaceMode::Dcr => [0, 3, 5, 1, 2, 4],
+                DepthToSpaceMode::Crd => [0, 1, 3, 5, 2, 4],
+            };
+            (vec![n, c, h / b, b, w / b, b], perm)
         }
         _ => return Err(KernelError::Internal("not depth/space".into())),
     };

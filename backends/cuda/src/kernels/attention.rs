@@ -218,6 +218,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let none = y.range();
     let mut extras = Extras {
         past: p,
+        f64: dtype == DType::F64,
         ..Extras::default()
     };
     let mut mask_r = none;

@@ -37,10 +37,14 @@ crate::kernel_params! {
         /// Keys the mask covers (later keys are masked out).
         pub mask_len: u32,
         /// 1 mask, 2 bool mask, 4 causal, 8 nonpad lengths, 16 nonpad is
-        /// i64, 32 QK output.
+        /// i64, 32 QK output, 64 the query offset is `nonpad[b] - sq`.
         pub flags: u32,
-        /// Cached keys before the new ones (the causal diagonal's offset).
+        /// Cached keys before the new ones: the first query row's position
+        /// (unless flag 64).
         pub past: u32,
+        /// Key window left and right of the query position (-1: unbounded).
+        pub left: i32,
+        pub right: i32,
         /// qk_matmul_output_mode (0-3).
         pub mode: u32,
         /// Score scale.
@@ -165,6 +169,8 @@ pub struct Extras {
     pub qk: bool,
     /// Cached keys before the new ones.
     pub past: usize,
+    /// The operands are f64 (the kernel computes in f64).
+    pub f64: bool,
 }
 
 /// The kernel parameters of `a` over `q`, the keys and values it reads `k`
@@ -193,6 +199,18 @@ pub fn params(
     }
     if let Some(wide) = x.nonpad {
         flags |= 8 | (u32::from(wide) << 4);
+        // An external cache: query rows sit at the end of each batch's keys.
+        if !a.has_past {
+            flags |= 64;
+        }
+    }
+    let window = |w: i64, side: &str| {
+        i32::try_from(w).map_err(|_| format!("the {side} key window {w} is out of range"))
+    };
+    if a.softmax_precision == Some(rlx_ir::DType::F64) && !x.f64 {
+        return Err(
+            "softmax_precision=double over non-f64 inputs runs on the CPU backend only".into(),
+        );
     }
     if x.qk {
         flags |= 32;
@@ -219,6 +237,8 @@ pub fn params(
         mask_len,
         flags,
         past: u32_of(x.past, "the cache length")?,
+        left: window(a.left_window_size, "left")?,
+        right: window(a.right_window_size, "right")?,
         mode,
         scale: a.scale.unwrap_or(1.0 / (q.d as f32).sqrt()),
         softcap: a.softcap,

@@ -147,11 +147,17 @@ impl View {
     }
 
     /// SpaceToDepth of an (N, C, H, W) input by `b`.
-    pub fn space_to_depth(x: &[usize], b: usize) -> LResult<View> {
+    pub fn space_to_depth(x: &[usize], b: usize, mode: DepthToSpaceMode) -> LResult<View> {
         let [n, c, h, w] = dims4(x)?;
+        let (hb, wb) = (h / b.max(1), w / b.max(1));
+        // Output channel (block row, block column, channel) or (channel, ...).
+        let (dims, xs) = match mode {
+            DepthToSpaceMode::Dcr => (vec![n, b, b, c, hb, wb], [c * h * w, w, 1, h * w, b * w, b]),
+            DepthToSpaceMode::Crd => (vec![n, c, b, b, hb, wb], [c * h * w, h * w, w, 1, b * w, b]),
+        };
         Ok(View {
-            dims: vec![n, b, b, c, h / b.max(1), w / b.max(1)],
-            strides: i64s(&[c * h * w, w, 1, h * w, b * w, b]),
+            dims,
+            strides: i64s(&xs),
             start: 0,
         })
     }

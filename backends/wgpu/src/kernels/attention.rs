@@ -202,6 +202,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     let none = y.range();
     let mut extras = Extras {
         past: p,
+        f64: false,
         ..Extras::default()
     };
     let mut mask_r = none;

@@ -117,7 +117,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         }
         Op::SpaceToDepth(s) => {
             let b = usize::try_from(s.blocksize).map_err(|_| "bad blocksize")?;
-            plain(cx, &x, &y, &View::space_to_depth(&x.dims, b)?)
+            plain(cx, &x, &y, &View::space_to_depth(&x.dims, b, s.mode)?)
         }
         Op::Pad(p) => {
             let mode = match p.mode {

@@ -107,12 +107,8 @@ fn attend(
         kv_num_heads: heads,
         scale: (scale != 0.0).then_some(scale),
         is_causal: causal,
-        softcap: 0.0,
-        qk_matmul_output_mode: 0,
         has_mask: bias.is_some(),
-        has_past: false,
-        has_nonpad: false,
-        num_outputs: 1,
+        ..Attention::default()
     };
     let mut ins = vec![q, k, v];
     ins.extend(bias);
