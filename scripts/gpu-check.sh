@@ -6,7 +6,9 @@
 #   CPU with 16 threads, and PyTorch (eager and CUDA graph) on the same GPU in the
 #   same call, with ratios; 5. cuDNN against cuBLASLt convolutions. Stages:
 #   all (default), tests (1-2), nodes (3), domains (contrib, ai.onnx.ml and
-#   golden cases with `check --target cuda`), bench (4-5), ab (5). Logs go to $OUT.
+#   golden cases with `check --target cuda`), bench (4-5), ab (5), and corpus
+#   (the real-model corpus parts carried in gpu-corpus/, packed by
+#   scripts/corpus/pack.py; not part of `all`). Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -66,6 +68,20 @@ if [[ $stage == all || $stage == domains ]]; then
   done
   echo "cuda domains: $(grep -c ': pass$' "$out/cuda-domains.txt") of $(wc -l < "$out/cuda-domains.txt") pass; the others:"
   grep -v ': pass$' "$out/cuda-domains.txt" | cut -c1-220
+fi
+
+if [[ $stage == corpus ]]; then
+  # The real-model corpus, packed here by scripts/corpus/pack.py into parts that
+  # fit one call each: carry gpu-corpus/part-N.tar.xz beside gpu-bin.
+  echo "== real-model corpus on cuda (check against ORT's outputs, tests/expected/corpus-cuda.txt)"
+  mkdir -p /tmp/rlx-corpus
+  for part in gpu-corpus/part-*.tar.xz; do
+    [ -f "$part" ] || { echo "no gpu-corpus/part-*.tar.xz carried"; status=1; break; }
+    tar xJf "$part" -C /tmp/rlx-corpus
+    names=$(tar tJf "$part" | awk -F/ 'NF > 2 && $1 == "cases" {print $2}' | sort -u | paste -sd, -)
+    python3 scripts/corpus/check.py --binary "$bin/rlx-onnx" --cache /tmp/rlx-corpus --target cuda \
+      --only "$names" 2>&1 | tee -a "$out/corpus-cuda.txt" || status=1
+  done
 fi
 
 if [[ $stage == all || $stage == bench ]]; then

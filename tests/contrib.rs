@@ -2,7 +2,8 @@
 //! and the default-domain forms its tools write; tests/data/contrib) and
 //! `ai.onnx.ml` (tests/data/ml). Each one-node model runs on the CPU and
 //! matches the outputs ONNX Runtime gave (tests/data/contrib/make_cases.py
-//! writes both).
+//! writes both); so do scikit-learn models converted by skl2onnx
+//! (tests/data/sklearn).
 
 mod common;
 
@@ -18,13 +19,17 @@ const TOL: Tolerance = Tolerance {
 
 /// Runs every case under `tests/data/<dir>`; there must be at least `min`.
 fn all_pass(dir: &str, min: usize) {
+    all_pass_within(dir, min, TOL)
+}
+
+fn all_pass_within(dir: &str, min: usize, tol: Tolerance) {
     let registry = Registry::standard();
     let cases =
         rlx_onnx::testdata::case_dirs(&common::root().join("tests/data").join(dir)).unwrap();
     assert!(cases.len() >= min, "{} cases in {dir}", cases.len());
     let failures: Vec<String> = cases
         .iter()
-        .filter_map(|case| match run_case(case, &registry, Target::Cpu, TOL) {
+        .filter_map(|case| match run_case(case, &registry, Target::Cpu, tol) {
             Outcome::Passed => None,
             Outcome::Failed(m) | Outcome::Unsupported(m) => Some(format!(
                 "{}: {m}",
@@ -43,10 +48,25 @@ fn all_pass(dir: &str, min: usize) {
 
 #[test]
 fn contrib_ops_match_onnxruntime() {
-    all_pass("contrib", 53);
+    all_pass("contrib", 55);
 }
 
 #[test]
 fn ml_ops_match_onnxruntime() {
-    all_pass("ml", 19);
+    all_pass("ml", 33);
+}
+
+/// scikit-learn estimators converted by skl2onnx (tests/data/sklearn/make_cases.py):
+/// labels exactly, probabilities and predictions within 1e-5 (relative for
+/// regressions in the hundreds).
+#[test]
+fn sklearn_models_match_onnxruntime() {
+    all_pass_within(
+        "sklearn",
+        14,
+        Tolerance {
+            rtol: 1e-5,
+            atol: 1e-5,
+        },
+    );
 }

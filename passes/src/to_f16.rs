@@ -227,7 +227,7 @@ mod tests {
     use rlx_ir::Weights;
 
     fn run(text: &str) -> (Graph, Weights) {
-        let mut g = parse_graph(&format!("rlx-ir 1\ngraph {{\n{text}}}\n")).unwrap();
+        let mut g = parse_graph(&format!("rlx-ir 2\ngraph {{\n{text}}}\n")).unwrap();
         let mut w = Weights::default();
         let mut cx = PassContext::new(&mut w);
         ToF16.run(&mut g, &mut cx).unwrap();

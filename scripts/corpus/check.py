@@ -3,10 +3,12 @@
 fetch.py) with the case's tolerance, and compares the outcome with
 tests/expected/corpus.txt (`name  reason` per case expected to fail).
 
-    python3 scripts/corpus/check.py [--binary PATH] [--cache DIR] [--target cpu]
+    python3 scripts/corpus/check.py [--binary PATH] [--cache DIR] [--target cpu|cuda|wgpu]
+                                    [--only NAME[,NAME]]
 
-Exits 1 when a case fails that is not listed, or a listed case passes (so the
-list only shrinks).
+Other targets compare with tests/expected/corpus-<target>.txt. Exits 1 when a
+case fails that is not listed, or a listed case passes (so the list only
+shrinks). `--only` checks some cases (the GPU script runs the corpus in parts).
 """
 import argparse
 import os
@@ -38,11 +40,16 @@ def main():
     ap.add_argument("--binary", default=os.path.join(REPO, "target", "debug", "rlx-onnx"))
     ap.add_argument("--cache", default=os.environ.get("RLX_CORPUS_CACHE", os.path.join(REPO, ".cache", "corpus")))
     ap.add_argument("--target", default="cpu")
+    ap.add_argument("--only", default="", help="comma-separated model names")
     args = ap.parse_args()
+    only = [n for n in args.only.split(",") if n]
+    models = [m for m in MODELS if not only or m["name"] in only]
+    if len(models) != len(only or models):
+        sys.exit(f"unknown model among {only}")
     want_fail = expected(os.path.join(REPO, "tests", "expected", f"corpus{'' if args.target == 'cpu' else '-' + args.target}.txt"))
     surprises, passed = [], 0
     print(f"{'model':<28} {'result':<8} {'seconds':>8}  tolerance")
-    for m in MODELS:
+    for m in models:
         name = m["name"]
         case = os.path.join(args.cache, "cases", name)
         if not os.path.isdir(case):
@@ -61,7 +68,8 @@ def main():
             surprises.append(f"{name}: fails, and tests/expected is silent:\n    {detail}")
         if ok and name in want_fail:
             surprises.append(f"{name}: passes now; remove it from the expected failures")
-    print(f"corpus: {passed} passed, {len(MODELS) - passed} failed ({len(want_fail)} expected)")
+    listed = sum(m["name"] in want_fail for m in models)
+    print(f"corpus on {args.target}: {passed} passed, {len(models) - passed} failed ({listed} expected)")
     for s in surprises:
         print("SURPRISE", s)
     sys.exit(1 if surprises else 0)

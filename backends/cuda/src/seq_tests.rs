@@ -12,7 +12,7 @@ const GRU: &str = "  %0 = input \"X\" : f32[2,3,3]
   %2 = input \"R\" : f32[2,15,5]
   %3 = input \"B\" : f32[2,30]
   %4 = input \"lens\" : i32[3]
-  %5:2 = gru(%0, %1, %2, %3, %4) {hidden_size=5, direction=bidirectional, activations=[sigmoid, tanh, hard_sigmoid, softsign], activation_alpha=[0.0, 0.0, 0.2, 0.0], activation_beta=[0.0, 0.0, 0.5, 0.0], clip=2.5, layout=0, linear_before_reset=false, input_forget=false, has_bias=true, has_seq_lens=true, has_initial_h=false, has_initial_c=false, has_peepholes=false, num_outputs=2} : (f32[2,2,3,5], f32[2,3,5])
+  %5:2 = gru(%0, %1, %2, %3, %4) {hidden_size=5, direction=bidirectional, activations=[sigmoid, tanh, hard_sigmoid, softsign], activation_alpha=[0.0, 0.0, 0.2, 0.0], activation_beta=[0.0, 0.0, 0.5, 0.0], clip=2.5, layout=0, linear_before_reset=false, input_forget=false, has_bias=true, has_seq_lens=true, has_initial_h=false, has_initial_c=false, has_peepholes=false, num_outputs=2, quantized=false} : (f32[2,2,3,5], f32[2,3,5])
   output \"Y\" = %5.0
   output \"Y_h\" = %5.1
 ";
@@ -28,7 +28,7 @@ fn recurrent() -> Vec<String> {
   %5 = input \"h0\" : f32[3,1,3]
   %6 = input \"c0\" : f32[3,1,3]
   %7 = input \"P\" : f32[1,9]
-  %8:3 = lstm(%0, %1, %2, %3, %4, %5, %6, %7) {hidden_size=3, direction=reverse, activations=[sigmoid, tanh, tanh], activation_alpha=[0.0, 0.0, 0.0], activation_beta=[0.0, 0.0, 0.0], clip=none, layout=1, linear_before_reset=false, input_forget=true, has_bias=true, has_seq_lens=true, has_initial_h=true, has_initial_c=true, has_peepholes=true, num_outputs=3} : (f32[3,2,1,3], f32[3,1,3], f32[3,1,3])
+  %8:3 = lstm(%0, %1, %2, %3, %4, %5, %6, %7) {hidden_size=3, direction=reverse, activations=[sigmoid, tanh, tanh], activation_alpha=[0.0, 0.0, 0.0], activation_beta=[0.0, 0.0, 0.0], clip=none, layout=1, linear_before_reset=false, input_forget=true, has_bias=true, has_seq_lens=true, has_initial_h=true, has_initial_c=true, has_peepholes=true, num_outputs=3, quantized=false} : (f32[3,2,1,3], f32[3,1,3], f32[3,1,3])
   output \"Y\" = %8.0
   output \"Y_h\" = %8.1
   output \"Y_c\" = %8.2
@@ -37,14 +37,14 @@ fn recurrent() -> Vec<String> {
         "  %0 = input \"X\" : f32[2,3,3]
   %1 = input \"W\" : f32[1,15,3]
   %2 = input \"R\" : f32[1,15,5]
-  %3:2 = gru(%0, %1, %2) {hidden_size=5, direction=forward, activations=[sigmoid, tanh], activation_alpha=[0.0, 0.0], activation_beta=[0.0, 0.0], clip=none, layout=0, linear_before_reset=true, input_forget=false, has_bias=false, has_seq_lens=false, has_initial_h=false, has_initial_c=false, has_peepholes=false, num_outputs=2} : (f32[2,1,3,5], f32[1,3,5])
+  %3:2 = gru(%0, %1, %2) {hidden_size=5, direction=forward, activations=[sigmoid, tanh], activation_alpha=[0.0, 0.0], activation_beta=[0.0, 0.0], clip=none, layout=0, linear_before_reset=true, input_forget=false, has_bias=false, has_seq_lens=false, has_initial_h=false, has_initial_c=false, has_peepholes=false, num_outputs=2, quantized=false} : (f32[2,1,3,5], f32[1,3,5])
   output \"Y_h\" = %3.1
 "
         .to_string(),
         "  %0 = input \"X\" : f32[2,3,3]
   %1 = input \"W\" : f32[1,4,3]
   %2 = input \"R\" : f32[1,4,4]
-  %3 = rnn(%0, %1, %2) {hidden_size=4, direction=forward, activations=[elu], activation_alpha=[1.0], activation_beta=[0.0], clip=none, layout=0, linear_before_reset=false, input_forget=false, has_bias=false, has_seq_lens=false, has_initial_h=false, has_initial_c=false, has_peepholes=false, num_outputs=1} : f32[2,1,3,4]
+  %3 = rnn(%0, %1, %2) {hidden_size=4, direction=forward, activations=[elu], activation_alpha=[1.0], activation_beta=[0.0], clip=none, layout=0, linear_before_reset=false, input_forget=false, has_bias=false, has_seq_lens=false, has_initial_h=false, has_initial_c=false, has_peepholes=false, num_outputs=1, quantized=false} : f32[2,1,3,4]
   output \"Y\" = %3
 "
         .to_string(),

@@ -19,7 +19,7 @@ use crate::kernels::{module_source, PRELUDE, SOURCES};
 use crate::{plan, Context, Executable, PlanOptions, Schedule};
 
 pub(crate) fn graph(body: &str) -> rlx_ir::Graph {
-    let src = format!("rlx-ir 1\ngraph {{\n{body}}}\n");
+    let src = format!("rlx-ir 2\ngraph {{\n{body}}}\n");
     let mut g = parse_graph(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
     infer_graph(&mut g, None).unwrap_or_else(|e| panic!("{e}\n{src}"));
     g

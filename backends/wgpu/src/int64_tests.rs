@@ -26,7 +26,7 @@ fn context() -> Option<Arc<Context>> {
 
 /// Runs the graph `body` on `inputs` (in graph-input order).
 fn run(ctx: &Arc<Context>, body: &str, inputs: &[Tensor]) -> Vec<Tensor> {
-    let src = format!("rlx-ir 1\ngraph {{\n{body}}}\n");
+    let src = format!("rlx-ir 2\ngraph {{\n{body}}}\n");
     let mut g = parse_graph(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
     infer_graph(&mut g, None).unwrap();
     let mem = plan_memory(&g).unwrap();

@@ -10,7 +10,7 @@ use rlx_passes::plan_memory;
 use crate::{plan, PlanOptions, Schedule};
 
 fn planned(body: &str) -> Schedule {
-    let src = format!("rlx-ir 1\ngraph {{\n{body}}}\n");
+    let src = format!("rlx-ir 2\ngraph {{\n{body}}}\n");
     let mut g = parse_graph(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
     infer_graph(&mut g, None).unwrap_or_else(|e| panic!("{e}\n{src}"));
     let mem = plan_memory(&g).unwrap();
@@ -172,7 +172,7 @@ fn nested_control_flow_runs() {
             return;
         }
     };
-    let src = format!("rlx-ir 1\ngraph {{\n{NESTED_CONTROL}}}\n");
+    let src = format!("rlx-ir 2\ngraph {{\n{NESTED_CONTROL}}}\n");
     let mut g = parse_graph(&src).unwrap();
     infer_graph(&mut g, None).unwrap();
     let mem = plan_memory(&g).unwrap();

@@ -214,7 +214,8 @@ fn linear_regressor(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 /// Scores after `post_transform` (NONE, LOGISTIC, SOFTMAX).
-fn post_transform(cx: &mut NodeCtx, z: Value, post: &str) -> Result<Value, MapError> {
+/// ONNX-ML's `post_transform` over the last axis of `z` (f32).
+pub(super) fn post_transform(cx: &mut NodeCtx, z: Value, post: &str) -> Result<Value, MapError> {
     match post {
         "NONE" => Ok(z),
         "LOGISTIC" => cx.add1(
@@ -230,8 +231,36 @@ fn post_transform(cx: &mut NodeCtx, z: Value, post: &str) -> Result<Value, MapEr
             },
             &[z],
         ),
+        "SOFTMAX_ZERO" => softmax_zero(cx, z),
+        "PROBIT" => cx.unsupported("post_transform PROBIT (it needs an inverse erf)"),
         other => cx.unsupported(format!("post_transform {other}")),
     }
+}
+
+/// Softmax over the entries that are not (near) zero, as ONNX Runtime
+/// computes it: `exp(z - max)` where `|z| > 1e-7`, `z * exp(-max)` elsewhere,
+/// over the sum of the exponentials.
+fn softmax_zero(cx: &mut NodeCtx, z: Value) -> Result<Value, MapError> {
+    let un = |cx: &mut NodeCtx, kind, v| cx.add1(Unary { kind }, &[v]);
+    let m = reduce(cx, ReduceKind::Max, z, -1)?;
+    let shifted = binary(cx, B::Sub, z, m)?;
+    let e = un(cx, UnaryKind::Exp, shifted)?;
+    let a = un(cx, UnaryKind::Abs, z)?;
+    let eps = cx.scalar(DType::F32, 1e-7)?;
+    let live = cx.add1(
+        Compare {
+            kind: CompareKind::Greater,
+        },
+        &[a, eps],
+    )?;
+    let zero = cx.scalar(DType::F32, 0.0)?;
+    let counted = cx.add1(Where {}, &[live, e, zero])?;
+    let sum = reduce(cx, ReduceKind::Sum, counted, -1)?;
+    let neg_m = un(cx, UnaryKind::Neg, m)?;
+    let scale = un(cx, UnaryKind::Exp, neg_m)?;
+    let small = binary(cx, B::Mul, z, scale)?;
+    let num = cx.add1(Where {}, &[live, e, small])?;
+    binary(cx, B::Div, num, sum)
 }
 
 /// Labels (integer classes) and scores. With one coefficient row and two
@@ -253,9 +282,9 @@ fn linear_classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
         "NONE",
         &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
     )?;
-    if cx.attr_i("multi_class", 0)? != 0 {
-        return cx.unsupported("multi_class=1");
-    }
+    // ONNX Runtime gives the same scores whatever multi_class says (skl2onnx
+    // writes 1 for multinomial logistic regression): read and not used.
+    cx.attr_i("multi_class", 0)?;
     let n_coef = cx.attr_floats("coefficients")?.map_or(0, |c| c.len());
     let e = if labels.len() == 2 && cx.attr_floats("intercepts")?.is_some_and(|b| b.len() == 1) {
         1

@@ -13,11 +13,12 @@ mod ml;
 mod movement;
 pub(crate) mod norm;
 pub(crate) mod quant;
-mod recurrent;
+pub(crate) mod recurrent;
 mod reduce;
 mod resize;
 mod signal;
 mod transformer;
+mod trees;
 mod unsupported;
 
 use rlx_ir::ops::{Binary, BinaryKind, Unsqueeze};
@@ -38,6 +39,7 @@ pub fn register_all(r: &mut Registry) {
     linalg::register(r);
     loss::register(r);
     ml::register(r);
+    trees::register(r);
     movement::register(r);
     norm::register(r);
     quant::register(r);

@@ -14,6 +14,8 @@ use rlx_ir::ops::{
     RnnDirection,
 };
 
+use rlx_ir::Value;
+
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
 use crate::registry::Registry;
@@ -136,6 +138,21 @@ fn activations(
 }
 
 fn recurrent(cx: &mut NodeCtx, kind: RecurrentKind) -> Result<(), MapError> {
+    let (w, r) = (cx.req(1)?, cx.req(2)?);
+    layer(cx, kind, w, r, None)
+}
+
+/// A layer of `kind` over the node's inputs, with weights `w` and `r` in the
+/// ONNX layout (`[directions, gates*hidden, *]`); `quant`: the scales and
+/// zero points of a quantized layer (inputs 8 to 11 of DynamicQuantizeLSTM),
+/// each `[directions, gates*hidden]`.
+pub(crate) fn layer(
+    cx: &mut NodeCtx,
+    kind: RecurrentKind,
+    w: Value,
+    r: Value,
+    quant: Option<[Value; 4]>,
+) -> Result<(), MapError> {
     let dir = cx.attr_choice(
         "direction",
         "forward",
@@ -160,7 +177,7 @@ fn recurrent(cx: &mut NodeCtx, kind: RecurrentKind) -> Result<(), MapError> {
     } else {
         false
     };
-    let (x, w, r) = (cx.req(0)?, cx.req(1)?, cx.req(2)?);
+    let x = cx.req(0)?;
     let hidden_size = match cx.attr_i_opt("hidden_size")? {
         Some(h) => h,
         None => match cx.ty(r).shape.0.get(2).and_then(|d| d.known()) {
@@ -174,7 +191,11 @@ fn recurrent(cx: &mut NodeCtx, kind: RecurrentKind) -> Result<(), MapError> {
     let initial_h = cx.input(5)?;
     let initial_c = if lstm { cx.input(6)? } else { None };
     let peepholes = if lstm { cx.input(7)? } else { None };
-    let max_inputs = if lstm { 8 } else { 6 };
+    let max_inputs = match (lstm, quant.is_some()) {
+        (_, true) => 12,
+        (true, false) => 8,
+        (false, false) => 6,
+    };
     if cx.num_inputs() > max_inputs {
         return cx.unsupported(format!("{} inputs, at most {max_inputs}", cx.num_inputs()));
     }
@@ -182,6 +203,7 @@ fn recurrent(cx: &mut NodeCtx, kind: RecurrentKind) -> Result<(), MapError> {
     for v in [bias, seq_lens, initial_h, initial_c, peepholes] {
         ins.extend(v);
     }
+    ins.extend(quant.into_iter().flatten());
     let num_outputs = (0..cx.num_outputs())
         .rev()
         .find(|&i| cx.output_used(i))
@@ -203,6 +225,7 @@ fn recurrent(cx: &mut NodeCtx, kind: RecurrentKind) -> Result<(), MapError> {
         has_initial_c: initial_c.is_some(),
         has_peepholes: peepholes.is_some(),
         num_outputs,
+        quantized: quant.is_some(),
     };
     let ys = cx.add(op, &ins)?;
     cx.set_outputs(&ys);

@@ -24,6 +24,7 @@ pub mod resize;
 pub mod resize_taps;
 pub mod signal;
 pub mod transformer;
+pub mod tree;
 pub mod values;
 
 pub use control::*;
@@ -44,6 +45,7 @@ pub use region::*;
 pub use resize::*;
 pub use signal::*;
 pub use transformer::*;
+pub use tree::*;
 pub use values::eval_known;
 
 use crate::shape::TensorType;
@@ -285,6 +287,7 @@ define_ops! {
         Loop(Loop) = "loop",
         Scan(Scan) = "scan",
         NllLoss(NllLoss) = "nll_loss",
+        TreeEnsemble(TreeEnsemble) = "tree_ensemble",
     }
     kinded {
         Unary(Unary, UnaryKind),

@@ -83,6 +83,13 @@ kinded_op! {
     /// (forward first), each with its resolved `activation_alpha` and
     /// `activation_beta`. `layout` 0 is `[seq, batch, *]`, 1 is `[batch, seq, *]`.
     /// Outputs `Y`, `Y_h`, `Y_c` (the first `num_outputs` of them).
+    ///
+    /// `quantized` (ORT's DynamicQuantizeLSTM): `W` and `R` hold int8 or uint8
+    /// values, and four more inputs follow: `W_scale`, `W_zero_point`,
+    /// `R_scale`, `R_zero_point`, each `[directions, gates*hidden]`. Every
+    /// product quantizes its activations (`X` once, `h` at each step) to uint8
+    /// with their own range, as DynamicQuantizeLinear does, and multiplies
+    /// integers: `((a_q - a_zp) · (w_q - w_zp)) * a_scale * w_scale`.
     pub struct Recurrent [RecurrentKind] {
         pub hidden_size: i64,
         pub direction: RnnDirection,
@@ -99,6 +106,7 @@ kinded_op! {
         pub has_initial_c: bool,
         pub has_peepholes: bool,
         pub num_outputs: i64,
+        pub quantized: bool,
     }
 }
 
@@ -110,6 +118,8 @@ pub struct RecurrentPorts {
     pub initial_h: Option<usize>,
     pub initial_c: Option<usize>,
     pub peepholes: Option<usize>,
+    /// `W_scale`, `W_zero_point`, `R_scale`, `R_zero_point` when quantized.
+    pub quant: Option<[usize; 4]>,
 }
 
 impl Recurrent {
@@ -121,12 +131,19 @@ impl Recurrent {
                 next - 1
             })
         };
+        let bias = take(self.has_bias);
+        let seq_lens = take(self.has_seq_lens);
+        let initial_h = take(self.has_initial_h);
+        let initial_c = take(self.has_initial_c);
+        let peepholes = take(self.has_peepholes);
+        let quant = self.quantized.then(|| [next, next + 1, next + 2, next + 3]);
         RecurrentPorts {
-            bias: take(self.has_bias),
-            seq_lens: take(self.has_seq_lens),
-            initial_h: take(self.has_initial_h),
-            initial_c: take(self.has_initial_c),
-            peepholes: take(self.has_peepholes),
+            bias,
+            seq_lens,
+            initial_h,
+            initial_c,
+            peepholes,
+            quant,
         }
     }
 
@@ -141,6 +158,7 @@ impl Recurrent {
         .iter()
         .filter(|&&b| b)
         .count()
+            + if self.quantized { 4 } else { 0 }
     }
 
     fn check_attrs(&self) -> Result<(), InferError> {
@@ -214,16 +232,28 @@ impl OpDef for Recurrent {
         let nd = Dim::Known(self.direction.count() as i64);
         let h = Dim::Known(self.hidden_size);
         let gh = Dim::Known(self.kind.gates() * self.hidden_size);
-        cx.expect_same_dtype(1, 0)?;
+        let p = self.ports();
+        if let Some([ws, wz, rs, rz]) = p.quant {
+            if d != DType::F32 {
+                return Err(value_err(0, "a quantized layer takes f32 inputs"));
+            }
+            let q = cx.expect_dtype(1, &[DType::I8, DType::U8])?;
+            cx.expect_dtype(2, &[q])?;
+            for (port, want) in [(ws, DType::F32), (wz, q), (rs, DType::F32), (rz, q)] {
+                cx.expect_dtype(port, &[want])?;
+                expect_dims(cx, port, &[nd.clone(), gh.clone()])?;
+            }
+        } else {
+            cx.expect_same_dtype(1, 0)?;
+            cx.expect_same_dtype(2, 0)?;
+        }
         expect_dims(cx, 1, &[nd.clone(), gh.clone(), x[2].clone()])?;
-        cx.expect_same_dtype(2, 0)?;
         expect_dims(cx, 2, &[nd.clone(), gh.clone(), h.clone()])?;
         let state = if self.layout == 0 {
             vec![nd.clone(), batch.clone(), h.clone()]
         } else {
             vec![batch.clone(), nd.clone(), h.clone()]
         };
-        let p = self.ports();
         if let Some(port) = p.bias {
             cx.expect_same_dtype(port, 0)?;
             expect_dims(cx, port, &[nd.clone(), gh.mul(&Dim::Known(2))])?;
@@ -351,6 +381,7 @@ mod tests {
             has_initial_c: false,
             has_peepholes: true,
             num_outputs: 3,
+            quantized: false,
         }
     }
 
@@ -400,6 +431,38 @@ mod tests {
             ..op
         };
         assert!(infer(short, &good).is_err());
+    }
+
+    #[test]
+    fn quantized_layers_take_integer_weights_and_per_row_scales() {
+        let op = Recurrent {
+            quantized: true,
+            has_peepholes: false,
+            ..lstm(RnnDirection::Forward, 0)
+        };
+        assert_eq!(op.ports().quant, Some([4, 5, 6, 7]));
+        let t = |d: DType, dims: &[usize]| TensorType::known(d, dims);
+        let mut ins = vec![
+            f32s(&[5, 2, 4]),
+            t(DType::I8, &[1, 12, 4]),
+            t(DType::I8, &[1, 12, 3]),
+            f32s(&[1, 24]),
+            f32s(&[1, 12]),
+            t(DType::I8, &[1, 12]),
+            f32s(&[1, 12]),
+            t(DType::I8, &[1, 12]),
+        ];
+        assert!(infer(op.clone(), &ins).is_ok());
+        ins[5] = t(DType::U8, &[1, 12]);
+        assert!(
+            infer(op.clone(), &ins).is_err(),
+            "zero point of another dtype"
+        );
+        ins[5] = t(DType::I8, &[1, 1]);
+        assert!(infer(op.clone(), &ins).is_err(), "one zero point per row");
+        ins[5] = t(DType::I8, &[1, 12]);
+        ins[1] = f32s(&[1, 12, 4]);
+        assert!(infer(op, &ins).is_err(), "float weights");
     }
 
     #[test]

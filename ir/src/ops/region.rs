@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn region_round_trips() {
-        let src = "rlx-ir 1\ngraph {\n  %0 = input \"x\" : f32[N,8]\n  %1 = input \"b\" : f32[8]\n  %2 = elementwise_region(%0, %1) {program=[mul(x0, x1), add(t0, -0.5), relu(t1), pow(t2, 3.0), max(t3, 1e-7)]} : f32[N,8]  # Mul_0, Add_1\n  output \"y\" = %2\n}\n";
+        let src = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[N,8]\n  %1 = input \"b\" : f32[8]\n  %2 = elementwise_region(%0, %1) {program=[mul(x0, x1), add(t0, -0.5), relu(t1), pow(t2, 3.0), max(t3, 1e-7)]} : f32[N,8]  # Mul_0, Add_1\n  output \"y\" = %2\n}\n";
         let g = parse_graph(src).unwrap();
         assert_eq!(print_graph(&g), src);
     }
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn bad_programs_are_errors() {
         let bad = |p: &str| {
-            let src = format!("rlx-ir 1\ngraph {{\n  %0 = input \"x\" : f32[4]\n  %1 = elementwise_region(%0) {{program={p}}} : f32[4]\n  output \"y\" = %1\n}}\n");
+            let src = format!("rlx-ir 2\ngraph {{\n  %0 = input \"x\" : f32[4]\n  %1 = elementwise_region(%0) {{program={p}}} : f32[4]\n  output \"y\" = %1\n}}\n");
             let mut g = parse_graph(&src).map_err(|e| e.to_string())?;
             crate::analysis::infer_graph(&mut g, None).map_err(|e| e.to_string())?;
             Ok::<(), String>(())

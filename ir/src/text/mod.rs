@@ -3,7 +3,7 @@
 //! The grammar, by example:
 //!
 //! ```text
-//! rlx-ir 1
+//! rlx-ir 2
 //! graph {
 //!   %0 = input "x" : f32[N,3]
 //!   %1 = weight "fc.weight" : f32[3,4]
@@ -29,7 +29,7 @@ pub use parse::{parse_graph, ParseError, Parser};
 pub use print::{print_graph, print_graph_body, Writer};
 
 /// Version of the text form written in its first line.
-pub const TEXT_VERSION: u32 = 1;
+pub const TEXT_VERSION: u32 = 2;
 
 /// Defines an op's attribute struct and its text form.
 ///

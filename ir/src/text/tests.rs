@@ -2,7 +2,7 @@
 
 use super::{parse_graph, print_graph};
 
-const SAMPLE: &str = r#"rlx-ir 1
+const SAMPLE: &str = r#"rlx-ir 2
 graph {
   %0 = input "x" : f32[N,2*seq-1]
   %1 = input "cond" : bool[]
@@ -27,7 +27,7 @@ graph {
 
 /// SAMPLE in canonical numbering: inputs, then post-order from the outputs,
 /// then nodes no output reads.
-const CANONICAL: &str = r#"rlx-ir 1
+const CANONICAL: &str = r#"rlx-ir 2
 graph {
   %0 = input "x" : f32[N,2*seq-1]
   %1 = input "cond" : bool[]
@@ -79,11 +79,11 @@ fn names_and_origins_survive() {
 
 #[test]
 fn errors_have_locations() {
-    let e = parse_graph("rlx-ir 1\ngraph {\n  %0 = frobnicate() : f32[]\n}\n").unwrap_err();
+    let e = parse_graph("rlx-ir 2\ngraph {\n  %0 = frobnicate() : f32[]\n}\n").unwrap_err();
     assert_eq!((e.line, e.column), (3, 8));
     assert!(e.message.contains("unknown op `frobnicate`"), "{e}");
-    let e = parse_graph("rlx-ir 1\ngraph {\n  %0 = relu(%4) : f32[]\n}\n").unwrap_err();
+    let e = parse_graph("rlx-ir 2\ngraph {\n  %0 = relu(%4) : f32[]\n}\n").unwrap_err();
     assert!(e.message.contains("%4 is not defined"), "{e}");
-    let e = parse_graph("rlx-ir 2\ngraph {}\n").unwrap_err();
-    assert!(e.message.contains("version 2"), "{e}");
+    let e = parse_graph("rlx-ir 3\ngraph {}\n").unwrap_err();
+    assert!(e.message.contains("version 3"), "{e}");
 }

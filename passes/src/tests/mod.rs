@@ -67,7 +67,7 @@ pub fn check_on(passes: &[&str], src: &str, want: &str, backend: Option<&dyn Bac
     assert_eq!(canon(&got), canon(&want), "{passes:?}");
 }
 
-/// `rlx-ir 1\ngraph {\n<body>}\n` from body lines.
+/// `rlx-ir 2\ngraph {\n<body>}\n` from body lines.
 pub fn graph(body: &str) -> String {
-    format!("rlx-ir 1\ngraph {{\n{body}}}\n")
+    format!("rlx-ir 2\ngraph {{\n{body}}}\n")
 }

@@ -230,9 +230,107 @@ def ml():
       {"keys_int64s": [1, 2, 4], "values_int64s": [10, 20, 40], "default_int64": -7}, domain_opset=2)
     m("label_encoder_to_float", "LabelEncoder", [("x", np.array([1, 4, 9, 2], np.int64))], ["y"],
       {"keys_int64s": [1, 2, 4], "values_floats": [0.5, 1.5, 2.5], "default_float": 9.0}, domain_opset=2)
+    trees(m)
+
+
+def forest(n_trees, depth, n_features, modes=("BRANCH_LEQ",), nan_true=False):
+    """Random full binary trees as TreeEnsemble{Regressor,Classifier} node
+    attributes, and per tree its leaves as (tree id, node id)."""
+    at = {k: [] for k in ["nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+                          "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true"]}
+    leaves = []
+    for t in range(n_trees):
+        count = 2 ** (depth + 1) - 1
+        for i in range(count):
+            leaf = i >= 2 ** depth - 1
+            mode = "LEAF" if leaf else modes[int(R.integers(len(modes)))]
+            at["nodes_treeids"].append(t)
+            at["nodes_nodeids"].append(i)
+            at["nodes_featureids"].append(0 if leaf else int(R.integers(n_features)))
+            at["nodes_modes"].append(mode)
+            at["nodes_values"].append(0.0 if leaf else float(R.integers(-2, 3) if mode in ("BRANCH_EQ", "BRANCH_NEQ") else R.standard_normal()))
+            at["nodes_truenodeids"].append(0 if leaf else 2 * i + 1)
+            at["nodes_falsenodeids"].append(0 if leaf else 2 * i + 2)
+            at["nodes_missing_value_tracks_true"].append(int(nan_true and R.integers(2)))
+            if leaf:
+                leaves.append((t, i))
+    return at, leaves
+
+
+def entries(prefix, leaves, targets, weight, keep=lambda t, l: True):
+    """`prefix`_{treeids,nodeids,ids,weights} of every (leaf, target) kept."""
+    e = {f"{prefix}_{k}": [] for k in ["treeids", "nodeids", "ids", "weights"]}
+    for li, (t, n) in enumerate(leaves):
+        for c in targets:
+            if keep(c, li):
+                e[f"{prefix}_treeids"].append(t)
+                e[f"{prefix}_nodeids"].append(n)
+                e[f"{prefix}_ids"].append(c)
+                e[f"{prefix}_weights"].append(float(weight()))
+    return e
+
+
+def trees(m):
+    """Tree ensembles, including ONNX Runtime's two-class rules."""
+    x = f32(16, 4)
+    x[2, 1] = np.nan
+    x[5, 0] = np.nan
+    xi = R.integers(-2, 3, (16, 4)).astype(np.float32)
+    normal = lambda: R.standard_normal()
+    unit = lambda: R.uniform(0.0, 1.0)
+    out = ["label", "probabilities"]
+
+    def reg(name, n_targets, agg, **kw):
+        at, leaves = forest(3, 3, 4, nan_true=True)
+        keep = kw.pop("keep", lambda t, l: True)
+        at.update(entries("target", leaves, range(n_targets), normal, keep), n_targets=n_targets, aggregate_function=agg, **kw)
+        m(name, "TreeEnsembleRegressor", [("x", x)], ["y"], at, domain_opset=3)
+
+    reg("tree_regressor_sum", 2, "SUM", base_values=[0.5, -0.5])
+    reg("tree_regressor_average", 1, "AVERAGE")
+    reg("tree_regressor_max_sparse", 2, "MAX", base_values=[1.0, 2.0], keep=lambda t, l: (t + l) % 3 != 0)
+    reg("tree_regressor_min_logistic", 2, "MIN", post_transform="LOGISTIC")
+    at, leaves = forest(2, 3, 4, modes=("BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"), nan_true=True)
+    at.update(entries("target", leaves, [0], normal), n_targets=1)
+    m("tree_regressor_modes", "TreeEnsembleRegressor", [("x", xi)], ["y"], at, domain_opset=3)
+
+    def clf(name, classes, labels, weight, keep=lambda t, l: True, **kw):
+        at, leaves = forest(4, 2, 4)
+        at.update(entries("class", leaves, classes, weight, keep), classlabels_int64s=labels, **kw)
+        m(name, "TreeEnsembleClassifier", [("x", x)], out, at, domain_opset=3)
+
+    clf("tree_classifier_softmax", [0, 1, 2], [3, 5, 7], normal, post_transform="SOFTMAX")
+    clf("tree_classifier_sparse", [0, 1, 2], [3, 5, 7], unit, keep=lambda t, l: (t + 2 * l) % 4 != 1)
+    clf("tree_classifier_base", [0, 1, 2], [3, 5, 7], normal, base_values=[0.1, 0.2, -0.3], post_transform="SOFTMAX_ZERO")
+    clf("tree_classifier_binary_one_class", [0], [0, 1], lambda: unit() / 4)
+    clf("tree_classifier_binary_logistic_base", [0], [0, 1], normal, base_values=[0.3], post_transform="LOGISTIC")
+    clf("tree_classifier_binary_both", [0, 1], [4, 9], normal)
+    clf("tree_classifier_binary_both_base", [0, 1], [4, 9], normal, base_values=[0.1, 0.2])
+    clf("tree_classifier_binary_class1_sparse", [1], [0, 1], unit, keep=lambda t, l: l % 3 != 0, base_values=[0.5])
+    clf("tree_classifier_binary_class0_sparse", [0], [0, 1], normal, keep=lambda t, l: l % 3 != 0, post_transform="LOGISTIC")
+
+
+def quantized_lstm():
+    """DynamicQuantizeLSTM, int8 and uint8 weights (ORT takes one zero point per direction)."""
+    for name, dt, dirs, per_channel, seq, batch in [
+        ("dynamic_quantize_lstm", np.int8, "bidirectional", False, 5, 2),
+        ("dynamic_quantize_lstm_uint8", np.uint8, "forward", False, 6, 3),
+    ]:
+        nd, hid, inp = (2 if dirs == "bidirectional" else 1), 8, 6
+        lo, hi = (-128, 128) if dt == np.int8 else (0, 256)
+        w = R.integers(lo, hi, (nd, inp, 4 * hid)).astype(dt)
+        r = R.integers(lo, hi, (nd, hid, 4 * hid)).astype(dt)
+        shape = (nd, 4 * hid) if per_channel else (nd,)
+        zero = (lambda: R.integers(-3, 4, shape)) if dt == np.int8 else (lambda: R.integers(120, 136, shape))
+        scale = lambda: R.uniform(0.002, 0.01, shape).astype(np.float32)
+        inputs = [("x", f32(seq, batch, inp)), ("w", w), ("r", r), ("b", f32(nd, 8 * hid, scale=0.1)),
+                  ("seq_lens", None), ("h0", f32(nd, batch, hid, scale=0.5)), ("c0", f32(nd, batch, hid, scale=0.5)), ("p", None),
+                  ("ws", scale()), ("wz", zero().astype(dt)), ("rs", scale()), ("rz", zero().astype(dt))]
+        case(name, "DynamicQuantizeLSTM", inputs, ["y", "yh", "yc"], {"hidden_size": hid, "direction": dirs},
+             consts={"w", "r", "b", "ws", "wz", "rs", "rz"})
 
 
 if __name__ == "__main__":
-    for family in [activations, norms, attention, matmuls, qlinear, misc, ml]:
+    for family in [activations, norms, attention, matmuls, qlinear, misc, ml, quantized_lstm]:
         family()
     print(f"{len(CASES)} cases written")

@@ -34,6 +34,7 @@ pub mod signal;
 pub mod softmax;
 pub mod spectral;
 pub mod tensor_scatter;
+pub mod tree;
 pub mod vmath;
 
 use rlx_ir::{Node, Op, TensorType};
@@ -115,6 +116,7 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         Op::Recurrent(_) | Op::CausalConvWithState(_) => recurrent::build,
         Op::LinearAttention(_) => linear_attention::build,
         Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => spectral::build,
+        Op::TreeEnsemble(_) => tree::build,
         Op::TensorScatter(_) => tensor_scatter::build,
         _ => return None,
     })

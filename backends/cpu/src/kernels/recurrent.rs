@@ -262,7 +262,7 @@ fn recurrent(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), K
     if acts.len() != per_dir * g.dirs {
         return Err(KernelError::Value("wrong number of activations".into()));
     }
-    if ins[..3].iter().all(|t| t.dtype == rlx_ir::DType::F32) {
+    if rc.quantized || ins[..3].iter().all(|t| t.dtype == rlx_ir::DType::F32) {
         let lens: Vec<usize> = lens.iter().map(|&l| l as usize).collect();
         return super::recurrent_f32::run(rc, &g, &lens, &acts, ins, outs);
     }
@@ -552,6 +552,7 @@ mod tests {
             has_initial_c: false,
             has_peepholes: false,
             num_outputs: 2,
+            quantized: false,
         });
         let lens = Tensor::from_slice(DType::I32, &[2], &[2i32, 0]).unwrap();
         let ins = [
@@ -662,6 +663,7 @@ mod tests {
                         has_initial_c: extras && lstm,
                         has_peepholes: extras && lstm,
                         num_outputs: if lstm { 3 } else { 2 },
+                        quantized: false,
                     });
                     let xd = if layout == 1 {
                         [batch, seq, input]

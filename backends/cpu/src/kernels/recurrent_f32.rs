@@ -4,6 +4,11 @@
 //! gates fused over it. Directions run in parallel. Semantics are those of the
 //! f64 reference path in `recurrent.rs` (sequence lengths, clip, peepholes,
 //! input forget, linear-before-reset, both layouts).
+//!
+//! A quantized layer (ORT's DynamicQuantizeLSTM) keeps its weights as the
+//! integers `w_q - w_zp` (exact in f32) with a scale per row; each product
+//! quantizes its activations to uint8 first ([`quantize_u8`]) and scales the
+//! integer sums back.
 
 use rayon::prelude::*;
 use rlx_ir::ops::{Recurrent, RecurrentKind, RnnActivation, RnnDirection};
@@ -21,6 +26,9 @@ pub(super) struct DirWeights<'a> {
     pub w: &'a [f32],
     /// `[gates*hidden, hidden]`.
     pub r: &'a [f32],
+    /// Per row of `w` and `r`: the scale of a quantized layer; empty for f32.
+    pub w_scale: &'a [f32],
+    pub r_scale: &'a [f32],
     /// `Wb` then `Rb`, `[2*gates*hidden]`; empty for none.
     pub bias: &'a [f32],
     /// `[3*hidden]` (`i, o, f`); empty for none.
@@ -109,12 +117,59 @@ fn gemv(m: &[f32], n: usize, v: &[f32], out: &mut [f32]) {
     }
 }
 
-/// `hr[rows, gh] = h[rows, hidden] · R[rows of R]ᵀ` for `gh` rows of `r`.
-fn recurrent_product(h: &[f32], rows: usize, hs: usize, r: &[f32], gh: usize, hr: &mut [f32]) {
+/// `hr[rows, gh] = h[rows, hidden] · R[rows of R]ᵀ` for `gh` rows of `r`;
+/// with `scale` (a quantized layer, one per row of `r`), `h` is quantized
+/// first and the integer sums scaled back.
+fn recurrent_product(
+    h: &[f32],
+    rows: usize,
+    hs: usize,
+    r: &[f32],
+    scale: &[f32],
+    gh: usize,
+    hr: &mut [f32],
+) {
+    let quantized;
+    let (h, hscale) = if scale.is_empty() {
+        (h, 1.0)
+    } else {
+        let (q, s) = quantize_u8(h);
+        quantized = q;
+        (&quantized[..], s)
+    };
     if rows == 1 {
         gemv(r, hs, h, hr);
     } else {
         gemm_strided(rows, gh, hs, h, (hs, 1), r, (1, hs), hr, gh, false);
+    }
+    if !scale.is_empty() {
+        rescale(hr, gh, hscale, scale);
+    }
+}
+
+/// Quantizes `a` to uint8 over its own range (which takes in 0), as ONNX
+/// Runtime quantizes a GEMM's activations: `scale = (max - min) / 255`,
+/// `q = clamp(round(a / scale) + zp, 0, 255)`; returns `q - zp` (small
+/// integers, exact in f32) and the scale.
+pub(super) fn quantize_u8(a: &[f32]) -> (Vec<f32>, f32) {
+    let max = a.iter().copied().fold(0f32, f32::max);
+    let min = a.iter().copied().fold(0f32, f32::min);
+    let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
+    let zp = (-min / scale).clamp(0.0, 255.0).round_ties_even();
+    let q = a
+        .iter()
+        .map(|&x| ((x / scale).round_ties_even() + zp).clamp(0.0, 255.0) - zp)
+        .collect();
+    (q, scale)
+}
+
+/// Scales column `j` of the `[rows, n]` integer sums by `a_scale * w_scale[j]`.
+fn rescale(sums: &mut [f32], n: usize, a_scale: f32, w_scale: &[f32]) {
+    let s: Vec<f32> = w_scale[..n].iter().map(|&w| a_scale * w).collect();
+    for row in sums.chunks_mut(n) {
+        for (v, s) in row.iter_mut().zip(&s) {
+            *v *= s;
+        }
     }
 }
 
@@ -158,10 +213,19 @@ pub(super) fn direction(
         RecurrentKind::Gru if !rc.linear_before_reset => (&dw.r[..2 * hs * hs], 2 * hs),
         _ => (dw.r, gh),
     };
+    let scale_of = |rows: std::ops::Range<usize>| dw.r_scale.get(rows).unwrap_or(&[]);
     let mut hr_rows = vec![0.0; batch * gh_now];
     let mut pre = vec![0.0; gh];
     for k in 0..steps {
-        recurrent_product(&h, batch, hs, r_gates, gh_now, &mut hr_rows);
+        recurrent_product(
+            &h,
+            batch,
+            hs,
+            r_gates,
+            scale_of(0..gh_now),
+            gh_now,
+            &mut hr_rows,
+        );
         for b in 0..batch {
             hr[b * gh..b * gh + gh_now].copy_from_slice(&hr_rows[b * gh_now..(b + 1) * gh_now]);
         }
@@ -175,7 +239,8 @@ pub(super) fn direction(
                     rh[b * hs + j] = r * h[b * hs + j];
                 }
             }
-            recurrent_product(&rh, batch, hs, &dw.r[2 * hs * hs..], hs, &mut rhr);
+            let rs = scale_of(2 * hs..3 * hs);
+            recurrent_product(&rh, batch, hs, &dw.r[2 * hs * hs..], rs, hs, &mut rhr);
         }
         for &b in &active {
             let t = t_of(b);
@@ -256,6 +321,14 @@ pub(super) fn project(
 ) -> Vec<f32> {
     let gh = rc.kind.gates() as usize * hs;
     let mut xw = vec![0.0; rows * gh];
+    let quantized;
+    let (x, xscale) = if dw.w_scale.is_empty() {
+        (x, 1.0)
+    } else {
+        let (q, s) = quantize_u8(x);
+        quantized = q;
+        (&quantized[..], s)
+    };
     gemm_strided(
         rows,
         gh,
@@ -268,6 +341,9 @@ pub(super) fn project(
         gh,
         false,
     );
+    if !dw.w_scale.is_empty() {
+        rescale(&mut xw, gh, xscale, dw.w_scale);
+    }
     if !dw.bias.is_empty() {
         let keep_rb = |j: usize| rc.kind == RecurrentKind::Gru && j >= 2 * hs;
         let bias: Vec<f32> = (0..gh)
@@ -296,6 +372,27 @@ fn part(v: &[f32], d: usize, n: usize) -> &[f32] {
     }
 }
 
+/// `q - zp` of int8 or uint8 weights `[dirs, rows, k]` with one zero point
+/// per row (`[dirs, rows]`), as f32.
+fn integers(
+    q: &crate::tensor::TensorRef,
+    zp: &crate::tensor::TensorRef,
+) -> Result<Vec<f32>, crate::kernel::KernelError> {
+    let (q, zp) = (q.to_i64s()?, zp.to_i64s()?);
+    if zp.is_empty() || q.len() % zp.len() != 0 {
+        return Err(crate::kernel::KernelError::Value(format!(
+            "{} zero points for {} weights",
+            zp.len(),
+            q.len()
+        )));
+    }
+    let k = q.len() / zp.len();
+    Ok(q.iter()
+        .enumerate()
+        .map(|(i, &v)| (v - zp[i / k]) as f32)
+        .collect())
+}
+
 /// The whole layer in f32. `ins` and `outs` as the op defines them.
 pub(super) fn run(
     rc: &Recurrent,
@@ -308,7 +405,18 @@ pub(super) fn run(
     use crate::kernel::KernelError;
     let p = rc.ports();
     let f32s = |i: usize| -> Result<&[f32], KernelError> { ins[i].slice::<f32>() };
-    let (x, w, r) = (f32s(0)?, f32s(1)?, f32s(2)?);
+    let x = f32s(0)?;
+    let (w_int, r_int, w_scale, r_scale);
+    let (w, r, w_scale, r_scale) = match p.quant {
+        Some([ws, wz, rs, rz]) => {
+            w_int = integers(&ins[1], &ins[wz])?;
+            r_int = integers(&ins[2], &ins[rz])?;
+            w_scale = f32s(ws)?;
+            r_scale = f32s(rs)?;
+            (&w_int[..], &r_int[..], w_scale, r_scale)
+        }
+        None => (f32s(1)?, f32s(2)?, &[][..], &[][..]),
+    };
     let opt = |port: Option<usize>, n: usize, what: &str| -> Result<&[f32], KernelError> {
         let Some(i) = port else { return Ok(&[]) };
         let v = f32s(i)?;
@@ -326,6 +434,7 @@ pub(super) fn run(
     if x.len() != g.seq * g.batch * input
         || w.len() != dirs * gh * input
         || r.len() != dirs * gh * hs
+        || (p.quant.is_some() && (w_scale.len() != dirs * gh || r_scale.len() != dirs * gh))
     {
         return Err(KernelError::Value(
             "X, W or R does not match the layer's sizes".into(),
@@ -348,6 +457,8 @@ pub(super) fn run(
         .map(|d| DirWeights {
             w: part(w, d, gh * input),
             r: part(r, d, gh * hs),
+            w_scale: part(w_scale, d, gh),
+            r_scale: part(r_scale, d, gh),
             bias: part(bias, d, 2 * gh),
             peep: part(peep, d, 3 * hs),
             h0: state(h0, d),
@@ -390,4 +501,24 @@ pub(super) fn run(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantize_u8;
+
+    #[test]
+    fn activations_quantize_over_a_range_that_holds_zero() {
+        // Range [0, 2.55]: scale 0.01, zero point 0; ties round to even.
+        let (q, s) = quantize_u8(&[0.0, 1.0, 2.55, 0.005, 0.015]);
+        assert_eq!(s, 2.55 / 255.0);
+        assert_eq!(q, vec![0.0, 100.0, 255.0, 0.0, 2.0]);
+        // Range [-1, 1]: 1 / scale is 127.49999 in f32, so the zero point
+        // is 127; values come back as q - zp.
+        let (q, s) = quantize_u8(&[-1.0, 1.0, 0.0]);
+        assert_eq!(s, 2.0 / 255.0);
+        assert_eq!(q, vec![-127.0, 127.0, 0.0]);
+        // All zeros: scale 1.
+        assert_eq!(quantize_u8(&[0.0; 3]), (vec![0.0; 3], 1.0));
+    }
 }

@@ -395,7 +395,7 @@ mod tests {
             "  %{n} = elementwise_region({}) {{program={program}}} : f32{out:?}\n  output \"y\" = %{n}\n",
             args.join(", ")
         ));
-        let g = parse_graph(&format!("rlx-ir 1\ngraph {{\n{body}}}\n")).unwrap();
+        let g = parse_graph(&format!("rlx-ir 2\ngraph {{\n{body}}}\n")).unwrap();
         let id = g
             .node_ids()
             .into_iter()

@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn sum_and_normalized_rows_match_hand_computation() {
-        let src = "rlx-ir 1\ngraph {\n  %0 = input \"x\" : f32[2,2]\n  %1 = input \"r\" : f32[2,2]\n  %2 = input \"g\" : f32[2]\n  %3 = input \"b\" : f32[2]\n  %4:2 = residual_norm(%0, %1, %2, %3) {axis=-1, epsilon=0.0, rms=false} : (f32[2,2], f32[2,2])\n  output \"y\" = %4.0\n}\n";
+        let src = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[2,2]\n  %1 = input \"r\" : f32[2,2]\n  %2 = input \"g\" : f32[2]\n  %3 = input \"b\" : f32[2]\n  %4:2 = residual_norm(%0, %1, %2, %3) {axis=-1, epsilon=0.0, rms=false} : (f32[2,2], f32[2,2])\n  output \"y\" = %4.0\n}\n";
         let g = parse_graph(src).unwrap();
         let id = g
             .node_ids()

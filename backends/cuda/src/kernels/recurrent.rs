@@ -91,6 +91,12 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     let Op::Recurrent(rc) = &node.op else {
         return Err(format!("`{}` is not a recurrent layer", node.op.name()));
     };
+    if rc.quantized {
+        return Err(format!(
+            "a quantized {} (int8 weights, DynamicQuantizeLSTM) has no cuda kernel",
+            rc.kind
+        ));
+    }
     let lens = rc.ports().seq_lens;
     for (i, t) in inputs.iter().enumerate() {
         let ok = if Some(i) == lens {

@@ -10,6 +10,7 @@ mod conv;
 mod matmul;
 mod norm;
 mod quant;
+mod recurrent;
 
 use crate::registry::Registry;
 
@@ -23,4 +24,5 @@ pub fn register(r: &mut Registry) {
     matmul::register(r);
     norm::register(r);
     quant::register(r);
+    recurrent::register(r);
 }
