@@ -8,7 +8,8 @@
 #   all (default), tests (1-2), nodes (3), domains (contrib, ai.onnx.ml and
 #   golden cases with `check --target cuda`), bench (4-5), ab (5), and corpus
 #   (the real-model corpus parts carried in gpu-corpus/, packed by
-#   scripts/corpus/pack.py; not part of `all`). Logs go to $OUT.
+#   scripts/corpus/pack.py; not part of `all`), nodes123 (onnx 1.23's node
+#   cases against tests/expected/cuda-onnx123.txt). Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -30,38 +31,54 @@ if [[ $stage == all || $stage == tests ]]; then
   "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|max error|test result|skipping"
 fi
 
-if [[ $stage == all || $stage == nodes ]]; then
-  echo "== node suite on cuda (one process per first letter: a device fault stays in its batch)"
-  : > "$out/cuda-node.md"
+# The node cases under $1/node on cuda against the expected list $2; $3 names
+# the suite in the logs. One process per first letter: a device fault stays in
+# its batch.
+node_suite() {
+  local data=$1 list=$2 name=$3
+  echo "== $name on cuda"
+  : > "$out/$name.md"
   for l in a b c d e f g h i j k l m n o p q r s t u v w x y z; do
-    timeout 120 "$bin/rlx-onnx" conformance --data /tmp/rlx-data/node --target cuda --filter "test_$l" \
+    timeout 120 "$bin/rlx-onnx" conformance --data "$data/node" --target cuda --filter "test_$l" \
       --report "$out/part.md" > "$out/part.txt" 2>&1
     echo "$l: $(tail -1 "$out/part.txt")"
-    [ -f "$out/part.md" ] && tail -n +3 "$out/part.md" >> "$out/cuda-node.md"
+    [ -f "$out/part.md" ] && tail -n +3 "$out/part.md" >> "$out/$name.md"
     rm -f "$out/part.md"
-  done | tee "$out/cuda-node-batches.txt" | tail -3
-  echo "cuda node suite: $(grep -c '| passed |' "$out/cuda-node.md") passed, $(grep -c '| failed |' "$out/cuda-node.md") failed, $(grep -c '| unsupported |' "$out/cuda-node.md") unsupported"
+  done > "$out/$name-batches.txt"
+  echo "$name: $(grep -c '| passed |' "$out/$name.md") passed, $(grep -c '| failed |' "$out/$name.md") failed, $(grep -c '| unsupported |' "$out/$name.md") unsupported"
   # Against the expected-failures list (same format as update-expected.sh).
-  { sed -n '1,2p' tests/expected/cuda.txt
-    awk -F ' \\| ' '/^\| test_/ { sub(/^\| /, "", $1); if ($2 != "passed") { r = $3; sub(/ \|$/, "", r); gsub(/\\\|/, "|", r); print "node/" $1 "  " $2 ": " r } }' "$out/cuda-node.md" | sort
-  } > "$out/cuda-expected.txt"
+  { sed -n '1,2p' "$list"
+    awk -F ' \\| ' '/^\| test_/ { sub(/^\| /, "", $1); if ($2 != "passed") { r = $3; sub(/ \|$/, "", r); gsub(/\\\|/, "|", r); print "node/" $1 "  " $2 ": " r } }' "$out/$name.md" | sort
+  } > "$out/$name-expected.txt"
   cases() { grep -v '^#' "$1" | awk '{print $1}' | sort; }
-  new=$(comm -13 <(cases tests/expected/cuda.txt) <(cases "$out/cuda-expected.txt"))
-  fixed=$(comm -23 <(cases tests/expected/cuda.txt) <(cases "$out/cuda-expected.txt"))
+  local new fixed
+  new=$(comm -13 <(cases "$list") <(cases "$out/$name-expected.txt"))
+  fixed=$(comm -23 <(cases "$list") <(cases "$out/$name-expected.txt"))
   if [[ -z $new && -z $fixed ]]; then
-    echo "cuda node suite matches tests/expected/cuda.txt"
+    echo "$name matches $list"
   else
-    [[ -n $new ]] && echo "NOT in tests/expected/cuda.txt (new failures):" && echo "$new"
-    [[ -n $fixed ]] && echo "pass now (remove from tests/expected/cuda.txt):" && echo "$fixed"
-    echo "the list this run gives: \$OUT/cuda-expected.txt"
+    [[ -n $new ]] && echo "NOT in $list (new failures):" && echo "$new"
+    [[ -n $fixed ]] && echo "pass now (remove from $list):" && echo "$fixed"
+    echo "the list this run gives: \$OUT/$name-expected.txt"
     status=1
   fi
+}
+
+if [[ $stage == all || $stage == nodes ]]; then
+  node_suite /tmp/rlx-data tests/expected/cuda.txt cuda-node
+fi
+
+# onnx 1.23's generated node cases (opset 28), packed by gpu-pack.sh when
+# scripts/onnx123-cases.py has written them.
+if [[ $stage == all || $stage == nodes123 ]] && [ -f gpu-bin/testdata123.tar.xz ]; then
+  mkdir -p /tmp/rlx-data123 && tar xJf gpu-bin/testdata123.tar.xz -C /tmp/rlx-data123
+  node_suite /tmp/rlx-data123 tests/expected/cuda-onnx123.txt cuda-node123
 fi
 
 if [[ $stage == all || $stage == domains ]]; then
   echo "== contrib and ai.onnx.ml cases, golden models on cuda (check against ORT's outputs)"
   : > "$out/cuda-domains.txt"
-  for c in tests/data/contrib/*/ tests/data/ml/*/ golden/*/; do
+  for c in tests/data/contrib/*/ tests/data/ml/*/ tests/data/sklearn/*/ golden/*/; do
     [ -f "$c/model.onnx" ] || continue
     r=$(timeout 60 "$bin/rlx-onnx" check "$c" --target cuda --rtol 1e-3 --atol 1e-5 2>&1 | tail -1)
     echo "$(basename "$c"): $r" >> "$out/cuda-domains.txt"

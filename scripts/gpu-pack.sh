@@ -25,4 +25,8 @@ for line in sys.stdin:
 done
 xz -T2 -6 gpu-bin/rlx-onnx gpu-bin/cuda_parity gpu-bin/rlx_cuda
 tar cf - -C "$data" node light | xz -T2 -9 > gpu-bin/testdata.tar.xz
+# onnx 1.23's node cases, when scripts/onnx123-cases.py can write them here.
+if data123=$(scripts/onnx123-cases.py 2>/dev/null); then
+  tar cf - -C "$data123" node | xz -T2 -9 > gpu-bin/testdata123.tar.xz
+fi
 ls -la gpu-bin

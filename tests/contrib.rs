@@ -53,7 +53,7 @@ fn contrib_ops_match_onnxruntime() {
 
 #[test]
 fn ml_ops_match_onnxruntime() {
-    all_pass("ml", 33);
+    all_pass("ml", 34);
 }
 
 /// scikit-learn estimators converted by skl2onnx (tests/data/sklearn/make_cases.py):

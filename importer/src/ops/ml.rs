@@ -1,11 +1,12 @@
 //! The `ai.onnx.ml` ops that are elementwise, linear or lookups, as RLX ops:
 //! Scaler, Binarizer, Normalizer, Imputer, LinearRegressor, LinearClassifier
 //! (integer labels), ArrayFeatureExtractor, OneHotEncoder (integer
-//! categories) and LabelEncoder (integer and float keys and values).
+//! categories), LabelEncoder (integer and float keys and values) and
+//! FeatureVectorizer. The tree ensembles are in `trees.rs`.
 
 use rlx_ir::ops::{
-    ArgReduce, ArgReduceKind, BinaryKind as B, Compare, CompareKind, Gather, MatMul, Reduce,
-    ReduceKind, Softmax, SoftmaxKind, Unary, UnaryKind, Where,
+    ArgReduce, ArgReduceKind, BinaryKind as B, Compare, CompareKind, Concat, Gather, MatMul, Pad,
+    PadMode, Reduce, ReduceKind, Slice, Softmax, SoftmaxKind, Unary, UnaryKind, Where,
 };
 use rlx_ir::{DType, Tensor, Value};
 
@@ -26,6 +27,7 @@ pub fn register(r: &mut Registry) {
     r.add_in(ML, "ArrayFeatureExtractor", 1, array_feature_extractor);
     r.add_in(ML, "OneHotEncoder", 1, one_hot_encoder);
     r.add_in(ML, "LabelEncoder", 2, label_encoder);
+    r.add_in(ML, "FeatureVectorizer", 1, feature_vectorizer);
 }
 
 fn err(cx: &NodeCtx, reason: impl Into<String>) -> MapError {
@@ -332,6 +334,66 @@ fn linear_classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
     let label = cx.add1(Gather { axis: 0 }, &[table, winner])?;
     cx.set_output(0, label);
     cx.set_output(1, scores);
+    Ok(())
+}
+
+/// The inputs side by side as f32 columns `[N, sum(inputdimensions)]`: each
+/// `[N, C]` (or `[C]`, one row) input gives its first `inputdimensions[i]`
+/// columns, zeros after its last one, as ONNX Runtime copies them.
+fn feature_vectorizer(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let n = cx.num_inputs();
+    let dims = cx
+        .attr_ints("inputdimensions")?
+        .ok_or_else(|| MapError::Attr {
+            name: "inputdimensions".into(),
+            reason: "is required".into(),
+        })?;
+    if dims.len() != n || dims.iter().any(|&d| d < 0) {
+        return Err(MapError::Attr {
+            name: "inputdimensions".into(),
+            reason: format!("{dims:?} for {n} inputs"),
+        });
+    }
+    let mut cols = Vec::with_capacity(n);
+    for (i, &want) in dims.iter().enumerate() {
+        let x = cx.req(i)?;
+        let x = cast(cx, x, DType::F32)?;
+        let x = match cx.rank(x) {
+            1 => unsqueeze(cx, x, &[0])?,
+            2 => x,
+            r => {
+                return Err(err(
+                    cx,
+                    format!("input {i} of rank {r} (expected [N, C] or [C])"),
+                ))
+            }
+        };
+        let Some(have) = cx.ty(x).shape.0[1].known() else {
+            return Err(err(cx, format!("input {i} has a symbolic column count")));
+        };
+        let x = if have > want {
+            let (s, e, a) = (ints(cx, &[0]), ints(cx, &[want]), ints(cx, &[1]));
+            cx.add1(Slice {}, &[x, s, e, a])?
+        } else if have < want {
+            let pads = ints(cx, &[0, 0, 0, want - have]);
+            let zero = cx.scalar(DType::F32, 0.0)?;
+            cx.add1(
+                Pad {
+                    mode: PadMode::Constant,
+                },
+                &[x, pads, zero],
+            )?
+        } else {
+            x
+        };
+        cols.push(x);
+    }
+    let y = if cols.len() == 1 {
+        cols[0]
+    } else {
+        cx.add1(Concat { axis: 1 }, &cols)?
+    };
+    cx.set_output(0, y);
     Ok(())
 }
 

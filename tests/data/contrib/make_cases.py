@@ -231,6 +231,11 @@ def ml():
     m("label_encoder_to_float", "LabelEncoder", [("x", np.array([1, 4, 9, 2], np.int64))], ["y"],
       {"keys_int64s": [1, 2, 4], "values_floats": [0.5, 1.5, 2.5], "default_float": 9.0}, domain_opset=2)
     trees(m)
+    # No draws from R here: the cases after these keep their data.
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([[7, 8], [9, 10]], np.float32)
+    c = np.array([[0.5], [-0.5]], np.float32)
+    m("feature_vectorizer", "FeatureVectorizer", [("a", a), ("b", b), ("c", c)], ["y"], {"inputdimensions": [3, 1, 3]})
 
 
 def forest(n_trees, depth, n_features, modes=("BRANCH_LEQ",), nan_true=False):
