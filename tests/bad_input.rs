@@ -255,3 +255,73 @@ fn unknown_ops_name_the_node() {
     let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
     assert!(e.to_string().contains("mystery"), "{e}");
 }
+
+fn ones(name: &str) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: vec![4],
+        data_type: Some(1),
+        float_data: vec![1.0; 4],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_value_defined_twice_is_an_error() {
+    let mut m = add_model(ones("w"));
+    let g = m.graph.as_mut().unwrap();
+    let mut second = g.node[0].clone();
+    second.name = Some("add_again".into());
+    second.op_type = Some("Sub".into());
+    g.node.push(second);
+    let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("`y`") && s.contains("`add`") && s.contains("`add_again`"),
+        "{s}"
+    );
+}
+
+#[test]
+fn opsets_past_the_newest_known_are_refused() {
+    for version in [0, 29, 999] {
+        let mut m = add_model(ones("w"));
+        m.opset_import[0].version = Some(version);
+        let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+        assert!(e.to_string().contains(&format!("version {version}")), "{e}");
+    }
+    let mut m = add_model(ones("w"));
+    m.opset_import[0].version = Some(28);
+    assert!(import_bytes(&m.encode_to_vec(), None, &Registry::standard()).is_ok());
+}
+
+#[test]
+fn pools_with_empty_or_negative_kernels_are_refused() {
+    use rlx_onnx::importer::proto::{attribute_proto, AttributeProto};
+    for k in [0, -1] {
+        let node = NodeProto {
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            op_type: Some("MaxPool".into()),
+            name: Some("pool".into()),
+            attribute: vec![AttributeProto {
+                name: Some("kernel_shape".into()),
+                r#type: Some(attribute_proto::AttributeType::Ints as i32),
+                ints: vec![k],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut m = add_model(ones("w"));
+        let g = m.graph.as_mut().unwrap();
+        g.node = vec![node];
+        g.initializer.clear();
+        g.input = vec![value_info("x", &[1, 1, 4])];
+        g.output = vec![value_info("y", &[1, 1, 4])];
+        let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+        assert!(
+            e.to_string().contains("kernel sizes must be positive"),
+            "{e}"
+        );
+    }
+}

@@ -61,6 +61,9 @@ pub fn import_bytes(
     import_model(&model, base_dir, registry)
 }
 
+/// The newest default-domain opset the importer knows (onnx 1.23).
+pub const LATEST_OPSET: i64 = 28;
+
 /// Imports a decoded model.
 pub fn import_model(
     model: &ModelProto,
@@ -78,6 +81,17 @@ pub fn import_model(
     if model.opset_import.is_empty() {
         // IR version 1/2 models without opset_import mean opset 1.
         opsets.insert(String::new(), 1);
+    }
+    if let Some(&v) = opsets.get("") {
+        if !(1..=LATEST_OPSET).contains(&v) {
+            return Err(ImportError::Value {
+                what: "opset import",
+                name: "ai.onnx".into(),
+                reason: format!(
+                    "version {v} is outside 1..={LATEST_OPSET}, the opsets this importer knows"
+                ),
+            });
+        }
     }
     let mut imp = Importer {
         registry,
@@ -454,10 +468,23 @@ impl<'r> Importer<'r> {
 /// stable topological sort (names read by subgraphs count as inputs).
 fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
+    let node_name = |i: usize| nodes[i].name.clone().unwrap_or_else(|| format!("#{i}"));
     for (i, n) in nodes.iter().enumerate() {
         for o in &n.output {
-            if !o.is_empty() {
-                producer.insert(o.as_str(), i);
+            if o.is_empty() {
+                continue;
+            }
+            if let Some(first) = producer.insert(o.as_str(), i) {
+                // A graph is in SSA form: a second definition would silently win.
+                return Err(ImportError::Value {
+                    what: "value",
+                    name: o.clone(),
+                    reason: format!(
+                        "is defined twice, by node `{}` and by node `{}`",
+                        node_name(first),
+                        node_name(i)
+                    ),
+                });
             }
         }
     }

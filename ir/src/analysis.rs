@@ -138,8 +138,12 @@ fn seed_values(g: &Graph, seeds: &HashMap<usize, KnownValue>) -> Values {
 fn capture_layout(op: &Op) -> Option<(usize, usize)> {
     match op {
         Op::If(_) => Some((1, 1)),
-        Op::Loop(l) => Some((2 + l.num_carried as usize, 0)),
-        Op::Scan(s) => Some(((s.num_state + s.num_scan_inputs) as usize, 0)),
+        // Negative counts (a crafted file) leave no captures; inference refuses them.
+        Op::Loop(l) => Some((2 + usize::try_from(l.num_carried).unwrap_or(0), 0)),
+        Op::Scan(s) => Some((
+            usize::try_from(s.num_state.saturating_add(s.num_scan_inputs)).unwrap_or(0),
+            0,
+        )),
         _ => None,
     }
 }

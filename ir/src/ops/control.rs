@@ -140,7 +140,7 @@ impl OpDef for Loop {
         &[0, 1]
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        let k = self.num_carried as usize;
+        let k = count(self.num_carried, "num_carried", cx.inputs.len())?;
         let body_out = output_types(&self.body);
         if body_out.len() < 1 + k {
             return Err(attr_err(
@@ -200,14 +200,27 @@ op_attrs! {
     }
 }
 
+/// A count attribute as a size no larger than the node's `inputs`.
+fn count(v: i64, name: &'static str, inputs: usize) -> Result<usize, InferError> {
+    usize::try_from(v)
+        .ok()
+        .filter(|&n| n <= inputs)
+        .ok_or_else(|| {
+            attr_err(
+                name,
+                format!("{v} is not a count of at most {inputs} inputs"),
+            )
+        })
+}
+
 impl OpDef for Scan {
     fn arity(&self) -> (usize, usize) {
         let n = self.body.inputs().len();
         (n, n)
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        let ns = self.num_state as usize;
-        let ni = self.num_scan_inputs as usize;
+        let ns = count(self.num_state, "num_state", cx.inputs.len())?;
+        let ni = count(self.num_scan_inputs, "num_scan_inputs", cx.inputs.len())?;
         if ni == 0 || cx.inputs.len() < ns + ni {
             return Err(attr_err(
                 "num_scan_inputs",
@@ -234,5 +247,31 @@ impl OpDef for Scan {
             out.push(TensorType::new(t.dtype, Shape(s)));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use crate::text::parse_graph;
+
+    /// The golden loop_counter graph with `num_carried` replaced.
+    fn loop_with(carried: &str) -> String {
+        format!(
+            "rlx-ir 2\ngraph {{\n  %0 = input \"x\" : f32[3]\n  %1 = constant i64[] [4] : i64[]\n  %2 = constant bool[] [true] : bool[]\n  %3 = constant f32[3] [0.0, 0.0, 0.0] : f32[3]\n  %4:2 = loop(%1, %2, %3, %0) {{body=graph {{\n    %0 = input \"i\" : i64[]\n    %1 = input \"cond\" : bool[]\n    %2 = input \"acc\" : f32[3]\n    %3 = input \"x\" : f32[3]\n    %4 = cast(%0) {{to=f32, saturate=true, round_mode=up}} : f32[]\n    %5 = mul(%3, %4) : f32[3]\n    %6 = add(%2, %5) : f32[3]\n    output \"cond_out\" = %1\n    output \"acc_out\" = %6\n    output \"scan_out\" = %6\n  }}, num_carried={carried}}} : (f32[3], f32[4,3])\n  output \"final\" = %4.0\n  output \"partials\" = %4.1\n}}\n"
+        )
+    }
+
+    #[test]
+    fn negative_or_oversized_counts_are_errors() {
+        let check = |carried: &str| {
+            let mut g = parse_graph(&loop_with(carried)).map_err(|e| e.to_string())?;
+            crate::analysis::infer_graph(&mut g, None).map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        };
+        assert!(check("1").is_ok());
+        for bad in ["-1", "-9223372036854775808", "99"] {
+            let e = check(bad).unwrap_err();
+            assert!(e.contains("num_carried"), "{bad}: {e}");
+        }
     }
 }

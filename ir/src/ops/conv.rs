@@ -54,6 +54,10 @@ impl SpatialWindow<'_> {
         if self.pads.iter().any(|&p| p < 0) {
             return Err(attr_err("pads", "pads must be non-negative"));
         }
+        // A kernel of 0 (or less) covers nothing: refused, not run.
+        if self.kernel.iter().any(|k| k.known().is_some_and(|k| k < 1)) {
+            return Err(attr_err("kernel_shape", "kernel sizes must be positive"));
+        }
         Ok(n)
     }
 

@@ -85,7 +85,7 @@ pub fn loop_(
     let Op::Loop(op) = &node.op else {
         return Err(internal("not a loop"));
     };
-    let k = op.num_carried as usize;
+    let k = usize::try_from(op.num_carried).map_err(|_| internal("negative num_carried"))?;
     let trip = inputs[0]
         .to_i64_vec()
         .and_then(|v| v.first().copied())
@@ -127,7 +127,11 @@ pub fn scan(node: &Node, inputs: &[Tensor], weights: &Weights) -> Result<Vec<Ten
     let Op::Scan(op) = &node.op else {
         return Err(internal("not a scan"));
     };
-    let (ns, ni) = (op.num_state as usize, op.num_scan_inputs as usize);
+    let count = |v: i64| usize::try_from(v).map_err(|_| internal("negative scan counts"));
+    let (ns, ni) = (count(op.num_state)?, count(op.num_scan_inputs)?);
+    if ns + ni > inputs.len() {
+        return Err(internal("scan counts exceed the inputs"));
+    }
     let mut states: Vec<Tensor> = inputs[..ns].to_vec();
     let scanned = &inputs[ns..ns + ni];
     let captures = &inputs[ns + ni..];
