@@ -58,6 +58,13 @@ fn floats_attr(cx: &mut NodeCtx, name: &str) -> Result<Option<Vec<f64>>, MapErro
     }
 }
 
+/// A required float tensor attribute, widened to f64.
+fn tensor_f64(cx: &mut NodeCtx, name: &str) -> Result<Vec<f64>, MapError> {
+    required(cx.attr_t(name)?, name)?
+        .to_f64_vec()
+        .ok_or_else(|| bad(format!("{name} is not a float tensor")))
+}
+
 /// The rows `[N, F]` the trees read: f16, f32 or f64 as given, other dtypes as
 /// f32 (as ORT casts them); a 1-D input is one row.
 fn rows(cx: &mut NodeCtx) -> Result<Value, MapError> {
@@ -145,9 +152,7 @@ impl Forest {
 fn tree_ensemble(cx: &mut NodeCtx) -> Result<(), MapError> {
     cx.ignore_attr("nodes_hitrates");
     let features = required(cx.attr_ints("nodes_featureids")?, "nodes_featureids")?;
-    let splits = required(cx.attr_t("nodes_splits")?, "nodes_splits")?
-        .to_f64_vec()
-        .ok_or_else(|| bad("nodes_splits is not a float tensor"))?;
+    let splits = tensor_f64(cx, "nodes_splits")?;
     let modes = required(cx.attr_t("nodes_modes")?, "nodes_modes")?
         .to_i64_vec()
         .ok_or_else(|| bad("nodes_modes is not an integer tensor"))?;
@@ -160,9 +165,7 @@ fn tree_ensemble(cx: &mut NodeCtx) -> Result<(), MapError> {
         .attr_ints("nodes_missing_value_tracks_true")?
         .unwrap_or_else(|| vec![0; m]);
     let leaf_targets = required(cx.attr_ints("leaf_targetids")?, "leaf_targetids")?;
-    let leaf_weights = required(cx.attr_t("leaf_weights")?, "leaf_weights")?
-        .to_f64_vec()
-        .ok_or_else(|| bad("leaf_weights is not a float tensor"))?;
+    let leaf_weights = tensor_f64(cx, "leaf_weights")?;
     let roots = required(cx.attr_ints("tree_roots")?, "tree_roots")?;
     let n_targets = required(cx.attr_i_opt("n_targets")?, "n_targets")?;
     let aggregate = match cx.attr_i("aggregate_function", 1)? {
@@ -213,9 +216,7 @@ fn tree_ensemble(cx: &mut NodeCtx) -> Result<(), MapError> {
     // Member nodes take the NaN-separated sets of membership_values in turn.
     let (mut member_starts, mut members) = (Vec::new(), Vec::new());
     if branches.contains(&TreeBranch::Member) {
-        let values = required(cx.attr_t("membership_values")?, "membership_values")?
-            .to_f64_vec()
-            .ok_or_else(|| bad("membership_values is not a float tensor"))?;
+        let values = tensor_f64(cx, "membership_values")?;
         let mut sets = values.split(|v| v.is_nan());
         member_starts.push(0);
         for b in &branches {
@@ -322,7 +323,8 @@ fn legacy_forest(cx: &mut NodeCtx, prefix: &str, n_targets: i64) -> Result<Fores
     }
     // (tree, node id) -> position; branches and leaves numbered apart.
     let mut at = HashMap::new();
-    let (mut branch_of, mut leaf_of) = (vec![None; n], vec![None; n]);
+    // Per position: its encoding as a child (node index or `-1 - leaf`).
+    let (mut encoded, mut leaf_of) = (vec![0i64; n], vec![None; n]);
     let (mut branches, mut leaf_tree) = (Vec::new(), Vec::new());
     for i in 0..n {
         if at.insert((trees[i], ids[i]), i).is_some() {
@@ -330,6 +332,7 @@ fn legacy_forest(cx: &mut NodeCtx, prefix: &str, n_targets: i64) -> Result<Fores
         }
         if modes[i] == "LEAF" {
             leaf_of[i] = Some(leaf_tree.len());
+            encoded[i] = tree_leaf(leaf_tree.len());
             leaf_tree.push(trees[i]);
         } else {
             let b = match modes[i].as_str() {
@@ -341,15 +344,11 @@ fn legacy_forest(cx: &mut NodeCtx, prefix: &str, n_targets: i64) -> Result<Fores
                 "BRANCH_NEQ" => TreeBranch::Neq,
                 m => return Err(bad(format!("node mode {m}"))),
             };
-            branch_of[i] = Some(branches.len());
+            encoded[i] = branches.len() as i64;
             branches.push((i, b));
         }
     }
-    let encode = |i: usize| match (branch_of[i], leaf_of[i]) {
-        (Some(b), _) => b as i64,
-        (_, Some(l)) => tree_leaf(l),
-        _ => unreachable!("every node is a branch or a leaf"),
-    };
+    let encode = |i: usize| encoded[i];
     let find = |tree: i64, id: i64| -> Result<usize, MapError> {
         at.get(&(tree, id))
             .copied()
