@@ -17,6 +17,7 @@ pub(crate) mod recurrent;
 mod reduce;
 mod resize;
 mod signal;
+mod svm;
 mod transformer;
 mod trees;
 mod unsupported;
@@ -40,6 +41,7 @@ pub fn register_all(r: &mut Registry) {
     loss::register(r);
     ml::register(r);
     trees::register(r);
+    svm::register(r);
     movement::register(r);
     norm::register(r);
     quant::register(r);

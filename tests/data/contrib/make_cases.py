@@ -236,6 +236,9 @@ def ml():
     b = np.array([[7, 8], [9, 10]], np.float32)
     c = np.array([[0.5], [-0.5]], np.float32)
     m("feature_vectorizer", "FeatureVectorizer", [("a", a), ("b", b), ("c", c)], ["y"], {"inputdimensions": [3, 1, 3]})
+    sv = {"support_vectors": [0.0, 1.0, 2.0, 3.5, 4.0, 4.5], "coefficients": [0.5, -0.25], "rho": [0.05], "n_supports": 2}
+    m("svm_regressor_one_class", "SVMRegressor", [("x", a)], ["y"], dict(sv, kernel_type="RBF", kernel_params=[0.1, 0.0, 3.0], one_class=1))
+    m("svm_regressor_poly", "SVMRegressor", [("x", a)], ["y"], dict(sv, kernel_type="POLY", kernel_params=[0.2, 1.0, 2.0]))
 
 
 def forest(n_trees, depth, n_features, modes=("BRANCH_LEQ",), nan_true=False):

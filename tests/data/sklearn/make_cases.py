@@ -29,6 +29,7 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
+from sklearn.svm import SVC, SVR, LinearSVR, OneClassSVM
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 assert sklearn.__version__ == "1.9.1", sklearn.__version__
@@ -84,6 +85,12 @@ def main():
     save("hist_gradient_boosting_classifier", HistGradientBoostingClassifier(max_iter=8, max_depth=3, random_state=0), "clf")
     save("mlp_classifier_3", make_pipeline(MinMaxScaler(), MLPClassifier((16,), max_iter=300, random_state=0)), "clf", classes=3)
     save("kneighbors_regressor", KNeighborsRegressor(n_neighbors=4), "reg")
+    save("svc_rbf_3", make_pipeline(StandardScaler(), SVC(kernel="rbf")), "clf", classes=3)
+    save("svc_poly", make_pipeline(StandardScaler(), SVC(kernel="poly", degree=2)), "clf")
+    save("svc_sigmoid_4", make_pipeline(StandardScaler(), SVC(kernel="sigmoid")), "clf", classes=4)
+    save("svr_rbf", make_pipeline(StandardScaler(), SVR(kernel="rbf", C=50.0)), "reg")
+    save("linear_svr", LinearSVR(max_iter=5000, random_state=0), "reg")
+    save("one_class_svm", make_pipeline(StandardScaler(), OneClassSVM(nu=0.2)), "reg")
 
 
 if __name__ == "__main__":
