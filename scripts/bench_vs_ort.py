@@ -75,6 +75,36 @@ def recurrent(tmp):
         yield name, path, {"x": r.standard_normal((seq, 1, inp)).astype(np.float32)}
 
 
+def int8_ffn(tmp):
+    """A transformer FFN as onnxruntime's quantize_dynamic writes it: per matmul,
+    DynamicQuantizeLinear of the activations, MatMulInteger with int8 weights,
+    Cast and the two scales (128 tokens, 384 -> 1536 -> 384)."""
+    r = np.random.default_rng(1)
+    h = onnx.helper
+    nodes, inits = [], []
+    x = "x"
+    for i, (k, n) in enumerate([(384, 1536), (1536, 384)]):
+        w = r.integers(-127, 128, (k, n)).astype(np.int8)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(np.int8(0), f"wz{i}"),
+                  numpy_helper.from_array(np.float32(0.02), f"ws{i}")]
+        nodes += [h.make_node("DynamicQuantizeLinear", [x], [f"q{i}", f"s{i}", f"z{i}"]),
+                  h.make_node("MatMulInteger", [f"q{i}", f"w{i}", f"z{i}", f"wz{i}"], [f"acc{i}"]),
+                  h.make_node("Cast", [f"acc{i}"], [f"f{i}"], to=onnx.TensorProto.FLOAT),
+                  h.make_node("Mul", [f"s{i}", f"ws{i}"], [f"sc{i}"]),
+                  h.make_node("Mul", [f"f{i}", f"sc{i}"], [f"y{i}"])]
+        x = f"y{i}"
+        if i == 0:
+            nodes.append(h.make_node("Relu", [x], ["r0"]))
+            x = "r0"
+    graph = h.make_graph(nodes, "int8_ffn", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [128, 384])],
+                         [h.make_empty_tensor_value_info(x)], inits)
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = os.path.join(tmp, "int8_ffn.onnx")
+    onnx.save(m, path)
+    yield "int8_ffn_384x1536", path, {"x": r.standard_normal((128, 384)).astype(np.float32)}
+
+
 def ort_median(path, feeds, iters):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -123,7 +153,7 @@ def main():
     print(f"{'model':<24} {'ORT ms':>10} {'rlx ms':>10} {'rlx/ORT':>8}")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path, feeds in [*models(), *recurrent(tmp)]:
+        for name, path, feeds in [*models(), *recurrent(tmp), *int8_ffn(tmp)]:
             if wanted and name not in wanted:
                 continue
             o, r = [], []

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use rlx_ir::ops::Activation;
 use rlx_ir::{DType, Op};
 
-use super::gemm::{gemm, GemmElem};
+use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::layout::{broadcast_into, broadcast_strides, offset_of, par_rows};
 use super::num::{Comp, Int};
 use crate::kernel::{Kernel, KernelError, Spec};
@@ -87,18 +87,20 @@ struct MatMulKernel {
     act: Activation,
     bias_dims: Option<Vec<usize>>,
     out_dims: Vec<usize>,
-    /// A constant i32 `b` in f64 with its largest magnitude, for the exact
-    /// f64 path of integer products (see [`MatMulKernel::run_i32`]).
-    b_f64: Option<(Vec<f64>, f64)>,
+    /// A constant i32 `b` in f32 with its largest magnitude, for the exact
+    /// float paths of integer products (see [`MatMulKernel::run_i32`]).
+    b_f32: Option<(Vec<f32>, f64)>,
 }
 
 /// Sums of products below this magnitude are exact in f64.
 const F64_EXACT: f64 = (1u64 << 53) as f64;
+/// Integers below this magnitude, and sums of them, are exact in f32.
+const F32_EXACT: f64 = (1u64 << 24) as f64;
 
-fn i32_as_f64(v: &[i32]) -> (Vec<f64>, f64) {
-    let w: Vec<f64> = v.iter().map(|&x| x as f64).collect();
-    let max = w.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    (w, max)
+/// `v` as floats of type `T`, with its largest magnitude.
+fn ints_as<T: Copy>(v: &[i32], to: impl Fn(i32) -> T) -> (Vec<T>, f64) {
+    let max = v.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs()));
+    (v.iter().map(|&x| to(x)).collect(), max)
 }
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
@@ -127,8 +129,12 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     ) {
         return Err(KernelError::DType(dtype));
     }
-    let b_f64 = match spec.consts.get(1) {
-        Some(Some(t)) if dtype == DType::I32 && !bias => t.as_slice::<i32>().ok().map(i32_as_f64),
+    let b_f32 = match spec.consts.get(1) {
+        Some(Some(t)) if dtype == DType::I32 && !bias => t
+            .as_slice::<i32>()
+            .ok()
+            .map(|b| ints_as(b, |x| x as f32))
+            .filter(|(_, max)| *max < F32_EXACT),
         _ => None,
     };
     Ok(Box::new(MatMulKernel {
@@ -137,7 +143,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         act,
         bias_dims: bias.then(|| spec.in_dims(2)),
         out_dims: spec.out_dims(0),
-        b_f64,
+        b_f32,
     }))
 }
 
@@ -294,24 +300,69 @@ impl MatMulKernel {
     }
 
     /// An i32 product (MatMulInteger's, of 8-bit operands less their zero
-    /// points) as an f64 GEMM when every partial sum is an exact f64 integer:
-    /// the same result as i32 arithmetic, at GEMM speed. Other operands take
-    /// the wrapping integer loop.
+    /// points) as float GEMMs whose every partial sum is an exact integer:
+    /// the same result as i32 arithmetic, at GEMM speed. In f32 when the
+    /// products allow, one GEMM per slice of `k` short enough that its sums
+    /// stay below 2^24 (MatMulInteger's 8-bit operands give slices of 258 or
+    /// more); else in f64; operands too large for either take the wrapping
+    /// integer loop.
     fn run_i32(&self, a: &[i32], b: &[i32], out: &mut [i32]) -> Result<(), KernelError> {
-        let (a64, max_a) = i32_as_f64(a);
+        let (a32, max_a) = ints_as(a, |x| x as f32);
         let owned;
-        let (b64, max_b) = match &self.b_f64 {
+        let (b32, max_b) = match &self.b_f32 {
             Some((w, m)) if w.len() == b.len() => (w.as_slice(), *m),
             _ => {
-                owned = i32_as_f64(b);
+                owned = ints_as(b, |x| x as f32);
                 (owned.0.as_slice(), owned.1)
             }
         };
-        if max_a * max_b * self.g.k as f64 >= F64_EXACT {
+        let g = &self.g;
+        let per = max_a * max_b;
+        if per == 0.0 {
+            out.fill(0);
+            return Ok(());
+        }
+        // The longest slice of k whose sums are exact in f32.
+        let slice = ((F32_EXACT - 1.0) / per).floor() as usize;
+        if max_a < F32_EXACT && max_b < F32_EXACT && slice >= g.k {
+            let mut acc = vec![0.0f32; out.len()];
+            self.run_float::<f32>(&a32, b32, None, &mut acc)?;
+            for (o, v) in out.iter_mut().zip(acc) {
+                *o = v as i32;
+            }
+            return Ok(());
+        }
+        if max_a < F32_EXACT && max_b < F32_EXACT && slice >= 64 && g.folds_into_rows() {
+            let rows = g.batches() * g.m;
+            let mut part = vec![0.0f32; out.len()];
+            out.fill(0);
+            for k0 in (0..g.k).step_by(slice) {
+                let kc = slice.min(g.k - k0);
+                gemm_strided(
+                    rows,
+                    g.n,
+                    kc,
+                    &a32[k0..],
+                    (g.k, 1),
+                    &b32[k0 * g.n..],
+                    (g.n, 1),
+                    &mut part,
+                    g.n,
+                    false,
+                );
+                for (o, v) in out.iter_mut().zip(&part) {
+                    *o = o.wrapping_add(*v as i32);
+                }
+            }
+            return Ok(());
+        }
+        if per * g.k as f64 >= F64_EXACT {
             return self.run_int::<i32>(a, b, None, out);
         }
+        let a64: Vec<f64> = a.iter().map(|&x| x as f64).collect();
+        let b64: Vec<f64> = b.iter().map(|&x| x as f64).collect();
         let mut acc = vec![0.0f64; out.len()];
-        self.run_float::<f64>(&a64, b64, None, &mut acc)?;
+        self.run_float::<f64>(&a64, &b64, None, &mut acc)?;
         for (o, v) in out.iter_mut().zip(acc) {
             *o = v as i32;
         }
@@ -418,17 +469,43 @@ mod tests {
         out[0].as_slice::<i32>().unwrap().to_vec()
     }
 
-    /// i32 products take the exact f64 GEMM when their sums fit 2^53 and the
-    /// wrapping loop otherwise; both give i32 arithmetic's results.
+    /// 8-bit-sized operands: `[m, k] x [k, n]` against i32 arithmetic.
+    fn exact_product(m: usize, k: usize, n: usize, b_batch: usize) {
+        let a: Vec<i32> = (0..m * k).map(|i| (i as i32 * 37 % 511) - 255).collect();
+        let b: Vec<i32> = (0..b_batch * k * n)
+            .map(|i| (i as i32 * 91 % 509) - 254)
+            .collect();
+        let want: Vec<i32> = (0..b_batch * m * n)
+            .map(|o| {
+                let (bi, o) = (o / (m * n), o % (m * n));
+                (0..k)
+                    .map(|p| a[o / n * k + p] * b[bi * k * n + p * n + o % n])
+                    .sum()
+            })
+            .collect();
+        let bd: Vec<usize> = if b_batch > 1 {
+            vec![b_batch, k, n]
+        } else {
+            vec![k, n]
+        };
+        assert_eq!(
+            matmul(&i32s(&[m, k], &a), &i32s(&bd, &b)),
+            want,
+            "{m}x{k}x{n}"
+        );
+    }
+
+    /// i32 products take an exact f32 GEMM (in slices of k past 2^24), an
+    /// exact f64 GEMM when their sums fit 2^53 and the wrapping loop
+    /// otherwise; all give i32 arithmetic's results.
     #[test]
     fn i32_products_are_exact_and_wrap() {
-        let (m, k, n) = (3, 70, 5);
-        let a: Vec<i32> = (0..m * k).map(|i| (i as i32 * 37 % 511) - 255).collect();
-        let b: Vec<i32> = (0..k * n).map(|i| (i as i32 * 91 % 509) - 254).collect();
-        let want: Vec<i32> = (0..m * n)
-            .map(|o| (0..k).map(|p| a[o / n * k + p] * b[p * n + o % n]).sum())
-            .collect();
-        assert_eq!(matmul(&i32s(&[m, k], &a), &i32s(&[k, n], &b)), want);
+        // One f32 GEMM (k * 255 * 255 < 2^24).
+        exact_product(3, 70, 5, 1);
+        // f32 GEMMs over slices of k (258 each), summed as integers.
+        exact_product(4, 700, 6, 1);
+        // A batched b: one f64 GEMM per batch.
+        exact_product(2, 700, 3, 2);
         // Past 2^53 the f64 path would round: the wrapping loop runs instead.
         let got = matmul(
             &i32s(&[1, 2], &[i32::MAX, i32::MAX]),

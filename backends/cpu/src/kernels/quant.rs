@@ -290,15 +290,34 @@ fn dequantize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), 
     Ok(())
 }
 
+/// The range of `x` widened to take in 0, in 8 lanes (NaN is skipped, as
+/// `f32::min`/`max` skip it).
+fn range_with_zero(x: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi) = ([0f32; 8], [0f32; 8]);
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for l in 0..8 {
+            lo[l] = lo[l].min(c[l]);
+            hi[l] = hi[l].max(c[l]);
+        }
+    }
+    let lo = tail.iter().chain(&lo).copied().fold(0f32, f32::min);
+    let hi = tail.iter().chain(&hi).copied().fold(0f32, f32::max);
+    (lo, hi)
+}
+
 fn dynamic_quantize(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
     let x = ins[0].slice::<f32>()?;
-    let max = x.iter().copied().fold(0f32, f32::max);
-    let min = x.iter().copied().fold(0f32, f32::min);
+    let (min, max) = range_with_zero(x);
     let scale = if max == min { 1.0 } else { max - min } / 255.0;
     let zp = (0.0 - min / scale).clamp(0.0, 255.0).round_ties_even();
     let y = outs[0].slice::<u8>()?;
+    // |x / scale| <= 255 here, where adding and taking away 1.5 * 2^23
+    // rounds half to even (the current rounding mode) without a libm call.
+    const ROUND: f32 = 12_582_912.0;
     par_fill(y, |i| {
-        ((x[i] / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8
+        (((x[i] / scale) + ROUND - ROUND) + zp).clamp(0.0, 255.0) as u8
     });
     outs[1].slice::<f32>()?[0] = scale;
     outs[2].slice::<u8>()?[0] = zp as u8;
