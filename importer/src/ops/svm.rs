@@ -242,6 +242,13 @@ fn classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
             rho.len()
         )));
     }
+    // The pair matrices are dense: bound them before allocating.
+    const MAX_CELLS: usize = 1 << 26;
+    if n.saturating_mul(pairs) > MAX_CELLS || pairs.saturating_mul(c) > MAX_CELLS {
+        return Err(bad(format!(
+            "{c} classes over {n} support vectors need pair matrices past {MAX_CELLS} values"
+        )));
+    }
     let start: Vec<usize> = counts
         .iter()
         .scan(0, |s, &v| {
