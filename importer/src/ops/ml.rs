@@ -202,11 +202,7 @@ fn linear_scores(cx: &mut NodeCtx, targets: usize) -> Result<Value, MapError> {
 
 fn linear_regressor(cx: &mut NodeCtx) -> Result<(), MapError> {
     let targets = cx.attr_i("targets", 1)?.max(0) as usize;
-    let post = cx.attr_choice(
-        "post_transform",
-        "NONE",
-        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
-    )?;
+    let post = post_transform_attr(cx)?;
     if post != "NONE" {
         return cx.unsupported(format!("post_transform {post}"));
     }
@@ -216,6 +212,33 @@ fn linear_regressor(cx: &mut NodeCtx) -> Result<(), MapError> {
 }
 
 /// Scores after `post_transform` (NONE, LOGISTIC, SOFTMAX).
+/// The `post_transform` attribute of the ml ops (`NONE` when absent).
+pub(super) fn post_transform_attr(cx: &mut NodeCtx) -> Result<String, MapError> {
+    cx.attr_choice(
+        "post_transform",
+        "NONE",
+        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
+    )
+}
+
+/// A float list given as `name` (floats) or `name_as_tensor` (any float
+/// tensor), widened to f64.
+pub(super) fn floats_f64(cx: &mut NodeCtx, name: &str) -> Result<Option<Vec<f64>>, MapError> {
+    let plain = cx.attr_floats(name)?;
+    let tensor = cx.attr_t(&format!("{name}_as_tensor"))?;
+    match (plain, tensor) {
+        (Some(_), Some(_)) => Err(MapError::Attr {
+            name: name.into(),
+            reason: format!("is given both as floats and as `{name}_as_tensor`"),
+        }),
+        (Some(v), None) => Ok(Some(v.into_iter().map(f64::from).collect())),
+        (None, Some(t)) => t.to_f64_vec().map(Some).ok_or_else(|| {
+            MapError::Unsupported(format!("`{name}_as_tensor` is not a float tensor"))
+        }),
+        (None, None) => Ok(None),
+    }
+}
+
 /// ONNX-ML's `post_transform` over the last axis of `z` (f32).
 pub(super) fn post_transform(cx: &mut NodeCtx, z: Value, post: &str) -> Result<Value, MapError> {
     match post {
@@ -279,11 +302,7 @@ fn linear_classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
             name: "classlabels_ints".into(),
             reason: "is required".into(),
         })?;
-    let post = cx.attr_choice(
-        "post_transform",
-        "NONE",
-        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
-    )?;
+    let post = post_transform_attr(cx)?;
     // ONNX Runtime gives the same scores whatever multi_class says (skl2onnx
     // writes 1 for multinomial logistic regression): read and not used.
     cx.attr_i("multi_class", 0)?;

@@ -8,6 +8,7 @@ use rlx_ir::ops::{
 };
 use rlx_ir::{DType, Tensor, Value};
 
+use super::ml::{floats_f64, post_transform_attr};
 use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -25,12 +26,7 @@ fn bad(reason: impl Into<String>) -> MapError {
 }
 
 fn floats(cx: &mut NodeCtx, name: &str) -> Result<Vec<f64>, MapError> {
-    Ok(cx
-        .attr_floats(name)?
-        .unwrap_or_default()
-        .into_iter()
-        .map(f64::from)
-        .collect())
+    Ok(floats_f64(cx, name)?.unwrap_or_default())
 }
 
 /// An f64 constant `[rows, cols]`.
@@ -139,11 +135,7 @@ fn kernel(cx: &mut NodeCtx, x: Value, f: usize) -> Result<(Value, usize), MapErr
 }
 
 fn no_post_transform(cx: &mut NodeCtx) -> Result<(), MapError> {
-    let post = cx.attr_choice(
-        "post_transform",
-        "NONE",
-        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
-    )?;
+    let post = post_transform_attr(cx)?;
     if post != "NONE" {
         return cx.unsupported(format!("post_transform {post} on a support vector machine"));
     }

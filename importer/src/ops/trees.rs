@@ -14,7 +14,7 @@ use rlx_ir::ops::{
 };
 use rlx_ir::{DType, Tensor, Value};
 
-use super::ml::post_transform;
+use super::ml::{floats_f64, post_transform, post_transform_attr};
 use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -37,25 +37,6 @@ fn required<T>(v: Option<T>, name: &str) -> Result<T, MapError> {
         name: name.into(),
         reason: "is required".into(),
     })
-}
-
-/// A float list given as `name` (floats) or `name_as_tensor` (any float
-/// tensor), widened to f64.
-fn floats_attr(cx: &mut NodeCtx, name: &str) -> Result<Option<Vec<f64>>, MapError> {
-    let plain = cx.attr_floats(name)?;
-    let tensor = cx.attr_t(&format!("{name}_as_tensor"))?;
-    match (plain, tensor) {
-        (Some(_), Some(_)) => Err(MapError::Attr {
-            name: name.into(),
-            reason: format!("is given both as floats and as `{name}_as_tensor`"),
-        }),
-        (Some(v), None) => Ok(Some(v.into_iter().map(f64::from).collect())),
-        (None, Some(t)) => t
-            .to_f64_vec()
-            .map(Some)
-            .ok_or_else(|| bad(format!("`{name}_as_tensor` is not a float tensor"))),
-        (None, None) => Ok(None),
-    }
 }
 
 /// A required float tensor attribute, widened to f64.
@@ -290,7 +271,7 @@ fn legacy_forest(cx: &mut NodeCtx, prefix: &str, n_targets: i64) -> Result<Fores
     let ids = required(cx.attr_ints("nodes_nodeids")?, "nodes_nodeids")?;
     let features = required(cx.attr_ints("nodes_featureids")?, "nodes_featureids")?;
     let modes = required(cx.attr_strings("nodes_modes")?, "nodes_modes")?;
-    let values = required(floats_attr(cx, "nodes_values")?, "nodes_values")?;
+    let values = required(floats_f64(cx, "nodes_values")?, "nodes_values")?;
     let true_ids = required(cx.attr_ints("nodes_truenodeids")?, "nodes_truenodeids")?;
     let false_ids = required(cx.attr_ints("nodes_falsenodeids")?, "nodes_falsenodeids")?;
     let n = trees.len();
@@ -300,7 +281,7 @@ fn legacy_forest(cx: &mut NodeCtx, prefix: &str, n_targets: i64) -> Result<Fores
     let e_trees = required(cx.attr_ints(&format!("{prefix}_treeids"))?, "treeids")?;
     let e_nodes = required(cx.attr_ints(&format!("{prefix}_nodeids"))?, "nodeids")?;
     let e_ids = required(cx.attr_ints(&format!("{prefix}_ids"))?, "ids")?;
-    let e_weights = required(floats_attr(cx, &format!("{prefix}_weights"))?, "weights")?;
+    let e_weights = required(floats_f64(cx, &format!("{prefix}_weights"))?, "weights")?;
     let lens = [
         ids.len(),
         features.len(),
@@ -489,12 +470,8 @@ fn regressor(cx: &mut NodeCtx) -> Result<(), MapError> {
         "SUM",
         &["SUM", "AVERAGE", "MIN", "MAX"],
     )?;
-    let post = cx.attr_choice(
-        "post_transform",
-        "NONE",
-        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
-    )?;
-    let base = floats_attr(cx, "base_values")?.unwrap_or_default();
+    let post = post_transform_attr(cx)?;
+    let base = floats_f64(cx, "base_values")?.unwrap_or_default();
     if !base.is_empty() && base.len() != n_targets as usize {
         return Err(bad(format!(
             "{} base values for {n_targets} targets",
@@ -529,12 +506,8 @@ fn classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
         return cx.unsupported("string class labels (string tensors)");
     }
     let labels = required(cx.attr_ints("classlabels_int64s")?, "classlabels_int64s")?;
-    let post = cx.attr_choice(
-        "post_transform",
-        "NONE",
-        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
-    )?;
-    let base = floats_attr(cx, "base_values")?.unwrap_or_default();
+    let post = post_transform_attr(cx)?;
+    let base = floats_f64(cx, "base_values")?.unwrap_or_default();
     let c = labels.len();
     if c < 2 {
         return cx.unsupported(format!("a classifier of {c} class"));
