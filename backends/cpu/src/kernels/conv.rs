@@ -9,6 +9,7 @@ use rlx_ir::{DType, Op};
 use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::matmul::{activate, widen};
 use super::num::{Comp, Int};
+use super::packed_gemm::{self, Epilogue, PackedA};
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -54,13 +55,13 @@ impl ConvGeom {
         })
     }
 
-    fn spatial_in(&self) -> usize {
+    pub fn spatial_in(&self) -> usize {
         self.input.iter().product()
     }
-    fn spatial_out(&self) -> usize {
+    pub fn spatial_out(&self) -> usize {
         self.output.iter().product()
     }
-    fn kernel_size(&self) -> usize {
+    pub fn kernel_size(&self) -> usize {
         self.kernel.iter().product()
     }
     /// Rows of the im2col matrix of one group.
@@ -192,6 +193,8 @@ struct ConvKernel {
     dtype: DType,
     g: ConvGeom,
     act: Activation,
+    /// Constant f32 weights packed for the microkernel, one per group.
+    packed: Option<Vec<PackedA>>,
 }
 
 struct ConvTransposeKernel {
@@ -207,17 +210,24 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             "convolution input needs rank >= 3".into(),
         ));
     }
+    let conv = |c: &Conv, act: Activation| -> Result<Box<dyn Kernel>, KernelError> {
+        let g = ConvGeom::from_conv(c, &x, &w, &y)?;
+        let packed = match spec.consts.get(1) {
+            Some(Some(t)) if dtype == DType::F32 && !super::depthwise::applies(&g) => {
+                t.as_slice::<f32>().ok().and_then(|w| pack_weights(&g, w))
+            }
+            _ => None,
+        };
+        Ok(Box::new(ConvKernel {
+            dtype,
+            g,
+            act,
+            packed,
+        }))
+    };
     match spec.op() {
-        Op::Conv(c) => Ok(Box::new(ConvKernel {
-            dtype,
-            g: ConvGeom::from_conv(c, &x, &w, &y)?,
-            act: Activation::None,
-        })),
-        Op::FusedConv(f) => Ok(Box::new(ConvKernel {
-            dtype,
-            g: ConvGeom::from_conv(&f.conv(), &x, &w, &y)?,
-            act: f.activation,
-        })),
+        Op::Conv(c) => conv(c, Activation::None),
+        Op::FusedConv(f) => conv(&f.conv(), f.activation),
         Op::ConvTranspose(t) => Ok(Box::new(ConvTransposeKernel {
             dtype,
             g: transpose_geom(t, &x, &w, &y),
@@ -227,6 +237,18 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             op.name()
         ))),
     }
+}
+
+/// The weights of each group as the microkernel's left operand; `None` where
+/// the CPU has no microkernel.
+fn pack_weights(g: &ConvGeom, w: &[f32]) -> Option<Vec<PackedA>> {
+    let (mg, rows) = (g.m / g.group, g.col_rows());
+    if w.len() < g.group * mg * rows {
+        return None;
+    }
+    (0..g.group)
+        .map(|grp| PackedA::new(&w[grp * mg * rows..(grp + 1) * mg * rows], mg, rows, rows))
+        .collect()
 }
 
 impl Kernel for ConvKernel {
@@ -239,8 +261,9 @@ impl Kernel for ConvKernel {
         } else {
             "im2col"
         };
+        let packed = if self.packed.is_some() { " packed" } else { "" };
         format!(
-            "conv.{} {how} k{:?} s{:?} g{} {}->{} act={}",
+            "conv.{} {how}{packed} k{:?} s{:?} g{} {}->{} act={}",
             self.dtype, g.kernel, g.strides, g.group, g.c, g.m, self.act
         )
     }
@@ -269,6 +292,15 @@ impl Kernel for ConvKernel {
     ) -> Result<(), KernelError> {
         let out = &mut outs[0];
         match self.dtype {
+            DType::F32 if self.packed.is_some() => conv_packed(
+                &self.g,
+                self.packed.as_deref().unwrap_or_default(),
+                self.act,
+                ins[0].slice()?,
+                bias(ins)?,
+                out.slice()?,
+                scratch,
+            ),
             DType::F32 => conv_float::<f32>(
                 &self.g,
                 self.act,
@@ -350,8 +382,7 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     scratch: &mut [u8],
 ) -> Result<(), KernelError> {
     if super::depthwise::applies(g) {
-        super::depthwise::run(g, x, w, bias, y);
-        activate(act, y);
+        super::depthwise::run(g, x, w, bias, act, y);
         return Ok(());
     }
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
@@ -401,6 +432,64 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
         }
     }
     activate(act, y);
+    Ok(())
+}
+
+/// `conv_float` for f32 with packed weights: bias and ReLU are applied as the
+/// GEMM stores its result.
+fn conv_packed(
+    g: &ConvGeom,
+    packed: &[PackedA],
+    act: Activation,
+    x: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: &mut [u8],
+) -> Result<(), KernelError> {
+    let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let rows = g.col_rows();
+    let tile = g.tile();
+    let col_len = if g.is_pointwise() { 0 } else { rows * tile };
+    let scratch = super::layout::aligned_mut(scratch, 4);
+    let col: &mut [f32] = bytemuck::try_cast_slice_mut(&mut scratch[..col_len * 4])
+        .map_err(|e| KernelError::Internal(e.to_string()))?;
+    let relu = act == Activation::Relu;
+    for n in 0..g.n {
+        let xn = &x[n * g.c * sin..(n + 1) * g.c * sin];
+        let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
+        for (grp, wg) in packed.iter().enumerate() {
+            let ep = Epilogue {
+                bias: bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
+                relu,
+            };
+            let yg = &mut yn[grp * mg * sout..(grp + 1) * mg * sout];
+            if g.is_pointwise() {
+                let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
+                packed_gemm::gemm(wg, xg, sout, sout, yg, sout, ep);
+                continue;
+            }
+            let mut j0 = 0;
+            while j0 < sout {
+                let j1 = (j0 + tile).min(sout);
+                let width = j1 - j0;
+                im2col(g, xn, grp * cg, j0, j1, col);
+                packed_gemm::gemm(
+                    wg,
+                    &col[..rows * width],
+                    width,
+                    width,
+                    &mut yg[j0..],
+                    sout,
+                    ep,
+                );
+                j0 = j1;
+            }
+        }
+    }
+    if !relu {
+        activate(act, y);
+    }
     Ok(())
 }
 

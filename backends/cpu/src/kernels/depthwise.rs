@@ -1,18 +1,78 @@
 //! Direct 2-D depthwise convolution (one input channel per group), where
-//! im2col + GEMM would multiply 1-row matrices. Rows are clamped to the valid
-//! kernel taps once, so the inner loop over output columns has no bounds checks.
+//! im2col + GEMM would multiply 1-row matrices.
+//!
+//! f32 on an AVX-512 CPU: a plane at a time through `window2d`, with bias and
+//! ReLU as the result is stored. Otherwise rows are clamped to the valid kernel
+//! taps once, so the inner loop over output columns has no bounds checks.
+
+use std::any::TypeId;
+
+use rlx_ir::ops::Activation;
 
 use super::conv::ConvGeom;
 use super::layout::par_rows;
+use super::matmul::activate;
 use super::num::Comp;
+use super::window2d;
 
 /// True when `g` is a 2-D convolution with one input channel per group.
 pub fn applies(g: &ConvGeom) -> bool {
     g.input.len() == 2 && g.group == g.c && g.group > 1 && g.m % g.group == 0
 }
 
-/// `y[n, m] = bias[m] + sum_k w[m, k] * x[n, m / (M/C)]` over the kernel window.
+/// `y[n, m] = act(bias[m] + sum_k w[m, k] * x[n, m / (M/C)])` over the kernel window.
 pub fn run<T: Comp + bytemuck::Pod>(
+    g: &ConvGeom,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    act: Activation,
+    y: &mut [T],
+) {
+    if TypeId::of::<T>() == TypeId::of::<f32>() && window2d::available() {
+        let relu = act == Activation::Relu;
+        let bias = bias.map(bytemuck::cast_slice::<T, f32>);
+        let (x, w) = (bytemuck::cast_slice(x), bytemuck::cast_slice(w));
+        run_f32(g, x, w, bias, relu, bytemuck::cast_slice_mut(y));
+        if !relu {
+            activate(act, y);
+        }
+        return;
+    }
+    run_any(g, x, w, bias, y);
+    activate(act, y);
+}
+
+fn run_f32(g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, relu: bool, y: &mut [f32]) {
+    let two = |v: &[usize]| [v[0], v[1]];
+    let geom = window2d::Geom {
+        input: two(&g.input),
+        output: two(&g.output),
+        kernel: two(&g.kernel),
+        strides: two(&g.strides),
+        dilations: two(&g.dilations),
+        pads: two(&g.pads),
+    };
+    let (taps, mult) = (g.kernel_size(), g.m / g.c);
+    let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    par_rows(y, sout, |plane, out| {
+        let (n, m) = (plane / g.m, plane % g.m);
+        let c = m / mult;
+        let reduce = window2d::Reduce::Dot {
+            w: &w[m * taps..(m + 1) * taps],
+            bias: bias.map_or(0.0, |b| b[m]),
+            relu,
+        };
+        window2d::plane(
+            &geom,
+            &x[(n * g.c + c) * sin..(n * g.c + c + 1) * sin],
+            out,
+            reduce,
+        );
+    });
+}
+
+fn run_any<T: Comp + bytemuck::Pod>(
     g: &ConvGeom,
     x: &[T],
     w: &[T],

@@ -21,6 +21,7 @@ pub mod minifloat;
 pub mod movement;
 pub mod norm;
 pub mod num;
+pub mod packed_gemm;
 pub mod pool;
 pub mod quant;
 pub mod recurrent;
@@ -36,6 +37,7 @@ pub mod spectral;
 pub mod tensor_scatter;
 pub mod tree;
 pub mod vmath;
+pub mod window2d;
 
 use rlx_ir::{Node, Op, TensorType};
 

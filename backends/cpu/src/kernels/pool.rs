@@ -2,11 +2,14 @@
 //! windows of any spatial rank; global pooling; local response normalization;
 //! MaxUnpool.
 
+use std::any::TypeId;
+
 use rlx_ir::ops::{resolve_pads, GlobalPoolKind, Pool, PoolKind};
 use rlx_ir::{DType, Op};
 
 use super::layout::par_rows;
 use super::num::{AnyNum, Real};
+use super::window2d;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{with_dtype, with_width};
@@ -118,10 +121,46 @@ fn max_nan<T: PartialOrd + Copy>(m: T, v: T) -> T {
     }
 }
 
+/// The vector path's geometry, for f32 on a CPU that has it, when pads are
+/// non-negative (the bordered plane cannot crop).
+fn vector_geom<T: 'static>(w: &Win) -> Option<window2d::Geom> {
+    if TypeId::of::<T>() != TypeId::of::<f32>() || !window2d::available() {
+        return None;
+    }
+    if w.pad_begin.iter().any(|&p| p < 0) || w.kernel.contains(&0) || w.strides.contains(&0) {
+        return None;
+    }
+    let two = |v: &[usize]| [v[0], v[1]];
+    Some(window2d::Geom {
+        input: two(&w.input),
+        output: two(&w.output),
+        kernel: two(&w.kernel),
+        strides: two(&w.strides),
+        dilations: two(&w.dilations),
+        pads: [w.pad_begin[0] as usize, w.pad_begin[1] as usize],
+    })
+}
+
 /// 2-D max pooling without indices, separably: per output row, the max over
 /// the window's input rows (contiguous, vectorizable), then over each output's
 /// columns (clamped tap ranges computed once).
 fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
+    if let Some(geom) = vector_geom::<T>(w) {
+        let (x, y) = (
+            bytemuck::cast_slice::<T, f32>(src),
+            bytemuck::cast_slice_mut::<T, f32>(y),
+        );
+        let sin = w.input[0] * w.input[1];
+        par_rows(y, w.output[0] * w.output[1], |plane, out| {
+            window2d::plane(
+                &geom,
+                &x[plane * sin..(plane + 1) * sin],
+                out,
+                window2d::Reduce::Max,
+            )
+        });
+        return;
+    }
     let (ih, iw) = (w.input[0] as i64, w.input[1] as i64);
     let (oh, ow) = (w.output[0], w.output[1]);
     let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
@@ -174,6 +213,41 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
     let (ph, pw) = (w.pad_begin[0], w.pad_begin[1]);
     let (eh, ew) = (ih + w.pad_end[0], iw + w.pad_end[1]);
     let sin = (ih * iw) as usize;
+    if let Some(geom) = vector_geom::<T>(w) {
+        // The divisor of output (r, c) is a row count times a column count:
+        // taps inside the input, or inside the padded extent.
+        let count = |o: i64, s: i64, d: i64, k: i64, pad: i64, n: i64, end: i64| {
+            let (a, b) = if p.count_include_pad {
+                taps(o * s - pad, d, k, -pad, end)
+            } else {
+                taps(o * s - pad, d, k, 0, n)
+            };
+            if b > a {
+                1.0 / (b - a) as f32
+            } else {
+                0.0
+            }
+        };
+        let rows: Vec<f32> = (0..oh as i64)
+            .map(|r| count(r, sh, dh, kh, ph, ih, eh))
+            .collect();
+        let mut cols: Vec<f32> = (0..ow as i64)
+            .map(|c| count(c, sw, dw, kw, pw, iw, ew))
+            .collect();
+        cols.resize(ow.div_ceil(16) * 16, 0.0);
+        let (x, y) = (
+            bytemuck::cast_slice::<T, f32>(src),
+            bytemuck::cast_slice_mut::<T, f32>(y),
+        );
+        let reduce = window2d::Reduce::Mean {
+            rows: &rows,
+            cols: &cols,
+        };
+        par_rows(y, oh * ow, |plane, out| {
+            window2d::plane(&geom, &x[plane * sin..(plane + 1) * sin], out, reduce)
+        });
+        return;
+    }
     par_rows(y, oh * ow, |plane, row| {
         let xs = &src[plane * sin..(plane + 1) * sin];
         for r in 0..oh {
