@@ -9,7 +9,8 @@ Each round runs ORT (intra-op threads 1, all graph optimizations) then
 median of the per-round medians and the ratio rlx/ORT (below 1: rlx-onnx is faster),
 with the geometric mean last.
 
-Usage: python3 scripts/bench_vs_ort.py [--rounds 3] [--iters 20] [--opt-level 2] [--models light_vgg19,...]
+Usage: python3 scripts/bench_vs_ort.py [--rounds 3] [--iters 20] [--opt-level 2] [--models light_vgg19,...] [--corpus]
+(--corpus adds the real-model corpus of scripts/corpus, fetched by scripts/corpus/fetch.py)
 Needs: pip install onnxruntime==1.31.1 onnx==1.22.0 numpy, and a release build of rlx-onnx
 (the script builds it with cargo if missing).
 """
@@ -105,6 +106,22 @@ def int8_ffn(tmp):
     yield "int8_ffn_384x1536", path, {"x": r.standard_normal((128, 384)).astype(np.float32)}
 
 
+def corpus():
+    """The real-model corpus (scripts/corpus/fetch.py), inputs from each case's
+    first test_data_set."""
+    cases = os.path.join(ROOT, ".cache", "corpus", "cases")
+    if not os.path.isdir(cases):
+        sys.exit("no corpus: run `python3 scripts/corpus/fetch.py` first")
+    for name in sorted(os.listdir(cases)):
+        case = os.path.join(cases, name)
+        m = onnx.load(os.path.join(case, "model.onnx"), load_external_data=False)
+        inits = {t.name for t in m.graph.initializer}
+        names = [i.name for i in m.graph.input if i.name not in inits]
+        data = os.path.join(case, "test_data_set_0")
+        feeds = {n: numpy_helper.to_array(onnx.load_tensor(os.path.join(data, f"input_{i}.pb"))) for i, n in enumerate(names)}
+        yield f"corpus_{name}", os.path.join(case, "model.onnx"), feeds
+
+
 def ort_median(path, feeds, iters):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -144,6 +161,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--opt-level", default="2")
     ap.add_argument("--models", default="")
+    ap.add_argument("--corpus", action="store_true", help="also the real-model corpus (.cache/corpus, from scripts/corpus/fetch.py)")
     args = ap.parse_args()
     binary = os.path.join(ROOT, "target", "release", "rlx-onnx")
     if not os.path.exists(binary):
@@ -153,7 +171,8 @@ def main():
     print(f"{'model':<24} {'ORT ms':>10} {'rlx ms':>10} {'rlx/ORT':>8}")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path, feeds in [*models(), *recurrent(tmp), *int8_ffn(tmp)]:
+        suites = [models(), recurrent(tmp), int8_ffn(tmp)] + ([corpus()] if args.corpus else [])
+        for name, path, feeds in (case for suite in suites for case in suite):
             if wanted and name not in wanted:
                 continue
             o, r = [], []

@@ -9,7 +9,7 @@ use rlx_ir::{DType, Op};
 use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::matmul::{activate, widen};
 use super::num::{Comp, Int};
-use super::packed_gemm::{self, Epilogue, PackedA};
+use super::packed_gemm::{self, Epilogue, PackedA, B};
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -96,60 +96,12 @@ fn im2col<T: Copy + Default>(
     let nsp = g.input.len();
     let sin = g.spatial_in();
     if nsp == 2 {
-        let (ih, iw) = (g.input[0] as isize, g.input[1] as isize);
-        let ow = g.output[1];
         for cc in 0..g.c / g.group {
             let xc = &x[(c0 + cc) * sin..(c0 + cc + 1) * sin];
             for kh in 0..g.kernel[0] {
                 for kw in 0..g.kernel[1] {
                     let row = (cc * ks + kh * g.kernel[1] + kw) * width;
-                    let dst = &mut col[row..row + width];
-                    let (dh, dw) = (
-                        (kh * g.dilations[0]) as isize - g.pads[0] as isize,
-                        (kw * g.dilations[1]) as isize - g.pads[1] as isize,
-                    );
-                    let (sh, sw) = (g.strides[0] as isize, g.strides[1] as isize);
-                    let mut j = j0;
-                    while j < j1 {
-                        let (oh, ow0) = (j / ow, j % ow);
-                        let run = (ow - ow0).min(j1 - j);
-                        let hh = oh as isize * sh + dh;
-                        let out = &mut dst[j - j0..j - j0 + run];
-                        if hh < 0 || hh >= ih {
-                            out.fill(T::default());
-                        } else {
-                            let xr = &xc[(hh * iw) as usize..((hh + 1) * iw) as usize];
-                            // Outputs t of the run read column (ow0 + t) * sw + dw: those
-                            // in [lo, hi) fall inside the row, the rest are padding.
-                            let first = ow0 as isize * sw + dw;
-                            let lo = if first >= 0 {
-                                0
-                            } else {
-                                ((-first + sw - 1) / sw) as usize
-                            }
-                            .min(run);
-                            let hi = if iw - first <= 0 {
-                                0
-                            } else {
-                                (((iw - first + sw - 1) / sw) as usize).min(run)
-                            }
-                            .max(lo);
-                            out[..lo].fill(T::default());
-                            out[hi..].fill(T::default());
-                            let start = (first + lo as isize * sw) as usize;
-                            if sw == 1 {
-                                out[lo..hi].copy_from_slice(&xr[start..start + (hi - lo)]);
-                            } else {
-                                for (o, v) in out[lo..hi]
-                                    .iter_mut()
-                                    .zip(xr[start..].iter().step_by(sw as usize))
-                                {
-                                    *o = *v;
-                                }
-                            }
-                        }
-                        j += run;
-                    }
+                    im2col_row_2d(g, xc, (kh, kw), j0, &mut col[row..row + width]);
                 }
             }
         }
@@ -179,6 +131,66 @@ fn im2col<T: Copy + Default>(
                 col[row + j - j0] = if inside { xc[off] } else { T::default() };
             }
         }
+    }
+}
+
+/// Columns `j0..j0 + dst.len()` of the im2col row of kernel tap `(kh, kw)`
+/// over channel plane `xc` of a 2-D convolution.
+fn im2col_row_2d<T: Copy + Default>(
+    g: &ConvGeom,
+    xc: &[T],
+    (kh, kw): (usize, usize),
+    j0: usize,
+    dst: &mut [T],
+) {
+    let (ih, iw) = (g.input[0] as isize, g.input[1] as isize);
+    let ow = g.output[1];
+    let j1 = j0 + dst.len();
+    let (dh, dw) = (
+        (kh * g.dilations[0]) as isize - g.pads[0] as isize,
+        (kw * g.dilations[1]) as isize - g.pads[1] as isize,
+    );
+    let (sh, sw) = (g.strides[0] as isize, g.strides[1] as isize);
+    let mut j = j0;
+    while j < j1 {
+        let (oh, ow0) = (j / ow, j % ow);
+        let run = (ow - ow0).min(j1 - j);
+        let hh = oh as isize * sh + dh;
+        let out = &mut dst[j - j0..j - j0 + run];
+        if hh < 0 || hh >= ih {
+            out.fill(T::default());
+        } else {
+            let xr = &xc[(hh * iw) as usize..((hh + 1) * iw) as usize];
+            // Outputs t of the run read column (ow0 + t) * sw + dw: those
+            // in [lo, hi) fall inside the row, the rest are padding.
+            let first = ow0 as isize * sw + dw;
+            let lo = if first >= 0 {
+                0
+            } else {
+                ((-first + sw - 1) / sw) as usize
+            }
+            .min(run);
+            let hi = if iw - first <= 0 {
+                0
+            } else {
+                (((iw - first + sw - 1) / sw) as usize).min(run)
+            }
+            .max(lo);
+            out[..lo].fill(T::default());
+            out[hi..].fill(T::default());
+            let start = (first + lo as isize * sw) as usize;
+            if sw == 1 {
+                out[lo..hi].copy_from_slice(&xr[start..start + (hi - lo)]);
+            } else {
+                for (o, v) in out[lo..hi]
+                    .iter_mut()
+                    .zip(xr[start..].iter().step_by(sw as usize))
+                {
+                    *o = *v;
+                }
+            }
+        }
+        j += run;
     }
 }
 
@@ -270,7 +282,10 @@ impl Kernel for ConvKernel {
 
     fn scratch_bytes(&self) -> usize {
         let g = &self.g;
-        let col = if g.is_pointwise() || super::depthwise::applies(g) {
+        let col = if g.is_pointwise()
+            || super::depthwise::applies(g)
+            || (self.packed.is_some() && g.input.len() == 2)
+        {
             0
         } else {
             g.col_rows() * g.tile()
@@ -450,7 +465,11 @@ fn conv_packed(
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let rows = g.col_rows();
     let tile = g.tile();
-    let col_len = if g.is_pointwise() { 0 } else { rows * tile };
+    let col_len = if g.is_pointwise() || g.input.len() == 2 {
+        0
+    } else {
+        rows * tile
+    };
     let scratch = super::layout::aligned_mut(scratch, 4);
     let col: &mut [f32] = bytemuck::try_cast_slice_mut(&mut scratch[..col_len * 4])
         .map_err(|e| KernelError::Internal(e.to_string()))?;
@@ -466,7 +485,19 @@ fn conv_packed(
             let yg = &mut yn[grp * mg * sout..(grp + 1) * mg * sout];
             if g.is_pointwise() {
                 let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
-                packed_gemm::gemm(wg, xg, sout, sout, yg, sout, ep);
+                packed_gemm::gemm(wg, B::Rows { b: xg, ldb: sout }, sout, yg, sout, ep);
+                continue;
+            }
+            if g.input.len() == 2 {
+                // im2col rows are made as the GEMM packs them, never stored whole.
+                let ks = g.kernel_size();
+                let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
+                let fill = |row: usize, j0: usize, dst: &mut [f32]| {
+                    let (cc, kf) = (row / ks, row % ks);
+                    let tap = (kf / g.kernel[1], kf % g.kernel[1]);
+                    im2col_row_2d(g, &xg[cc * sin..(cc + 1) * sin], tap, j0, dst);
+                };
+                packed_gemm::gemm(wg, B::Fill(&fill), sout, yg, sout, ep);
                 continue;
             }
             let mut j0 = 0;
@@ -474,15 +505,11 @@ fn conv_packed(
                 let j1 = (j0 + tile).min(sout);
                 let width = j1 - j0;
                 im2col(g, xn, grp * cg, j0, j1, col);
-                packed_gemm::gemm(
-                    wg,
-                    &col[..rows * width],
-                    width,
-                    width,
-                    &mut yg[j0..],
-                    sout,
-                    ep,
-                );
+                let b = B::Rows {
+                    b: &col[..rows * width],
+                    ldb: width,
+                };
+                packed_gemm::gemm(wg, b, width, &mut yg[j0..], sout, ep);
                 j0 = j1;
             }
         }

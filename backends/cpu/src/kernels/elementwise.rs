@@ -1,12 +1,15 @@
 //! Elementwise kernels: unary math, binary arithmetic, comparisons, logic,
 //! `where`, `clip` and GELU, with numpy broadcasting. f16/bf16 compute in f32.
 
+use std::any::TypeId;
+
 use num_traits::{Float, One, Zero};
 use rlx_ir::ops::{BinaryKind as B, CompareKind, GeluApprox, LogicalKind, UnaryKind as U};
 use rlx_ir::{DType, Op};
 
 use super::layout::{par_fill, zip2, zip3};
 use super::num::{AnyNum, Comp, Int, Real};
+use super::vmath;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{with_dtype, with_width};
@@ -38,7 +41,22 @@ fn map_float<T: Real>(x: &[T], out: &mut [T], f: impl Fn(T::C) -> T::C + Sync) {
     par_fill(out, |i| T::down(f(x[i].up())));
 }
 
+// Closures, not function items: see `vmath::map`.
+#[allow(clippy::redundant_closure)]
 fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelError> {
+    if TypeId::of::<T>() == TypeId::of::<f32>() {
+        let (x, o) = (
+            bytemuck::cast_slice::<T, f32>(x),
+            bytemuck::cast_slice_mut::<T, f32>(out),
+        );
+        match k {
+            U::Exp => return Ok(vmath::map(x, o, |v| vmath::exp(v))),
+            U::Tanh => return Ok(vmath::map(x, o, |v| vmath::tanh(v))),
+            U::Sigmoid => return Ok(vmath::map(x, o, |v| vmath::sigmoid(v))),
+            U::Erf => return Ok(vmath::map(x, o, |v| vmath::erf(v))),
+            _ => {}
+        }
+    }
     type C<T> = <T as Real>::C;
     let zero = C::<T>::zero();
     let one = C::<T>::one();
@@ -61,7 +79,7 @@ fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelEr
         U::Round => map_float(x, out, |v: C<T>| v.round_even()),
         U::Sqrt => map_float(x, out, |v: C<T>| v.sqrt()),
         U::Reciprocal => map_float(x, out, |v: C<T>| v.recip()),
-        U::Exp => map_float(x, out, |v: C<T>| v.exp()),
+        U::Exp => map_float(x, out, |v: C<T>| v.vexp()),
         U::Log => map_float(x, out, |v: C<T>| v.ln()),
         U::Sin => map_float(x, out, |v: C<T>| v.sin()),
         U::Cos => map_float(x, out, |v: C<T>| v.cos()),
@@ -74,18 +92,18 @@ fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelEr
         U::Asinh => map_float(x, out, |v: C<T>| v.asinh()),
         U::Acosh => map_float(x, out, |v: C<T>| v.acosh()),
         U::Atanh => map_float(x, out, |v: C<T>| v.atanh()),
-        U::Tanh => map_float(x, out, |v: C<T>| v.tanh()),
+        U::Tanh => map_float(x, out, |v: C<T>| v.vtanh()),
         U::Sigmoid => map_float(x, out, |v: C<T>| {
             if v >= zero {
-                one / (one + (-v).exp())
+                one / (one + (-v).vexp())
             } else {
-                let e = v.exp();
+                let e = v.vexp();
                 e / (one + e)
             }
         }),
         // NaN passes through (`v < 0` is false for NaN).
         U::Relu => map_float(x, out, |v: C<T>| if v < zero { zero } else { v }),
-        U::Erf => map_float(x, out, |v: C<T>| v.erf()),
+        U::Erf => map_float(x, out, |v: C<T>| v.verf()),
         U::Softplus => map_float(x, out, |v: C<T>| {
             if v > zero {
                 v + (-v).exp().ln_1p()
@@ -425,17 +443,30 @@ fn clip(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelE
     with_dtype!(ins[0].dtype, T => clip_typed::<T>(ins, &mut outs[0]), num)
 }
 
+// Closures, not function items: see `vmath::map`.
+#[allow(clippy::redundant_closure)]
 fn gelu_typed<T: Real>(approx: GeluApprox, x: &[T], o: &mut [T]) -> Result<(), KernelError> {
+    if TypeId::of::<T>() == TypeId::of::<f32>() {
+        let (x, o) = (
+            bytemuck::cast_slice::<T, f32>(x),
+            bytemuck::cast_slice_mut::<T, f32>(o),
+        );
+        match approx {
+            GeluApprox::None => vmath::map(x, o, |v| vmath::gelu_erf(v)),
+            GeluApprox::Tanh => vmath::map(x, o, |v| vmath::gelu_tanh(v)),
+        }
+        return Ok(());
+    }
     let c = |v: f64| <T::C as Comp>::from_f64c(v);
     match approx {
         GeluApprox::None => par_fill(o, |i| {
             let v = x[i].up();
-            T::down(c(0.5) * v * (c(1.0) + (v * c(std::f64::consts::FRAC_1_SQRT_2)).erf()))
+            T::down(c(0.5) * v * (c(1.0) + (v * c(std::f64::consts::FRAC_1_SQRT_2)).verf()))
         }),
         GeluApprox::Tanh => par_fill(o, |i| {
             let v = x[i].up();
             let inner = c((2.0 / std::f64::consts::PI).sqrt()) * (v + c(0.044715) * v * v * v);
-            T::down(c(0.5) * v * (c(1.0) + inner.tanh()))
+            T::down(c(0.5) * v * (c(1.0) + inner.vtanh()))
         }),
     }
     Ok(())

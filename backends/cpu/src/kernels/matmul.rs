@@ -424,7 +424,24 @@ pub fn widen(t: &TensorRef, out: &mut [f32]) -> Result<(), KernelError> {
 }
 
 /// Applies a fused activation in place.
+// Closures, not function items: see `vmath::map`.
+#[allow(clippy::redundant_closure)]
 pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        use super::vmath::{self, map_in_place};
+        // SAFETY: T is f32 (checked just above).
+        let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len()) };
+        match act {
+            Activation::None => {}
+            Activation::Relu => map_in_place(o, |v| vmath::relu(v)),
+            Activation::Sigmoid => map_in_place(o, |v| vmath::sigmoid(v)),
+            Activation::Tanh => map_in_place(o, |v| vmath::tanh(v)),
+            Activation::Silu => map_in_place(o, |v| vmath::silu(v)),
+            Activation::GeluErf => map_in_place(o, |v| vmath::gelu_erf(v)),
+            Activation::GeluTanh => map_in_place(o, |v| vmath::gelu_tanh(v)),
+        }
+        return;
+    }
     let f = |v: f64| T::from_f64c(v);
     let apply = |g: &(dyn Fn(T) -> T + Sync), out: &mut [T]| {
         super::layout::par_rows(out, 4096, |_, row| row.iter_mut().for_each(|x| *x = g(*x)))
@@ -432,11 +449,11 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
     match act {
         Activation::None => {}
         Activation::Relu => apply(&|x: T| if x < T::zero() { T::zero() } else { x }, out),
-        Activation::Sigmoid => apply(&|x: T| T::one() / (T::one() + (-x).exp()), out),
-        Activation::Tanh => apply(&|x: T| x.tanh(), out),
-        Activation::Silu => apply(&|x: T| x / (T::one() + (-x).exp()), out),
+        Activation::Sigmoid => apply(&|x: T| T::one() / (T::one() + (-x).vexp()), out),
+        Activation::Tanh => apply(&|x: T| x.vtanh(), out),
+        Activation::Silu => apply(&|x: T| x / (T::one() + (-x).vexp()), out),
         Activation::GeluErf => apply(
-            &|x: T| f(0.5) * x * (T::one() + (x * f(std::f64::consts::FRAC_1_SQRT_2)).erf()),
+            &|x: T| f(0.5) * x * (T::one() + (x * f(std::f64::consts::FRAC_1_SQRT_2)).verf()),
             out,
         ),
         Activation::GeluTanh => apply(
@@ -445,7 +462,7 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
                     * x
                     * (T::one()
                         + (f((2.0 / std::f64::consts::PI).sqrt()) * (x + f(0.044715) * x * x * x))
-                            .tanh())
+                            .vtanh())
             },
             out,
         ),

@@ -7,6 +7,12 @@ use half::{bf16, f16};
 /// The float type a float dtype computes in.
 pub trait Comp: num_traits::Float + Send + Sync + 'static {
     fn erf(self) -> Self;
+    /// `exp`, `tanh` and `erf` as the element-wise kernels compute them: f32
+    /// through the vectorizable polynomials of `vmath` (within 2 ulp), f64
+    /// through libm.
+    fn vexp(self) -> Self;
+    fn vtanh(self) -> Self;
+    fn verf(self) -> Self;
     fn round_even(self) -> Self;
     fn from_f64c(v: f64) -> Self;
 }
@@ -14,6 +20,15 @@ pub trait Comp: num_traits::Float + Send + Sync + 'static {
 impl Comp for f32 {
     fn erf(self) -> f32 {
         libm::erff(self)
+    }
+    fn vexp(self) -> f32 {
+        super::vmath::exp(self)
+    }
+    fn vtanh(self) -> f32 {
+        super::vmath::tanh(self)
+    }
+    fn verf(self) -> f32 {
+        super::vmath::erf(self)
     }
     fn round_even(self) -> f32 {
         self.round_ties_even()
@@ -25,6 +40,15 @@ impl Comp for f32 {
 
 impl Comp for f64 {
     fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+    fn vexp(self) -> f64 {
+        self.exp()
+    }
+    fn vtanh(self) -> f64 {
+        self.tanh()
+    }
+    fn verf(self) -> f64 {
         libm::erf(self)
     }
     fn round_even(self) -> f64 {

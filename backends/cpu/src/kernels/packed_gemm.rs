@@ -97,17 +97,30 @@ pub struct Epilogue<'a> {
     pub relu: bool,
 }
 
-/// `c[m×n] = relu?(bias + a · b)`: `b` row-major k×n with row stride `ldb`, `c`
-/// row-major with row stride `ldc`. Threads: the current rayon pool.
-pub fn gemm(a: &PackedA, b: &[f32], ldb: usize, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue) {
+/// Where the microkernel's right operand (k×n) comes from.
+#[derive(Clone, Copy)]
+pub enum B<'a> {
+    /// Row-major with row stride `ldb`.
+    Rows { b: &'a [f32], ldb: usize },
+    /// Computed row by row: `f(row, j0, dst)` fills columns `j0..j0 + dst.len()`
+    /// of `row` (an im2col matrix that is never stored whole).
+    Fill(&'a (dyn Fn(usize, usize, &mut [f32]) + Sync)),
+}
+
+/// `c[m×n] = relu?(bias + a · b)`, `c` row-major with row stride `ldc`.
+/// Threads: the current rayon pool.
+pub fn gemm(a: &PackedA, b: B, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue) {
     let (m, k) = (a.m, a.k);
     if n == 0 {
         return;
     }
     assert!(
-        b.len() >= (k - 1) * ldb + n
-            && c.len() >= (m - 1) * ldc + n
-            && ep.bias.is_none_or(|v| v.len() >= m),
+        c.len() >= (m - 1) * ldc + n
+            && ep.bias.is_none_or(|v| v.len() >= m)
+            && match b {
+                B::Rows { b, ldb } => b.len() >= (k - 1) * ldb + n,
+                B::Fill(_) => true,
+            },
         "packed gemm operand too small"
     );
     // Split the columns over threads in NR multiples; a thin product splits rows.
@@ -132,7 +145,7 @@ pub fn gemm(a: &PackedA, b: &[f32], ldb: usize, n: usize, c: &mut [f32], ldc: us
         let (r1, j1) = ((r0 + rows_per).min(m), (j0 + cols_per).min(n));
         // SAFETY: tasks write disjoint (row, column) rectangles of `c`, each
         // inside the bounds asserted above.
-        unsafe { block(a, b, ldb, out.get(), ldc, (r0, r1), (j0, j1), ep) };
+        unsafe { block(a, b, out.get(), ldc, (r0, r1), (j0, j1), ep) };
     };
     if row_tasks * col_tasks == 1 {
         run(0);
@@ -152,7 +165,8 @@ impl SharedOut {
 }
 
 thread_local! {
-    /// Packed `B` of this thread: KC×NC floats and room to align them.
+    /// Packed `B` of this thread: KC×NC floats and room to align them, then
+    /// one row of NC for `B::Fill`.
     static PACKED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -160,12 +174,10 @@ thread_local! {
 ///
 /// # Safety
 /// `c` with `ldc` must be valid for writes over the rectangle; `b` must cover
-/// `k` rows of `ldb` up to column `j1`.
-#[allow(clippy::too_many_arguments)]
+/// `k` rows up to column `j1`.
 unsafe fn block(
     a: &PackedA,
-    b: &[f32],
-    ldb: usize,
+    b: B,
     c: *mut f32,
     ldc: usize,
     (r0, r1): (usize, usize),
@@ -175,17 +187,17 @@ unsafe fn block(
     let k = a.k;
     let kblocks = k.div_ceil(KC);
     PACKED_B.with_borrow_mut(|buf| {
-        if buf.len() < KC * NC + 16 {
-            buf.resize(KC * NC + 16, 0.0);
+        if buf.len() < KC * NC + NC + 16 {
+            buf.resize(KC * NC + NC + 16, 0.0);
         }
         let off = buf.as_ptr().align_offset(64).min(15);
-        let packed = &mut buf[off..off + KC * NC];
+        let (packed, row) = buf[off..].split_at_mut(KC * NC);
         let mut jc = j0;
         while jc < j1 {
             let nc = NC.min(j1 - jc);
             for kb in 0..kblocks {
                 let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
-                pack_b(&b[k0 * ldb..], ldb, jc, nc, kc, packed);
+                pack_b(b, k0, kc, jc, nc, packed, &mut row[..nc]);
                 let (first, last) = (kb == 0, kb + 1 == kblocks);
                 let mut ic = r0;
                 while ic < r1 {
@@ -220,16 +232,21 @@ unsafe fn block(
     });
 }
 
-/// Copies rows `0..kc` and columns `j0..j0+nc` of `b` into `NR`-column panels,
-/// zero past column `nc`.
-fn pack_b(b: &[f32], ldb: usize, j0: usize, nc: usize, kc: usize, packed: &mut [f32]) {
-    for jr in (0..nc).step_by(NR) {
-        let w = NR.min(nc - jr);
-        let panel = &mut packed[jr * kc..(jr + NR) * kc];
-        for (t, dst) in panel.chunks_exact_mut(NR).enumerate() {
-            let src = &b[t * ldb + j0 + jr..t * ldb + j0 + jr + w];
-            dst[..w].copy_from_slice(src);
-            dst[w..].fill(0.0);
+/// Copies rows `k0..k0+kc` and columns `j0..j0+nc` of `b` into `NR`-column
+/// panels, zero past column `nc`; `row` is room for one row of a `B::Fill`.
+fn pack_b(b: B, k0: usize, kc: usize, j0: usize, nc: usize, packed: &mut [f32], row: &mut [f32]) {
+    for t in 0..kc {
+        let src: &[f32] = match b {
+            B::Rows { b, ldb } => &b[(k0 + t) * ldb + j0..(k0 + t) * ldb + j0 + nc],
+            B::Fill(f) => {
+                f(k0 + t, j0, row);
+                row
+            }
+        };
+        for (jr, chunk) in src.chunks(NR).enumerate() {
+            let dst = &mut packed[(jr * kc + t) * NR..(jr * kc + t + 1) * NR];
+            dst[..chunk.len()].copy_from_slice(chunk);
+            dst[chunk.len()..].fill(0.0);
         }
     }
 }
@@ -367,7 +384,7 @@ mod tests {
                 bias: Some(&bias),
                 relu: false,
             };
-            gemm(&pa, &b, n, n, &mut c, n + 3, ep);
+            gemm(&pa, B::Rows { b: &b, ldb: n }, n, &mut c, n + 3, ep);
             for i in 0..m {
                 for j in 0..n {
                     let (got, w) = (c[i * (n + 3) + j], want[i * n + j]);
@@ -381,22 +398,70 @@ mod tests {
                     .all(|v| *v == 7.0));
             }
             let mut r = vec![0f32; m * n];
-            gemm(
-                &pa,
-                &b,
-                n,
-                n,
-                &mut r,
-                n,
-                Epilogue {
-                    bias: Some(&bias),
-                    relu: true,
-                },
-            );
+            let fill = |row: usize, j0: usize, dst: &mut [f32]| {
+                let len = dst.len();
+                dst.copy_from_slice(&b[row * n + j0..row * n + j0 + len])
+            };
+            let ep = Epilogue {
+                bias: Some(&bias),
+                relu: true,
+            };
+            gemm(&pa, B::Fill(&fill), n, &mut r, n, ep);
             assert!(r
                 .iter()
                 .zip(&want)
                 .all(|(g, w)| (g - w.max(0.0)).abs() <= 1e-3 * w.abs().max(1.0)));
+        }
+    }
+}
+#[cfg(test)]
+mod timing_tmp {
+    use super::*;
+    #[test]
+    fn timing_tmp() {
+        for (m, n, k) in [
+            (64usize, 3136usize, 576usize),
+            (512, 49, 4608),
+            (64, 12544, 147),
+            (256, 3136, 64),
+            (128, 784, 1152),
+        ] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.01).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 11) as f32 * 0.01).collect();
+            let pa = PackedA::new(&a, m, k, k).unwrap();
+            let mut c = vec![0f32; m * n];
+            for _ in 0..3 {
+                gemm(
+                    &pa,
+                    B::Rows { b: &b, ldb: n },
+                    n,
+                    &mut c,
+                    n,
+                    Epilogue::default(),
+                );
+            }
+            let t = std::time::Instant::now();
+            for _ in 0..20 {
+                gemm(
+                    &pa,
+                    B::Rows { b: &b, ldb: n },
+                    n,
+                    &mut c,
+                    n,
+                    Epilogue::default(),
+                );
+            }
+            let s = t.elapsed().as_secs_f64() / 20.0;
+            let t2 = std::time::Instant::now();
+            for _ in 0..20 {
+                crate::kernels::gemm::gemm(m, n, k, &a, k, &b, n, &mut c, n, false);
+            }
+            let s2 = t2.elapsed().as_secs_f64() / 20.0;
+            eprintln!(
+                "{m}x{n}x{k}: packed {:.1} GF/s, gemm crate {:.1} GF/s",
+                2.0 * (m * n * k) as f64 / s / 1e9,
+                2.0 * (m * n * k) as f64 / s2 / 1e9
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ use rlx_ir::{DType, Op};
 
 use super::cast::{read, write, Val};
 use super::layout::{axis, par_fill, par_rows, strides};
+use super::vmath;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -161,6 +162,68 @@ fn int_range(d: DType) -> (i128, i128) {
     }
 }
 
+/// Calls `run(x, out, k)` on every stretch of elements that share parameter
+/// `k`: the whole tensor, or the planes of a per-axis parameter; `rows(x,
+/// out)` on rows of a per-axis parameter of the innermost axis (element `j`
+/// of a row takes parameter `j`); `each(i)` per element for blocked ones.
+fn by_runs<X: Sync, Y: Send>(
+    map: &ParamMap,
+    out: &mut [Y],
+    run: impl Fn(&[X], &mut [Y], usize) + Sync,
+    rows: impl Fn(&[X], &mut [Y]) + Sync,
+    x: &[X],
+    each: impl Fn(usize) -> Y + Sync,
+) {
+    match *map {
+        ParamMap::Tensor => par_rows(out, CHUNK, |c, row| {
+            run(&x[c * CHUNK..c * CHUNK + row.len()], row, 0)
+        }),
+        ParamMap::Axis { stride: 1, n } => {
+            par_rows(out, n, |r, row| rows(&x[r * n..r * n + row.len()], row))
+        }
+        ParamMap::Axis { stride, n } => par_rows(out, stride, |r, row| {
+            run(&x[r * stride..r * stride + row.len()], row, r % n)
+        }),
+        ParamMap::Block { .. } => par_fill(out, each),
+    }
+}
+
+/// Below this magnitude, adding and taking away 1.5·2^23 rounds an f32 half
+/// to even; above it the quotient saturates anyway.
+const ROUNDS_EXACTLY: f32 = 4_194_304.0;
+const ROUND: f32 = 12_582_912.0;
+
+/// `saturate(round_half_even(x / s) + z)` into an 8-bit integer's byte; NaN
+/// gives the zero point (as `NaN as i64` gives 0 before it is added).
+#[inline(always)]
+fn quantize8_one(x: f32, s: f32, z: f32, signed: bool) -> u8 {
+    let q = x / s;
+    let r = if q.abs() < ROUNDS_EXACTLY {
+        (q + ROUND) - ROUND
+    } else {
+        q
+    };
+    let (lo, hi) = if signed {
+        (-128.0, 127.0)
+    } else {
+        (0.0, 255.0)
+    };
+    let v = (r + z).clamp(lo, hi);
+    let v = if v.is_nan() { z } else { v };
+    // SAFETY: `v` is finite and within [-128, 255] (clamped, NaN replaced by
+    // the zero point, which is in range); unlike `as`, this cast vectorizes.
+    unsafe { v.to_int_unchecked::<i32>() as u8 }
+}
+
+/// [`quantize8_one`] over a stretch with one scale and zero point.
+fn quantize8(xs: &[f32], s: f32, z: f32, signed: bool, out: &mut [u8]) {
+    vmath::vectorized(|| {
+        for (o, &x) in out.iter_mut().zip(xs) {
+            *o = quantize8_one(x, s, z, signed);
+        }
+    })
+}
+
 /// `x / scale` in the precision the ONNX reference uses for `x`'s dtype.
 fn quotient(d: DType, x: f64, s: f64) -> f64 {
     match d {
@@ -198,21 +261,30 @@ fn quantize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Ke
     let bytes8 = matches!(od, DType::U8 | DType::I8) && zp.dtype == od;
     if xd == DType::F32 && scale.dtype == DType::F32 && bytes8 {
         let (xs, ss) = (x.slice::<f32>()?, scale.slice::<f32>()?);
-        let (zs, signed) = (zp.bytes, od == DType::I8);
-        let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
-        let z = |k: usize| {
-            let b = zs[if zs.len() == 1 { 0 } else { k }];
-            if signed {
-                b as i8 as i64
-            } else {
-                b as i64
-            }
-        };
-        par_fill(&mut *out.bytes, |i| {
-            let k = map.at(i);
-            let q = (xs[i] / ss[k]).round_ties_even() as i64 + z(k);
-            q.clamp(lo, hi) as i8 as u8
-        });
+        let signed = od == DType::I8;
+        let zs: Vec<f32> = zp
+            .bytes
+            .iter()
+            .map(|&b| if signed { b as i8 as f32 } else { b as f32 })
+            .collect();
+        let at = |v: &[f32], k: usize| v[if v.len() == 1 { 0 } else { k }];
+        let q8 =
+            |xs: &[f32], row: &mut [u8], k: usize| quantize8(xs, ss[k], at(&zs, k), signed, row);
+        by_runs(
+            &map,
+            &mut *out.bytes,
+            q8,
+            |xs, row| {
+                for (j, (o, &v)) in row.iter_mut().zip(xs).enumerate() {
+                    *o = quantize8_one(v, ss[j], at(&zs, j), signed);
+                }
+            },
+            xs,
+            |i| {
+                let k = map.at(i);
+                quantize8_one(xs[i], ss[k], at(&zs, k), signed)
+            },
+        );
         return Ok(());
     }
     let saturate = q.saturate;
@@ -257,13 +329,35 @@ fn dequantize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), 
     let (xd, od, w) = (x.dtype, out.dtype, out.dtype.size());
     let bytes8 = matches!(xd, DType::U8 | DType::I8) && zp.dtype == xd;
     if bytes8 && scale.dtype == DType::F32 && od == DType::F32 {
-        let (xs, ss, zs) = (x.bytes, scale.slice::<f32>()?, zp.bytes);
+        let (xs, ss) = (x.bytes, scale.slice::<f32>()?);
         let signed = xd == DType::I8;
         let v = move |b: u8| if signed { b as i8 as f32 } else { b as f32 };
-        par_fill(out.slice::<f32>()?, |i| {
-            let k = map.at(i);
-            (v(xs[i]) - v(zs[if zs.len() == 1 { 0 } else { k }])) * ss[k]
-        });
+        let zs: Vec<f32> = zp.bytes.iter().map(|&b| v(b)).collect();
+        let at = |vs: &[f32], k: usize| vs[if vs.len() == 1 { 0 } else { k }];
+        let out = out.slice::<f32>()?;
+        let d8 = |xs: &[u8], row: &mut [f32], k: usize| {
+            let (s, z) = (ss[k], at(&zs, k));
+            vmath::vectorized(|| {
+                for (o, &b) in row.iter_mut().zip(xs) {
+                    *o = (v(b) - z) * s;
+                }
+            })
+        };
+        by_runs(
+            &map,
+            out,
+            d8,
+            |xs, row| {
+                for (j, (o, &b)) in row.iter_mut().zip(xs).enumerate() {
+                    *o = (v(b) - at(&zs, j)) * ss[j];
+                }
+            },
+            xs,
+            |i| {
+                let k = map.at(i);
+                (v(xs[i]) - at(&zs, k)) * ss[k]
+            },
+        );
         return Ok(());
     }
     // Like the reference, 32-bit integers are widened to f64 (numpy's promotion).
@@ -315,9 +409,16 @@ fn dynamic_quantize(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result
     let y = outs[0].slice::<u8>()?;
     // |x / scale| <= 255 here, where adding and taking away 1.5 * 2^23
     // rounds half to even (the current rounding mode) without a libm call.
-    const ROUND: f32 = 12_582_912.0;
-    par_fill(y, |i| {
-        (((x[i] / scale) + ROUND - ROUND) + zp).clamp(0.0, 255.0) as u8
+    par_rows(y, CHUNK, |c, row| {
+        let x = &x[c * CHUNK..c * CHUNK + row.len()];
+        vmath::vectorized(|| {
+            for (o, v) in row.iter_mut().zip(x) {
+                let q = ((v / scale + ROUND - ROUND) + zp).clamp(0.0, 255.0);
+                let q = if q.is_nan() { 0.0 } else { q };
+                // SAFETY: `q` is finite and within [0, 255].
+                *o = unsafe { q.to_int_unchecked::<i32>() } as u8;
+            }
+        })
     });
     outs[1].slice::<f32>()?[0] = scale;
     outs[2].slice::<u8>()?[0] = zp as u8;

@@ -304,7 +304,7 @@ fn unary<C: Comp>(dst: &mut Vec<C>, k: U, a: Arg<C>, len: usize) {
         U::Round => map1(dst, a, len, |v| v.round_even()),
         U::Sqrt => map1(dst, a, len, |v| v.sqrt()),
         U::Reciprocal => map1(dst, a, len, |v| v.recip()),
-        U::Exp => map1(dst, a, len, |v| v.exp()),
+        U::Exp => map1(dst, a, len, |v| v.vexp()),
         U::Log => map1(dst, a, len, |v| v.ln()),
         U::Sin => map1(dst, a, len, |v| v.sin()),
         U::Cos => map1(dst, a, len, |v| v.cos()),
@@ -317,17 +317,17 @@ fn unary<C: Comp>(dst: &mut Vec<C>, k: U, a: Arg<C>, len: usize) {
         U::Asinh => map1(dst, a, len, |v| v.asinh()),
         U::Acosh => map1(dst, a, len, |v| v.acosh()),
         U::Atanh => map1(dst, a, len, |v| v.atanh()),
-        U::Tanh => map1(dst, a, len, |v| v.tanh()),
+        U::Tanh => map1(dst, a, len, |v| v.vtanh()),
         U::Sigmoid => map1(dst, a, len, |v| {
             if v >= zero {
-                one / (one + (-v).exp())
+                one / (one + (-v).vexp())
             } else {
-                let e = v.exp();
+                let e = v.vexp();
                 e / (one + e)
             }
         }),
         U::Relu => map1(dst, a, len, |v| if v < zero { zero } else { v }),
-        U::Erf => map1(dst, a, len, |v| v.erf()),
+        U::Erf => map1(dst, a, len, |v| v.verf()),
         U::Softplus => map1(dst, a, len, |v| {
             if v > zero {
                 v + (-v).exp().ln_1p()

@@ -1,10 +1,13 @@
 //! Softmax, LogSoftmax and Hardmax along an axis; CumSum/CumProd; TopK.
 
+use std::any::TypeId;
+
 use rlx_ir::ops::{CumulativeKind, SoftmaxKind};
 use rlx_ir::{DType, Op};
 
 use super::layout::{axis, par_rows};
 use super::num::{AnyNum, Real};
+use super::vmath;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -39,6 +42,16 @@ fn softmax_typed<T: Real>(
     let src = x.slice::<T>()?;
     let (_, n, inner) = around(x.dims, a);
     let y = out.slice::<T>()?;
+    if TypeId::of::<T>() == TypeId::of::<f32>() && inner == 1 && kind != SoftmaxKind::Hardmax {
+        let log = kind == SoftmaxKind::LogSoftmax;
+        softmax_rows_f32(
+            log,
+            bytemuck::cast_slice(src),
+            bytemuck::cast_slice_mut(y),
+            n,
+        );
+        return Ok(());
+    }
     par_rows(y, n * inner, |o, block| {
         let xs = &src[o * n * inner..(o + 1) * n * inner];
         let mut buf = vec![0f64; n];
@@ -69,6 +82,27 @@ fn softmax_typed<T: Real>(
         }
     });
     Ok(())
+}
+
+/// Softmax (or log-softmax) of contiguous f32 rows of `n`: exponentials in
+/// f32 through `vmath::exp`, summed in 16 lanes and then in f64.
+fn softmax_rows_f32(log: bool, src: &[f32], y: &mut [f32], n: usize) {
+    par_rows(y, n, |o, row| {
+        let xs = &src[o * n..(o + 1) * n];
+        let m = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum = vmath::exp_shifted(xs, m, row);
+        if log {
+            let lse = m + sum.ln() as f32;
+            for (d, x) in row.iter_mut().zip(xs) {
+                *d = x - lse;
+            }
+        } else {
+            let inv = (1.0 / sum) as f32;
+            for d in row.iter_mut() {
+                *d *= inv;
+            }
+        }
+    });
 }
 
 fn softmax(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
