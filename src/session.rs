@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rlx_cpu::dynamic::run_graph;
+use rlx_cpu::dynamic::{run_graph_cached, BodyCache};
 use rlx_cpu::tensor::TensorRef;
 use rlx_cpu::{plan, PlannedExecutable, Schedule};
 use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
@@ -38,10 +38,12 @@ enum Executable {
     Wgpu(rlx_wgpu::Executable),
     /// A CUDA schedule loaded on the session's device.
     Cuda(rlx_cuda::Executable),
-    /// Shapes depend on data: node-by-node execution.
+    /// Shapes depend on data: node-by-node execution, with the kernels built
+    /// for each shape kept in `cache` from run to run.
     Dynamic {
         graph: Graph,
         weights: Weights,
+        cache: BodyCache,
     },
 }
 
@@ -217,10 +219,15 @@ impl Session {
             }
             Executable::Wgpu(e) => e.run(&ordered).map_err(Error::from),
             Executable::Cuda(e) => e.run(&ordered).map_err(Error::from),
-            Executable::Dynamic { graph, weights } => run_graph(
+            Executable::Dynamic {
+                graph,
+                weights,
+                cache,
+            } => run_graph_cached(
                 graph,
                 weights,
                 ordered.iter().map(|t| (*t).clone()).collect(),
+                cache,
             )
             .map_err(Error::from),
         })
@@ -384,7 +391,11 @@ impl Session {
             if target != Target::Cpu {
                 return Err(dynamic_shapes(target));
             }
-            return Ok(Executable::Dynamic { graph: g, weights });
+            return Ok(Executable::Dynamic {
+                graph: g,
+                weights,
+                cache: BodyCache::default(),
+            });
         }
         let mem = plan_memory(&g)?;
         match target {

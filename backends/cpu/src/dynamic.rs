@@ -2,16 +2,22 @@
 //! time (data-dependent sizes, control-flow bodies). Each node's output types are
 //! inferred from its concrete inputs, then the same kernels as the planned path
 //! run on freshly allocated outputs.
+//!
+//! A [`BodyCache`] keeps what inference and kernel building produced for a
+//! node, keyed by its input types and the values of its small inputs, so a loop
+//! body or a branch re-run with inputs of the same shapes (every iteration,
+//! every run of a session) only runs kernels.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use rlx_ir::analysis::Values;
 use rlx_ir::ops::InferCx;
 use rlx_ir::tensor::AlignedBuf;
-use rlx_ir::{Graph, KnownValue, Node, Op, Tensor, TensorType, Value, Weights};
+use rlx_ir::{DType, Graph, KnownValue, Node, NodeId, Op, Tensor, TensorType, Value, Weights};
 use rlx_passes::memory::is_view;
 
-use crate::kernel::{build, KernelError, Spec};
+use crate::kernel::{build, EvalCx, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::RunError;
 
@@ -26,15 +32,73 @@ fn node_err(node: &Node, source: KernelError) -> RunError {
     }
 }
 
-/// Runs one node on concrete inputs and returns its outputs.
+/// Inputs up to this many elements take part in a cache key by value (shape
+/// tensors, axes, counts), and are the ones offered to kernels as constants
+/// besides the graph's own constants and weights.
+const KEY_ELEMS: usize = 64;
+
+/// Most entries a [`BodyCache`] holds; past it, new shapes are built and not kept.
+const CACHE_ENTRIES: usize = 4096;
+
+/// Kernels (and output types) the interpreter built, shared across loop
+/// iterations and runs. Thread-safe: concurrent runs look up and insert under
+/// a short lock and run kernels outside it.
+#[derive(Default)]
+pub struct BodyCache {
+    entries: Mutex<HashMap<Key, Arc<Built>>>,
+}
+
+impl std::fmt::Debug for BodyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.entries.lock().map_or(0, |e| e.len());
+        write!(f, "BodyCache({n} kernels)")
+    }
+}
+
+#[derive(PartialEq, Eq, Hash)]
+struct Key {
+    /// The graph the node belongs to (its address: graphs do not move while a
+    /// schedule that owns them runs).
+    graph: usize,
+    node: NodeId,
+    types: Vec<(DType, Vec<usize>)>,
+    /// The bytes of each input of at most KEY_ELEMS elements.
+    small: Vec<Option<Vec<u8>>>,
+}
+
+/// A node's output types and its kernel (`None` for a view).
+struct Built {
+    out_types: Vec<TensorType>,
+    kernel: Option<Box<dyn Kernel>>,
+}
+
+/// Runs one node on concrete inputs and returns its outputs; every input is
+/// offered to the kernel as a constant.
 pub fn eval_node(
     node: &Node,
     inputs: &[Tensor],
     weights: &Weights,
 ) -> Result<Vec<Tensor>, RunError> {
     if let Some(f) = crate::kernels::evaluated(&node.op) {
-        return f(node, inputs, weights).map_err(|e| node_err(node, e));
+        let cache = BodyCache::default();
+        let cx = EvalCx {
+            weights,
+            cache: &cache,
+        };
+        return f(node, inputs, &cx).map_err(|e| node_err(node, e));
     }
+    let built = build_node(node, inputs, &vec![true; inputs.len()], weights)?;
+    run_built(node, &built, inputs)
+}
+
+/// Infers `node`'s output types from its inputs and builds its kernel, with
+/// the inputs marked in `constant` as the kernel's constants.
+fn build_node(
+    node: &Node,
+    inputs: &[Tensor],
+    constant: &[bool],
+    weights: &Weights,
+) -> Result<Built, RunError> {
     let types: Vec<TensorType> = inputs.iter().map(Tensor::ty).collect();
     let values: Vec<Option<KnownValue>> = inputs
         .iter()
@@ -59,13 +123,16 @@ pub fn eval_node(
         }
     }
     if is_view(&node.op) {
-        let dims = out_types[0].shape.as_known().unwrap_or_default();
-        return inputs[0]
-            .reshaped(dims)
-            .map(|t| vec![t])
-            .map_err(|e| node_err(node, KernelError::Internal(e.to_string())));
+        return Ok(Built {
+            out_types,
+            kernel: None,
+        });
     }
-    let consts: Vec<Option<Tensor>> = inputs.iter().map(|t| Some(t.clone())).collect();
+    let consts: Vec<Option<Tensor>> = inputs
+        .iter()
+        .zip(constant)
+        .map(|(t, c)| c.then(|| t.clone()))
+        .collect();
     let concrete = Node {
         op: node.op.clone(),
         name: node.name.clone(),
@@ -80,8 +147,24 @@ pub fn eval_node(
         weights,
     };
     let kernel = build(&spec).map_err(|e| node_err(node, e))?;
+    Ok(Built {
+        out_types,
+        kernel: Some(kernel),
+    })
+}
+
+/// Runs a built node on freshly allocated outputs.
+fn run_built(node: &Node, built: &Built, inputs: &[Tensor]) -> Result<Vec<Tensor>, RunError> {
+    let out_types = &built.out_types;
+    let Some(kernel) = &built.kernel else {
+        let dims = out_types[0].shape.as_known().unwrap_or_default();
+        return inputs[0]
+            .reshaped(dims)
+            .map(|t| vec![t])
+            .map_err(|e| node_err(node, KernelError::Internal(e.to_string())));
+    };
     let mut bufs: Vec<(AlignedBuf, Vec<usize>)> = Vec::new();
-    for t in &out_types {
+    for t in out_types {
         let bytes = t
             .byte_size()
             .ok_or_else(|| node_err(node, KernelError::Internal("output too large".into())))?;
@@ -94,7 +177,7 @@ pub fn eval_node(
         let ins: Vec<TensorRef> = inputs.iter().map(TensorRef::of).collect();
         let mut outs: Vec<TensorMut> = bufs
             .iter_mut()
-            .zip(&out_types)
+            .zip(out_types)
             .map(|((b, dims), t)| TensorMut {
                 dtype: t.dtype,
                 dims: dims.as_slice(),
@@ -107,7 +190,7 @@ pub fn eval_node(
             .map_err(|e| node_err(node, e))?;
     }
     bufs.into_iter()
-        .zip(&out_types)
+        .zip(out_types)
         .map(|((b, dims), t)| {
             Tensor::new(t.dtype, dims, b.freeze())
                 .map_err(|e| node_err(node, KernelError::Internal(e.to_string())))
@@ -115,11 +198,73 @@ pub fn eval_node(
         .collect()
 }
 
-/// Runs a whole graph on concrete inputs (in input order).
+/// [`eval_node`] through `cache`: node `id` of graph `g`, whose inputs marked
+/// in `constant` are the graph's constants or weights.
+fn eval_cached(
+    g: &Graph,
+    id: NodeId,
+    inputs: &[Tensor],
+    constant: &[bool],
+    weights: &Weights,
+    cache: &BodyCache,
+) -> Result<Vec<Tensor>, RunError> {
+    let node = g.node(id);
+    if let Some(f) = crate::kernels::evaluated(&node.op) {
+        let cx = EvalCx { weights, cache };
+        return f(node, inputs, &cx).map_err(|e| node_err(node, e));
+    }
+    let small: Vec<Option<Vec<u8>>> = inputs
+        .iter()
+        .map(|t| (t.numel() <= KEY_ELEMS).then(|| t.bytes().to_vec()))
+        .collect();
+    let key = Key {
+        graph: g as *const Graph as usize,
+        node: id,
+        types: inputs
+            .iter()
+            .map(|t| (t.dtype(), t.dims().to_vec()))
+            .collect(),
+        small,
+    };
+    let hit = cache.entries.lock().ok().and_then(|e| e.get(&key).cloned());
+    let built = match hit {
+        Some(b) => b,
+        None => {
+            // Small inputs are part of the key, so a kernel may take them as
+            // constants too.
+            let constant: Vec<bool> = constant
+                .iter()
+                .zip(inputs)
+                .map(|(c, t)| *c || t.numel() <= KEY_ELEMS)
+                .collect();
+            let b = Arc::new(build_node(node, inputs, &constant, weights)?);
+            if let Ok(mut e) = cache.entries.lock() {
+                if e.len() < CACHE_ENTRIES {
+                    e.insert(key, b.clone());
+                }
+            }
+            b
+        }
+    };
+    run_built(node, &built, inputs)
+}
+
+/// Runs a whole graph on concrete inputs (in input order), building every
+/// kernel afresh.
 pub fn run_graph(
     g: &Graph,
     weights: &Weights,
     inputs: Vec<Tensor>,
+) -> Result<Vec<Tensor>, RunError> {
+    run_graph_cached(g, weights, inputs, &BodyCache::default())
+}
+
+/// [`run_graph`], reusing (and adding to) the kernels in `cache`.
+pub fn run_graph_cached(
+    g: &Graph,
+    weights: &Weights,
+    inputs: Vec<Tensor>,
+    cache: &BodyCache,
 ) -> Result<Vec<Tensor>, RunError> {
     if inputs.len() != g.inputs().len() {
         return Err(RunError::Internal(format!(
@@ -145,11 +290,11 @@ pub fn run_graph(
                 .cloned()
                 .ok_or_else(|| RunError::Internal(format!("weight `{}` is missing", w.name)))?],
             _ => {
-                let ins: Vec<Tensor> = g
-                    .inputs_of(id)
-                    .into_iter()
+                let sources = g.inputs_of(id);
+                let ins: Vec<Tensor> = sources
+                    .iter()
                     .map(|v| {
-                        vals.get(&v).cloned().ok_or_else(|| {
+                        vals.get(v).cloned().ok_or_else(|| {
                             RunError::Internal(format!(
                                 "node `{}` reads a value not computed yet",
                                 node.name
@@ -157,7 +302,11 @@ pub fn run_graph(
                         })
                     })
                     .collect::<Result<_, _>>()?;
-                eval_node(node, &ins, weights)?
+                let constant: Vec<bool> = sources
+                    .iter()
+                    .map(|v| matches!(g.node(v.node).op, Op::Constant(_) | Op::Weight(_)))
+                    .collect();
+                eval_cached(g, id, &ins, &constant, weights, cache)?
             }
         };
         for (p, t) in outs.into_iter().enumerate() {

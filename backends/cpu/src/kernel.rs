@@ -106,14 +106,23 @@ pub fn fn_kernel(
 
 /// An op whose output shapes depend on data (or on subgraphs): it computes its
 /// outputs together with their shapes.
-pub type EvalFn = fn(&Node, &[Tensor], &Weights) -> Result<Vec<Tensor>, KernelError>;
+pub type EvalFn = fn(&Node, &[Tensor], &EvalCx) -> Result<Vec<Tensor>, KernelError>;
+
+/// What an [`EvalFn`] runs with besides its node and inputs: the weight store
+/// and the kernels already built for its subgraphs.
+pub struct EvalCx<'a> {
+    pub weights: &'a Weights,
+    pub cache: &'a dynamic::BodyCache,
+}
 
 /// Runs an [`EvalFn`] inside a planned schedule, where inference already knew
-/// the output shapes; the results are checked against them and copied.
+/// the output shapes; the results are checked against them and copied. Its
+/// subgraphs' kernels are built once and kept in `cache`.
 pub struct EvalKernel {
     pub node: Node,
     pub weights: Weights,
     pub f: EvalFn,
+    pub cache: dynamic::BodyCache,
 }
 
 impl Kernel for EvalKernel {
@@ -131,7 +140,11 @@ impl Kernel for EvalKernel {
             .iter()
             .map(|t| t.to_tensor())
             .collect::<Result<_, _>>()?;
-        let results = (self.f)(&self.node, &owned, &self.weights)?;
+        let cx = EvalCx {
+            weights: &self.weights,
+            cache: &self.cache,
+        };
+        let results = (self.f)(&self.node, &owned, &cx)?;
         if results.len() != outs.len() {
             return Err(KernelError::Internal(format!(
                 "{} results for {} outputs",
@@ -161,6 +174,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             node: spec.node.clone(),
             weights: spec.weights.clone(),
             f,
+            cache: dynamic::BodyCache::default(),
         }));
     }
     kernels::build(spec)
@@ -169,8 +183,9 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
 /// Runs a subgraph with the dynamic interpreter, for control-flow ops.
 pub fn run_subgraph(
     g: &rlx_ir::Graph,
-    weights: &Weights,
+    cx: &EvalCx,
     inputs: Vec<Tensor>,
 ) -> Result<Vec<Tensor>, KernelError> {
-    dynamic::run_graph(g, weights, inputs).map_err(|e| KernelError::Subgraph(e.to_string()))
+    dynamic::run_graph_cached(g, cx.weights, inputs, cx.cache)
+        .map_err(|e| KernelError::Subgraph(e.to_string()))
 }

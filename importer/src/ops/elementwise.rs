@@ -532,8 +532,20 @@ fn leaky_relu(cx: &mut NodeCtx) -> Result<(), MapError> {
     let alpha = cx.attr_f("alpha", 0.01)?;
     let x = cx.req(0)?;
     let a = cx.scalar(cx.dtype(x), alpha as f64)?;
-    let neg = binary(cx, B::Mul, x, a)?;
-    let y = negative_branch(cx, x, neg)?;
+    let y = if alpha != 0.0 && alpha.is_finite() {
+        // max(x, 0) + alpha * min(x, 0): element-wise arithmetic only, so it
+        // fuses into one region with its neighbours (a Less + Where does not).
+        // Exact for every x, infinities and NaN included, when alpha is a
+        // finite non-zero number.
+        let zero = cx.scalar(cx.dtype(x), 0.0)?;
+        let pos = binary(cx, B::Max, x, zero)?;
+        let neg = binary(cx, B::Min, x, zero)?;
+        let scaled = binary(cx, B::Mul, neg, a)?;
+        binary(cx, B::Add, pos, scaled)?
+    } else {
+        let neg = binary(cx, B::Mul, x, a)?;
+        negative_branch(cx, x, neg)?
+    };
     cx.set_output(0, y);
     Ok(())
 }

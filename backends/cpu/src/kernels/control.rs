@@ -1,8 +1,8 @@
 //! If, Loop and Scan: their bodies run with the dynamic interpreter.
 
-use rlx_ir::{DType, Node, Op, Tensor, Weights};
+use rlx_ir::{DType, Node, Op, Tensor};
 
-use crate::kernel::{run_subgraph, KernelError};
+use crate::kernel::{run_subgraph, EvalCx, KernelError};
 
 fn internal(e: impl ToString) -> KernelError {
     KernelError::Internal(e.to_string())
@@ -15,7 +15,7 @@ fn scalar_bool(t: &Tensor) -> Result<bool, KernelError> {
         .ok_or_else(|| KernelError::Value("an empty condition".into()))
 }
 
-pub fn if_(node: &Node, inputs: &[Tensor], weights: &Weights) -> Result<Vec<Tensor>, KernelError> {
+pub fn if_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let Op::If(op) = &node.op else {
         return Err(internal("not an if"));
     };
@@ -24,7 +24,7 @@ pub fn if_(node: &Node, inputs: &[Tensor], weights: &Weights) -> Result<Vec<Tens
     } else {
         &op.else_branch
     };
-    run_subgraph(branch, weights, inputs[1..].to_vec())
+    run_subgraph(branch, cx, inputs[1..].to_vec())
 }
 
 /// Stacks equally shaped tensors along a new axis `axis`.
@@ -77,11 +77,7 @@ fn take(t: &Tensor, axis: usize, i: usize) -> Result<Tensor, KernelError> {
     Tensor::new(t.dtype(), s, rlx_ir::Bytes::copy_from(&out)).map_err(internal)
 }
 
-pub fn loop_(
-    node: &Node,
-    inputs: &[Tensor],
-    weights: &Weights,
-) -> Result<Vec<Tensor>, KernelError> {
+pub fn loop_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let Op::Loop(op) = &node.op else {
         return Err(internal("not a loop"));
     };
@@ -103,7 +99,7 @@ pub fn loop_(
         ];
         args.extend(carried.iter().cloned());
         args.extend(captures.iter().cloned());
-        let outs = run_subgraph(&op.body, weights, args)?;
+        let outs = run_subgraph(&op.body, cx, args)?;
         cond = scalar_bool(&outs[0])?;
         carried = outs[1..1 + k].to_vec();
         for (j, s) in outs[1 + k..].iter().enumerate() {
@@ -123,7 +119,7 @@ pub fn loop_(
     Ok(result)
 }
 
-pub fn scan(node: &Node, inputs: &[Tensor], weights: &Weights) -> Result<Vec<Tensor>, KernelError> {
+pub fn scan(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let Op::Scan(op) = &node.op else {
         return Err(internal("not a scan"));
     };
@@ -160,7 +156,7 @@ pub fn scan(node: &Node, inputs: &[Tensor], weights: &Weights) -> Result<Vec<Ten
             )?);
         }
         args.extend(captures.iter().cloned());
-        let outs = run_subgraph(&op.body, weights, args)?;
+        let outs = run_subgraph(&op.body, cx, args)?;
         states = outs[..ns].to_vec();
         for (j, s) in outs[ns..].iter().enumerate() {
             scans[j].push(s.clone());

@@ -3,11 +3,11 @@
 
 use std::cmp::Ordering;
 
-use rlx_ir::{Bytes, DType, Node, Op, Tensor, Weights};
+use rlx_ir::{Bytes, DType, Node, Op, Tensor};
 
 use super::cast::{read, Val};
 use super::layout::strides;
-use crate::kernel::KernelError;
+use crate::kernel::{EvalCx, KernelError};
 
 fn internal(e: impl ToString) -> KernelError {
     KernelError::Internal(e.to_string())
@@ -23,7 +23,7 @@ fn is_nonzero(t: &Tensor, i: usize) -> bool {
     }
 }
 
-pub fn nonzero(_: &Node, inputs: &[Tensor], _: &Weights) -> Result<Vec<Tensor>, KernelError> {
+pub fn nonzero(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let x = &inputs[0];
     let dims = x.dims();
     let st = strides(dims);
@@ -70,7 +70,7 @@ fn gather_slices(x: &Tensor, axis: Option<usize>, idx: &[usize]) -> Result<Tenso
     }
 }
 
-pub fn compress(node: &Node, inputs: &[Tensor], _: &Weights) -> Result<Vec<Tensor>, KernelError> {
+pub fn compress(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let Op::Compress(c) = &node.op else {
         return Err(internal("not compress"));
     };
@@ -117,7 +117,7 @@ fn cmp_keys(a: &[f64], b: &[f64]) -> Ordering {
     Ordering::Equal
 }
 
-pub fn unique(node: &Node, inputs: &[Tensor], _: &Weights) -> Result<Vec<Tensor>, KernelError> {
+pub fn unique(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let Op::Unique(u) = &node.op else {
         return Err(internal("not unique"));
     };
@@ -168,7 +168,7 @@ pub fn unique(node: &Node, inputs: &[Tensor], _: &Weights) -> Result<Vec<Tensor>
 pub fn non_max_suppression(
     node: &Node,
     inputs: &[Tensor],
-    _: &Weights,
+    _: &EvalCx,
 ) -> Result<Vec<Tensor>, KernelError> {
     let Op::NonMaxSuppression(op) = &node.op else {
         return Err(internal("not nms"));

@@ -87,7 +87,8 @@ pub fn erf(x: f32) -> f32 {
                             + t * (-1.135_203_98
                                 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let large = (1.0 - t * exp(-a * a + poly)).copysign(x);
-    if a < 0.5 {
+    // NaN takes the first branch (and stays NaN there).
+    if !(x.abs() >= 0.5) {
         small
     } else {
         large
