@@ -521,8 +521,23 @@ fn prelu(cx: &mut NodeCtx) -> Result<(), MapError> {
         let axes: Vec<i64> = (1..rank as i64 - 1).collect();
         slope = super::unsqueeze(cx, slope, &axes)?;
     }
-    let neg = binary(cx, B::Mul, x, slope)?;
-    let y = negative_branch(cx, x, neg)?;
+    // With a constant slope of finite non-zero values, max(x, 0) + slope *
+    // min(x, 0) is exact for every x (infinities and NaN included) and fuses
+    // into a region; otherwise Less + Where.
+    let arithmetic = cx
+        .known_tensor(slope)
+        .and_then(|t| t.to_f64_vec())
+        .is_some_and(|v| v.iter().all(|s| s.is_finite() && *s != 0.0));
+    let y = if arithmetic {
+        let zero = cx.scalar(cx.dtype(x), 0.0)?;
+        let pos = binary(cx, B::Max, x, zero)?;
+        let neg = binary(cx, B::Min, x, zero)?;
+        let scaled = binary(cx, B::Mul, neg, slope)?;
+        binary(cx, B::Add, pos, scaled)?
+    } else {
+        let neg = binary(cx, B::Mul, x, slope)?;
+        negative_branch(cx, x, neg)?
+    };
     cx.set_output(0, y);
     Ok(())
 }

@@ -52,7 +52,22 @@ impl ConvGeom {
             strides: c.strides.iter().map(|&s| s as usize).collect(),
             dilations: c.dilations.iter().map(|&s| s as usize).collect(),
             pads: pads[..nsp].iter().map(|&p| p.max(0) as usize).collect(),
-        })
+        }
+        .as_2d())
+    }
+
+    /// A 1-D convolution as a 2-D one of height 1 (the same memory layout), so
+    /// it takes the 2-D im2col, packed and depthwise paths.
+    fn as_2d(mut self) -> ConvGeom {
+        if self.input.len() == 1 {
+            self.input.insert(0, 1);
+            self.kernel.insert(0, 1);
+            self.output.insert(0, 1);
+            self.strides.insert(0, 1);
+            self.dilations.insert(0, 1);
+            self.pads.insert(0, 0);
+        }
+        self
     }
 
     pub fn spatial_in(&self) -> usize {
