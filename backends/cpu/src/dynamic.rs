@@ -331,3 +331,38 @@ pub fn values_of(vals: &HashMap<Value, Tensor>) -> Values {
         .map(|(v, t)| (*v, KnownValue::Tensor(t.clone())))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_ir::text::parse_graph;
+
+    fn entries(cache: &BodyCache) -> usize {
+        cache.entries.lock().map_or(0, |e| e.len())
+    }
+
+    #[test]
+    fn a_cache_builds_each_node_once_per_shape_and_keeps_results_exact() {
+        let g = parse_graph(
+            "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[\"n\"]\n  %1 = relu(%0) : f32[\"n\"]\n  %2 = exp(%1) : f32[\"n\"]\n  output \"y\" = %2\n}\n",
+        )
+        .unwrap();
+        let w = Weights::new();
+        let cache = BodyCache::default();
+        let run = |v: &[f32]| {
+            let x = Tensor::from_f32(&[v.len()], v).unwrap();
+            let y = run_graph_cached(&g, &w, vec![x.clone()], &cache).unwrap();
+            let fresh = run_graph(&g, &w, vec![x]).unwrap();
+            assert_eq!(y[0].bytes(), fresh[0].bytes());
+            y[0].as_slice::<f32>().unwrap().to_vec()
+        };
+        assert_eq!(run(&[-1.0, 0.0, 1.0])[..2], [1.0, 1.0]);
+        assert_eq!(entries(&cache), 2);
+        // Same shape, other values: the kernels are reused.
+        assert_eq!(run(&[2.0, -3.0, 0.0])[1..], [1.0, 1.0]);
+        assert_eq!(entries(&cache), 2);
+        // A new shape builds its own.
+        assert_eq!(run(&[-5.0; 5]), vec![1.0; 5]);
+        assert_eq!(entries(&cache), 4);
+    }
+}

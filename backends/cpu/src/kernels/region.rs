@@ -147,10 +147,14 @@ impl RegionKernel {
             (CHUNK, false)
         };
         let new = || Scratch::new(srcs.len(), self.program.0.len());
+        let avx512 = super::packed_gemm::available();
         let work = |scratch: &mut Scratch<T::C>, u: usize, block: &mut [T]| {
-            for (p, piece) in block.chunks_mut(CHUNK).enumerate() {
-                self.piece(&srcs, u * unit + p * CHUNK, by_row, piece, scratch);
+            #[cfg(target_arch = "x86_64")]
+            if avx512 {
+                // SAFETY: the CPU has AVX-512F (checked above).
+                return unsafe { self.block_avx512(&srcs, u * unit, by_row, block, scratch) };
             }
+            self.block(&srcs, u * unit, by_row, block, scratch)
         };
         if n >= PAR_MIN {
             o.par_chunks_mut(unit)
@@ -165,7 +169,41 @@ impl RegionKernel {
         Ok(())
     }
 
+    /// Output elements `start..start + out.len()`, piece by piece.
+    #[inline(always)]
+    fn block<T: Real>(
+        &self,
+        srcs: &[&[T]],
+        start: usize,
+        in_row: bool,
+        out: &mut [T],
+        scratch: &mut Scratch<T::C>,
+    ) {
+        for (p, piece) in out.chunks_mut(CHUNK).enumerate() {
+            self.piece(srcs, start + p * CHUNK, in_row, piece, scratch);
+        }
+    }
+
+    /// [`Self::block`] compiled for AVX-512: every instruction's loop (all
+    /// inlined here) runs 16 lanes wide.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    unsafe fn block_avx512<T: Real>(
+        &self,
+        srcs: &[&[T]],
+        start: usize,
+        in_row: bool,
+        out: &mut [T],
+        scratch: &mut Scratch<T::C>,
+    ) {
+        self.block(srcs, start, in_row, out, scratch)
+    }
+
     /// Output elements `start..start + out.len()`.
+    #[inline(always)]
     fn piece<T: Real>(
         &self,
         srcs: &[&[T]],
@@ -264,6 +302,7 @@ enum Arg<'a, C> {
     Scalar(C),
 }
 
+#[inline(always)]
 fn map1<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, len: usize, f: impl Fn(C) -> C) {
     dst.clear();
     match a {
@@ -272,6 +311,7 @@ fn map1<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, len: usize, f: impl Fn(C) -> C) {
     }
 }
 
+#[inline(always)]
 fn map2<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, b: Arg<C>, len: usize, f: impl Fn(C, C) -> C) {
     dst.clear();
     match (&a, &b) {
@@ -283,6 +323,7 @@ fn map2<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, b: Arg<C>, len: usize, f: impl Fn(
 }
 
 /// One unary function over a chunk (formulas as in `elementwise.rs`).
+#[inline(always)]
 fn unary<C: Comp>(dst: &mut Vec<C>, k: U, a: Arg<C>, len: usize) {
     let (zero, one) = (C::zero(), C::one());
     match k {
@@ -345,6 +386,7 @@ fn unary<C: Comp>(dst: &mut Vec<C>, k: U, a: Arg<C>, len: usize) {
 }
 
 /// One binary function over a chunk.
+#[inline(always)]
 fn binary<C: Comp>(dst: &mut Vec<C>, k: B, a: Arg<C>, b: Arg<C>, len: usize) {
     match k {
         B::Add => map2(dst, a, b, len, |p, q| p + q),
