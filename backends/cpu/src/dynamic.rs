@@ -32,10 +32,22 @@ fn node_err(node: &Node, source: KernelError) -> RunError {
     }
 }
 
-/// Inputs up to this many elements take part in a cache key by value (shape
-/// tensors, axes, counts), and are the ones offered to kernels as constants
-/// besides the graph's own constants and weights.
+/// Integer and bool inputs up to this many elements take part in a cache key
+/// by value (shape tensors, axes, counts, conditions), and float inputs up to
+/// `KEY_FLOATS` (scales, range bounds); these are the inputs offered to
+/// kernels as constants besides the graph's own constants and weights.
 const KEY_ELEMS: usize = 64;
+const KEY_FLOATS: usize = 4;
+
+/// True when `t` is keyed by value.
+fn keyed(t: &Tensor) -> bool {
+    let limit = if t.dtype().is_float() {
+        KEY_FLOATS
+    } else {
+        KEY_ELEMS
+    };
+    t.numel() <= limit
+}
 
 /// Most entries a [`BodyCache`] holds; past it, new shapes are built and not kept.
 const CACHE_ENTRIES: usize = 4096;
@@ -215,7 +227,7 @@ fn eval_cached(
     }
     let small: Vec<Option<Vec<u8>>> = inputs
         .iter()
-        .map(|t| (t.numel() <= KEY_ELEMS).then(|| t.bytes().to_vec()))
+        .map(|t| keyed(t).then(|| t.bytes().to_vec()))
         .collect();
     let key = Key {
         graph: g as *const Graph as usize,
@@ -235,7 +247,7 @@ fn eval_cached(
             let constant: Vec<bool> = constant
                 .iter()
                 .zip(inputs)
-                .map(|(c, t)| *c || t.numel() <= KEY_ELEMS)
+                .map(|(c, t)| *c || keyed(t))
                 .collect();
             let b = Arc::new(build_node(node, inputs, &constant, weights)?);
             if let Ok(mut e) = cache.entries.lock() {
@@ -350,19 +362,20 @@ mod tests {
         let w = Weights::new();
         let cache = BodyCache::default();
         let run = |v: &[f32]| {
+            // Longer than KEY_FLOATS: keyed by shape, not by value.
             let x = Tensor::from_f32(&[v.len()], v).unwrap();
             let y = run_graph_cached(&g, &w, vec![x.clone()], &cache).unwrap();
             let fresh = run_graph(&g, &w, vec![x]).unwrap();
             assert_eq!(y[0].bytes(), fresh[0].bytes());
             y[0].as_slice::<f32>().unwrap().to_vec()
         };
-        assert_eq!(run(&[-1.0, 0.0, 1.0])[..2], [1.0, 1.0]);
+        assert_eq!(run(&[-1.0, 0.0, 1.0, -2.0, 0.5])[..2], [1.0, 1.0]);
         assert_eq!(entries(&cache), 2);
         // Same shape, other values: the kernels are reused.
-        assert_eq!(run(&[2.0, -3.0, 0.0])[1..], [1.0, 1.0]);
+        assert_eq!(run(&[2.0, -3.0, 0.0, 1.0, 1.0])[1..3], [1.0, 1.0]);
         assert_eq!(entries(&cache), 2);
         // A new shape builds its own.
-        assert_eq!(run(&[-5.0; 5]), vec![1.0; 5]);
+        assert_eq!(run(&[-5.0; 7]), vec![1.0; 7]);
         assert_eq!(entries(&cache), 4);
     }
 }

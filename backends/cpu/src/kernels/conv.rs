@@ -193,6 +193,11 @@ fn im2col_row_2d<T: Copy + Default>(
             .max(lo);
             out[..lo].fill(T::default());
             out[hi..].fill(T::default());
+            if hi == lo {
+                // The whole run reads padding.
+                j += run;
+                continue;
+            }
             let start = (first + lo as isize * sw) as usize;
             if sw == 1 {
                 out[lo..hi].copy_from_slice(&xr[start..start + (hi - lo)]);
