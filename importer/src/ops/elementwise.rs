@@ -521,25 +521,30 @@ fn prelu(cx: &mut NodeCtx) -> Result<(), MapError> {
         let axes: Vec<i64> = (1..rank as i64 - 1).collect();
         slope = super::unsqueeze(cx, slope, &axes)?;
     }
-    // With a constant slope of finite non-zero values, max(x, 0) + slope *
-    // min(x, 0) is exact for every x (infinities and NaN included) and fuses
-    // into a region; otherwise Less + Where.
+    let y = sloped(cx, x, slope)?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// `x` where it is not negative, `slope * x` where it is (LeakyRelu, PRelu).
+/// With a constant slope of finite non-zero values this is `max(x, 0) + slope
+/// * min(x, 0)`, exact for every x (infinities and NaN included) and made of
+/// element-wise arithmetic only, so it fuses into one region with its
+/// neighbours; otherwise Less + Where.
+fn sloped(cx: &mut NodeCtx, x: Value, slope: Value) -> Result<Value, MapError> {
     let arithmetic = cx
         .known_tensor(slope)
         .and_then(|t| t.to_f64_vec())
         .is_some_and(|v| v.iter().all(|s| s.is_finite() && *s != 0.0));
-    let y = if arithmetic {
-        let zero = cx.scalar(cx.dtype(x), 0.0)?;
-        let pos = binary(cx, B::Max, x, zero)?;
-        let neg = binary(cx, B::Min, x, zero)?;
-        let scaled = binary(cx, B::Mul, neg, slope)?;
-        binary(cx, B::Add, pos, scaled)?
-    } else {
+    if !arithmetic {
         let neg = binary(cx, B::Mul, x, slope)?;
-        negative_branch(cx, x, neg)?
-    };
-    cx.set_output(0, y);
-    Ok(())
+        return negative_branch(cx, x, neg);
+    }
+    let zero = cx.scalar(cx.dtype(x), 0.0)?;
+    let pos = binary(cx, B::Max, x, zero)?;
+    let neg = binary(cx, B::Min, x, zero)?;
+    let scaled = binary(cx, B::Mul, neg, slope)?;
+    binary(cx, B::Add, pos, scaled)
 }
 
 fn leaky_relu(cx: &mut NodeCtx) -> Result<(), MapError> {
@@ -547,20 +552,7 @@ fn leaky_relu(cx: &mut NodeCtx) -> Result<(), MapError> {
     let alpha = cx.attr_f("alpha", 0.01)?;
     let x = cx.req(0)?;
     let a = cx.scalar(cx.dtype(x), alpha as f64)?;
-    let y = if alpha != 0.0 && alpha.is_finite() {
-        // max(x, 0) + alpha * min(x, 0): element-wise arithmetic only, so it
-        // fuses into one region with its neighbours (a Less + Where does not).
-        // Exact for every x, infinities and NaN included, when alpha is a
-        // finite non-zero number.
-        let zero = cx.scalar(cx.dtype(x), 0.0)?;
-        let pos = binary(cx, B::Max, x, zero)?;
-        let neg = binary(cx, B::Min, x, zero)?;
-        let scaled = binary(cx, B::Mul, neg, a)?;
-        binary(cx, B::Add, pos, scaled)?
-    } else {
-        let neg = binary(cx, B::Mul, x, a)?;
-        negative_branch(cx, x, neg)?
-    };
+    let y = sloped(cx, x, a)?;
     cx.set_output(0, y);
     Ok(())
 }
