@@ -78,14 +78,7 @@ impl PackedA {
 
 /// True when the AVX-512 microkernel runs on this CPU.
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    super::vmath::avx512()
 }
 
 /// What is applied to `C` around the product.

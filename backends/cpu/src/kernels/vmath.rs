@@ -121,13 +121,31 @@ pub fn tanh(x: f32) -> f32 {
     }
 }
 
-/// Runs `f` compiled for AVX-512 where the CPU has it: `f` is inlined into a
+/// True when this CPU has every feature the AVX-512 copies of loops here and
+/// in the kernels are compiled with (AVX-512 F, DQ and BW, AVX2, FMA: every
+/// AVX-512 CPU since Skylake-SP and Zen 4). The result is cached by std.
+pub fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512dq")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Runs `f` compiled for AVX-512 where the CPU has it ([`avx512`]): `f` is inlined into a
 /// function with those target features, so the loops in it vectorize 16
 /// lanes wide (the crate itself is built for the x86-64 baseline).
 #[inline(always)]
 pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
+    if avx512() {
         // SAFETY: the CPU has AVX-512F.
         return unsafe { call_avx512(f) };
     }
@@ -151,7 +169,7 @@ pub fn map(xs: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Copy) {
     super::layout::par_rows(&mut out[..n], CHUNK, |c, o| {
         let xs = &xs[c * CHUNK..c * CHUNK + o.len()];
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
+        if avx512() {
             // SAFETY: the CPU has AVX-512F.
             return unsafe { map_avx512(xs, o, f) };
         }
@@ -163,7 +181,7 @@ pub fn map(xs: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Copy) {
 pub fn map_in_place(xs: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Copy) {
     super::layout::par_rows(xs, CHUNK, |_, o| {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
+        if avx512() {
             // SAFETY: the CPU has AVX-512F.
             return unsafe { map_in_place_avx512(o, f) };
         }
@@ -203,7 +221,7 @@ pub fn exp_shifted(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     // A closure this large is not inlined into `vectorized`'s AVX-512 copy,
     // so it gets a target-feature function of its own.
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
+    if avx512() {
         // SAFETY: the CPU has AVX-512F.
         return unsafe { exp_shifted_avx512(xs, m, out) };
     }
