@@ -197,12 +197,56 @@ impl Tolerance {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diff {
     pub max_abs: f64,
-    /// Over the elements whose reference is not zero (an expected 0 is
-    /// judged by the absolute tolerance alone).
+    /// Over the elements whose reference exceeds `atol` in magnitude (a
+    /// reference near 0 is judged by the absolute tolerance alone, and its
+    /// relative error means nothing).
     pub max_rel: f64,
     /// Elements outside the tolerance.
     pub mismatched: usize,
     pub total: usize,
+    /// The element farthest outside the tolerance (or nearest its edge),
+    /// when any element differs.
+    pub worst: Option<Worst>,
+}
+
+/// One element of a comparison: its flat index and both values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Worst {
+    pub index: usize,
+    pub got: f64,
+    pub want: f64,
+}
+
+impl Diff {
+    /// `max abs 1.2e-6, max rel 3.1e-5, 0 of 1000 outside tolerance`, and
+    /// the worst element where one is outside.
+    pub fn summary(&self, dims: &[usize]) -> String {
+        let mut s = format!(
+            "max abs {:.3e}, max rel {:.3e}, {} of {} outside tolerance",
+            self.max_abs, self.max_rel, self.mismatched, self.total
+        );
+        if let (Some(w), true) = (self.worst, self.mismatched > 0) {
+            s += &format!(
+                "; worst at {:?}: got {}, expected {}",
+                unravel(w.index, dims),
+                w.got,
+                w.want
+            );
+        }
+        s
+    }
+}
+
+/// The multi-index of flat index `i` in a row-major tensor of `dims`.
+pub fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; dims.len()];
+    for (k, &d) in dims.iter().enumerate().rev() {
+        if d > 0 {
+            idx[k] = i % d;
+            i /= d;
+        }
+    }
+    idx
 }
 
 /// Values of any dtype as f64 (for comparison).
@@ -253,24 +297,32 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, Stri
         max_rel: 0.0,
         mismatched: 0,
         total: g.len(),
+        worst: None,
     };
-    for (a, b) in g.iter().zip(&w) {
+    let mut worst_excess = f64::NEG_INFINITY;
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         if a.is_nan() && b.is_nan() || a == b {
             continue;
         }
         let abs = (a - b).abs();
-        if abs.is_nan() || abs > d.max_abs {
-            d.max_abs = if abs.is_nan() { f64::INFINITY } else { abs };
+        let abs = if abs.is_nan() { f64::INFINITY } else { abs };
+        d.max_abs = d.max_abs.max(abs);
+        if b.abs() > tol.atol {
+            d.max_rel = d.max_rel.max(abs / b.abs());
         }
-        if *b != 0.0 {
-            let rel = abs / b.abs();
-            d.max_rel = d
-                .max_rel
-                .max(if rel.is_nan() { f64::INFINITY } else { rel });
-        }
-        let ok = !exact && abs <= tol.atol + tol.rtol * b.abs();
+        let allowed = tol.atol + tol.rtol * b.abs();
+        let ok = !exact && abs <= allowed;
         if !ok {
             d.mismatched += 1;
+        }
+        let excess = if exact { f64::INFINITY } else { abs / allowed };
+        if excess > worst_excess || d.worst.is_none() {
+            worst_excess = excess;
+            d.worst = Some(Worst {
+                index: i,
+                got: *a,
+                want: *b,
+            });
         }
     }
     Ok(d)

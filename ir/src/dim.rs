@@ -162,6 +162,15 @@ impl Dim {
                     }
                 }
                 let q = Dim::from_poly(q);
+                // floor((floor(n / b) + c) / k) == floor((n + c*b) / (b*k))
+                // for positive b and k: nested divisions flatten, so that a
+                // chain of strided layers stays one short expression.
+                if let Some((n, b, c)) = inner_floor_div(&r) {
+                    if let Some(bk) = b.checked_mul(*k) {
+                        let num = n.add(&Dim::Known(c * b));
+                        return Ok(q.add(&num.floor_div(&Dim::Known(bk))?));
+                    }
+                }
                 let r = Dim::from_poly(r);
                 Ok(match r {
                     Dim::Known(rv) => q.add(&Dim::Known(rv.div_euclid(*k))),
@@ -326,6 +335,22 @@ impl Atom {
     }
 }
 
+/// `(n, b, c)` when `p` is `floor(n / b) + c` with a known positive `b`
+/// (both small enough that `c * b` cannot overflow).
+fn inner_floor_div(p: &Poly) -> Option<(Dim, i64, i64)> {
+    let mut atom = None;
+    let mut c = 0;
+    for (m, &coef) in &p.0 {
+        match m.as_slice() {
+            [] => c = coef,
+            [Atom::FloorDiv(n, Dim::Known(b))] if coef == 1 && *b > 0 => atom = Some((n, *b)),
+            _ => return None,
+        }
+    }
+    let (n, b) = atom?;
+    (b < 1 << 20 && c.unsigned_abs() < 1 << 20).then(|| (n.clone(), b, c))
+}
+
 /// `floor(a / b)` for any signs, `b != 0`.
 pub fn floor_div_i64(a: i64, b: i64) -> i64 {
     let q = a.wrapping_div(b);
@@ -382,20 +407,40 @@ pub fn write_quoted(f: &mut impl fmt::Write, s: &str) -> fmt::Result {
     f.write_char('"')
 }
 
-impl fmt::Display for Atom {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Atom {
+    /// This atom's text, with `dim` rendering the dims inside it.
+    pub fn render(&self, dim: &mut dyn FnMut(&Dim) -> String) -> String {
         match self {
-            Atom::Sym(s) if is_bare_symbol(s) => f.write_str(s),
-            Atom::Sym(s) => write_quoted(f, s),
-            Atom::FloorDiv(a, b) => write!(f, "floordiv({a}, {b})"),
-            Atom::Min(a, b) => write!(f, "min({a}, {b})"),
-            Atom::Max(a, b) => write!(f, "max({a}, {b})"),
+            Atom::Sym(s) => {
+                let mut out = String::new();
+                let _ = if is_bare_symbol(s) {
+                    fmt::Write::write_str(&mut out, s)
+                } else {
+                    write_quoted(&mut out, s)
+                };
+                out
+            }
+            Atom::FloorDiv(a, b) => format!("floordiv({}, {})", dim(a), dim(b)),
+            Atom::Min(a, b) => format!("min({}, {})", dim(a), dim(b)),
+            Atom::Max(a, b) => format!("max({}, {})", dim(a), dim(b)),
         }
     }
 }
 
-impl fmt::Display for Dim {
+impl fmt::Display for Atom {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(&mut |d| d.to_string()))
+    }
+}
+
+impl Dim {
+    /// Writes this dim in its canonical text, with `atom` rendering each
+    /// atom (the IR printer names long ones).
+    pub fn write_atoms(
+        &self,
+        f: &mut dyn fmt::Write,
+        atom: &mut dyn FnMut(&Atom) -> String,
+    ) -> fmt::Result {
         let p = match self {
             Dim::Known(v) => return write!(f, "{v}"),
             Dim::Expr(p) => p,
@@ -426,10 +471,16 @@ impl fmt::Display for Dim {
                 if j > 0 {
                     f.write_str("*")?;
                 }
-                write!(f, "{a}")?;
+                f.write_str(&atom(a))?;
             }
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_atoms(f, &mut |a| a.to_string())
     }
 }
 
@@ -482,6 +533,32 @@ mod tests {
         assert_eq!(k(7).floor_div(&k(2)).unwrap(), k(3));
         assert_eq!(k(7).ceil_div(&k(2)).unwrap(), k(4));
         assert!(n.floor_div(&k(0)).is_err());
+    }
+
+    #[test]
+    fn nested_divisions_flatten_and_keep_their_value() {
+        // Five stride-2 layers: ceil(ceil(ceil(ceil(ceil(h/2)/2)/2)/2)/2).
+        let mut d = s("h");
+        for _ in 0..5 {
+            d = d.ceil_div(&k(2)).unwrap();
+        }
+        assert_eq!(d.to_string(), "floordiv(h+31, 32)");
+        // floor((floor((h+1)/3) + 2)/4) - 1, against direct arithmetic.
+        let e = s("h")
+            .add(&k(1))
+            .floor_div(&k(3))
+            .unwrap()
+            .add(&k(2))
+            .floor_div(&k(4))
+            .unwrap()
+            .sub(&k(1));
+        for h in 0..200 {
+            let b: Bindings = [("h".to_string(), h)].into();
+            let want = floor_div_i64(floor_div_i64(h + 1, 3) + 2, 4) - 1;
+            assert_eq!(e.eval(&b).unwrap(), want, "h = {h}");
+            let want = (0..5).fold(h, |x, _| -floor_div_i64(-x, 2));
+            assert_eq!(d.eval(&b).unwrap(), want, "h = {h}");
+        }
     }
 
     #[test]

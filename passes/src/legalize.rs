@@ -179,6 +179,10 @@ pub enum Support {
     Native,
     /// Runs after decomposition into these ops.
     Decomposed(Vec<String>),
+    /// Not run by the target, and need not be: its value follows from
+    /// shapes and shape-determining inputs, so it folds to a constant once
+    /// a run's input shapes bind the symbolic dims (as `legalize` allows).
+    FoldsWhenBound,
     Unsupported(String),
 }
 
@@ -190,6 +194,7 @@ pub fn classify(
     backend: &dyn Backend,
 ) -> Vec<(String, String, String, Support)> {
     let mut out = Vec::new();
+    let foldable = foldable_after_binding(g).unwrap_or_default();
     for id in g.topo_order().unwrap_or_else(|_| g.node_ids()) {
         let node = g.node(id);
         if node.op.is_leaf() {
@@ -197,6 +202,7 @@ pub fn classify(
         }
         let status = match backend.supports(node, &input_types(g, id)) {
             Ok(()) => Support::Native,
+            Err(_) if foldable.contains(&id) => Support::FoldsWhenBound,
             Err(reason) => {
                 let (mut g2, mut w2) = (g.clone(), w.clone());
                 let before: std::collections::HashSet<NodeId> = g2.node_ids().into_iter().collect();

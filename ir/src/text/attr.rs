@@ -99,7 +99,7 @@ impl AttrValue for DType {
 
 impl AttrValue for Dim {
     fn write_attr(&self, w: &mut Writer) {
-        w.push(&self.to_string());
+        w.dim(self);
     }
     fn read_attr(p: &mut Parser) -> Result<Self, ParseError> {
         p.dim()
@@ -108,7 +108,7 @@ impl AttrValue for Dim {
 
 impl AttrValue for Shape {
     fn write_attr(&self, w: &mut Writer) {
-        w.push(&self.to_string());
+        w.shape(self);
     }
     fn read_attr(p: &mut Parser) -> Result<Self, ParseError> {
         p.shape()

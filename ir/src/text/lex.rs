@@ -13,6 +13,8 @@ pub struct Token {
 pub enum Tok {
     /// `%12` or `%12.1` (output 1 of node 12).
     Value(u32, u16),
+    /// `$3`: a named dim sub-expression (defined in the `dims { }` block).
+    DimRef(u32),
     Ident(String),
     Str(String),
     Int(i128),
@@ -30,6 +32,7 @@ impl fmt::Display for Tok {
         match self {
             Tok::Value(v, 0) => write!(f, "%{v}"),
             Tok::Value(v, p) => write!(f, "%{v}.{p}"),
+            Tok::DimRef(k) => write!(f, "${k}"),
             Tok::Ident(s) => write!(f, "`{s}`"),
             Tok::Str(s) => write!(f, "{s:?}"),
             Tok::Int(i) => write!(f, "{i}"),
@@ -92,6 +95,20 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
                 }
                 out.push(Token {
                     kind: Tok::Value(n, port),
+                    offset: start,
+                });
+            }
+            b'$' => {
+                i += 1;
+                let s = i;
+                while i < bytes.len() && bytes[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let k = src[s..i]
+                    .parse()
+                    .map_err(|_| err(start, "expected a dim number after `$`"))?;
+                out.push(Token {
+                    kind: Tok::DimRef(k),
                     offset: start,
                 });
             }

@@ -28,8 +28,10 @@ pub use attr::{AttrValue, Attrs};
 pub use parse::{parse_graph, ParseError, Parser};
 pub use print::{print_graph, print_graph_body, Writer};
 
-/// Version of the text form written in its first line.
-pub const TEXT_VERSION: u32 = 2;
+/// The newest version of the text form (written in its first line). A
+/// text is written as version 2 unless it names long dims (a `dims { }`
+/// block, version 3); the parser reads both.
+pub const TEXT_VERSION: u32 = 3;
 
 /// Defines an op's attribute struct and its text form.
 ///

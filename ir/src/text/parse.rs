@@ -25,12 +25,19 @@ pub struct Parser<'s> {
     src: &'s str,
     toks: Vec<Token>,
     pos: usize,
+    /// The named dims of the `dims { }` block, `$0` first.
+    dims: Vec<Dim>,
 }
 
 impl<'s> Parser<'s> {
     pub fn new(src: &'s str) -> Result<Parser<'s>, ParseError> {
         let toks = lex(src).map_err(|e| location(src, e.offset, e.message))?;
-        Ok(Parser { src, toks, pos: 0 })
+        Ok(Parser {
+            src,
+            toks,
+            pos: 0,
+            dims: Vec::new(),
+        })
     }
 
     pub fn error_at(&self, offset: usize, message: String) -> ParseError {
@@ -223,6 +230,13 @@ impl<'s> Parser<'s> {
             Tok::Str(s) => {
                 self.bump();
                 Ok(Dim::sym(&s))
+            }
+            Tok::DimRef(k) => {
+                self.bump();
+                self.dims
+                    .get(k as usize)
+                    .cloned()
+                    .ok_or_else(|| self.error(format!("`${k}` is not defined before its use")))
             }
             Tok::Punct('(') => {
                 self.bump();
@@ -548,11 +562,30 @@ pub fn parse_graph(src: &str) -> Result<Graph, ParseError> {
     p.expect('-')?;
     p.expect_ident("ir")?;
     let v = p.int()?;
-    if v != i64::from(super::TEXT_VERSION) {
+    if !(2..=i64::from(super::TEXT_VERSION)).contains(&v) {
         return Err(p.error(format!(
-            "IR text version {v} is not supported (this build reads {})",
+            "IR text version {v} is not supported (this build reads 2 to {})",
             super::TEXT_VERSION
         )));
+    }
+    if v >= 3 && p.eat_ident("dims") {
+        p.expect('{')?;
+        while !p.eat('}') {
+            let k = match p.peek().clone() {
+                Tok::DimRef(k) => k,
+                _ => return Err(p.unexpected("a named dim `$N` or `}`")),
+            };
+            if k as usize != p.dims.len() {
+                return Err(p.error(format!(
+                    "named dims are numbered in order: expected `${}`, found `${k}`",
+                    p.dims.len()
+                )));
+            }
+            p.bump();
+            p.expect('=')?;
+            let d = p.dim()?;
+            p.dims.push(d);
+        }
     }
     let g = p.subgraph()?;
     if *p.peek() != Tok::Eof {

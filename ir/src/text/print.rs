@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::attr::{fmt_f64, AttrValue};
-use crate::dim::write_quoted;
+use crate::dim::{write_quoted, Atom, Dim};
 use crate::dtype::DType;
+use crate::shape::{Shape, TensorType};
 use crate::graph::{Graph, NodeId, Value};
 use crate::ops::Op;
 use crate::tensor::Tensor;
@@ -14,6 +15,44 @@ use crate::tensor::Tensor;
 pub struct Writer {
     out: String,
     indent: usize,
+    dims: DimNames,
+}
+
+/// A dim sub-expression (floordiv, min or max) whose text is longer than
+/// this many characters prints as `$k`, defined once in the `dims { }`
+/// block ahead of the graph: a chain of strided layers and broadcasts on an
+/// unbound model otherwise prints dims of several kilobytes.
+const NAME_OVER: usize = 40;
+
+/// The names given to long dim sub-expressions, in order of first use.
+#[derive(Default)]
+struct DimNames {
+    /// Off for text without a header ([`print_graph_body`]).
+    enabled: bool,
+    named: HashMap<Atom, usize>,
+    defs: Vec<String>,
+}
+
+impl DimNames {
+    fn dim(&mut self, d: &Dim) -> String {
+        let mut s = String::new();
+        let _ = d.write_atoms(&mut s, &mut |a| self.atom(a));
+        s
+    }
+
+    fn atom(&mut self, a: &Atom) -> String {
+        if let Some(k) = self.named.get(a) {
+            return format!("${k}");
+        }
+        let text = a.render(&mut |d| self.dim(d));
+        if !self.enabled || matches!(a, Atom::Sym(_)) || text.len() <= NAME_OVER {
+            return text;
+        }
+        let k = self.defs.len();
+        self.defs.push(text);
+        self.named.insert(a.clone(), k);
+        format!("${k}")
+    }
 }
 
 impl Writer {
@@ -21,7 +60,32 @@ impl Writer {
         Writer {
             out: String::new(),
             indent: 0,
+            dims: DimNames::default(),
         }
+    }
+
+    /// A dim, long sub-expressions by name.
+    pub fn dim(&mut self, d: &Dim) {
+        let s = self.dims.dim(d);
+        self.push(&s);
+    }
+
+    /// `[d0,d1,...]`.
+    pub fn shape(&mut self, s: &Shape) {
+        self.push("[");
+        for (i, d) in s.dims().iter().enumerate() {
+            if i > 0 {
+                self.push(",");
+            }
+            self.dim(d);
+        }
+        self.push("]");
+    }
+
+    /// `dtype[shape]`.
+    pub fn ty(&mut self, t: &TensorType) {
+        let _ = write!(self.out, "{}", t.dtype);
+        self.shape(&t.shape);
     }
 
     pub fn push(&mut self, s: &str) {
@@ -195,10 +259,16 @@ fn write_body(w: &mut Writer, g: &Graph) {
         }
         w.push(" : ");
         if node.outputs.len() == 1 {
-            let _ = write!(w.out, "{}", node.outputs[0]);
+            w.ty(&node.outputs[0]);
         } else {
-            let tys: Vec<String> = node.outputs.iter().map(|t| t.to_string()).collect();
-            let _ = write!(w.out, "({})", tys.join(", "));
+            w.push("(");
+            for (k, t) in node.outputs.iter().enumerate() {
+                if k > 0 {
+                    w.push(", ");
+                }
+                w.ty(t);
+            }
+            w.push(")");
         }
         let derived = match &node.op {
             Op::Input(o) => o.name.as_str(),
@@ -230,13 +300,22 @@ fn write_body(w: &mut Writer, g: &Graph) {
     }
 }
 
-/// The text form of a graph, with its version header.
+/// The text form of a graph, with its version header: `rlx-ir 2`, or
+/// `rlx-ir 3` and a `dims { }` block when long dims are named.
 pub fn print_graph(g: &Graph) -> String {
     let mut w = Writer::new();
-    let _ = writeln!(w.out, "rlx-ir {}", super::TEXT_VERSION);
+    w.dims.enabled = true;
     w.subgraph(g);
     w.push("\n");
-    w.finish()
+    if w.dims.defs.is_empty() {
+        return format!("rlx-ir 2\n{}", w.out);
+    }
+    let mut head = format!("rlx-ir {}\ndims {{\n", super::TEXT_VERSION);
+    for (k, d) in w.dims.defs.iter().enumerate() {
+        let _ = writeln!(head, "  ${k} = {d}");
+    }
+    head.push_str("}\n");
+    head + &w.out
 }
 
 /// The text form of a graph's body only (no header), for embedding.

@@ -84,6 +84,55 @@ fn errors_have_locations() {
     assert!(e.message.contains("unknown op `frobnicate`"), "{e}");
     let e = parse_graph("rlx-ir 2\ngraph {\n  %0 = relu(%4) : f32[]\n}\n").unwrap_err();
     assert!(e.message.contains("%4 is not defined"), "{e}");
-    let e = parse_graph("rlx-ir 3\ngraph {}\n").unwrap_err();
-    assert!(e.message.contains("version 3"), "{e}");
+    let e = parse_graph("rlx-ir 4\ngraph {}\n").unwrap_err();
+    assert!(e.message.contains("version 4"), "{e}");
+    let e = parse_graph("rlx-ir 3\ndims {\n  $1 = N\n}\ngraph {}\n").unwrap_err();
+    assert!(e.message.contains("expected `$0`"), "{e}");
+    let e = parse_graph("rlx-ir 3\ngraph {\n  %0 = input \"x\" : f32[$0]\n}\n").unwrap_err();
+    assert!(e.message.contains("`$0` is not defined"), "{e}");
+}
+
+/// Five stride-2 layers and a broadcast against an upsampled branch, as
+/// a detector's neck makes them: the long max() is named once and used by
+/// name, and the text parses back to the same graph.
+#[test]
+fn long_dims_are_named_and_round_trip() {
+    use crate::dim::Dim;
+    use crate::graph::Graph;
+    use crate::ops::elementwise::{Unary, UnaryKind};
+    use crate::ops::leaves::Input;
+    use crate::ops::Op;
+    use crate::shape::{Shape, TensorType};
+    use crate::{DType, Node, Value};
+    let mut h = Dim::sym("height");
+    let mut levels = Vec::new();
+    for _ in 0..5 {
+        h = h.ceil_div(&Dim::Known(2)).unwrap();
+        levels.push(h.clone());
+    }
+    let wide = levels[3].max_dim(&levels[4].mul(&Dim::Known(2)));
+    let ty = |d: &Dim| TensorType::new(DType::F32, Shape(vec![Dim::sym("N"), d.clone(), d.clone()]));
+    let mut g = Graph::new();
+    let x = g.add_input(Node::new(
+        Op::Input(Input { name: "x".into() }),
+        "x",
+        vec![],
+        vec![ty(&wide)],
+    ));
+    let y = g
+        .add_node(
+            Node::new(
+                Op::Unary(Unary { kind: UnaryKind::Neg }),
+                "r",
+                vec!["Neg_0".into()],
+                vec![ty(&wide)],
+            ),
+            &[Value::of(x)],
+        )
+        .unwrap();
+    g.add_output("y", Value::of(y)).unwrap();
+    let text = print_graph(&g);
+    assert!(text.starts_with("rlx-ir 3\ndims {\n  $0 = max("), "{text}");
+    assert!(text.contains("f32[N,$0,$0]"), "{text}");
+    assert_eq!(print_graph(&parse_graph(&text).unwrap()), text);
 }

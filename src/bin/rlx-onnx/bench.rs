@@ -1,4 +1,4 @@
-//! `rlx-onnx bench MODEL|ARTIFACT [--inputs DIR] [--threads N] [--iters K]`:
+//! `rlx-onnx bench MODEL|ARTIFACT [--input NAME=FILE | --inputs DIR] [--threads N] [--iters K]`:
 //! latency percentiles over repeated runs (after warm-up runs, which also
 //! compile the plan for the input shapes).
 
@@ -6,18 +6,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rlx_onnx::testdata::read_data_set;
 use rlx_onnx::{Session, SessionOptions};
 
-use crate::common::{load_model, random_inputs, CompileArgs};
+use crate::common::{is_artifact, load_model, CompileArgs, InputArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// An .onnx model or an .rlx artifact.
     model: PathBuf,
-    /// A test_data_set_* directory with input_N.pb files (random inputs otherwise).
-    #[arg(long)]
-    inputs: Option<PathBuf>,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -77,10 +75,7 @@ impl Args {
 pub fn run(a: Args) -> ExitCode {
     match go(&a) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            crate::report(e.as_ref());
-            ExitCode::from(1)
-        }
+        Err(e) => crate::common::error(e.as_ref()),
     }
 }
 
@@ -92,15 +87,10 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let model = load_model(&a.model, &a.compile)?;
-    let names = model.input_names();
-    let inputs: Vec<(String, rlx_onnx::ir::Tensor)> = match &a.inputs {
-        Some(dir) => names
-            .iter()
-            .cloned()
-            .zip(read_data_set(dir)?.inputs)
-            .collect(),
-        None => random_inputs(&model, &crate::parse_binds(&a.compile.binds)?)?,
-    };
+    let binds = crate::parse_binds(&a.compile.binds)?;
+    let inputs = a
+        .inputs
+        .resolve(&model, &binds, is_artifact(&a.model), false)?;
     let session = Session::with_devices(
         model,
         SessionOptions { threads: a.threads },

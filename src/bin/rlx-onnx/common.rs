@@ -1,52 +1,167 @@
-//! What several commands share: loading a model or artifact, input files,
-//! generated inputs.
+//! What several commands share: compile options, loading a model or
+//! artifact, inputs from files or generated, exit statuses.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
-use rlx_onnx::ir::{Bindings, DType, Tensor};
+use rlx_onnx::ir::{Bindings, DType, Graph, Op, Tensor};
 use rlx_onnx::{artifact, CompiledModel, Compiler, OptLevel, Precision, Target};
 
-/// The `--target` values, as `--help` and errors list them.
-pub const TARGETS: [&str; 3] = ["cpu", "cuda", "wgpu"];
+/// The exit statuses every command keeps to, as `--help` states them.
+pub const EXIT_STATUS_HELP: &str = "Exit status: 0 when the command did its work and every \
+check passed; 1 when it did its work and a check failed (an output outside tolerance, a failed \
+conformance case, a divergence found by compare, a node inspect finds unsupported); 2 when it \
+could not do its work (bad arguments, an unreadable, corrupt or unsupported model, an error \
+while running).";
 
-/// Options that choose how a model is compiled.
-#[derive(clap::Args, Clone)]
+/// Exit status 1: the work was done and a check failed.
+pub fn check_failed() -> ExitCode {
+    ExitCode::from(1)
+}
+
+/// Exit status 2, after printing the error and its causes.
+pub fn error(e: &dyn std::error::Error) -> ExitCode {
+    crate::report(e);
+    ExitCode::from(2)
+}
+
+/// Exit status 2, after printing a message.
+pub fn error_msg(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(2)
+}
+
+/// A `--target` value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum TargetArg {
+    Cpu,
+    Cuda,
+    Wgpu,
+}
+
+impl From<TargetArg> for Target {
+    fn from(t: TargetArg) -> Target {
+        match t {
+            TargetArg::Cpu => Target::Cpu,
+            TargetArg::Cuda => Target::Cuda,
+            TargetArg::Wgpu => Target::Wgpu,
+        }
+    }
+}
+
+/// An `-O` value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum OptArg {
+    #[value(name = "0")]
+    O0,
+    #[value(name = "1")]
+    O1,
+    #[value(name = "2")]
+    O2,
+}
+
+impl From<OptArg> for OptLevel {
+    fn from(o: OptArg) -> OptLevel {
+        match o {
+            OptArg::O0 => OptLevel::O0,
+            OptArg::O1 => OptLevel::O1,
+            OptArg::O2 => OptLevel::O2,
+        }
+    }
+}
+
+/// A `--precision` value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum PrecisionArg {
+    Exact,
+    Tf32,
+    Fp16,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Precision {
+        match p {
+            PrecisionArg::Exact => Precision::Exact,
+            PrecisionArg::Tf32 => Precision::Tf32,
+            PrecisionArg::Fp16 => Precision::Fp16,
+        }
+    }
+}
+
+/// Options that choose how a model is compiled. Given with an `.rlx`
+/// artifact, each must agree with how the artifact was compiled.
+#[derive(clap::Args, Clone, Default)]
 pub struct CompileArgs {
-    /// The backend to compile for.
-    #[arg(long, default_value = "cpu", value_parser = TARGETS)]
-    pub target: String,
+    /// The backend to compile for [default: cpu].
+    #[arg(long, value_enum)]
+    pub target: Option<TargetArg>,
     /// Bind a symbolic dim: `--bind N=1` (repeatable).
     #[arg(long = "bind", value_name = "NAME=VALUE")]
     pub binds: Vec<String>,
-    /// Optimization level: 0, 1 or 2.
-    #[arg(short = 'O', long = "opt-level", default_value = "2")]
-    pub opt_level: String,
+    /// Optimization level [default: 2].
+    #[arg(short = 'O', long = "opt-level", value_enum)]
+    pub opt_level: Option<OptArg>,
     /// Arithmetic: exact (the model's dtypes, fp32 without TF32), tf32
     /// (CUDA: TF32 tensor cores for f32 GEMMs and convolutions) or fp16
-    /// (f32 computation in f16 where the target runs it).
-    #[arg(long, default_value = "exact", value_parser = ["exact", "tf32", "fp16"])]
-    pub precision: String,
+    /// (f32 computation in f16 where the target runs it) [default: exact].
+    #[arg(long, value_enum)]
+    pub precision: Option<PrecisionArg>,
 }
 
 impl CompileArgs {
+    pub fn target(&self) -> Target {
+        self.target.map_or(Target::Cpu, Target::from)
+    }
+
+    pub fn opt_level(&self) -> OptLevel {
+        self.opt_level.map_or(OptLevel::O2, OptLevel::from)
+    }
+
     pub fn compiler(&self) -> Result<Compiler, String> {
-        let target = Target::parse(&self.target).map_err(|e| e.to_string())?;
-        let opt_level = OptLevel::parse(&self.opt_level)
-            .ok_or_else(|| format!("unknown opt level `{}`", self.opt_level))?;
-        let bindings: Bindings = crate::parse_binds(&self.binds)?;
-        let precision = Precision::parse(&self.precision).ok_or_else(|| {
-            format!(
-                "unknown precision `{}` (exact, tf32 or fp16)",
-                self.precision
-            )
-        })?;
         Ok(Compiler {
-            target,
-            opt_level,
-            bindings,
+            target: self.target(),
+            opt_level: self.opt_level(),
+            bindings: crate::parse_binds(&self.binds)?,
             verify: rlx_onnx::passes::verify_by_default(),
-            precision,
+            precision: self.precision.map_or(Precision::Exact, Precision::from),
         })
+    }
+
+    /// Refuses options that contradict how an artifact was compiled (an
+    /// artifact runs as it was compiled; it is not compiled again).
+    fn agree_with(&self, path: &Path, m: &CompiledModel) -> Result<(), String> {
+        let again = "convert the .onnx model again with it";
+        if !self.binds.is_empty() {
+            return Err(format!(
+                "--bind applies when compiling an .onnx model, not to the artifact `{}`: \
+                 give inputs of the shapes you want with --input, or {again}",
+                path.display()
+            ));
+        }
+        let conflict = |flag: &str, given: String, built: String| {
+            Err(format!(
+                "`{flag} {given}` conflicts with the artifact `{}`, compiled with \
+                 {flag} {built}: drop {flag} to run it as compiled, or {again}",
+                path.display()
+            ))
+        };
+        if let Some(t) = self.target.map(Target::from) {
+            if t != m.target {
+                return conflict("--target", t.to_string(), m.target.to_string());
+            }
+        }
+        if let Some(o) = self.opt_level.map(OptLevel::from) {
+            if o != m.opt_level {
+                return conflict("-O", o.name()[1..].into(), m.opt_level.name()[1..].into());
+            }
+        }
+        if let Some(p) = self.precision.map(Precision::from) {
+            if p != m.precision {
+                return conflict("--precision", p.to_string(), m.precision.to_string());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -66,12 +181,11 @@ pub fn load_model(
     args: &CompileArgs,
 ) -> Result<CompiledModel, Box<dyn std::error::Error>> {
     if is_artifact(path) {
-        if !args.binds.is_empty() {
-            return Err("--bind applies when compiling an .onnx model, not to an artifact".into());
-        }
-        return Ok(artifact::load(path)?);
+        let m = artifact::load(path)?;
+        args.agree_with(path, &m)?;
+        return Ok(m);
     }
-    Ok(args.compiler()?.compile_file(path)?)
+    Ok(crate::progress::compile_file(&args.compiler()?, path)?)
 }
 
 /// Reads a tensor from `.npy` or `.pb` (by extension).
@@ -83,69 +197,239 @@ pub fn read_tensor(path: &Path) -> Result<Tensor, Box<dyn std::error::Error>> {
     }
 }
 
-/// Parses `--input name=path` arguments.
-pub fn read_inputs(specs: &[String]) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
-    specs
-        .iter()
-        .map(|s| {
-            let (name, path) = s
-                .split_once('=')
-                .ok_or_else(|| format!("`{s}`: expected NAME=FILE"))?;
-            Ok((name.to_string(), read_tensor(&PathBuf::from(path))?))
-        })
-        .collect()
+/// Where a command's inputs come from: files, a test data set, or generated.
+#[derive(clap::Args, Clone, Default)]
+pub struct InputArgs {
+    /// An input from a file: `--input name=file.npy` or `name=file.pb`
+    /// (repeatable). Inputs not given are generated.
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    pub files: Vec<String>,
+    /// A test_data_set_* directory: its input_N.pb files are the inputs.
+    #[arg(long = "inputs", value_name = "DIR", conflicts_with = "files")]
+    pub data_set: Option<PathBuf>,
+    /// Seed of generated inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Values of generated inputs, half-open: `LO..HI` for every input or
+    /// `NAME=LO..HI` for one (repeatable). Default: floats in [-1, 1);
+    /// integers in [0, 10), and below the size of every table the input
+    /// indexes (token ids below the vocabulary size); bools 0 or 1.
+    #[arg(long = "range", value_name = "[NAME=]LO..HI")]
+    pub ranges: Vec<String>,
 }
 
-/// Deterministic pseudo-random inputs for every graph input (seeded xorshift):
-/// floats in [-1, 1), integers in [0, 10), bools alternating by bit.
-pub fn random_inputs(
-    model: &CompiledModel,
-    bindings: &Bindings,
-) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
-    let g = &model.graph;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
+/// A half-open range of generated values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Range {
+    lo: f64,
+    hi: f64,
+}
+
+fn parse_range(s: &str) -> Result<(Option<String>, Range), String> {
+    let (name, r) = match s.rsplit_once('=') {
+        Some((n, r)) => (Some(n.trim().to_string()), r),
+        None => (None, s),
     };
-    let mut out = Vec::new();
-    for &id in g.inputs() {
-        let node = g.node(id);
-        let ty = &node.outputs[0];
-        let shape = ty.shape.bind(bindings)?;
-        let dims = shape.as_known().ok_or_else(|| {
-            format!(
-                "input `{}` has symbolic dims {}: give them with --bind NAME=VALUE or pass --input",
-                node.name, ty.shape
-            )
-        })?;
-        let n: usize = dims.iter().product();
-        let vals: Vec<f64> = (0..n)
-            .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
-            .collect();
-        let t = match ty.dtype {
-            d if d.is_float() => rlx_onnx::ir::ops::values::float_tensor(
-                d,
-                &dims,
-                &vals.iter().map(|v| v * 2.0 - 1.0).collect::<Vec<_>>(),
-            ),
-            DType::Bool => rlx_onnx::ir::ops::values::int_tensor(
-                DType::Bool,
-                &dims,
-                &vals.iter().map(|v| i64::from(*v > 0.5)).collect::<Vec<_>>(),
-            ),
-            d => rlx_onnx::ir::ops::values::int_tensor(
-                d,
-                &dims,
-                &vals.iter().map(|v| (v * 10.0) as i64).collect::<Vec<_>>(),
-            ),
-        }
-        .ok_or_else(|| format!("input `{}`: cannot generate {} values", node.name, ty.dtype))?;
-        out.push((node.name.clone(), t));
+    let bad = || format!("`--range {s}`: expected LO..HI or NAME=LO..HI with numbers LO < HI");
+    let (lo, hi) = r.split_once("..").ok_or_else(bad)?;
+    let lo: f64 = lo.trim().parse().map_err(|_| bad())?;
+    let hi: f64 = hi.trim().parse().map_err(|_| bad())?;
+    if !(lo < hi) || !lo.is_finite() || !hi.is_finite() {
+        return Err(bad());
     }
-    Ok(out)
+    Ok((name, Range { lo, hi }))
+}
+
+impl InputArgs {
+    /// The named inputs of `model`: read from files or the data set, the
+    /// rest generated (symbolic dims of generated inputs come from `binds`
+    /// and from the shapes of the inputs that were given; `artifact` says
+    /// that the model was loaded, not compiled). With `verbose`, says what
+    /// was generated.
+    pub fn resolve(
+        &self,
+        model: &CompiledModel,
+        binds: &Bindings,
+        artifact: bool,
+        verbose: bool,
+    ) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
+        let names = model.input_names();
+        let mut given: Vec<(String, Tensor)> = match &self.data_set {
+            Some(dir) => names
+                .iter()
+                .cloned()
+                .zip(rlx_onnx::testdata::read_data_set(dir)?.inputs)
+                .collect(),
+            None => self
+                .files
+                .iter()
+                .map(|s| {
+                    let (name, path) = s
+                        .split_once('=')
+                        .ok_or_else(|| format!("`--input {s}`: expected NAME=FILE"))?;
+                    if !names.iter().any(|n| n == name) {
+                        return Err(format!(
+                            "`--input {s}`: the model has no input `{name}`; its inputs: {}",
+                            names.join(", ")
+                        )
+                        .into());
+                    }
+                    Ok((name.to_string(), read_tensor(&PathBuf::from(path))?))
+                })
+                .collect::<Result<_, Box<dyn std::error::Error>>>()?,
+        };
+        let mut ranges: BTreeMap<Option<String>, Range> = BTreeMap::new();
+        for s in &self.ranges {
+            let (name, r) = parse_range(s)?;
+            if let Some(n) = &name {
+                if !names.contains(n) {
+                    return Err(format!(
+                        "`--range {s}`: the model has no input `{n}`; its inputs: {}",
+                        names.join(", ")
+                    )
+                    .into());
+                }
+            }
+            ranges.insert(name, r);
+        }
+        let g = &model.graph;
+        let mut bindings = binds.clone();
+        for (name, t) in &given {
+            let Some(i) = names.iter().position(|n| n == name) else {
+                continue;
+            };
+            let ty = &g.node(g.inputs()[i]).outputs[0];
+            for (d, &n) in ty.shape.dims().iter().zip(t.dims()) {
+                if let Some(s) = d.as_symbol() {
+                    bindings.entry(s.to_string()).or_insert(n as i64);
+                }
+            }
+        }
+        let mut rng = Rng::new(self.seed);
+        let mut generated = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            if given.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            let ty = &g.node(g.inputs()[i]).outputs[0];
+            let dims = ty.shape.bind(&bindings)?.as_known().ok_or_else(|| {
+                let how = if !artifact {
+                    "give them with --bind NAME=VALUE, or the input with --input"
+                } else {
+                    "give the input with --input NAME=FILE (the artifact's dims are as it was converted)"
+                };
+                format!("input `{name}` has symbolic dims {}: {how}", ty.shape)
+            })?;
+            let range = ranges
+                .get(&Some(name.clone()))
+                .or_else(|| ranges.get(&None))
+                .copied();
+            let t = generate(&mut rng, ty.dtype, &dims, range, index_bound(g, i))
+                .ok_or_else(|| format!("input `{name}`: cannot generate {} values", ty.dtype))?;
+            if verbose {
+                println!("input {name}: generated {}{:?}", t.dtype(), t.dims());
+            }
+            generated.push((name.clone(), t));
+        }
+        given.extend(generated);
+        Ok(given)
+    }
+}
+
+/// Seeded xorshift64*, enough for test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        // splitmix64 of the seed: every seed, 0 included, gives a good state.
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn generate(
+    rng: &mut Rng,
+    dtype: DType,
+    dims: &[usize],
+    range: Option<Range>,
+    bound: Option<usize>,
+) -> Option<Tensor> {
+    let n: usize = dims.iter().product();
+    use rlx_onnx::ir::ops::values::{float_tensor, int_tensor};
+    if dtype.is_float() {
+        let r = range.unwrap_or(Range { lo: -1.0, hi: 1.0 });
+        let v: Vec<f64> = (0..n).map(|_| r.lo + rng.unit() * (r.hi - r.lo)).collect();
+        return float_tensor(dtype, dims, &v);
+    }
+    let r = match (range, dtype) {
+        (Some(r), _) => r,
+        (None, DType::Bool) => Range { lo: 0.0, hi: 2.0 },
+        (None, _) => Range {
+            lo: 0.0,
+            hi: bound.map_or(10.0, |b| b.clamp(1, 10) as f64),
+        },
+    };
+    let (lo, hi) = (r.lo.ceil() as i64, r.hi.ceil() as i64);
+    let span = (hi - lo).max(1) as f64;
+    let v: Vec<i64> = (0..n)
+        .map(|_| {
+            let x = lo + (rng.unit() * span) as i64;
+            if dtype == DType::Bool {
+                i64::from(x != 0)
+            } else {
+                x
+            }
+        })
+        .collect();
+    int_tensor(dtype, dims, &v)
+}
+
+/// The size of the smallest constant table that graph input `i` indexes
+/// (through casts and reshapes) with Gather, if any: the vocabulary of
+/// token ids, the number of token types.
+fn index_bound(g: &Graph, i: usize) -> Option<usize> {
+    let mut bound: Option<usize> = None;
+    let mut stack = vec![rlx_onnx::ir::Value::of(g.inputs()[i])];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        for (user, port) in g.users_of(v) {
+            let node = g.node(user);
+            match &node.op {
+                Op::Cast(_) | Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => {
+                    if port == 0 {
+                        stack.push(rlx_onnx::ir::Value::of(user));
+                    }
+                }
+                Op::Gather(a) if port == 1 => {
+                    let Some(data) = g.input(user, 0) else { continue };
+                    let table = g.node(data.node);
+                    if !table.op.is_leaf() || matches!(table.op, Op::Input(_)) {
+                        continue;
+                    }
+                    let Some(dims) = g.ty(data).shape.as_known() else { continue };
+                    let axis = if a.axis < 0 { a.axis + dims.len() as i64 } else { a.axis };
+                    if let Some(&n) = usize::try_from(axis).ok().and_then(|a| dims.get(a)) {
+                        bound = Some(bound.map_or(n, |b| b.min(n)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    bound
 }
 
 /// The GPU devices of a command: CUDA kernels compiled by NVRTC are cached

@@ -26,8 +26,8 @@ pub struct Args {
     #[arg(long)]
     filter: Option<String>,
     /// The backend that runs the cases.
-    #[arg(long, default_value = "cpu", value_parser = crate::common::TARGETS)]
-    target: String,
+    #[arg(long, value_enum, default_value = "cpu")]
+    target: crate::common::TargetArg,
     /// Relative tolerance (default: the ONNX runner's 1e-3).
     #[arg(long, default_value_t = 1e-3)]
     rtol: f64,
@@ -37,13 +37,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    let target = match Target::parse(&a.target) {
-        Ok(t) => t,
-        Err(e) => {
-            crate::report(&e);
-            return ExitCode::from(2);
-        }
-    };
+    let target = Target::from(a.target);
     let tol = Tolerance {
         rtol: a.rtol,
         atol: a.atol,
@@ -69,7 +63,9 @@ pub fn run(a: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     let mut rows = Vec::new();
+    let bar = crate::progress::bar(cases.len(), "conformance");
     for case in cases {
+        bar.inc(1);
         let name = case
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
@@ -89,8 +85,12 @@ pub fn run(a: Args) -> ExitCode {
             }))
             .unwrap_or_else(|_| Outcome::Failed("panicked (a bug in rlx-onnx)".into()))
         };
+        if let Outcome::Failed(why) = &outcome {
+            bar.suspend(|| println!("FAILED {name}: {why}"));
+        }
         rows.push((name, outcome));
     }
+    bar.finish_and_clear();
     let count = |f: fn(&Outcome) -> bool| rows.iter().filter(|(_, o)| f(o)).count();
     let passed = count(|o| matches!(o, Outcome::Passed));
     let failed = count(|o| matches!(o, Outcome::Failed(_)));
@@ -122,11 +122,6 @@ pub fn run(a: Args) -> ExitCode {
     } else {
         target.name()
     };
-    for (name, o) in &rows {
-        if let Outcome::Failed(why) = o {
-            println!("FAILED {name}: {why}");
-        }
-    }
     println!(
         "{label}: {passed} passed, {failed} failed, {unsupported} unsupported, of {}",
         rows.len()

@@ -62,45 +62,34 @@ pub fn run(a: Args) -> ExitCode {
         .ok()
         .is_some_and(|o| a.model.canonicalize().ok() == Some(o))
     {
-        eprintln!(
-            "error: the output `{}` is the input model; refusing to overwrite it",
+        return crate::common::error_msg(format!(
+            "the output `{}` is the input model; refusing to overwrite it",
             a.output.display()
-        );
-        return ExitCode::from(2);
+        ));
     }
     let compiler = match a.compile.compiler() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return crate::common::error_msg(e),
     };
     let spec = crate::dump::DumpSpec {
         after: a.dump_ir_after.clone(),
         out: a.dump_dir.clone(),
     };
     let compiled = if spec.after.is_empty() {
-        compiler
-            .compile_file(&a.model)
+        crate::progress::compile_file(&compiler, &a.model)
             .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
     } else {
         crate::dump::compile_dumping(&a.model, &compiler, &spec)
     };
     let model = match compiled {
         Ok(m) => m,
-        Err(e) => {
-            crate::report(e.as_ref());
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::common::error(e.as_ref()),
     };
     let mut model = model;
     if model.target == rlx_onnx::Target::Cuda {
         let arch = match cuda_arch(a.cuda_arch.as_deref()) {
             Ok(v) => v,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return crate::common::error_msg(e),
         };
         let opts = rlx_onnx::cuda::CompileOptions::default();
         match model.prebuild_cuda(arch, &opts) {
@@ -114,8 +103,7 @@ pub fn run(a: Args) -> ExitCode {
         }
     }
     if let Err(e) = artifact::save(&model, &a.output) {
-        crate::report(&e);
-        return ExitCode::from(1);
+        return crate::common::error(&e);
     }
     let size = std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);
     println!(

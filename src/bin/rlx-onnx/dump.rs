@@ -16,6 +16,8 @@ use rlx_onnx::ir::Graph;
 use rlx_onnx::passes::pipeline;
 use rlx_onnx::{Compiler, OptLevel, Target};
 
+use crate::common::{error, error_msg, OptArg, TargetArg};
+
 #[derive(clap::Args)]
 pub struct Args {
     /// The .onnx model.
@@ -27,11 +29,11 @@ pub struct Args {
     #[arg(long = "after", value_name = "PASS|all", value_delimiter = ',')]
     after: Vec<String>,
     /// The target whose pipeline runs.
-    #[arg(long, default_value = "cpu", value_parser = crate::common::TARGETS)]
-    target: String,
-    /// Optimization level: 0, 1 or 2.
-    #[arg(short = 'O', long = "opt-level", default_value = "2")]
-    opt_level: String,
+    #[arg(long, value_enum, default_value = "cpu")]
+    target: TargetArg,
+    /// Optimization level.
+    #[arg(short = 'O', long = "opt-level", value_enum, default_value = "2")]
+    opt_level: OptArg,
     /// Write numbered `.rlxir` files here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -87,10 +89,6 @@ impl DumpSpec {
     }
 }
 
-fn level(s: &str) -> Result<OptLevel, String> {
-    OptLevel::parse(s).ok_or_else(|| format!("unknown opt level `{s}`"))
-}
-
 fn list(target: &str, level: OptLevel) {
     println!("pipeline `{target}` at -{}:", level.name());
     for (i, p) in pipeline::names(target, level).iter().enumerate() {
@@ -122,31 +120,17 @@ pub fn compile_dumping(
 }
 
 pub fn run(a: Args) -> ExitCode {
-    let (target, lvl) = match (Target::parse(&a.target), level(&a.opt_level)) {
-        (Ok(t), Ok(l)) => (t, l),
-        (Err(e), _) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-        (_, Err(e)) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let (target, lvl) = (Target::from(a.target), OptLevel::from(a.opt_level));
     if a.list_passes {
         list(target.name(), lvl);
         return ExitCode::SUCCESS;
     }
     let Some(model) = a.model else {
-        eprintln!("error: give a model (or --list-passes)");
-        return ExitCode::from(2);
+        return error_msg("give a model (or --list-passes)");
     };
     let binds = match crate::parse_binds(&a.binds) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return error_msg(e),
     };
     if !a.after.is_empty() {
         let compiler = Compiler {
@@ -162,28 +146,26 @@ pub fn run(a: Args) -> ExitCode {
         };
         return match compile_dumping(&model, &compiler, &spec) {
             Ok(_) => ExitCode::SUCCESS,
-            Err(e) => {
-                crate::report(e.as_ref());
-                ExitCode::from(1)
-            }
+            Err(e) => error(e.as_ref()),
         };
     }
     let model = match import_file(&model, &Registry::standard()) {
         Ok(m) => m,
-        Err(e) => {
-            crate::report(&e);
-            return ExitCode::from(1);
-        }
+        Err(e) => return error(&e),
     };
+    let symbols = rlx_onnx::compile::input_symbols(&model.graph);
+    if let Some(name) = binds.keys().find(|k| !symbols.contains(*k)) {
+        return error(&rlx_onnx::InputError::UnknownSymbol {
+            name: name.clone(),
+            symbols: symbols.into_iter().collect(),
+        });
+    }
     let g = if binds.is_empty() {
         model.graph
     } else {
         match specialize(&model.graph, &binds, Some(&model.weights)) {
             Ok(g) => g,
-            Err(e) => {
-                crate::report(&e);
-                return ExitCode::from(1);
-            }
+            Err(e) => return error(&e),
         }
     };
     print!("{}", print_graph(&g));

@@ -1,4 +1,4 @@
-//! `rlx-onnx inspect MODEL [--target T [-O N]]`.
+//! `rlx-onnx inspect MODEL [--bind N=1] [--target T [-O N]]`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,30 +7,41 @@ use std::process::ExitCode;
 use rlx_onnx::importer::proto::{type_proto, ModelProto, ValueInfoProto};
 use rlx_onnx::importer::{decode_model, import_model, ImportError, Registry};
 
+use crate::common::{OptArg, TargetArg};
+
 #[derive(clap::Args)]
 pub struct Args {
     /// The .onnx model.
     model: PathBuf,
     /// Also show, per node, whether this target runs it natively, after
     /// decomposition, or not at all (on the graph the -O pipeline forms).
-    #[arg(long, value_parser = crate::common::TARGETS)]
-    target: Option<String>,
-    /// Optimization level of the graph --target inspects: 0, 1 or 2.
-    #[arg(short = 'O', long = "opt-level", default_value = "2")]
-    opt_level: String,
+    #[arg(long, value_enum)]
+    target: Option<TargetArg>,
+    /// Optimization level of the graph --target inspects.
+    #[arg(short = 'O', long = "opt-level", value_enum, default_value = "2")]
+    opt_level: OptArg,
+    /// Bind a symbolic dim before --target inspects the graph, as `convert
+    /// --bind` does: `--bind N=1` (repeatable).
+    #[arg(long = "bind", value_name = "NAME=VALUE")]
+    binds: Vec<String>,
 }
 
 /// Prints per node how `target` runs the model's graph after the passes that
 /// come before legalization. Returns false if some node cannot run.
 fn support_table(
     model: rlx_onnx::importer::ImportedModel,
-    target: &str,
-    level: &str,
+    target: TargetArg,
+    level: OptArg,
+    binds: &rlx_onnx::ir::Bindings,
 ) -> Result<bool, Box<dyn std::error::Error>> {
     use rlx_onnx::passes::legalize::{classify, Support};
-    let target = rlx_onnx::Target::parse(target)?;
-    let level =
-        rlx_onnx::OptLevel::parse(level).ok_or_else(|| format!("unknown opt level `{level}`"))?;
+    let target = rlx_onnx::Target::from(target);
+    let level = rlx_onnx::OptLevel::from(level);
+    let mut model = model;
+    if !binds.is_empty() {
+        model.graph =
+            rlx_onnx::ir::analysis::specialize(&model.graph, binds, Some(&model.weights))?;
+    }
     let names = rlx_onnx::passes::pipeline::names(target.name(), level);
     let before: Vec<&str> = names
         .iter()
@@ -42,18 +53,22 @@ fn support_table(
     let rows = classify(&g, &w, target.backend());
     let count = |f: fn(&Support) -> bool| rows.iter().filter(|r| f(&r.3)).count();
     println!(
-        "target {} (-{}): {} nodes: {} native, {} after decomposition, {} unsupported",
+        "target {} (-{}): {} nodes: {} native, {} after decomposition, {} folded once shapes are bound, {} unsupported",
         target,
         level.name(),
         rows.len(),
         count(|s| matches!(s, Support::Native)),
         count(|s| matches!(s, Support::Decomposed(_))),
+        count(|s| matches!(s, Support::FoldsWhenBound)),
         count(|s| matches!(s, Support::Unsupported(_))),
     );
     for (name, op, origin, s) in &rows {
         let how = match s {
             Support::Native => "native".to_string(),
             Support::Decomposed(ops) => format!("decomposed into {}", ops.join(", ")),
+            Support::FoldsWhenBound => {
+                "folded to a constant once input shapes are known (--bind, or at run time)".into()
+            }
             Support::Unsupported(r) => format!("unsupported: {r}"),
         };
         println!("  {name:<28} {op:<20} {how}  (from {origin})");
@@ -145,16 +160,12 @@ pub fn run(a: Args) -> ExitCode {
     let bytes = match std::fs::read(&a.model) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", a.model.display());
-            return ExitCode::from(2);
+            return crate::common::error_msg(format!("cannot read `{}`: {e}", a.model.display()));
         }
     };
     let m = match decode_model(&bytes) {
         Ok(m) => m,
-        Err(e) => {
-            crate::report(&e);
-            return ExitCode::from(2);
-        }
+        Err(e) => return crate::common::error(&e),
     };
     println!("model: {}", a.model.display());
     println!("ir_version: {}", m.ir_version.unwrap_or(0));
@@ -209,6 +220,10 @@ pub fn run(a: Args) -> ExitCode {
             p.to_path_buf()
         }
     });
+    let binds = match crate::parse_binds(&a.binds) {
+        Ok(b) => b,
+        Err(e) => return crate::common::error_msg(e),
+    };
     match import_model(&m, dir, &Registry::standard()) {
         Ok(model) => {
             println!(
@@ -219,15 +234,19 @@ pub fn run(a: Args) -> ExitCode {
             );
             println!("unsupported: none");
             print_bindable(&model.graph);
-            match a.target.as_deref() {
+            let symbols = rlx_onnx::compile::input_symbols(&model.graph);
+            if let Some(name) = binds.keys().find(|k| !symbols.contains(*k)) {
+                return crate::common::error(&rlx_onnx::InputError::UnknownSymbol {
+                    name: name.clone(),
+                    symbols: symbols.into_iter().collect(),
+                });
+            }
+            match a.target {
                 None => ExitCode::SUCCESS,
-                Some(t) => match support_table(model, t, &a.opt_level) {
+                Some(t) => match support_table(model, t, a.opt_level, &binds) {
                     Ok(true) => ExitCode::SUCCESS,
-                    Ok(false) => ExitCode::from(1),
-                    Err(e) => {
-                        crate::report(e.as_ref());
-                        ExitCode::from(1)
-                    }
+                    Ok(false) => crate::common::check_failed(),
+                    Err(e) => crate::common::error(e.as_ref()),
                 },
             }
         }
@@ -236,12 +255,12 @@ pub fn run(a: Args) -> ExitCode {
             for i in &issues {
                 println!("  {i}");
             }
-            ExitCode::from(1)
+            crate::common::check_failed()
         }
         Err(e) => {
             println!("unsupported: the model does not import:");
             println!("  {e}");
-            ExitCode::from(1)
+            crate::common::check_failed()
         }
     }
 }

@@ -7,6 +7,7 @@ mod conformance;
 mod convert;
 mod dump;
 mod inspect;
+mod progress;
 mod report;
 mod run;
 
@@ -15,7 +16,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "rlx-onnx", version, about = "An ONNX compiler toolchain")]
+#[command(
+    name = "rlx-onnx",
+    version,
+    about = "An ONNX compiler toolchain",
+    after_help = common::EXIT_STATUS_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

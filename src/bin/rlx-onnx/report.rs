@@ -20,8 +20,9 @@ pub struct Args {
     /// Directory of the ONNX `light` models (`light_*.onnx`); skipped if absent.
     #[arg(long)]
     light: Option<PathBuf>,
-    #[arg(long, default_value = "cpu")]
-    target: String,
+    /// The target whose legalization the table shows.
+    #[arg(long, value_enum, default_value = "cpu")]
+    target: crate::common::TargetArg,
     /// Write the Markdown here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -119,13 +120,7 @@ fn join(m: &BTreeMap<String, usize>) -> String {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    let target = match Target::parse(&a.target) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let target = Target::from(a.target);
     let mut models: Vec<(String, PathBuf)> = Vec::new();
     if let Ok(dirs) = rlx_onnx::testdata::case_dirs(&a.golden) {
         for d in dirs {
@@ -142,10 +137,7 @@ pub fn run(a: Args) -> ExitCode {
                 ms.into_iter()
                     .map(|m| (format!("light/{}", m.name), m.model)),
             ),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(1);
-            }
+            Err(e) => return crate::common::error_msg(e),
         }
     }
     let mut md = String::new();
@@ -182,13 +174,13 @@ pub fn run(a: Args) -> ExitCode {
         None => print!("{md}"),
         Some(p) => {
             if let Err(e) = std::fs::write(p, &md) {
-                eprintln!("error: cannot write `{}`: {e}", p.display());
-                return ExitCode::from(1);
+                return crate::common::error_msg(format!("cannot write `{}`: {e}", p.display()));
             }
         }
     }
     if failed {
-        ExitCode::from(1)
+        // A model that does not compile is an error, not a finding.
+        ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     }

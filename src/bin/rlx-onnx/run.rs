@@ -1,20 +1,19 @@
 //! `rlx-onnx run MODEL|ARTIFACT [--input name=file.npy|file.pb ...]`: runs the
-//! model (on generated inputs when none are given) and writes outputs as `.npy`.
+//! model (on generated inputs where none are given) and writes outputs as `.npy`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rlx_onnx::{Session, SessionOptions};
 
-use crate::common::{load_model, random_inputs, read_inputs, CompileArgs};
+use crate::common::{is_artifact, load_model, CompileArgs, InputArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// An .onnx model or an .rlx artifact.
     model: PathBuf,
-    /// An input: `--input name=file.npy` or `name=file.pb` (repeatable).
-    #[arg(long = "input", value_name = "NAME=FILE")]
-    inputs: Vec<String>,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Where the outputs go, one `<name>.npy` each.
     #[arg(long, default_value = "rlx-outputs")]
     output_dir: PathBuf,
@@ -47,25 +46,16 @@ pub fn file_name(name: &str) -> String {
 pub fn run(a: Args) -> ExitCode {
     match go(&a) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            crate::report(e.as_ref());
-            ExitCode::from(1)
-        }
+        Err(e) => crate::common::error(e.as_ref()),
     }
 }
 
 fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let model = load_model(&a.model, &a.compile)?;
-    let inputs = if a.inputs.is_empty() {
-        let binds = crate::parse_binds(&a.compile.binds)?;
-        let generated = random_inputs(&model, &binds)?;
-        for (n, t) in &generated {
-            println!("input {n}: generated {}{:?}", t.dtype(), t.dims());
-        }
-        generated
-    } else {
-        read_inputs(&a.inputs)?
-    };
+    let binds = crate::parse_binds(&a.compile.binds)?;
+    let inputs = a
+        .inputs
+        .resolve(&model, &binds, is_artifact(&a.model), true)?;
     let out_names = model.output_names();
     let mut opts = SessionOptions::default();
     if let Some(t) = a.threads {
