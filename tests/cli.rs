@@ -1,7 +1,11 @@
 //! The `rlx-onnx` command as a user meets it: a closed pipe ends it quietly,
 //! `conformance` fails when a case fails (and says which), `--bind` refuses a
 //! name that is no symbol of the model, `--target` lists the valid targets,
-//! `inspect` names the dims `--bind` takes.
+//! `inspect` names the dims `--bind` takes, an artifact refuses options it
+//! was not compiled with, generated inputs are seeded and stay inside the
+//! tables they index, `check` reports errors sensibly, every command keeps
+//! one exit-status convention, progress stays off pipes, and long dims are
+//! named in dumps. Models: golden/ and tests/data/cli (make_models.py).
 
 mod common;
 
@@ -129,4 +133,259 @@ fn inspect_names_the_dims_bind_accepts() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("rlx-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn cli_model(name: &str) -> std::path::PathBuf {
+    common::root().join(format!("tests/data/cli/{name}.onnx"))
+}
+
+/// (exit code, stdout, stderr)
+fn output(cmd: &mut Command) -> (Option<i32>, String, String) {
+    let o = cmd.output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_artifact_refuses_options_it_was_not_compiled_with() {
+    let dir = tmp("artifact-options");
+    let rlx_file = dir.join("cnn.rlx");
+    let (code, _, err) = output(
+        rlx()
+            .arg("convert")
+            .arg(cnn())
+            .args(["--bind", "N=1", "-o"])
+            .arg(&rlx_file),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    for (flag, value, said) in [
+        ("--target", "wgpu", "`--target wgpu` conflicts"),
+        ("-O", "1", "`-O 1` conflicts"),
+        ("--precision", "fp16", "`--precision fp16` conflicts"),
+        (
+            "--bind",
+            "N=2",
+            "--bind applies when compiling an .onnx model",
+        ),
+    ] {
+        let (code, _, err) = output(
+            rlx()
+                .arg("run")
+                .arg(&rlx_file)
+                .args([flag, value, "--output-dir"])
+                .arg(dir.join("out")),
+        );
+        assert_eq!(code, Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(said), "{flag} {value}: {err}");
+    }
+    // Options that agree with the artifact are accepted.
+    let (code, out, err) = output(
+        rlx()
+            .arg("run")
+            .arg(&rlx_file)
+            .args(["--target", "cpu", "-O", "2", "--output-dir"])
+            .arg(dir.join("out")),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_takes_inputs_from_files_and_advises_them_for_an_unbound_artifact() {
+    let dir = tmp("bench-inputs");
+    let unbound = dir.join("cnn.rlx");
+    let (code, _, err) = output(rlx().arg("convert").arg(cnn()).arg("-o").arg(&unbound));
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = output(rlx().arg("bench").arg(&unbound).args(["--iters", "1"]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--input"), "{err}");
+    assert!(
+        !err.contains("--bind"),
+        "advises what artifacts refuse: {err}"
+    );
+    let x = common::root().join("golden/cnn/test_data_set_0/input_0.pb");
+    let (code, out, err) = output(
+        rlx()
+            .arg("bench")
+            .arg(&unbound)
+            .arg("--input")
+            .arg(format!("x={}", x.display()))
+            .args(["--iters", "2", "--warmup", "1"]),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("median:"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn inspect_takes_bind_and_agrees_with_convert() {
+    let model = common::root().join("golden/if_rank/model.onnx");
+    // The unbound model converts for wgpu; inspect must not call its shape
+    // arithmetic unsupported.
+    let (code, out, err) = output(rlx().arg("inspect").arg(&model).args(["--target", "wgpu"]));
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(" 0 unsupported"), "{out}");
+    assert!(
+        out.contains("folded to a constant once input shapes are known"),
+        "{out}"
+    );
+    let (code, _, err) = output(rlx().arg("inspect").arg(cnn()).args(["--bind", "widht=3"]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`widht` is not a symbolic dim"), "{err}");
+    let (code, out, err) = output(
+        rlx()
+            .arg("inspect")
+            .arg(cnn())
+            .args(["--bind", "N=1", "--target", "cpu"]),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
+#[test]
+fn generated_inputs_are_seeded_ranged_and_inside_the_tables_they_index() {
+    let dir = tmp("generated");
+    let run = |seed: &str, extra: &[&str], out: &str| {
+        output(
+            rlx()
+                .arg("run")
+                .arg(cli_model("token_table"))
+                .args(["--seed", seed])
+                .args(extra)
+                .arg("--output-dir")
+                .arg(dir.join(out)),
+        )
+    };
+    // Token ids index a 5-row table: the default range must stay below 5.
+    for seed in ["0", "1", "2", "3"] {
+        let (code, out, err) = run(seed, &[], seed);
+        assert_eq!(code, Some(0), "seed {seed}: {out}{err}");
+    }
+    let read = |out: &str| std::fs::read(dir.join(out).join("y.npy")).unwrap();
+    assert_eq!(read("0"), {
+        let (code, _, err) = run("0", &[], "0b");
+        assert_eq!(code, Some(0), "{err}");
+        read("0b")
+    });
+    assert_ne!(
+        read("0"),
+        read("1"),
+        "different seeds give different inputs"
+    );
+    // A range the user gives is used as given: ids 5.. are out of the table.
+    let (code, _, err) = run("0", &["--range", "ids=5..9"], "bad");
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = run("0", &["--range", "ids=9..5"], "bad");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("LO < HI"), "{err}");
+    let (code, _, err) = run("0", &["--range", "nope=0..1"], "bad");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no input `nope`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_reports_the_worst_element_and_a_sensible_relative_error() {
+    let dir = tmp("check");
+    let case = dir.join("cnn");
+    let set = case.join("test_data_set_0");
+    std::fs::create_dir_all(&set).unwrap();
+    let src = common::root().join("golden/cnn");
+    std::fs::copy(src.join("model.onnx"), case.join("model.onnx")).unwrap();
+    std::fs::copy(
+        src.join("test_data_set_0/input_0.pb"),
+        set.join("input_0.pb"),
+    )
+    .unwrap();
+    std::fs::copy(
+        src.join("test_data_set_0/output_0.pb"),
+        set.join("output_0.pb"),
+    )
+    .unwrap();
+    let (code, out, err) = output(rlx().arg("check").arg(&case));
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("max rel"), "{out}");
+    assert!(!out.contains("e300"), "{out}");
+    // Flip a bit high in the last float: the check fails and shows where.
+    let mut bytes = std::fs::read(set.join("output_0.pb")).unwrap();
+    let n = bytes.len();
+    bytes[n - 2] ^= 0x40;
+    std::fs::write(set.join("output_0.pb"), bytes).unwrap();
+    let (code, out, err) = output(rlx().arg("check").arg(&case));
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("worst at ["), "{out}");
+    assert!(out.contains("1 of"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_command_exits_2_on_a_corrupt_model() {
+    let dir = tmp("corrupt");
+    let bad = dir.join("bad.onnx");
+    std::fs::write(&bad, b"\x08\x07\x12\xff\xff\xff\xff\x0fnot a model").unwrap();
+    let case = dir.join("case");
+    std::fs::create_dir_all(case.join("test_data_set_0")).unwrap();
+    std::fs::copy(&bad, case.join("model.onnx")).unwrap();
+    let runs: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["inspect".into(), bad.clone().into()],
+        vec!["dump".into(), bad.clone().into()],
+        vec![
+            "convert".into(),
+            bad.clone().into(),
+            "-o".into(),
+            dir.join("x.rlx").into(),
+        ],
+        vec![
+            "run".into(),
+            bad.clone().into(),
+            "--output-dir".into(),
+            dir.join("o").into(),
+        ],
+        vec!["bench".into(), bad.clone().into()],
+        vec!["check".into(), case.clone().into()],
+    ];
+    for args in runs {
+        let (code, _, err) = output(rlx().args(&args));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    assert!(!dir.join("x.rlx").exists());
+    let (_, out, _) = output(rlx().arg("--help"));
+    assert!(out.contains("Exit status: 0 when"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn progress_stays_off_a_pipe() {
+    // Standard error is a pipe here: no bar, no carriage returns.
+    let (code, out, err) = output(
+        rlx()
+            .args(["conformance", "--data"])
+            .arg(common::root().join("golden")),
+    );
+    assert!(code == Some(0) || code == Some(1), "{out}{err}");
+    assert!(!err.contains('\r') && !out.contains('\r'), "{err}");
+    assert!(!err.contains("[="), "{err}");
+}
+
+#[test]
+fn dumps_name_long_dims() {
+    let (code, out, err) = output(rlx().arg("dump").arg(cli_model("strided_neck")));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("rlx-ir 3\ndims {\n  $0 = max("), "{out}");
+    let longest = out.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 400, "a line of {longest} characters: {out}");
+    // The dump parses back to the graph it printed.
+    let g = rlx_onnx::ir::text::parse_graph(&out).unwrap();
+    assert_eq!(rlx_onnx::ir::text::print_graph(&g), out);
 }

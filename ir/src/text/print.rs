@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use super::attr::{fmt_f64, AttrValue};
 use crate::dim::{write_quoted, Atom, Dim};
 use crate::dtype::DType;
-use crate::shape::{Shape, TensorType};
 use crate::graph::{Graph, NodeId, Value};
 use crate::ops::Op;
+use crate::shape::{Shape, TensorType};
 use crate::tensor::Tensor;
 
 /// Accumulates IR text with indentation for nested subgraphs.

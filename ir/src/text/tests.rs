@@ -111,7 +111,8 @@ fn long_dims_are_named_and_round_trip() {
         levels.push(h.clone());
     }
     let wide = levels[3].max_dim(&levels[4].mul(&Dim::Known(2)));
-    let ty = |d: &Dim| TensorType::new(DType::F32, Shape(vec![Dim::sym("N"), d.clone(), d.clone()]));
+    let ty =
+        |d: &Dim| TensorType::new(DType::F32, Shape(vec![Dim::sym("N"), d.clone(), d.clone()]));
     let mut g = Graph::new();
     let x = g.add_input(Node::new(
         Op::Input(Input { name: "x".into() }),
@@ -122,7 +123,9 @@ fn long_dims_are_named_and_round_trip() {
     let y = g
         .add_node(
             Node::new(
-                Op::Unary(Unary { kind: UnaryKind::Neg }),
+                Op::Unary(Unary {
+                    kind: UnaryKind::Neg,
+                }),
                 "r",
                 vec!["Neg_0".into()],
                 vec![ty(&wide)],

@@ -408,19 +408,31 @@ fn index_bound(g: &Graph, i: usize) -> Option<usize> {
         for (user, port) in g.users_of(v) {
             let node = g.node(user);
             match &node.op {
-                Op::Cast(_) | Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => {
+                Op::Cast(_)
+                | Op::Reshape(_)
+                | Op::Flatten(_)
+                | Op::Squeeze(_)
+                | Op::Unsqueeze(_) => {
                     if port == 0 {
                         stack.push(rlx_onnx::ir::Value::of(user));
                     }
                 }
                 Op::Gather(a) if port == 1 => {
-                    let Some(data) = g.input(user, 0) else { continue };
+                    let Some(data) = g.input(user, 0) else {
+                        continue;
+                    };
                     let table = g.node(data.node);
                     if !table.op.is_leaf() || matches!(table.op, Op::Input(_)) {
                         continue;
                     }
-                    let Some(dims) = g.ty(data).shape.as_known() else { continue };
-                    let axis = if a.axis < 0 { a.axis + dims.len() as i64 } else { a.axis };
+                    let Some(dims) = g.ty(data).shape.as_known() else {
+                        continue;
+                    };
+                    let axis = if a.axis < 0 {
+                        a.axis + dims.len() as i64
+                    } else {
+                        a.axis
+                    };
                     if let Some(&n) = usize::try_from(axis).ok().and_then(|a| dims.get(a)) {
                         bound = Some(bound.map_or(n, |b| b.min(n)));
                     }
