@@ -65,6 +65,8 @@ pub enum Error {
     Target(String),
     #[error("cannot start the thread pool: {0}")]
     Threads(String),
+    #[error("debug run: {0}")]
+    Debug(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

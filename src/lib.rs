@@ -18,8 +18,10 @@
 //! [`importer`] (ONNX -> IR), [`passes`], [`cpu`] (the CPU backend).
 
 pub mod artifact;
+pub mod compare;
 pub mod compile;
 pub mod conformance;
+pub mod debug;
 pub mod equivalence;
 pub mod error;
 pub mod npy;
@@ -28,6 +30,7 @@ pub mod session;
 pub mod testdata;
 
 pub use compile::{CompiledModel, Compiler, Precision, Target};
+pub use debug::{DebugOptions, DebugRun, Intermediate};
 pub use error::{Error, InputError, Result};
 pub use rlx_cpu as cpu;
 pub use rlx_cuda as cuda;

@@ -43,6 +43,33 @@ pub fn read(path: &Path) -> Result<Tensor, NpyError> {
         path: p.clone(),
         reason: e.to_string(),
     })?;
+    from_bytes(&bytes, p)
+}
+
+/// Reads every array of an `.npz` archive (numpy's `savez`, compressed or
+/// not), by name (the `.npy` suffix dropped), in archive order.
+pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, NpyError> {
+    let p = path.display().to_string();
+    let io = |reason: String| NpyError::Io {
+        path: p.clone(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| io(e.to_string()))?;
+    let mut out = Vec::new();
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| io(e.to_string()))?;
+        let name = entry.name().to_string();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(|e| io(e.to_string()))?;
+        let array = name.strip_suffix(".npy").unwrap_or(&name).to_string();
+        out.push((array, from_bytes(&bytes, format!("{p}:{name}"))?));
+    }
+    Ok(out)
+}
+
+/// Reads `.npy` bytes; `p` names them in errors.
+fn from_bytes(bytes: &[u8], p: String) -> Result<Tensor, NpyError> {
     let file = npyz::NpyFile::new(&bytes[..]).map_err(|e| NpyError::Io {
         path: p.clone(),
         reason: e.to_string(),

@@ -32,7 +32,7 @@ impl Default for SessionOptions {
 }
 
 /// What one input binding compiles to.
-enum Executable {
+pub(crate) enum Executable {
     Planned(PlannedExecutable),
     /// A wgpu schedule loaded on the session's device.
     Wgpu(rlx_wgpu::Executable),
@@ -104,7 +104,7 @@ impl Devices {
 pub struct Session {
     model: Arc<CompiledModel>,
     value_inputs: Vec<usize>,
-    pool: rayon::ThreadPool,
+    pub(crate) pool: rayon::ThreadPool,
     cache: Mutex<HashMap<Key, Arc<Executable>>>,
     /// The GPU devices of this session (opened on first use unless shared).
     devices: Arc<Devices>,
@@ -149,7 +149,7 @@ impl Session {
     }
 
     /// Orders named inputs as the graph declares them, checking names and dtypes.
-    fn order<'a>(&self, inputs: &[(&str, &'a Tensor)]) -> Result<Vec<&'a Tensor>> {
+    pub(crate) fn order<'a>(&self, inputs: &[(&str, &'a Tensor)]) -> Result<Vec<&'a Tensor>> {
         let g = &self.model.graph;
         let names = self.model.input_names();
         let mut slots: Vec<Option<&Tensor>> = vec![None; names.len()];
@@ -184,34 +184,7 @@ impl Session {
     /// Runs the model on named inputs; returns the outputs in graph order.
     pub fn run(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
         let ordered = self.order(inputs)?;
-        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
-        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
-        let key: Key = (
-            shapes.iter().map(|s| s.to_vec()).collect(),
-            self.value_inputs
-                .iter()
-                .map(|&i| ordered[i].bytes().to_vec())
-                .collect(),
-        );
-        let exec = {
-            let cached = self
-                .cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&key)
-                .cloned();
-            match cached {
-                Some(e) => e,
-                None => {
-                    let e = Arc::new(self.prepare(&bindings, &ordered)?);
-                    self.cache
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(key, e.clone());
-                    e
-                }
-            }
-        };
+        let exec = self.executable(&ordered)?;
         self.pool.install(|| match &*exec {
             Executable::Planned(p) => {
                 let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
@@ -233,6 +206,35 @@ impl Session {
         })
     }
 
+    /// The executable for these (ordered, checked) inputs: from the cache,
+    /// or specialized, planned and cached now.
+    pub(crate) fn executable(&self, ordered: &[&Tensor]) -> Result<Arc<Executable>> {
+        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
+        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        let key: Key = (
+            shapes.iter().map(|s| s.to_vec()).collect(),
+            self.value_inputs
+                .iter()
+                .map(|&i| ordered[i].bytes().to_vec())
+                .collect(),
+        );
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(e) = cached {
+            return Ok(e);
+        }
+        let e = Arc::new(self.prepare(&bindings, ordered)?);
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, e.clone());
+        Ok(e)
+    }
+
     /// Runs once and returns, per planned step, (kernel label, ONNX origin,
     /// time): host time per CPU step, device time (GPU timestamps) per GPU
     /// dispatch; `None` when the graph runs node by node (data-dependent shapes).
@@ -242,21 +244,7 @@ impl Session {
     ) -> Result<Option<Vec<(String, String, std::time::Duration)>>> {
         self.run(inputs)?;
         let ordered = self.order(inputs)?;
-        let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.dims().to_vec()).collect();
-        let key: Key = (
-            shapes,
-            self.value_inputs
-                .iter()
-                .map(|&i| ordered[i].bytes().to_vec())
-                .collect(),
-        );
-        let exec = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        let Some(exec) = exec else { return Ok(None) };
+        let exec = self.executable(&ordered)?;
         let p = match &*exec {
             Executable::Planned(p) => p,
             Executable::Wgpu(e) => {

@@ -389,3 +389,72 @@ fn dumps_name_long_dims() {
     let g = rlx_onnx::ir::text::parse_graph(&out).unwrap();
     assert_eq!(rlx_onnx::ir::text::print_graph(&g), out);
 }
+
+#[test]
+fn compare_names_the_broken_node_and_reads_reference_npz() {
+    let (code, out, err) = output(
+        rlx()
+            .arg("compare")
+            .arg(cnn())
+            .args(["--bind", "N=1", "-O", "0", "--against-opt", "0"])
+            .args(["--inject-fault", "pool1"]),
+    );
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("first divergence: node `pool1` (MaxPool)"),
+        "{out}"
+    );
+    assert!(out.contains("the sides agree"), "{out}");
+    let (code, out, err) =
+        output(
+            rlx()
+                .arg("compare")
+                .arg(cnn())
+                .args(["--bind", "N=1", "--against-opt", "0"]),
+        );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("no divergence"), "{out}");
+    // Reference tensors from an .npz, as numpy.savez writes them.
+    let dir = tmp("compare-npz");
+    let case = common::root().join("golden/cnn");
+    let data = rlx_onnx::testdata::read_data_set(&case.join("test_data_set_0")).unwrap();
+    let npz = dir.join("ref.npz");
+    let write_npz = |y: &rlx_onnx::ir::Tensor| {
+        let npy = dir.join("y.npy");
+        rlx_onnx::npy::write(&npy, y).unwrap();
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&npz).unwrap());
+        z.start_file("y.npy", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        std::io::Write::write_all(&mut z, &std::fs::read(&npy).unwrap()).unwrap();
+        z.finish().unwrap();
+    };
+    write_npz(&data.outputs[0]);
+    let x = case.join("test_data_set_0/input_0.pb");
+    let compare_npz = || {
+        output(
+            rlx()
+                .arg("compare")
+                .arg(cnn())
+                .arg("--against")
+                .arg(&npz)
+                .arg("--input")
+                .arg(format!("x={}", x.display())),
+        )
+    };
+    let (code, out, err) = compare_npz();
+    assert_eq!(code, Some(0), "{out}{err}");
+    let wrong = rlx_onnx::ir::ops::values::float_tensor(
+        rlx_onnx::ir::DType::F32,
+        data.outputs[0].dims(),
+        &vec![0.5; data.outputs[0].numel()],
+    )
+    .unwrap();
+    write_npz(&wrong);
+    let (code, out, err) = compare_npz();
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("first divergence: node `fc` (Gemm), output `y`"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

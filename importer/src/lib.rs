@@ -19,5 +19,7 @@ pub mod proto {
 
 pub use ctx::NodeCtx;
 pub use error::{ImportError, MapError, NodeIssue, TensorError};
-pub use model::{decode_model, import_bytes, import_file, import_model, ImportedModel};
+pub use model::{
+    decode_model, import_bytes, import_file, import_model, onnx_node_name, ImportedModel,
+};
 pub use registry::Registry;

@@ -308,8 +308,8 @@ impl<'r> Importer<'r> {
             ));
             f.names.insert(name, Value::of(id));
         }
-        for node in sorted_nodes(&gp.node)? {
-            self.map_node(node);
+        for (index, node) in sorted_nodes(&gp.node)? {
+            self.map_node(node, index);
         }
         if self.issues.len() > issues_before {
             return Err(ImportError::Nodes(self.issues.split_off(issues_before)));
@@ -414,14 +414,12 @@ impl<'r> Importer<'r> {
         Value::of(id)
     }
 
-    fn map_node(&mut self, node: &NodeProto) {
+    /// Maps the node at `index` of its graph's node list.
+    fn map_node(&mut self, node: &NodeProto, index: usize) {
         let level = self.frames.len() - 1;
         let op_type = node.op_type.clone().unwrap_or_default();
         let domain = node.domain.clone().unwrap_or_default();
-        let display = match node.name.as_deref() {
-            Some(n) if !n.is_empty() => n.to_string(),
-            _ => format!("{op_type}_{}", self.frames[level].graph.node_count()),
-        };
+        let display = onnx_node_name(node, index);
         let opset = self.opsets.get(norm_domain(&domain)).copied();
         let poison = |imp: &mut Importer| {
             for o in &node.output {
@@ -464,9 +462,19 @@ impl<'r> Importer<'r> {
     }
 }
 
-/// The ONNX nodes in a valid order: as given when already topological, else a
-/// stable topological sort (names read by subgraphs count as inputs).
-fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
+/// The name errors, dumps and origins give the ONNX node at `index` of its
+/// graph's node list: its own, or `{op_type}_{index}` when it has none.
+pub fn onnx_node_name(node: &NodeProto, index: usize) -> String {
+    match node.name.as_deref() {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => format!("{}_{index}", node.op_type.as_deref().unwrap_or_default()),
+    }
+}
+
+/// The ONNX nodes in a valid order, each with its index in `nodes`: as
+/// given when already topological, else a stable topological sort (names
+/// read by subgraphs count as inputs).
+fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<(usize, &NodeProto)>, ImportError> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
     let node_name = |i: usize| nodes[i].name.clone().unwrap_or_else(|| format!("#{i}"));
     for (i, n) in nodes.iter().enumerate() {
@@ -512,7 +520,7 @@ fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
         .enumerate()
         .all(|(i, d)| d.iter().all(|&j| j < i))
     {
-        return Ok(nodes.iter().collect());
+        return Ok(nodes.iter().enumerate().collect());
     }
     let mut state = vec![0u8; nodes.len()];
     let mut out = Vec::with_capacity(nodes.len());
@@ -542,7 +550,7 @@ fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<&NodeProto>, ImportError> {
                 }
             } else {
                 state[n] = 2;
-                out.push(&nodes[n]);
+                out.push((n, &nodes[n]));
             }
         }
     }

@@ -278,6 +278,21 @@ pub fn run_graph_cached(
     inputs: Vec<Tensor>,
     cache: &BodyCache,
 ) -> Result<Vec<Tensor>, RunError> {
+    run_graph_observed(g, weights, inputs, cache, None)
+}
+
+/// Sees each node of a node-by-node run right after it ran, with its
+/// outputs (as [`crate::exec::StepObserver`] does for a planned run).
+pub type NodeObserver<'a> = dyn FnMut(&rlx_ir::Node, &mut [Tensor]) + 'a;
+
+/// [`run_graph_cached`], showing every computed node's outputs to `observe`.
+pub fn run_graph_observed(
+    g: &Graph,
+    weights: &Weights,
+    inputs: Vec<Tensor>,
+    cache: &BodyCache,
+    mut observe: Option<&mut NodeObserver>,
+) -> Result<Vec<Tensor>, RunError> {
     if inputs.len() != g.inputs().len() {
         return Err(RunError::Internal(format!(
             "{} inputs for a graph of {}",
@@ -318,7 +333,11 @@ pub fn run_graph_cached(
                     .iter()
                     .map(|v| matches!(g.node(v.node).op, Op::Constant(_) | Op::Weight(_)))
                     .collect();
-                eval_cached(g, id, &ins, &constant, weights, cache)?
+                let mut outs = eval_cached(g, id, &ins, &constant, weights, cache)?;
+                if let Some(o) = observe.as_deref_mut() {
+                    o(node, &mut outs);
+                }
+                outs
             }
         };
         for (p, t) in outs.into_iter().enumerate() {

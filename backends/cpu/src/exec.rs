@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use rlx_ir::Tensor;
 use rlx_passes::Slot;
 
-use crate::plan::{Schedule, StepIo};
+use crate::plan::{Schedule, Step, StepIo};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::RunError;
 
@@ -34,6 +34,10 @@ impl Arena {
         self.lines.len() * 64
     }
 }
+
+/// Sees each step right after it ran, with its outputs (a debug run keeps
+/// them; a test breaks a kernel on purpose by changing them).
+pub type StepObserver<'a> = dyn FnMut(&Step, &mut [TensorMut]) + 'a;
 
 /// A schedule ready to run, with its arena pool.
 pub struct PlannedExecutable {
@@ -77,7 +81,19 @@ impl PlannedExecutable {
         times: Option<&mut Vec<std::time::Duration>>,
     ) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
-        let result = self.run_in(&mut arena, inputs, times);
+        let result = self.run_in(&mut arena, inputs, times, None);
+        self.give_arena(arena);
+        result
+    }
+
+    /// Runs the schedule, showing every step's outputs to `observe`.
+    pub fn run_observed(
+        &self,
+        inputs: &[TensorRef],
+        observe: &mut StepObserver,
+    ) -> Result<Vec<Tensor>, RunError> {
+        let mut arena = self.take_arena();
+        let result = self.run_in(&mut arena, inputs, None, Some(observe));
         self.give_arena(arena);
         result
     }
@@ -87,6 +103,7 @@ impl PlannedExecutable {
         arena: &mut Arena,
         inputs: &[TensorRef],
         mut times: Option<&mut Vec<std::time::Duration>>,
+        mut observe: Option<&mut StepObserver>,
     ) -> Result<Vec<Tensor>, RunError> {
         let s = &self.schedule;
         let base = arena.ptr();
@@ -138,6 +155,9 @@ impl PlannedExecutable {
                 })?;
             if let Some(t) = times.as_deref_mut() {
                 t.push(start.elapsed());
+            }
+            if let Some(o) = observe.as_deref_mut() {
+                o(step, &mut outs);
             }
         }
         // Copy the outputs while the arena is still ours.

@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod common;
+mod compare;
 mod conformance;
 mod convert;
 mod dump;
@@ -45,6 +46,9 @@ enum Command {
     Conformance(conformance::Args),
     /// Measure latency: min, median and p90 over repeated runs.
     Bench(bench::Args),
+    /// Find the first ONNX node whose output differs between two runs (two
+    /// targets, two opt levels, or against reference tensors).
+    Compare(compare::Args),
 }
 
 /// Prints an error with its `source()` chain.
@@ -95,5 +99,6 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
