@@ -22,6 +22,7 @@ pub mod compare;
 pub mod compile;
 pub mod conformance;
 pub mod debug;
+pub mod dot;
 pub mod equivalence;
 pub mod error;
 pub mod npy;

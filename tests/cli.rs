@@ -458,3 +458,33 @@ fn compare_names_the_broken_node_and_reads_reference_npz() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn graph_writes_svg_and_dot() {
+    let dir = tmp("graph");
+    for (file, head) in [("g.svg", "<?xml"), ("g.dot", "digraph rlx {")] {
+        let path = dir.join(file);
+        let (code, out, err) = output(
+            rlx()
+                .arg("graph")
+                .arg(cnn())
+                .args(["--after", "fuse-conv", "--target", "wgpu", "-o"])
+                .arg(&path),
+        );
+        assert_eq!(code, Some(0), "{out}{err}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(head), "{text}");
+    }
+    let (code, _, err) = output(rlx().arg("graph").arg(cnn()).args(["--after", "nope"]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not in the pipeline"), "{err}");
+    let (code, _, err) = output(
+        rlx()
+            .arg("graph")
+            .arg(cnn())
+            .arg("-o")
+            .arg(dir.join("g.png")),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

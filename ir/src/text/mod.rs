@@ -26,7 +26,7 @@ mod print;
 
 pub use attr::{AttrValue, Attrs};
 pub use parse::{parse_graph, ParseError, Parser};
-pub use print::{print_graph, print_graph_body, Writer};
+pub use print::{numbering, print_graph, print_graph_body, Writer};
 
 /// The newest version of the text form (written in its first line). A
 /// text is written as version 2 unless it names long dims (a `dims { }`

@@ -7,6 +7,7 @@ mod compare;
 mod conformance;
 mod convert;
 mod dump;
+mod graph;
 mod inspect;
 mod progress;
 mod report;
@@ -36,6 +37,8 @@ enum Command {
     Dump(dump::Args),
     /// The pass table of docs/passes.md: op counts and fusions per model.
     PassReport(report::Args),
+    /// Draw the graph at any stage as DOT or SVG.
+    Graph(graph::Args),
     /// Compile a model to an .rlx artifact.
     Convert(convert::Args),
     /// Run a model or artifact and write its outputs as .npy files.
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::PassReport(a) => report::run(a),
         Command::Conformance(a) => conformance::run(a),
         Command::Convert(a) => convert::run(a),
+        Command::Graph(a) => graph::run(a),
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::run(a),
         Command::Bench(a) => bench::run(a),
