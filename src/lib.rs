@@ -18,6 +18,7 @@
 //! [`importer`] (ONNX -> IR), [`passes`], [`cpu`] (the CPU backend).
 
 pub mod artifact;
+pub mod build;
 pub mod compare;
 pub mod compile;
 pub mod conformance;
@@ -28,6 +29,7 @@ pub mod error;
 pub mod npy;
 mod prebuild;
 pub mod session;
+pub mod signature;
 pub mod testdata;
 
 pub use compile::{CompiledModel, Compiler, Precision, Target};
@@ -42,3 +44,4 @@ pub use rlx_passes as passes;
 pub use rlx_passes::OptLevel;
 pub use rlx_wgpu as wgpu;
 pub use session::{Devices, PlanInfo, Session, SessionOptions};
+pub use signature::{DimInfo, IoInfo};

@@ -8,11 +8,16 @@
 //!   and the [`Weights`] store.
 //! - [`text`]: the IR text form, printed deterministically and parsed back exactly.
 //! - [`analysis`]: whole-graph inference, specialization to dim bindings, `verify`.
+//! - [`Element`]: the Rust type of each dtype, for typed tensor reads and
+//!   writes; with the `ndarray` feature, arrays convert to and from tensors.
 
 pub mod analysis;
 pub mod dim;
 pub mod dtype;
+pub mod element;
 pub mod graph;
+#[cfg(feature = "ndarray")]
+mod ndarray;
 pub mod ops;
 pub mod shape;
 pub mod tensor;
@@ -22,6 +27,7 @@ pub mod weights;
 pub use analysis::{infer_graph, specialize, verify, NodeError, VerifyError};
 pub use dim::{Bindings, Dim};
 pub use dtype::DType;
+pub use element::Element;
 pub use graph::{Edge, Graph, GraphOutput, Node, NodeId, Value};
 pub use ops::{InferError, KnownValue, Op};
 pub use shape::{Shape, TensorType};

@@ -27,6 +27,8 @@ pub enum TensorError {
     ElementSize { dtype: DType, size: usize },
     #[error("shape {0:?} has too many elements")]
     TooLarge(Vec<usize>),
+    #[error("the tensor holds {got}, not {expected}")]
+    DType { expected: DType, got: DType },
 }
 
 /// Backing storage of a tensor's bytes.
