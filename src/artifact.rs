@@ -12,7 +12,14 @@
 //!                 producer)
 //!       2 graph   the IR text form
 //!       3 weights index: u32 count, per weight: u32 name length, name,
-//!                 i32 dtype code, u32 rank, u64 dims..., u64 offset, u64 length
+//!                 i32 dtype code, u32 rank, u64 dims..., u64 offset, u64 length,
+//!                 then (version 2) u8 encoding: 0 the bytes as they are;
+//!                 1 f16 values of an f32 weight; 2 8-bit integers of an f32
+//!                 weight, then u8 signed, i32 axis (-1: per tensor), u32
+//!                 count, per slice f32 scale and i32 zero point (see
+//!                 [`crate::narrow`]); 3 8-bit integers of an i16/i32/i64
+//!                 weight, then u8 signed. Weights with the same bytes share
+//!                 them.
 //!       4 data    weight bytes, each at a 64-byte aligned file offset
 //!       5 ptx     optional (CUDA kernels compiled ahead of time): u32 arch
 //!                 length, arch, u32 count, per module: u64 source key,
@@ -34,10 +41,12 @@ use rlx_passes::OptLevel;
 use rlx_cuda::compile::Prebuilt;
 
 use crate::compile::{CompiledModel, Precision, Target};
+use crate::narrow::{self, Encoding};
 
 const MAGIC: &[u8; 8] = b"RLXONNX\0";
 /// Version of the artifact layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 added weight encodings; version 1 files still load.
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER: usize = 32;
 const ALIGN: usize = 64;
 
@@ -46,7 +55,9 @@ const ALIGN: usize = 64;
 pub enum ArtifactError {
     #[error("not an rlx artifact (bad magic)")]
     Magic,
-    #[error("artifact format version {0} is not supported (this build reads {FORMAT_VERSION})")]
+    #[error(
+        "artifact format version {0} is not supported (this build reads 1 to {FORMAT_VERSION})"
+    )]
     Version(u32),
     #[error("the artifact is truncated: {0}")]
     Truncated(&'static str),
@@ -67,7 +78,67 @@ fn malformed(s: impl Into<String>) -> ArtifactError {
 }
 
 /// Serializes a compiled model.
+/// How an artifact is written.
+#[derive(Debug, Clone, Copy)]
+pub struct SaveOptions {
+    /// Store f32 weights that have an exact 8-bit or f16 form (weights the
+    /// model stored narrow) in that form, decoded when the artifact loads,
+    /// so that the artifact is no larger than the model [default: on]. Off,
+    /// every weight is stored as computed and borrowed from the file when
+    /// it loads.
+    pub narrow_weights: bool,
+}
+
+impl Default for SaveOptions {
+    fn default() -> SaveOptions {
+        SaveOptions {
+            narrow_weights: true,
+        }
+    }
+}
+
+/// The artifact's bytes, with the default [`SaveOptions`].
 pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
+    to_bytes_with(m, &SaveOptions::default())
+}
+
+/// One weight as stored: its encoding and bytes.
+fn stored<'t>(t: &'t Tensor, opts: &SaveOptions) -> (Option<Encoding>, std::borrow::Cow<'t, [u8]>) {
+    match opts.narrow_weights.then(|| narrow::encode(t)).flatten() {
+        Some((e, b)) => (Some(e), b.into()),
+        None => (None, t.bytes().into()),
+    }
+}
+
+fn encoding_bytes(e: Option<&Encoding>) -> Vec<u8> {
+    let mut out = Vec::new();
+    match e {
+        None => out.push(0),
+        Some(Encoding::F16) => out.push(1),
+        Some(Encoding::Int8 { signed }) => {
+            out.push(3);
+            out.push(u8::from(*signed));
+        }
+        Some(Encoding::Affine {
+            signed,
+            axis,
+            scales,
+            zero_points,
+        }) => {
+            out.push(2);
+            out.push(u8::from(*signed));
+            out.extend(axis.map_or(-1, |a| a as i32).to_le_bytes());
+            out.extend((scales.len() as u32).to_le_bytes());
+            for (s, z) in scales.iter().zip(zero_points) {
+                out.extend(s.to_le_bytes());
+                out.extend(z.to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
+pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
     let mut meta = format!(
         "target={}\nopt_level={}\nproducer={}\n",
         m.target,
@@ -85,11 +156,17 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
     let graph = print_graph(&m.graph);
     // Weight data offsets are decided after the index size is known.
     let weights: Vec<(&str, &Tensor)> = m.weights.iter().collect();
+    let stored: Vec<_> = weights.iter().map(|(_, t)| stored(t, opts)).collect();
+    let encodings: Vec<Vec<u8>> = stored
+        .iter()
+        .map(|(e, _)| encoding_bytes(e.as_ref()))
+        .collect();
     let mut index = Vec::new();
     index.extend((weights.len() as u32).to_le_bytes());
     let index_len: usize = 4 + weights
         .iter()
-        .map(|(n, t)| 4 + n.len() + 4 + 4 + 8 * t.dims().len() + 16)
+        .zip(&encodings)
+        .map(|((n, t), e)| 4 + n.len() + 4 + 4 + 8 * t.dims().len() + 16 + e.len())
         .sum::<usize>();
     let ptx = m.cuda_ptx.as_ref().map(ptx_section);
     let section_count = if ptx.is_some() { 5 } else { 4 };
@@ -99,9 +176,26 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
     let index_off = graph_off + graph.len();
     let data_off = (index_off + index_len).next_multiple_of(ALIGN);
     let mut data = Vec::new();
-    for (name, t) in &weights {
-        let at = (data_off + data.len()).next_multiple_of(ALIGN);
-        data.resize(at - data_off, 0);
+    // Identical stored bytes are written once (an unrolled recurrence folds
+    // the same constant into every step).
+    let mut written: std::collections::HashMap<(u32, usize), Vec<usize>> = Default::default();
+    for (((name, t), (_, bytes)), enc) in weights.iter().zip(&stored).zip(&encodings) {
+        let key = (crc32fast::hash(bytes), bytes.len());
+        let same = written.get(&key).and_then(|offs| {
+            offs.iter()
+                .copied()
+                .find(|&o| &data[o - data_off..o - data_off + bytes.len()] == &bytes[..])
+        });
+        let at = match same {
+            Some(o) => o,
+            None => {
+                let at = (data_off + data.len()).next_multiple_of(ALIGN);
+                data.resize(at - data_off, 0);
+                data.extend_from_slice(bytes);
+                written.entry(key).or_default().push(at);
+                at
+            }
+        };
         index.extend((name.len() as u32).to_le_bytes());
         index.extend(name.as_bytes());
         index.extend(t.dtype().onnx_code().to_le_bytes());
@@ -110,8 +204,8 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
             index.extend((d as u64).to_le_bytes());
         }
         index.extend((at as u64).to_le_bytes());
-        index.extend((t.bytes().len() as u64).to_le_bytes());
-        data.extend_from_slice(t.bytes());
+        index.extend((bytes.len() as u64).to_le_bytes());
+        index.extend(enc);
     }
     let ptx_off = data_off + data.len();
     let mut sections = vec![
@@ -191,12 +285,18 @@ fn opt_name(o: OptLevel) -> &'static str {
 /// Writes the artifact atomically: a temporary file next to `path`, renamed
 /// over it only when complete.
 pub fn save(m: &CompiledModel, path: &Path) -> Result<(), ArtifactError> {
+    save_with(m, path, &SaveOptions::default())
+}
+
+/// Writes an artifact with `opts` (through a temporary file renamed into
+/// place, so that a failed write leaves an existing file as it was).
+pub fn save_with(m: &CompiledModel, path: &Path, opts: &SaveOptions) -> Result<(), ArtifactError> {
     let io = |action: &'static str, e: std::io::Error| ArtifactError::Io {
         action,
         path: path.display().to_string(),
         reason: e.to_string(),
     };
-    let bytes = to_bytes(m);
+    let bytes = to_bytes_with(m, opts);
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
@@ -237,6 +337,44 @@ pub fn from_static(data: &'static [u8]) -> Result<CompiledModel, ArtifactError> 
     parse(&Bytes::from_static(data))
 }
 
+/// The encoding tag (and parameters) of a version-2 weight entry.
+fn read_encoding(r: &mut Reader) -> Result<Option<Encoding>, String> {
+    let tag = r.take(1).map_err(|e| e.to_string())?[0];
+    match tag {
+        0 => Ok(None),
+        1 => Ok(Some(Encoding::F16)),
+        2 => {
+            let signed = r.take(1).map_err(|e| e.to_string())?[0] != 0;
+            let axis = r.u32().map_err(|e| e.to_string())? as i32;
+            let n = r.u32().map_err(|e| e.to_string())? as usize;
+            if n > r.b.len().saturating_sub(r.at) / 8 {
+                return Err(format!("{n} slices run past the index"));
+            }
+            let mut scales = Vec::with_capacity(n);
+            let mut zero_points = Vec::with_capacity(n);
+            for _ in 0..n {
+                scales.push(f32::from_bits(r.u32().map_err(|e| e.to_string())?));
+                zero_points.push(r.u32().map_err(|e| e.to_string())? as i32);
+            }
+            let axis = match axis {
+                -1 => None,
+                a if a >= 0 => Some(a as usize),
+                a => return Err(format!("axis {a}")),
+            };
+            Ok(Some(Encoding::Affine {
+                signed,
+                axis,
+                scales,
+                zero_points,
+            }))
+        }
+        3 => Ok(Some(Encoding::Int8 {
+            signed: r.take(1).map_err(|e| e.to_string())?[0] != 0,
+        })),
+        t => Err(format!("unknown weight encoding {t}")),
+    }
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
@@ -275,7 +413,7 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
     }
     let mut r = Reader { b, at: 8 };
     let version = r.u32()?;
-    if version != FORMAT_VERSION {
+    if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(ArtifactError::Version(version));
     }
     r.u32()?;
@@ -375,8 +513,17 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         if off.checked_add(len).is_none_or(|e| e > b.len()) {
             return Err(malformed(format!("weight `{name}` lies outside the file")));
         }
-        let t = Tensor::new(dtype, dims, all.slice(off..off + len))
-            .map_err(|e| malformed(format!("weight `{name}`: {e}")))?;
+        let encoding = if version >= 2 {
+            read_encoding(&mut r).map_err(|e| malformed(format!("weight `{name}`: {e}")))?
+        } else {
+            None
+        };
+        let t = match encoding {
+            None => Tensor::new(dtype, dims, all.slice(off..off + len))
+                .map_err(|e| malformed(format!("weight `{name}`: {e}")))?,
+            Some(e) => narrow::decode(&e, dtype, &dims, &b[off..off + len])
+                .map_err(|e| malformed(format!("weight `{name}`: {e}")))?,
+        };
         weights.insert(name, t);
     }
     let cuda_ptx = match sections.get(&5).copied() {

@@ -294,3 +294,41 @@ fn an_if_of_varying_rank_follows_the_branch_taken() {
         assert_eq!((y[0].dims(), y[3].dims()), (a.as_slice(), d.as_slice()));
     }
 }
+
+/// Weights the model stores narrow (int8 behind DequantizeLinear with
+/// per-column scales, f16 behind a Cast, int8 of a MatMulInteger) are wide
+/// in the compiled graph and narrow again in the artifact, which loads to
+/// the same graph, weights and outputs, bit for bit.
+#[test]
+fn artifacts_store_narrow_weights_narrow() {
+    let path = common::root().join("tests/data/cli/narrow_weights.onnx");
+    let compiled = Compiler::new(Target::Cpu).compile_file(&path).unwrap();
+    let narrow = artifact::to_bytes(&compiled);
+    let wide = artifact::to_bytes_with(
+        &compiled,
+        &artifact::SaveOptions {
+            narrow_weights: false,
+        },
+    );
+    let model_len = std::fs::metadata(&path).unwrap().len() as usize;
+    assert!(
+        narrow.len() * 5 < model_len * 6 && wide.len() > 2 * narrow.len(),
+        "model {model_len} bytes, artifact {} narrow and {} wide",
+        narrow.len(),
+        wide.len()
+    );
+    let x: Vec<f32> = (0..256).map(|i| (i as f32 * 0.37).sin()).collect();
+    let x = Tensor::from_values(&[4, 64], &x).unwrap();
+    let run = |m| {
+        Session::new(m, SessionOptions { threads: 1 })
+            .unwrap()
+            .run(&[("x", &x)])
+            .unwrap()
+    };
+    let loaded = artifact::from_bytes(&narrow).unwrap();
+    for (name, t) in compiled.weights.iter() {
+        assert!(loaded.weights.get(name).unwrap().bit_eq(t), "weight {name}");
+    }
+    let (a, b) = (run(compiled), run(loaded));
+    assert!(a[0].bit_eq(&b[0]));
+}

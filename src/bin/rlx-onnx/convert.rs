@@ -32,6 +32,12 @@ pub struct Args {
     /// architecture and newer ones.
     #[arg(long, value_name = "SM")]
     cuda_arch: Option<String>,
+    /// Store every weight as the compiled graph holds it. By default,
+    /// weights the model stored narrow (int8/uint8 and f16, widened by
+    /// folding) are stored narrow again when that is exact, and decoded at
+    /// load, so that the artifact is no larger than the model.
+    #[arg(long)]
+    wide_weights: bool,
 }
 
 /// The architecture to prebuild CUDA kernels for.
@@ -102,7 +108,10 @@ pub fn run(a: Args) -> ExitCode {
             }
         }
     }
-    if let Err(e) = artifact::save(&model, &a.output) {
+    let opts = artifact::SaveOptions {
+        narrow_weights: !a.wide_weights,
+    };
+    if let Err(e) = artifact::save_with(&model, &a.output, &opts) {
         return crate::common::error(&e);
     }
     let size = std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);

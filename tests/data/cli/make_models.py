@@ -2,6 +2,9 @@
 
 token_table.onnx: int64 token ids index a 5-row table with Gather, so ids
   generated in [0, 10) would fail; the CLI must keep them below 5.
+narrow_weights.onnx: an int8 weight with per-column scales behind a
+  DequantizeLinear, an f16 weight behind a Cast, and an int8 weight of an
+  integer matrix product: the artifact must store them narrow again.
 strided_neck.onnx: five stride-2 pools and a 2x upsample added back, on an
   input whose height and width are symbolic: the dims a detector's neck makes,
   which the IR text names instead of printing them whole.
@@ -52,6 +55,35 @@ def strided_neck():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-for name, m in [("token_table", token_table()), ("strided_neck", strided_neck())]:
+def narrow_weights():
+    rng = np.random.RandomState(0)
+    q = numpy_helper.from_array(rng.randint(-127, 128, (64, 32)).astype(np.int8), "wq")
+    scale = numpy_helper.from_array((rng.rand(32) * 0.01 + 0.001).astype(np.float32), "wscale")
+    zp = numpy_helper.from_array(np.zeros(32, np.int8), "wzp")
+    h = numpy_helper.from_array(rng.randn(32, 32).astype(np.float16), "wh")
+    qi = numpy_helper.from_array(rng.randint(-127, 128, (32, 16)).astype(np.int8), "wi")
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "wscale", "wzp"], ["w"], name="dq", axis=1),
+        helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+        helper.make_node("Cast", ["wh"], ["wf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["a", "wf"], ["b"], name="mm_f16"),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("DynamicQuantizeLinear", ["r"], ["rq", "rs", "rz"], name="dql"),
+        helper.make_node("MatMulInteger", ["rq", "wi", "rz"], ["yi"], name="mmi"),
+        helper.make_node("Cast", ["yi"], ["yf"], name="cast_y", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["yf", "rs"], ["y"], name="rescale"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "narrow_weights",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+        [q, scale, zp, h, qi],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+for name, m in [("token_table", token_table()), ("strided_neck", strided_neck()),
+                ("narrow_weights", narrow_weights())]:
     onnx.checker.check_model(m)
     onnx.save(m, os.path.join(HERE, f"{name}.onnx"))
