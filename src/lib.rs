@@ -46,3 +46,8 @@ pub use rlx_passes::OptLevel;
 pub use rlx_wgpu as wgpu;
 pub use session::{Devices, PlanInfo, Session, SessionOptions};
 pub use signature::{DimInfo, IoInfo};
+
+/// The README's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
