@@ -38,8 +38,9 @@ pub struct DebugRun {
     pub outputs: Vec<Tensor>,
     /// In the order the steps ran.
     pub intermediates: Vec<Intermediate>,
-    /// False where the target does not expose intermediates (wgpu and CUDA
-    /// run whole command streams): only the outputs are there.
+    /// Whether intermediates were kept (`capture`). On the CPU they are the
+    /// outputs of every step as it ran; on wgpu and CUDA, every node's output
+    /// exposed as an extra graph output of the same optimized graph.
     pub captured: bool,
 }
 
@@ -131,18 +132,67 @@ impl Session {
                         "the fault hook of debug runs works on the cpu target".into(),
                     ));
                 }
-                let outputs = self.run(inputs)?;
-                return Ok(DebugRun {
-                    outputs,
-                    intermediates: Vec::new(),
-                    captured: false,
-                });
+                if !opts.capture {
+                    return Ok(DebugRun {
+                        outputs: self.run(inputs)?,
+                        intermediates: Vec::new(),
+                        captured: false,
+                    });
+                }
+                return self.run_exposed(&ordered);
             }
         };
         Ok(DebugRun {
             outputs,
             intermediates: kept,
             captured: opts.capture,
+        })
+    }
+}
+
+impl Session {
+    /// A GPU run whose every top-level node output is also a graph output:
+    /// the optimized graph of these inputs gets one more output per value,
+    /// is planned like any other (not cached) and run; the extra outputs are
+    /// the intermediates. Memory is not reused for them, which a debug run
+    /// can afford.
+    fn run_exposed(&self, ordered: &[&Tensor]) -> Result<DebugRun> {
+        let (mut g, weights, concrete) = self.specialized_for(ordered)?;
+        let real = g.outputs().len();
+        let mut exposed = Vec::new();
+        for id in g.topo_order()? {
+            let node = g.node(id);
+            if node.op.is_leaf() {
+                continue;
+            }
+            for port in 0..node.outputs.len() {
+                exposed.push((id, node.name.clone(), node.origin.clone(), port));
+            }
+        }
+        for (k, (id, _, _, port)) in exposed.iter().enumerate() {
+            g.add_output(format!("debug.{k}"), rlx_ir::Value::new(*id, *port as u16))?;
+        }
+        let exec = self.plan_graph(g, weights, concrete)?;
+        let mut all = match &exec {
+            Executable::Wgpu(e) => e.run(ordered)?,
+            Executable::Cuda(e) => e.run(ordered)?,
+            _ => return Err(Error::Debug("a GPU target planned for the CPU".into())),
+        };
+        let intermediates = all
+            .split_off(real)
+            .into_iter()
+            .zip(exposed)
+            .map(|(tensor, (_, node, origin, port))| Intermediate {
+                node,
+                origin,
+                port,
+                tensor,
+            })
+            .collect();
+        Ok(DebugRun {
+            outputs: all,
+            intermediates,
+            captured: true,
         })
     }
 }

@@ -374,6 +374,24 @@ impl Session {
     /// Specializes, optimizes and plans the graph for one input binding.
     fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
         let (g, weights, concrete) = self.specialized(bindings, inputs)?;
+        self.plan_graph(g, weights, concrete)
+    }
+
+    /// The specialized graph of these (ordered, checked) inputs, and whether
+    /// every shape is concrete.
+    pub(crate) fn specialized_for(&self, ordered: &[&Tensor]) -> Result<(Graph, Weights, bool)> {
+        let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
+        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        self.specialized(&bindings, ordered)
+    }
+
+    /// Plans an optimized graph for the model's target.
+    pub(crate) fn plan_graph(
+        &self,
+        g: Graph,
+        weights: Weights,
+        concrete: bool,
+    ) -> Result<Executable> {
         let target = self.model.target;
         if !concrete {
             if target != Target::Cpu {

@@ -17,14 +17,25 @@ fn run(
     level: OptLevel,
     fault: Option<&str>,
 ) -> (Vec<OnnxNode>, Named, Named) {
+    run_on(case, Target::Cpu, level, fault, None).expect("a CPU run")
+}
+
+/// As [`run`], on `target` (None when the target cannot run the case).
+fn run_on(
+    case: &std::path::Path,
+    target: Target,
+    level: OptLevel,
+    fault: Option<&str>,
+    devices: Option<&std::sync::Arc<rlx_onnx::Devices>>,
+) -> Option<(Vec<OnnxNode>, Named, Named)> {
     let bytes = std::fs::read(case.join("model.onnx")).unwrap();
     let proto = decode_model(&bytes).unwrap();
     let nodes = onnx_nodes(&proto);
     let imported = import_model(&proto, Some(case.to_path_buf()), &Registry::standard()).unwrap();
-    let model = Compiler::new(Target::Cpu)
+    let model = Compiler::new(target)
         .opt_level(level)
         .compile(imported, None)
-        .unwrap();
+        .ok()?;
     let names = model.input_names();
     let outs = model.output_names();
     let set = &data_set_dirs(case).unwrap()[0];
@@ -32,16 +43,26 @@ fn run(
     let inputs: Named = names.iter().cloned().zip(data.inputs.clone()).collect();
     let refs: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         names.iter().map(String::as_str).zip(&data.inputs).collect();
-    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let session = match devices {
+        Some(d) => Session::with_devices(model, SessionOptions { threads: 1 }, d.clone()),
+        None => Session::new(model, SessionOptions { threads: 1 }),
+    }
+    .unwrap();
     let opts = DebugOptions {
         capture: true,
         fault: fault.map(str::to_string),
     };
-    let r = session.run_debug(&refs, &opts).unwrap();
+    let r = match session.run_debug(&refs, &opts) {
+        Ok(r) => r,
+        Err(e) if target != Target::Cpu && rlx_onnx::conformance::run_error_unsupported(&e) => {
+            return None
+        }
+        Err(e) => panic!("{}: {e}", case.display()),
+    };
     assert!(r.captured);
     let outputs: Vec<_> = outs.into_iter().zip(r.outputs).collect();
     let named = name_intermediates(&nodes, &r.intermediates, &outputs);
-    (nodes, named, inputs)
+    Some((nodes, named, inputs))
 }
 
 #[test]
@@ -87,4 +108,40 @@ fn a_broken_kernel_is_found_at_its_node() {
     assert_eq!(d.node, "relu2");
     let diff = d.diff.unwrap();
     assert_eq!(diff.mismatched, 1, "{diff:?}");
+}
+
+/// wgpu exposes its intermediates too (every node output as an extra graph
+/// output): on every golden model it runs, they match the CPU's.
+#[test]
+fn wgpu_intermediates_match_the_cpu() {
+    let devices = std::sync::Arc::new(rlx_onnx::Devices::new());
+    if let Err(e) = devices.wgpu() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no wgpu device in CI: {e}"
+        );
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let tol = Tolerance {
+        rtol: 1e-3,
+        atol: 1e-4,
+    };
+    let (mut ran, mut compared) = (0, 0);
+    for case in common::golden_cases() {
+        let Some((nodes, gpu, inputs)) =
+            run_on(&case, Target::Wgpu, OptLevel::O2, None, Some(&devices))
+        else {
+            continue;
+        };
+        let (_, cpu, _) = run(&case, OptLevel::O2, None);
+        let c = first_divergence(&nodes, &gpu, &cpu, &inputs, tol);
+        assert!(c.compared > 0, "{}: nothing compared", case.display());
+        compared += c.compared;
+        assert!(c.first.is_none(), "{}: {:?}", case.display(), c.first);
+        ran += 1;
+    }
+    assert!(ran >= 5, "wgpu ran {ran} golden models");
+    // Intermediates, not just the outputs: more tensors than models.
+    assert!(compared > 3 * ran, "{compared} tensors in {ran} models");
 }
