@@ -488,3 +488,25 @@ fn graph_writes_svg_and_dot() {
     assert_eq!(code, Some(2), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn inspect_tells_what_an_artifact_takes_and_gives() {
+    let dir = tmp("inspect-artifact");
+    let file = dir.join("t.rlx");
+    let model = common::root().join("golden/transformer/model.onnx");
+    let (code, _, err) = output(
+        rlx()
+            .arg("convert")
+            .arg(&model)
+            .args(["--bind", "batch=1", "-o"])
+            .arg(&file),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = output(rlx().arg("inspect").arg(&file));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("compiled for cpu at -O2"), "{out}");
+    assert!(out.contains("bound dims: batch=1"), "{out}");
+    assert!(out.contains("  x: f32[1,seq,16]"), "{out}");
+    assert!(out.contains("  y: f32[1,seq,16]"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

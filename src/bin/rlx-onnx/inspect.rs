@@ -11,7 +11,8 @@ use crate::common::{OptArg, TargetArg};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The .onnx model.
+    /// The .onnx model, or an .rlx artifact (how it was compiled, its
+    /// inputs and outputs).
     model: PathBuf,
     /// Also show, per node, whether this target runs it natively, after
     /// decomposition, or not at all (on the graph the -O pipeline forms).
@@ -156,7 +157,59 @@ fn histogram(m: &ModelProto) -> BTreeMap<String, usize> {
     h
 }
 
+/// An artifact: how it was compiled and what it takes and gives.
+fn inspect_artifact(a: &Args) -> ExitCode {
+    if a.target.is_some() || !a.binds.is_empty() {
+        return crate::common::error_msg(
+            "--target and --bind inspect an .onnx model; an artifact is compiled already",
+        );
+    }
+    let m = match rlx_onnx::artifact::load(&a.model) {
+        Ok(m) => m,
+        Err(e) => return crate::common::error(&e),
+    };
+    println!("artifact: {}", a.model.display());
+    println!(
+        "compiled for {} at -{} ({} arithmetic), from {}",
+        m.target,
+        m.opt_level.name(),
+        m.precision,
+        if m.producer.is_empty() {
+            "an unnamed producer"
+        } else {
+            &m.producer
+        }
+    );
+    let mut binds: Vec<_> = m.bindings.iter().collect();
+    binds.sort();
+    if !binds.is_empty() {
+        let b: Vec<String> = binds.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("bound dims: {}", b.join(", "));
+    }
+    println!("inputs:");
+    for io in m.inputs() {
+        println!("  {io}");
+    }
+    println!("outputs:");
+    for io in m.outputs() {
+        println!("  {io}");
+    }
+    println!(
+        "graph: {} nodes; weights: {} ({} bytes in memory)",
+        m.graph.node_count(),
+        m.weights.len(),
+        m.weights.total_bytes()
+    );
+    if m.cuda_ptx.is_some() {
+        println!("CUDA kernels: prebuilt");
+    }
+    ExitCode::SUCCESS
+}
+
 pub fn run(a: Args) -> ExitCode {
+    if crate::common::is_artifact(&a.model) {
+        return inspect_artifact(&a);
+    }
     let bytes = match std::fs::read(&a.model) {
         Ok(b) => b,
         Err(e) => {
