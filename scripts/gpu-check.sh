@@ -6,7 +6,8 @@
 #   CPU with 16 threads, and PyTorch (eager and CUDA graph) on the same GPU in the
 #   same call, with ratios; 5. cuDNN against cuBLASLt convolutions. Stages:
 #   all (default), tests (1-2), nodes (3), domains (contrib, ai.onnx.ml and
-#   golden cases with `check --target cuda`), bench (4-5), ab (5), and corpus
+#   golden cases with `check --target cuda`, and `compare` of every golden
+#   model's intermediates against the CPU), bench (4-5), ab (5), and corpus
 #   (the real-model corpus parts carried in gpu-corpus/, packed by
 #   scripts/corpus/pack.py; not part of `all`), nodes123 (onnx 1.23's node
 #   cases against tests/expected/cuda-onnx123.txt). Logs go to $OUT.
@@ -85,6 +86,13 @@ if [[ $stage == all || $stage == domains ]]; then
   done
   echo "cuda domains: $(grep -c ': pass$' "$out/cuda-domains.txt") of $(wc -l < "$out/cuda-domains.txt") pass; the others:"
   grep -v ': pass$' "$out/cuda-domains.txt" | cut -c1-220
+  echo "== compare: every golden model's intermediates on cuda against the cpu"
+  for c in golden/*/; do
+    [ -f "$c/model.onnx" ] || continue
+    r=$(timeout 60 "$bin/rlx-onnx" compare "$c/model.onnx" --target cuda --against cpu \
+        --inputs "$c/test_data_set_0" 2>&1 | grep -v '^note' | head -3 | paste -sd' ' | cut -c1-300)
+    echo "$(basename "$c"): $r"
+  done
 fi
 
 if [[ $stage == corpus ]]; then
