@@ -337,6 +337,33 @@ pub fn from_static(data: &'static [u8]) -> Result<CompiledModel, ArtifactError> 
     parse(&Bytes::from_static(data))
 }
 
+/// Every weight node of `g` (and of its bodies) names a stored weight of
+/// exactly its type: an artifact is untrusted input, and kernels trust the
+/// graph's types.
+fn check_weights(g: &rlx_ir::Graph, weights: &Weights) -> Result<(), ArtifactError> {
+    for id in g.node_ids() {
+        let node = g.node(id);
+        if let rlx_ir::Op::Weight(w) = &node.op {
+            let t = weights
+                .get(&w.name)
+                .ok_or_else(|| malformed(format!("weight `{}` is not stored", w.name)))?;
+            let ty = &node.outputs[0];
+            if ty.shape.as_known().as_deref() != Some(t.dims()) || ty.dtype != t.dtype() {
+                return Err(malformed(format!(
+                    "weight `{}` is stored as {}{:?}; the graph reads {ty}",
+                    w.name,
+                    t.dtype(),
+                    t.dims()
+                )));
+            }
+        }
+        for sub in node.op.subgraphs() {
+            check_weights(sub, weights)?;
+        }
+    }
+    Ok(())
+}
+
 /// The encoding tag (and parameters) of a version-2 weight entry.
 fn read_encoding(r: &mut Reader) -> Result<Option<Encoding>, String> {
     let tag = r.take(1).map_err(|e| e.to_string())?[0];
@@ -416,9 +443,14 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
     if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(ArtifactError::Version(version));
     }
-    r.u32()?;
+    if r.u32()? != 0 {
+        return Err(malformed("a reserved header field is not zero"));
+    }
     let payload_len = r.u64()? as usize;
     let crc = r.u32()?;
+    if r.u32()? != 0 {
+        return Err(malformed("a reserved header field is not zero"));
+    }
     if HEADER.checked_add(payload_len) != Some(b.len()) {
         return Err(ArtifactError::Truncated(
             "the file is shorter or longer than its header says",
@@ -526,6 +558,8 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         };
         weights.insert(name, t);
     }
+    check_weights(&graph, &weights)?;
+    rlx_ir::verify(&graph, Some(&weights)).map_err(|e| malformed(format!("graph: {e}")))?;
     let cuda_ptx = match sections.get(&5).copied() {
         Some((o, l)) => Some(read_ptx(&mut Reader {
             b: &b[..o + l],

@@ -332,3 +332,53 @@ fn artifacts_store_narrow_weights_narrow() {
     let (a, b) = (run(compiled), run(loaded));
     assert!(a[0].bit_eq(&b[0]));
 }
+
+/// An artifact is untrusted: a weight stored with another type than the
+/// graph reads, a missing weight, or a non-zero reserved header field is a
+/// typed error even with a valid checksum.
+#[test]
+fn crafted_artifacts_are_refused() {
+    let path = common::root().join("golden/mlp/model.onnx");
+    let compiled = Compiler::new(Target::Cpu).compile_file(&path).unwrap();
+    let (name, t) = compiled
+        .weights
+        .iter()
+        .find(|(_, t)| t.dims().len() > 1)
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .unwrap();
+    let mut wrong_dims = compiled.clone();
+    wrong_dims
+        .weights
+        .insert(name.clone(), t.reshaped(vec![t.numel()]).unwrap());
+    let mut wrong_dtype = compiled.clone();
+    let bytes = t.bytes().to_vec();
+    wrong_dtype.weights.insert(
+        name.clone(),
+        Tensor::new(
+            rlx_onnx::ir::DType::I32,
+            t.dims().to_vec(),
+            rlx_onnx::ir::Bytes::copy_from(&bytes),
+        )
+        .unwrap(),
+    );
+    let mut missing = compiled.clone();
+    missing.weights.remove(&name);
+    for (what, m) in [
+        ("dims", wrong_dims),
+        ("dtype", wrong_dtype),
+        ("missing", missing),
+    ] {
+        match artifact::from_bytes(&artifact::to_bytes(&m)) {
+            Err(artifact::ArtifactError::Malformed(why)) => {
+                assert!(why.contains(&name), "{what}: {why}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let mut b = artifact::to_bytes(&compiled);
+    b[29] = 1;
+    assert!(matches!(
+        artifact::from_bytes(&b),
+        Err(artifact::ArtifactError::Malformed(_))
+    ));
+}
