@@ -288,24 +288,17 @@ pub fn save(m: &CompiledModel, path: &Path) -> Result<(), ArtifactError> {
     save_with(m, path, &SaveOptions::default())
 }
 
-/// Writes an artifact with `opts` (through a temporary file renamed into
-/// place, so that a failed write leaves an existing file as it was).
+/// Writes an artifact with `opts` (through a temporary file created
+/// exclusively and renamed into place, so that a failed write leaves an
+/// existing file as it was and a planted symlink is not followed).
 pub fn save_with(m: &CompiledModel, path: &Path, opts: &SaveOptions) -> Result<(), ArtifactError> {
-    let io = |action: &'static str, e: std::io::Error| ArtifactError::Io {
-        action,
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    };
     let bytes = to_bytes_with(m, opts);
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "artifact".into());
-    let tmp = path.with_file_name(format!(".{file_name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, &bytes).map_err(|e| io("write", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io("rename into", e)
+    crate::files::write_file(path, &bytes, crate::files::Existing::Replace).map_err(|e| {
+        ArtifactError::Io {
+            action: "write",
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }
     })
 }
 

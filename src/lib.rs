@@ -26,6 +26,7 @@ pub mod debug;
 pub mod dot;
 pub mod equivalence;
 pub mod error;
+pub mod files;
 pub mod narrow;
 pub mod npy;
 mod prebuild;

@@ -1,7 +1,6 @@
 //! `.npy` files (numpy's array format) through the `npyz` crate, for the
 //! command line's inputs and outputs.
 
-use std::io::BufWriter;
 use std::path::Path;
 
 use npyz::WriterBuilder;
@@ -109,68 +108,66 @@ fn from_bytes(bytes: &[u8], p: String) -> Result<Tensor, NpyError> {
     }
 }
 
-fn write_typed<T: npyz::Serialize + npyz::AutoSerialize + bytemuck::Pod>(
-    path: &Path,
+fn typed_bytes<T: npyz::Serialize + npyz::AutoSerialize + bytemuck::Pod>(
     t: &Tensor,
-) -> Result<(), NpyError> {
-    let p = path.display().to_string();
-    let io = |e: std::io::Error| NpyError::Io {
-        path: p.clone(),
-        reason: e.to_string(),
-    };
-    let f = std::fs::File::create(path).map_err(io)?;
+) -> std::io::Result<Vec<u8>> {
     let shape: Vec<u64> = t.dims().iter().map(|&d| d as u64).collect();
+    let mut out = Vec::new();
     let mut w = npyz::WriteOptions::new()
         .default_dtype()
         .shape(&shape)
-        .writer(BufWriter::new(f))
-        .begin_nd()
-        .map_err(io)?;
+        .writer(&mut out)
+        .begin_nd()?;
     let data: &[T] = bytemuck::cast_slice(t.bytes());
-    w.extend(data.iter().copied()).map_err(io)?;
-    w.finish().map_err(io)
+    w.extend(data.iter().copied())?;
+    w.finish()?;
+    Ok(out)
 }
 
-/// Writes a tensor as `.npy`.
-pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
-    match t.dtype() {
-        DType::F32 => write_typed::<f32>(path, t),
-        DType::F64 => write_typed::<f64>(path, t),
-        DType::F16 => write_typed::<half::f16>(path, t),
-        DType::I8 => write_typed::<i8>(path, t),
-        DType::I16 => write_typed::<i16>(path, t),
-        DType::I32 => write_typed::<i32>(path, t),
-        DType::I64 => write_typed::<i64>(path, t),
-        DType::U8 => write_typed::<u8>(path, t),
-        DType::U16 => write_typed::<u16>(path, t),
-        DType::U32 => write_typed::<u32>(path, t),
-        DType::U64 => write_typed::<u64>(path, t),
-        DType::Bool => {
-            let b: Vec<u8> = t.bytes().to_vec();
-            let bt = Tensor::from_slice(DType::U8, t.dims(), &b).map_err(|e| NpyError::Io {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?;
-            write_bool(path, &bt)
-        }
-        d => Err(NpyError::NoNpy(d)),
-    }
-}
-
-fn write_bool(path: &Path, t: &Tensor) -> Result<(), NpyError> {
-    let p = path.display().to_string();
-    let io = |e: std::io::Error| NpyError::Io {
-        path: p.clone(),
-        reason: e.to_string(),
-    };
-    let f = std::fs::File::create(path).map_err(io)?;
+fn bool_bytes(t: &Tensor) -> std::io::Result<Vec<u8>> {
     let shape: Vec<u64> = t.dims().iter().map(|&d| d as u64).collect();
+    let mut out = Vec::new();
     let mut w = npyz::WriteOptions::<bool>::new()
         .default_dtype()
         .shape(&shape)
-        .writer(BufWriter::new(f))
-        .begin_nd()
-        .map_err(io)?;
-    w.extend(t.bytes().iter().map(|&b| b != 0)).map_err(io)?;
-    w.finish().map_err(io)
+        .writer(&mut out)
+        .begin_nd()?;
+    w.extend(t.bytes().iter().map(|&b| b != 0))?;
+    w.finish()?;
+    Ok(out)
+}
+
+/// A tensor as the bytes of an `.npy` file.
+pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>, NpyError> {
+    let bytes = match t.dtype() {
+        DType::F32 => typed_bytes::<f32>(t),
+        DType::F64 => typed_bytes::<f64>(t),
+        DType::F16 => typed_bytes::<half::f16>(t),
+        DType::I8 => typed_bytes::<i8>(t),
+        DType::I16 => typed_bytes::<i16>(t),
+        DType::I32 => typed_bytes::<i32>(t),
+        DType::I64 => typed_bytes::<i64>(t),
+        DType::U8 => typed_bytes::<u8>(t),
+        DType::U16 => typed_bytes::<u16>(t),
+        DType::U32 => typed_bytes::<u32>(t),
+        DType::U64 => typed_bytes::<u64>(t),
+        DType::Bool => bool_bytes(t),
+        d => return Err(NpyError::NoNpy(d)),
+    };
+    bytes.map_err(|e| NpyError::Io {
+        path: "(memory)".into(),
+        reason: e.to_string(),
+    })
+}
+
+/// Writes a tensor as `.npy` (replacing the file at `path`, through a
+/// temporary file: see [`crate::files::write_file`]).
+pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
+    let bytes = to_bytes(t)?;
+    crate::files::write_file(path, &bytes, crate::files::Existing::Replace).map_err(|e| {
+        NpyError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }
+    })
 }

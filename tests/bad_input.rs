@@ -176,6 +176,19 @@ fn external_data_outside_the_model_directory_is_refused() {
     }
     // Inside the directory it imports.
     import_in(&dir, &add_model(external("w.bin", None, None))).unwrap();
+    // A FIFO (opening it would block for ever) or a directory is refused.
+    #[cfg(unix)]
+    {
+        let fifo = dir.join("pipe.bin");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = import_in(&dir, &add_model(external("pipe.bin", None, None))).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+    }
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let e = import_in(&dir, &add_model(external("sub", None, None))).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
 }
 
 #[test]

@@ -510,3 +510,42 @@ fn inspect_tells_what_an_artifact_takes_and_gives() {
     assert!(out.contains("  y: f32[1,seq,16]"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_keeps_outputs_apart_and_overwrites_only_when_told() {
+    let dir = tmp("run-files");
+    let out = dir.join("out");
+    let run = |extra: &[&str]| {
+        output(
+            rlx()
+                .arg("run")
+                .arg(cli_model("odd_output_names"))
+                .arg("--output-dir")
+                .arg(&out)
+                .args(extra),
+        )
+    };
+    let (code, stdout, err) = run(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    // `y/1`, `y_1` and `y:1` clean to the same name: three distinct files.
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["y_1.npy", "y_1_2.npy", "y_1_3.npy"], "{stdout}");
+    // A second run refuses to overwrite, and --force replaces.
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("exists: --force replaces it"), "{err}");
+    // A symlink planted at an output path is replaced, never followed.
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, b"keep").unwrap();
+    std::fs::remove_file(out.join("y_1.npy")).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&victim, out.join("y_1.npy")).unwrap();
+    let (code, _, err) = run(&["--force"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    let _ = std::fs::remove_dir_all(&dir);
+}

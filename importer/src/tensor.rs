@@ -80,6 +80,11 @@ impl ExternalData {
         if !canon.starts_with(&canon_base) {
             return Err(refuse("the path resolves outside the model's directory"));
         }
+        // Only a regular file: opening a FIFO or a device would block or
+        // read without end.
+        if !std::fs::metadata(&canon).is_ok_and(|m| m.is_file()) {
+            return Err(refuse("the path is not a regular file"));
+        }
         let map = match self.maps.get(&canon) {
             Some(m) => m.clone(),
             None => {

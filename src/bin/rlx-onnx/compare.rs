@@ -221,8 +221,10 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
 
 fn dump(dir: &Path, named: &Named) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-    for (name, t) in named {
-        let path = dir.join(format!("{}.npy", crate::run::file_name(name)));
+    let mut names: Vec<String> = named.keys().cloned().collect();
+    names.sort();
+    for (name, file) in names.iter().zip(crate::run::file_names(&names)) {
+        let (path, t) = (dir.join(format!("{file}.npy")), &named[name]);
         if let Err(e) = rlx_onnx::npy::write(&path, t) {
             eprintln!("note: `{name}` not dumped: {e}");
         }

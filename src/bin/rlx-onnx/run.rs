@@ -20,8 +20,31 @@ pub struct Args {
     /// Worker threads.
     #[arg(long)]
     threads: Option<usize>,
+    /// Replace output files that exist (without it, an existing file, or a
+    /// symlink, at an output's path is an error).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     compile: CompileArgs,
+}
+
+/// Distinct file names for output names: [`file_name`], with `_2`, `_3`,
+/// ... added where two names map to the same file (`y/1` and `y_1`).
+pub fn file_names(names: &[String]) -> Vec<String> {
+    let mut used = std::collections::HashSet::new();
+    names
+        .iter()
+        .map(|n| {
+            let base = file_name(n);
+            let mut name = base.clone();
+            let mut k = 2;
+            while !used.insert(name.to_ascii_lowercase()) {
+                name = format!("{base}_{k}");
+                k += 1;
+            }
+            name
+        })
+        .collect()
 }
 
 /// A file name for an output name (path separators and odd characters replaced).
@@ -69,9 +92,21 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let ms = start.elapsed().as_secs_f64() * 1e3;
     std::fs::create_dir_all(&a.output_dir)
         .map_err(|e| format!("cannot create `{}`: {e}", a.output_dir.display()))?;
-    for (name, t) in out_names.iter().zip(&outputs) {
-        let path = a.output_dir.join(format!("{}.npy", file_name(name)));
-        rlx_onnx::npy::write(&path, t)?;
+    let existing = if a.force {
+        rlx_onnx::files::Existing::Replace
+    } else {
+        rlx_onnx::files::Existing::Refuse
+    };
+    for ((name, t), file) in out_names.iter().zip(&outputs).zip(file_names(&out_names)) {
+        let path = a.output_dir.join(format!("{file}.npy"));
+        let bytes = rlx_onnx::npy::to_bytes(t)?;
+        rlx_onnx::files::write_file(&path, &bytes, existing).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!("`{}` exists: --force replaces it", path.display())
+            } else {
+                format!("cannot write `{}`: {e}", path.display())
+            }
+        })?;
         println!(
             "output {name}: {}{:?} -> {}",
             t.dtype(),

@@ -5,6 +5,8 @@ token_table.onnx: int64 token ids index a 5-row table with Gather, so ids
 narrow_weights.onnx: an int8 weight with per-column scales behind a
   DequantizeLinear, an f16 weight behind a Cast, and an int8 weight of an
   integer matrix product: the artifact must store them narrow again.
+odd_output_names.onnx: outputs named `y/1`, `y_1` and `y:1`, which the same
+  file-name cleaning maps to one name: `run` must keep them apart.
 strided_neck.onnx: five stride-2 pools and a 2x upsample added back, on an
   input whose height and width are symbolic: the dims a detector's neck makes,
   which the IR text names instead of printing them whole.
@@ -83,7 +85,21 @@ def narrow_weights():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-for name, m in [("token_table", token_table()), ("strided_neck", strided_neck()),
+def odd_output_names():
+    g = helper.make_graph(
+        [
+            helper.make_node("Identity", ["x"], ["y/1"], name="a"),
+            helper.make_node("Neg", ["x"], ["y_1"], name="b"),
+            helper.make_node("Abs", ["x"], ["y:1"], name="c"),
+        ],
+        "odd_output_names",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ["y/1", "y_1", "y:1"]],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+for name, m in [("odd_output_names", odd_output_names()), ("token_table", token_table()), ("strided_neck", strided_neck()),
                 ("narrow_weights", narrow_weights())]:
     onnx.checker.check_model(m)
     onnx.save(m, os.path.join(HERE, f"{name}.onnx"))
