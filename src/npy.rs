@@ -77,6 +77,21 @@ fn from_bytes(bytes: &[u8], p: String) -> Result<Tensor, NpyError> {
         return Err(NpyError::Order { path: p });
     }
     let dims: Vec<usize> = file.shape().iter().map(|&d| d as usize).collect();
+    // The header's shape must fit the bytes that follow it: a header that
+    // claims gigabytes must not make the reader allocate them.
+    let claimed = dims
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .and_then(|n| n.checked_mul(file.dtype().num_bytes().unwrap_or(1).max(1)));
+    if claimed.is_none_or(|c| c > bytes.len()) {
+        return Err(NpyError::Io {
+            path: p,
+            reason: format!(
+                "the header's shape {dims:?} does not fit the file's {} bytes",
+                bytes.len()
+            ),
+        });
+    }
     let descr = match file.dtype() {
         npyz::DType::Plain(ts) => ts.to_string(),
         other => format!("{other:?}"),

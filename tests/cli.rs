@@ -549,3 +549,49 @@ fn run_keeps_outputs_apart_and_overwrites_only_when_told() {
     assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn huge_inputs_are_errors_not_aborts() {
+    let dir = tmp("huge");
+    // A declared dim of a billion is not generated.
+    let (code, _, err) = output(
+        rlx()
+            .arg("run")
+            .arg(cli_model("strided_neck"))
+            .args([
+                "--bind",
+                "height=1000000000",
+                "--bind",
+                "width=100000",
+                "--output-dir",
+            ])
+            .arg(dir.join("o")),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("are not generated"), "{err}");
+    // A .npy header claiming 4 GB over 100 bytes of data.
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 32768, 32768), }".to_string();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    npy.extend((header.len() as u16).to_le_bytes());
+    npy.extend(header.as_bytes());
+    npy.extend([0u8; 100]);
+    let x = dir.join("x.npy");
+    std::fs::write(&x, npy).unwrap();
+    let (code, _, err) = output(
+        rlx()
+            .arg("run")
+            .arg(cli_model("strided_neck"))
+            .arg("--input")
+            .arg(format!("x={}", x.display()))
+            .arg("--output-dir")
+            .arg(dir.join("o")),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("does not fit the file"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -56,7 +56,10 @@ fn eight_threads_on_the_cpu_agree_bit_for_bit() {
 fn eight_threads_on_wgpu_agree_bit_for_bit() {
     let devices = Arc::new(Devices::new());
     if let Err(e) = devices.wgpu() {
-        assert!(std::env::var_os("CI").is_none(), "no wgpu device in CI: {e}");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no wgpu device in CI: {e}"
+        );
         eprintln!("skipping: {e}");
         return;
     }

@@ -27,7 +27,14 @@ pub struct Parser<'s> {
     pos: usize,
     /// The named dims of the `dims { }` block, `$0` first.
     dims: Vec<Dim>,
+    /// How deep subgraphs and dim expressions nest here.
+    depth: usize,
 }
+
+/// Subgraphs and dim expressions nest at most this deep: a text is untrusted
+/// (an artifact carries one), and recursion without a bound overflows the
+/// stack.
+pub const MAX_NESTING: usize = 100;
 
 impl<'s> Parser<'s> {
     pub fn new(src: &'s str) -> Result<Parser<'s>, ParseError> {
@@ -37,6 +44,7 @@ impl<'s> Parser<'s> {
             toks,
             pos: 0,
             dims: Vec::new(),
+            depth: 0,
         })
     }
 
@@ -194,6 +202,13 @@ impl<'s> Parser<'s> {
     /// A dim expression: sums of products of integers, symbols and
     /// `floordiv(a, b)`, `min(a, b)`, `max(a, b)`.
     pub fn dim(&mut self) -> Result<Dim, ParseError> {
+        self.enter()?;
+        let d = self.dim_sum();
+        self.depth -= 1;
+        d
+    }
+
+    fn dim_sum(&mut self) -> Result<Dim, ParseError> {
         let mut acc = self.dim_term()?;
         loop {
             if self.eat('+') {
@@ -219,7 +234,10 @@ impl<'s> Parser<'s> {
         match self.peek().clone() {
             Tok::Punct('-') => {
                 self.bump();
-                Ok(self.dim_factor()?.neg())
+                self.enter()?;
+                let d = self.dim_factor();
+                self.depth -= 1;
+                Ok(d?.neg())
             }
             Tok::Int(v) => {
                 self.bump();
@@ -303,9 +321,21 @@ impl<'s> Parser<'s> {
     pub fn subgraph(&mut self) -> Result<Graph, ParseError> {
         self.expect_ident("graph")?;
         self.expect('{')?;
-        let g = self.body()?;
+        self.enter()?;
+        let g = self.body();
+        self.depth -= 1;
+        let g = g?;
         self.expect('}')?;
         Ok(g)
+    }
+
+    /// One level deeper, or an error past [`MAX_NESTING`].
+    fn enter(&mut self) -> Result<(), ParseError> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.error(format!("nested more than {MAX_NESTING} deep")));
+        }
+        self.depth += 1;
+        Ok(())
     }
 
     /// Reads `name=value` (preceded by `,` unless first).

@@ -139,3 +139,28 @@ fn long_dims_are_named_and_round_trip() {
     assert!(text.contains("f32[N,$0,$0]"), "{text}");
     assert_eq!(print_graph(&parse_graph(&text).unwrap()), text);
 }
+
+/// Nesting without end is an error, not a stack overflow: subgraphs, dim
+/// expressions, parentheses and signs.
+#[test]
+fn deep_nesting_is_an_error() {
+    let n = 10_000;
+    let mut sub = String::from("graph {}");
+    for _ in 0..n {
+        sub = format!("graph {{\n %0 = input \"c\" : bool[]\n %1 = if(%0) {{then_branch={sub}, else_branch=graph {{}}}} : f32[]\n output \"y\" = %1\n}}");
+        if sub.len() > 2_000_000 {
+            break;
+        }
+    }
+    let e = parse_graph(&format!("rlx-ir 2\n{sub}\n")).unwrap_err();
+    assert!(e.message.contains("nested more than"), "{e}");
+    for dim in [
+        format!("{}N{}", "floordiv(".repeat(n), ", 2)".repeat(n)),
+        format!("{}N{}", "(".repeat(n), ")".repeat(n)),
+        format!("{}N", "-".repeat(n)),
+    ] {
+        let text = format!("rlx-ir 2\ngraph {{\n  %0 = input \"x\" : f32[{dim}]\n}}\n");
+        let e = parse_graph(&text).unwrap_err();
+        assert!(e.message.contains("nested more than"), "{e}");
+    }
+}

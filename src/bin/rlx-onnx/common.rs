@@ -320,6 +320,16 @@ impl InputArgs {
                 };
                 format!("input `{name}` has symbolic dims {}: {how}", ty.shape)
             })?;
+            let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+            if n.is_none_or(|n| n > MAX_GENERATED) {
+                return Err(format!(
+                    "input `{name}` would have {} elements ({:?}): more than {MAX_GENERATED} \
+                     are not generated; give it with --input",
+                    n.map_or("too many".to_string(), |n| n.to_string()),
+                    dims
+                )
+                .into());
+            }
             let range = ranges
                 .get(&Some(name.clone()))
                 .or_else(|| ranges.get(&None))
@@ -335,6 +345,9 @@ impl InputArgs {
         Ok(given)
     }
 }
+
+/// The most elements of one generated input (4 GiB of f32).
+const MAX_GENERATED: usize = 1 << 30;
 
 /// Seeded xorshift64*, enough for test inputs.
 struct Rng(u64);
