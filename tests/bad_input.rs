@@ -338,3 +338,48 @@ fn pools_with_empty_or_negative_kernels_are_refused() {
         );
     }
 }
+
+#[test]
+fn an_output_declared_with_another_dtype_is_refused() {
+    let mut m = add_model(ones("w"));
+    let g = m.graph.as_mut().unwrap();
+    if let Some(type_proto::Value::TensorType(t)) =
+        g.output[0].r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = Some(7); // int64, while Add of floats computes f32
+    }
+    let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("`y`") && s.contains("declared i64") && s.contains("computes f32"),
+        "{s}"
+    );
+}
+
+#[test]
+fn argmax_over_an_empty_axis_is_an_error() {
+    let node = NodeProto {
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        op_type: Some("ArgMax".into()),
+        name: Some("am".into()),
+        attribute: vec![rlx_onnx::importer::proto::AttributeProto {
+            name: Some("axis".into()),
+            i: Some(1),
+            r#type: Some(2),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut m = add_model(ones("w"));
+    let g = m.graph.as_mut().unwrap();
+    g.node = vec![node];
+    g.initializer.clear();
+    g.input = vec![value_info("x", &[2, 0])];
+    g.output = vec![ValueInfoProto {
+        name: Some("y".into()),
+        ..Default::default()
+    }];
+    let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    assert!(e.to_string().contains("empty axis"), "{e}");
+}

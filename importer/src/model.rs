@@ -322,6 +322,26 @@ impl<'r> Importer<'r> {
                 name: name.clone(),
                 reason: e.to_string(),
             })?;
+            // A declared element type must be what the graph computes (ORT
+            // refuses the model otherwise); bodies of control flow are
+            // checked by their parent op.
+            let declared = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(t)) => t
+                    .elem_type
+                    .filter(|&c| c != 0)
+                    .and_then(rlx_ir::DType::from_onnx_code),
+                _ => None,
+            };
+            let computed = self.frames[level].graph.ty(v).dtype;
+            if let (Some(d), 0) = (declared, level) {
+                if d != computed {
+                    return Err(ImportError::Value {
+                        what: "output",
+                        name,
+                        reason: format!("it is declared {d}, but the graph computes {computed}"),
+                    });
+                }
+            }
             self.frame()
                 .graph
                 .add_output(name, v)

@@ -124,6 +124,15 @@ impl OpDef for ArgReduce {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let x = cx.shape(0);
         let axis = norm_axis(self.axis, x.rank())?;
+        if x.dims()[axis].known() == Some(0) {
+            return Err(InferError::Value {
+                port: 0,
+                reason: format!(
+                    "{} over an empty axis {axis} has no index to give",
+                    self.kind.name()
+                ),
+            });
+        }
         Ok(vec![TensorType::new(
             DType::I64,
             reduced_shape(x, &[axis], self.keepdims),

@@ -222,6 +222,12 @@ fn arg_reduce(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), 
     };
     let x = &ins[0];
     let ax = axis(a.axis, x.rank());
+    if x.dims.get(ax) == Some(&0) {
+        return Err(KernelError::Value(format!(
+            "{} over an empty axis {ax} has no index to give",
+            a.kind.name()
+        )));
+    }
     let d = if x.dtype == DType::Bool {
         DType::U8
     } else {
