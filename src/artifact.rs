@@ -569,5 +569,6 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         producer,
         precision,
         cuda_ptx,
+        limits: crate::Limits::default(),
     })
 }

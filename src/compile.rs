@@ -113,6 +113,9 @@ pub struct Compiler {
     /// Verify the graph after every pass (on in debug builds and tests).
     pub verify: bool,
     pub precision: Precision,
+    /// Resource limits, checked on the compiled graph and kept in the
+    /// model for its runs.
+    pub limits: crate::Limits,
 }
 
 impl Default for Compiler {
@@ -123,6 +126,7 @@ impl Default for Compiler {
             bindings: Bindings::new(),
             verify: rlx_passes::verify_by_default(),
             precision: Precision::Exact,
+            limits: crate::Limits::default(),
         }
     }
 }
@@ -195,6 +199,7 @@ impl Compiler {
             self.verify,
             dump,
         )?;
+        self.limits.check(&graph)?;
         Ok(CompiledModel {
             graph,
             weights,
@@ -204,6 +209,7 @@ impl Compiler {
             producer: model.producer,
             precision: self.precision,
             cuda_ptx: None,
+            limits: self.limits,
         })
     }
 }
@@ -284,6 +290,9 @@ pub struct CompiledModel {
     pub precision: Precision,
     /// CUDA kernels compiled ahead of time ([`CompiledModel::prebuild_cuda`]).
     pub cuda_ptx: Option<rlx_cuda::compile::Prebuilt>,
+    /// Resource limits of this model's runs (not stored in artifacts: a
+    /// loaded artifact gets the defaults, which its user may change).
+    pub limits: crate::Limits,
 }
 
 impl CompiledModel {

@@ -67,6 +67,8 @@ pub enum Error {
     Threads(String),
     #[error("debug run: {0}")]
     Debug(String),
+    #[error("resource limit: {0}")]
+    Limit(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -319,6 +319,7 @@ impl Session {
                 None,
             )
         })?;
+        m.limits.check(&g)?;
         let concrete = g
             .node_ids()
             .into_iter()

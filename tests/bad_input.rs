@@ -383,3 +383,79 @@ fn argmax_over_an_empty_axis_is_an_error() {
     let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
     assert!(e.to_string().contains("empty axis"), "{e}");
 }
+
+/// ConstantOfShape asking for 10^12 elements, from a constant or from a
+/// shape given at run time: a typed error naming the node, not an abort.
+#[test]
+fn tensors_past_the_element_limit_are_errors() {
+    use rlx_onnx::ir::Tensor;
+    use rlx_onnx::{Compiler, Error, Session, SessionOptions, Target};
+    let model = |shape_from_input: bool| {
+        let node = |op: &str, i: &str, o: &str, name: &str| NodeProto {
+            input: vec![i.into()],
+            output: vec![o.into()],
+            op_type: Some(op.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        let mut sum = node("ReduceSum", "big", "y", "sum");
+        sum.attribute = vec![rlx_onnx::importer::proto::AttributeProto {
+            name: Some("keepdims".into()),
+            i: Some(0),
+            r#type: Some(2),
+            ..Default::default()
+        }];
+        let shape = TensorProto {
+            name: Some("s".into()),
+            dims: vec![2],
+            data_type: Some(7),
+            int64_data: vec![1_000_000, 1_000_000],
+            ..Default::default()
+        };
+        let mut s_in = value_info("s", &[2]);
+        if let Some(type_proto::Value::TensorType(t)) =
+            s_in.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.elem_type = Some(7);
+        }
+        ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(13),
+            }],
+            graph: Some(GraphProto {
+                node: vec![node("ConstantOfShape", "s", "big", "huge"), sum],
+                name: Some("g".into()),
+                initializer: if shape_from_input {
+                    vec![]
+                } else {
+                    vec![shape]
+                },
+                input: if shape_from_input { vec![s_in] } else { vec![] },
+                output: vec![ValueInfoProto {
+                    name: Some("y".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    };
+    let compile = |m: &ModelProto| {
+        Compiler::new(Target::Cpu).compile(
+            import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap(),
+            None,
+        )
+    };
+    let e = compile(&model(false)).unwrap_err();
+    assert!(matches!(&e, Error::Limit(s) if s.contains("`huge`")), "{e}");
+    let session = Session::new(
+        compile(&model(true)).unwrap(),
+        SessionOptions { threads: 1 },
+    )
+    .unwrap();
+    let s = Tensor::from_values(&[2], &[1_000_000i64, 1_000_000]).unwrap();
+    let e = session.run(&[("s", &s)]).unwrap_err();
+    assert!(matches!(&e, Error::Limit(s) if s.contains("`huge`")), "{e}");
+}

@@ -107,6 +107,10 @@ pub struct CompileArgs {
     /// (f32 computation in f16 where the target runs it) [default: exact].
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
+    /// The most elements one tensor may have; a model asking for more is
+    /// an error naming the node [default: 2^31].
+    #[arg(long, value_name = "N")]
+    pub max_tensor_elements: Option<u64>,
 }
 
 impl CompileArgs {
@@ -125,7 +129,16 @@ impl CompileArgs {
             bindings: crate::parse_binds(&self.binds)?,
             verify: rlx_onnx::passes::verify_by_default(),
             precision: self.precision.map_or(Precision::Exact, Precision::from),
+            limits: self.limits(),
         })
+    }
+
+    pub fn limits(&self) -> rlx_onnx::Limits {
+        let mut l = rlx_onnx::Limits::default();
+        if let Some(n) = self.max_tensor_elements {
+            l.max_tensor_elements = n;
+        }
+        l
     }
 
     /// Refuses options that contradict how an artifact was compiled (an
@@ -181,8 +194,9 @@ pub fn load_model(
     args: &CompileArgs,
 ) -> Result<CompiledModel, Box<dyn std::error::Error>> {
     if is_artifact(path) {
-        let m = artifact::load(path)?;
+        let mut m = artifact::load(path)?;
         args.agree_with(path, &m)?;
+        m.limits = args.limits();
         return Ok(m);
     }
     Ok(crate::progress::compile_file(&args.compiler()?, path)?)

@@ -139,6 +139,7 @@ pub fn run(a: Args) -> ExitCode {
             bindings: binds,
             verify: true,
             precision: rlx_onnx::Precision::Exact,
+            limits: rlx_onnx::Limits::default(),
         };
         let spec = DumpSpec {
             after: a.after,
