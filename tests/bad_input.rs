@@ -459,3 +459,29 @@ fn tensors_past_the_element_limit_are_errors() {
     let e = session.run(&[("s", &s)]).unwrap_err();
     assert!(matches!(&e, Error::Limit(s) if s.contains("`huge`")), "{e}");
 }
+
+/// A node with more inputs or outputs than its op's schema allows is
+/// refused (it used to run, ignoring them), with the counts in the error;
+/// omitted optional inputs (empty names) still import.
+#[test]
+fn nodes_outside_their_schemas_arity_are_refused() {
+    let mut m = add_model(ones("w"));
+    m.graph.as_mut().unwrap().node[0].input.push("w".into());
+    let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("`add`") && s.contains("takes 2 inputs; the node has 3"),
+        "{s}"
+    );
+    let mut m = add_model(ones("w"));
+    m.graph.as_mut().unwrap().node[0].output.push("z".into());
+    let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    assert!(
+        e.to_string().contains("at most 1 outputs; the node has 2"),
+        "{e}"
+    );
+    // Trailing empty names are omitted values, not extra inputs.
+    let mut m = add_model(ones("w"));
+    m.graph.as_mut().unwrap().node[0].input.push(String::new());
+    import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap();
+}

@@ -19,6 +19,9 @@ pub enum MapError {
     UnhandledAttr(String),
     #[error("input {index} is required")]
     MissingInput { index: usize },
+    /// More or fewer inputs or outputs than the op's schema allows.
+    #[error("{0}")]
+    Arity(String),
     #[error("input `{0}` is not defined by any earlier node, initializer or graph input")]
     UnknownName(String),
     /// The value's producer failed to import (and was reported already).

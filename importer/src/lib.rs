@@ -4,6 +4,8 @@
 //! `onnx.proto`), maps every node through the [`Registry`] of per-family mappers
 //! in [`ops`], and returns the graph with its weights. Errors name the ONNX node.
 
+#[rustfmt::skip]
+mod arity_table;
 mod ctx;
 pub mod error;
 mod model;

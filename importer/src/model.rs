@@ -464,6 +464,11 @@ impl<'r> Importer<'r> {
             poison(self);
             return;
         };
+        if let Err(e) = check_arity(norm_domain(&domain), &op_type, opset, node) {
+            issue(self, opset, e);
+            poison(self);
+            return;
+        }
         let Some(entry) = self.registry.find(&domain, &op_type, opset) else {
             issue(self, opset, MapError::UnknownOp { opset });
             poison(self);
@@ -480,6 +485,49 @@ impl<'r> Importer<'r> {
             }
         }
     }
+}
+
+/// Refuses a node with more inputs or outputs than its op's schema at
+/// `opset` allows, or fewer inputs than it requires, as ONNX Runtime does
+/// (otherwise extra inputs would be ignored silently). Trailing empty names
+/// are omitted optional values. Ops without an ONNX schema (contrib domains)
+/// are left to their mappers.
+fn check_arity(domain: &str, op: &str, opset: i64, node: &NodeProto) -> Result<(), MapError> {
+    let Some(&(_, _, _, min_in, max_in, _, max_out)) = crate::arity_table::ARITY
+        .iter()
+        .filter(|r| r.0 == domain && r.1 == op && r.2 <= opset)
+        .max_by_key(|r| r.2)
+    else {
+        return Ok(());
+    };
+    let present = |names: &[String]| {
+        names
+            .iter()
+            .rposition(|n| !n.is_empty())
+            .map_or(0, |i| i + 1)
+    };
+    let (n_in, n_out) = (present(&node.input), present(&node.output));
+    let range = |min: u16, max: u16| {
+        if max == u16::MAX {
+            format!("at least {min}")
+        } else if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        }
+    };
+    if n_in > usize::from(max_in) || n_in < usize::from(min_in) {
+        return Err(MapError::Arity(format!(
+            "{op} at opset {opset} takes {} inputs; the node has {n_in}",
+            range(min_in, max_in)
+        )));
+    }
+    if n_out > usize::from(max_out) {
+        return Err(MapError::Arity(format!(
+            "{op} at opset {opset} gives at most {max_out} outputs; the node has {n_out}"
+        )));
+    }
+    Ok(())
 }
 
 /// The name errors, dumps and origins give the ONNX node at `index` of its
