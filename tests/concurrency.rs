@@ -54,14 +54,8 @@ fn eight_threads_on_the_cpu_agree_bit_for_bit() {
 
 #[test]
 fn eight_threads_on_wgpu_agree_bit_for_bit() {
-    let devices = Arc::new(Devices::new());
-    if let Err(e) = devices.wgpu() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no wgpu device in CI: {e}"
-        );
-        eprintln!("skipping: {e}");
+    let Some(devices) = common::wgpu_devices() else {
         return;
-    }
+    };
     hammer(Target::Wgpu, devices, 1000);
 }

@@ -101,3 +101,18 @@ pub fn nvrtc() -> Result<(), String> {
     rlx_onnx::cuda::compile::load_nvrtc_from(&dirs)
         .map_err(|e| format!("{e} (pip install nvidia-cuda-nvrtc==13.0.88)"))
 }
+
+/// Devices with a wgpu context opened, or `None` (saying why) without a
+/// wgpu device; under `CI` a missing device is a failure (CI installs
+/// lavapipe).
+pub fn wgpu_devices() -> Option<std::sync::Arc<rlx_onnx::Devices>> {
+    let devices = std::sync::Arc::new(rlx_onnx::Devices::new());
+    match devices.wgpu() {
+        Ok(_) => Some(devices),
+        Err(e) if std::env::var_os("CI").is_some() => panic!("no wgpu device in CI: {e}"),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
