@@ -288,7 +288,7 @@ pub fn decode(e: &Encoding, dtype: DType, dims: &[usize], bytes: &[u8]) -> Resul
                 })
                 .collect()
         }
-        Encoding::Int8 { .. } => unreachable!("handled above"),
+        Encoding::Int8 { .. } => return Err("8-bit integers decode to an integer dtype".into()),
     };
     Tensor::from_values(dims, &values).map_err(|e| e.to_string())
 }
