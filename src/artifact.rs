@@ -29,7 +29,8 @@
 //! Readers ignore section kinds they do not know.
 //!
 //! Every offset and length is checked; a corrupt or truncated file is an error.
-//! Loading a file memory-maps it and the weights point into the map.
+//! Loading reads the file into memory (weights stored as they are point into
+//! that buffer); [`LoadMode::Map`] memory-maps it instead.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -302,21 +303,54 @@ pub fn save_with(m: &CompiledModel, path: &Path, opts: &SaveOptions) -> Result<(
     })
 }
 
-/// Loads an artifact file, memory-mapping it.
+/// How an artifact file is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadMode {
+    /// Read into memory [default]: the model owns its bytes, and the file
+    /// may be replaced, changed or truncated afterwards.
+    #[default]
+    Read,
+    /// Memory-map the file: loading is instant, weights are borrowed from
+    /// the page cache and shared between processes. The file must not be
+    /// modified or truncated while the model lives (on Unix, truncation
+    /// kills the process with SIGBUS when a weight is next read).
+    Map,
+}
+
+/// Loads an artifact file into memory ([`LoadMode::Read`]).
 pub fn load(path: &Path) -> Result<CompiledModel, ArtifactError> {
-    let f = std::fs::File::open(path).map_err(|e| ArtifactError::Io {
-        action: "open",
+    load_with(path, LoadMode::Read)
+}
+
+/// Loads an artifact file as `mode` says.
+pub fn load_with(path: &Path, mode: LoadMode) -> Result<CompiledModel, ArtifactError> {
+    let io = |action: &'static str, e: std::io::Error| ArtifactError::Io {
+        action,
         path: path.display().to_string(),
         reason: e.to_string(),
-    })?;
-    // SAFETY: read-only map; the artifact is not modified while loaded.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| ArtifactError::Io {
-        action: "map",
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    let len = map.len();
-    let all = Bytes::from_mmap(Arc::new(map), 0..len);
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| io("open", e))?;
+    let all = match mode {
+        LoadMode::Read => {
+            use std::io::Read;
+            let len = f.metadata().map_err(|e| io("read", e))?.len();
+            let len = usize::try_from(len).map_err(|_| malformed("the file is too large"))?;
+            let mut buf = rlx_ir::tensor::AlignedBuf::zeroed(len);
+            f.read_exact(buf.as_mut_bytes())
+                .map_err(|e| io("read", e))?;
+            if f.read(&mut [0u8; 1]).map_err(|e| io("read", e))? != 0 {
+                return Err(malformed("the file grew while it was read"));
+            }
+            buf.freeze()
+        }
+        LoadMode::Map => {
+            // SAFETY: a read-only map; LoadMode::Map documents that the file
+            // must not change while the model lives.
+            let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| io("map", e))?;
+            let len = map.len();
+            Bytes::from_mmap(Arc::new(map), 0..len)
+        }
+    };
     parse(&all)
 }
 

@@ -382,3 +382,34 @@ fn crafted_artifacts_are_refused() {
         Err(artifact::ArtifactError::Malformed(_))
     ));
 }
+
+/// A loaded artifact owns its bytes by default: truncating or rewriting the
+/// file while a session runs changes nothing (a mapped file would kill the
+/// process with SIGBUS). `LoadMode::Map` still maps, as documented.
+#[test]
+fn a_loaded_artifact_survives_its_file_being_truncated() {
+    let path = common::root().join("golden/cnn/model.onnx");
+    let compiled = Compiler::new(Target::Cpu).compile_file(&path).unwrap();
+    let file = std::env::temp_dir().join(format!("rlx-test-{}-truncate.rlx", std::process::id()));
+    artifact::save(&compiled, &file).unwrap();
+    let loaded = artifact::load(&file).unwrap();
+    let mapped = artifact::load_with(&file, artifact::LoadMode::Map).unwrap();
+    drop(mapped);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(40)
+        .unwrap();
+    let (names, inputs) = golden_inputs("cnn");
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&inputs).collect();
+    let run = |m| {
+        Session::new(m, SessionOptions { threads: 1 })
+            .unwrap()
+            .run(&named)
+            .unwrap()
+    };
+    let (a, b) = (run(compiled), run(loaded));
+    assert!(a[0].bit_eq(&b[0]));
+    let _ = std::fs::remove_file(&file);
+}
