@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rlx_cpu::dynamic::{run_graph_cached, BodyCache};
 use rlx_cpu::tensor::TensorRef;
-use rlx_cpu::{plan, PlannedExecutable, Schedule};
+use rlx_cpu::{PlannedExecutable, Schedule};
 use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
 use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::plan_memory;
@@ -401,7 +401,7 @@ impl Session {
             return Ok(Executable::Dynamic {
                 graph: g,
                 weights,
-                cache: BodyCache::default(),
+                cache: BodyCache::new(self.model.limits.run_limits()),
             });
         }
         let mem = plan_memory(&g)?;
@@ -423,7 +423,8 @@ impl Session {
                 Ok(Executable::Cuda(rlx_cuda::Executable::new(ctx, schedule)?))
             }
             Target::Cpu => {
-                let schedule = plan(&g, &weights, &mem)?;
+                let limits = self.model.limits.run_limits();
+                let schedule = rlx_cpu::plan_with(&g, &weights, &mem, limits)?;
                 Ok(Executable::Planned(PlannedExecutable::new(schedule)))
             }
         }

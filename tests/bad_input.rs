@@ -485,3 +485,39 @@ fn nodes_outside_their_schemas_arity_are_refused() {
     m.graph.as_mut().unwrap().node[0].input.push(String::new());
     import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap();
 }
+
+/// A Loop whose trip count is 2^62 and whose condition stays true ends
+/// with an error at the iteration limit instead of running for ever.
+#[test]
+fn a_loop_past_the_iteration_limit_is_an_error() {
+    use rlx_onnx::ir::Tensor;
+    use rlx_onnx::{Compiler, Error, Limits, Session, SessionOptions, Target};
+    let text = "rlx-ir 2\ngraph {\n  %0 = input \"m\" : i64[]\n  %1 = input \"x\" : f32[3]\n  %2 = constant bool[] [true] : bool[]\n  %3 = loop(%0, %2, %1) {body=graph {\n    %0 = input \"i\" : i64[]\n    %1 = input \"cond\" : bool[]\n    %2 = input \"acc\" : f32[3]\n    %3 = neg(%2) : f32[3]\n    output \"cond_out\" = %1\n    output \"acc_out\" = %3\n  }, num_carried=1} : f32[3]\n  output \"y\" = %3\n}\n";
+    let graph = rlx_onnx::ir::text::parse_graph(text).unwrap();
+    let mut model = Compiler::new(Target::Cpu)
+        .compile(
+            rlx_onnx::importer::ImportedModel {
+                graph,
+                weights: Default::default(),
+                ir_version: 8,
+                opsets: vec![(String::new(), 17)],
+                producer: String::new(),
+            },
+            None,
+        )
+        .unwrap();
+    model.limits = Limits {
+        max_loop_iterations: 1000,
+        ..Limits::default()
+    };
+    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let x = Tensor::from_values(&[3], &[1.0f32, 2.0, 3.0]).unwrap();
+    let m = Tensor::scalar_i64(1 << 62);
+    let e = session.run(&[("m", &m), ("x", &x)]).unwrap_err();
+    assert!(matches!(&e, Error::Run(_)), "{e}");
+    assert!(e.to_string().contains("ran 1000 iterations"), "{e}");
+    // Under the limit it runs: an even number of negations.
+    let m = Tensor::scalar_i64(10);
+    let y = session.run(&[("m", &m), ("x", &x)]).unwrap();
+    assert_eq!(y[0].values::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+}

@@ -58,6 +58,17 @@ const CACHE_ENTRIES: usize = 4096;
 #[derive(Default)]
 pub struct BodyCache {
     entries: Mutex<HashMap<Key, Arc<Built>>>,
+    /// What the kernels built here enforce.
+    pub limits: crate::kernel::RunLimits,
+}
+
+impl BodyCache {
+    pub fn new(limits: crate::kernel::RunLimits) -> BodyCache {
+        BodyCache {
+            limits,
+            ..BodyCache::default()
+        }
+    }
 }
 
 impl std::fmt::Debug for BodyCache {
@@ -99,7 +110,13 @@ pub fn eval_node(
         };
         return f(node, inputs, &cx).map_err(|e| node_err(node, e));
     }
-    let built = build_node(node, inputs, &vec![true; inputs.len()], weights)?;
+    let built = build_node(
+        node,
+        inputs,
+        &vec![true; inputs.len()],
+        weights,
+        crate::kernel::RunLimits::default(),
+    )?;
     run_built(node, &built, inputs)
 }
 
@@ -110,6 +127,7 @@ fn build_node(
     inputs: &[Tensor],
     constant: &[bool],
     weights: &Weights,
+    limits: crate::kernel::RunLimits,
 ) -> Result<Built, RunError> {
     let types: Vec<TensorType> = inputs.iter().map(Tensor::ty).collect();
     let values: Vec<Option<KnownValue>> = inputs
@@ -157,6 +175,7 @@ fn build_node(
         outputs: &out_types,
         consts: &consts,
         weights,
+        limits,
     };
     let kernel = build(&spec).map_err(|e| node_err(node, e))?;
     Ok(Built {
@@ -249,7 +268,7 @@ fn eval_cached(
                 .zip(inputs)
                 .map(|(c, t)| *c || keyed(t))
                 .collect();
-            let b = Arc::new(build_node(node, inputs, &constant, weights)?);
+            let b = Arc::new(build_node(node, inputs, &constant, weights, cache.limits)?);
             if let Ok(mut e) = cache.entries.lock() {
                 if e.len() < CACHE_ENTRIES {
                     e.insert(key, b.clone());

@@ -30,6 +30,24 @@ pub struct Spec<'a> {
     pub outputs: &'a [TensorType],
     pub consts: &'a [Option<Tensor>],
     pub weights: &'a Weights,
+    pub limits: RunLimits,
+}
+
+/// Limits a run enforces where sizes are not known before it: a model is
+/// untrusted input, and a Loop asking for 2^62 iterations must end with an
+/// error naming it, not run for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// The most iterations one Loop node may run [default: 2^24].
+    pub max_loop_iterations: u64,
+}
+
+impl Default for RunLimits {
+    fn default() -> RunLimits {
+        RunLimits {
+            max_loop_iterations: 1 << 24,
+        }
+    }
 }
 
 impl Spec<'_> {
@@ -174,7 +192,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             node: spec.node.clone(),
             weights: spec.weights.clone(),
             f,
-            cache: dynamic::BodyCache::default(),
+            cache: dynamic::BodyCache::new(spec.limits),
         }));
     }
     kernels::build(spec)

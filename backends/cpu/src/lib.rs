@@ -17,8 +17,8 @@ pub mod tensor;
 use rlx_ir::{Node, Tensor, TensorType, Weights};
 
 pub use exec::PlannedExecutable;
-pub use kernel::{Kernel, KernelError};
-pub use plan::{plan, Schedule};
+pub use kernel::{Kernel, KernelError, RunLimits};
+pub use plan::{plan, plan_with, Schedule};
 
 /// Why a run failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -64,6 +64,16 @@ fn io(g: &Graph, mem: &MemoryPlan, v: rlx_ir::Value) -> Result<StepIo, RunError>
 
 /// Builds the schedule of a concrete graph.
 pub fn plan(g: &Graph, weights: &Weights, mem: &MemoryPlan) -> Result<Schedule, RunError> {
+    plan_with(g, weights, mem, crate::kernel::RunLimits::default())
+}
+
+/// [`plan`] with the limits its control-flow kernels enforce.
+pub fn plan_with(
+    g: &Graph,
+    weights: &Weights,
+    mem: &MemoryPlan,
+    limits: crate::kernel::RunLimits,
+) -> Result<Schedule, RunError> {
     let mut consts = HashMap::new();
     let mut steps = Vec::new();
     for &id in &mem.order {
@@ -94,6 +104,7 @@ pub fn plan(g: &Graph, weights: &Weights, mem: &MemoryPlan) -> Result<Schedule, 
             outputs: &node.outputs,
             consts: &const_vals,
             weights,
+            limits,
         };
         let kernel = build(&spec).map_err(|source| RunError::Node {
             node: node.name.clone(),

@@ -111,6 +111,9 @@ pub struct CompileArgs {
     /// an error naming the node [default: 2^31].
     #[arg(long, value_name = "N")]
     pub max_tensor_elements: Option<u64>,
+    /// The most iterations one Loop may run [default: 2^24].
+    #[arg(long, value_name = "N")]
+    pub max_loop_iterations: Option<u64>,
 }
 
 impl CompileArgs {
@@ -137,6 +140,9 @@ impl CompileArgs {
         let mut l = rlx_onnx::Limits::default();
         if let Some(n) = self.max_tensor_elements {
             l.max_tensor_elements = n;
+        }
+        if let Some(n) = self.max_loop_iterations {
+            l.max_loop_iterations = n;
         }
         l
     }

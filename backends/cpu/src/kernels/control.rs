@@ -92,7 +92,15 @@ pub fn loop_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>,
     let n_scan = op.body.outputs().len() - 1 - k;
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); n_scan];
     let mut i = 0i64;
+    let max = cx.cache.limits.max_loop_iterations;
     while i < trip && cond {
+        if i as u64 >= max {
+            return Err(KernelError::Value(format!(
+                "the loop ran {max} iterations and would run more (trip count {trip}); the \
+                 limit is RunLimits::max_loop_iterations (Limits::max_loop_iterations, \
+                 --max-loop-iterations)"
+            )));
+        }
         let mut args = vec![
             Tensor::scalar_i64(i),
             Tensor::from_slice(DType::Bool, &[], &[u8::from(cond)]).map_err(internal)?,
