@@ -12,13 +12,13 @@ export RLX_ONNX_TESTDATA=${RLX_ONNX_TESTDATA:-$(scripts/fetch-onnx-testdata.sh)}
 if [[ -n "${CI:-}" ]] || python3 -c "import numpy, google.protobuf, ml_dtypes" 2>/dev/null; then
   export RLX_ONNX123_TESTDATA=${RLX_ONNX123_TESTDATA:-$(scripts/onnx123-cases.py)}
 fi
+# Also runs the example application (examples/embed-model/tests) and builds
+# target/debug/rlx-onnx for the CLI tests and the corpus below: one feature
+# resolution, so the stack is built once.
 cargo test --workspace "$@"
 # ndarray interop is a feature: its tests build rlx-ir once more with it.
 cargo test -p rlx-ir --features ndarray --lib "$@"
-# The example application: build.rs compiled its model; it runs without ONNX.
-cargo run -q -p rlx-example-embed-model
 if [[ -n "${CI:-}" ]] || python3 -c "import onnx, onnxruntime" 2>/dev/null; then
-  cargo build --bin rlx-onnx
   python3 scripts/corpus/fetch.py
   python3 scripts/corpus/check.py --binary target/debug/rlx-onnx
 else
