@@ -190,6 +190,9 @@ impl Compiler {
         if !self.bindings.is_empty() {
             graph = specialize(&graph, &self.bindings, Some(&weights))?;
         }
+        // Before the passes too: a graph of millions of nodes must not run
+        // through them first.
+        self.limits.check(&graph)?;
         let passes = self.passes();
         run_passes(
             &mut graph,

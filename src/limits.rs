@@ -15,6 +15,14 @@ pub struct Limits {
     /// The most iterations one Loop node may run, checked as it runs (a
     /// trip count of 2^62 would otherwise never end) [default: 2^24].
     pub max_loop_iterations: u64,
+    /// The most nodes of a graph, its bodies' counted in [default: 2^22].
+    pub max_nodes: u64,
+    /// The deepest nesting of control-flow bodies (an `If` inside a `Loop`
+    /// body is depth 2) [default: 64]: runs recurse into bodies.
+    pub max_nesting: u64,
+    /// The largest arena a planned run may allocate for its intermediate
+    /// values [default: 2^36 bytes, 64 GiB].
+    pub max_arena_bytes: u64,
 }
 
 impl Default for Limits {
@@ -22,6 +30,9 @@ impl Default for Limits {
         Limits {
             max_tensor_elements: 1 << 31,
             max_loop_iterations: rlx_cpu::RunLimits::default().max_loop_iterations,
+            max_nodes: 1 << 22,
+            max_nesting: 64,
+            max_arena_bytes: 1 << 36,
         }
     }
 }
@@ -34,10 +45,35 @@ impl Limits {
         }
     }
 
-    /// Checks every value of `g` (and of its bodies) whose shape is known.
+    /// Checks `g` (and its bodies): every value whose shape is known, the
+    /// node count and the nesting depth.
     pub fn check(&self, g: &Graph) -> Result<(), Error> {
+        let mut nodes = 0u64;
+        self.check_graph(g, 0, &mut nodes)
+    }
+
+    /// Checks the arena a plan of `g` needs.
+    pub fn check_arena(&self, bytes: usize) -> Result<(), Error> {
+        if bytes as u64 > self.max_arena_bytes {
+            return Err(Error::Limit(format!(
+                "the run needs a {bytes}-byte arena for its intermediate values; the limit \
+                 is {} (Limits::max_arena_bytes, --max-arena-bytes)",
+                self.max_arena_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_graph(&self, g: &Graph, depth: u64, nodes: &mut u64) -> Result<(), Error> {
         for id in g.node_ids() {
             let node = g.node(id);
+            *nodes += 1;
+            if *nodes > self.max_nodes {
+                return Err(Error::Limit(format!(
+                    "the graph has more than {} nodes (Limits::max_nodes, --max-nodes)",
+                    self.max_nodes
+                )));
+            }
             for t in &node.outputs {
                 let Some(dims) = t.shape.as_known() else {
                     continue;
@@ -56,8 +92,18 @@ impl Limits {
                     )));
                 }
             }
-            for sub in node.op.subgraphs() {
-                self.check(sub)?;
+            let subgraphs = node.op.subgraphs();
+            if !subgraphs.is_empty() && depth + 1 > self.max_nesting {
+                return Err(Error::Limit(format!(
+                    "node `{}` ({}) nests control-flow bodies more than {} deep \
+                     (Limits::max_nesting, --max-nesting)",
+                    node.origin_text(),
+                    node.op.name(),
+                    self.max_nesting
+                )));
+            }
+            for sub in subgraphs {
+                self.check_graph(sub, depth + 1, nodes)?;
             }
         }
         Ok(())

@@ -405,6 +405,7 @@ impl Session {
             });
         }
         let mem = plan_memory(&g)?;
+        self.model.limits.check_arena(mem.arena_bytes)?;
         match target {
             Target::Wgpu => {
                 let ctx = self.devices.wgpu()?;

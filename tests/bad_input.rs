@@ -521,3 +521,79 @@ fn a_loop_past_the_iteration_limit_is_an_error() {
     let y = session.run(&[("m", &m), ("x", &x)]).unwrap();
     assert_eq!(y[0].values::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
 }
+
+/// IR text of `If` bodies nested `depth` deep around a negation.
+fn nested_ifs(depth: usize) -> String {
+    fn body(depth: usize) -> String {
+        let head = "%0 = input \"c\" : bool[]\n%1 = input \"x\" : f32[3]\n";
+        if depth == 0 {
+            return format!("{head}%2 = neg(%1) : f32[3]\noutput \"y\" = %2\n");
+        }
+        format!(
+            "{head}%2 = if(%0, %0, %1) {{then_branch=graph {{\n{}}}, else_branch=graph {{\n{}}}}} : f32[3]\noutput \"y\" = %2\n",
+            body(depth - 1),
+            body(0)
+        )
+    }
+    format!("rlx-ir 2\ngraph {{\n{}}}\n", body(depth))
+}
+
+fn compile_text(text: &str, limits: rlx_onnx::Limits) -> rlx_onnx::Result<rlx_onnx::CompiledModel> {
+    use rlx_onnx::{Compiler, Target};
+    let graph = rlx_onnx::ir::text::parse_graph(text).unwrap();
+    let compiler = Compiler {
+        limits,
+        ..Compiler::new(Target::Cpu)
+    };
+    compiler.compile(
+        rlx_onnx::importer::ImportedModel {
+            graph,
+            weights: Default::default(),
+            ir_version: 8,
+            opsets: vec![(String::new(), 17)],
+            producer: String::new(),
+        },
+        None,
+    )
+}
+
+/// Control flow nested past `Limits::max_nesting` is refused when it
+/// compiles (runs recurse into bodies); within it, it runs.
+#[test]
+fn nesting_past_the_limit_is_an_error() {
+    use rlx_onnx::{Error, Limits};
+    let e = compile_text(&nested_ifs(70), Limits::default()).unwrap_err();
+    assert!(matches!(&e, Error::Limit(_)), "{e}");
+    assert!(e.to_string().contains("more than 64 deep"), "{e}");
+    let m = compile_text(&nested_ifs(8), Limits::default()).unwrap();
+    let session = rlx_onnx::Session::new(m, rlx_onnx::SessionOptions { threads: 1 }).unwrap();
+    let c = rlx_onnx::ir::Tensor::from_slice(rlx_onnx::ir::DType::Bool, &[], &[1u8]).unwrap();
+    let x = rlx_onnx::ir::Tensor::from_values(&[3], &[1.0f32, -2.0, 3.0]).unwrap();
+    let y = session.run(&[("c", &c), ("x", &x)]).unwrap();
+    assert_eq!(y[0].values::<f32>().unwrap(), &[-1.0, 2.0, -3.0]);
+}
+
+/// A graph of more nodes than `Limits::max_nodes`, or a run whose arena
+/// exceeds `Limits::max_arena_bytes`, is a typed error.
+#[test]
+fn node_and_arena_limits_are_errors() {
+    use rlx_onnx::{Error, Limits};
+    let text = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[1024]\n  %1 = neg(%0) : f32[1024]\n  %2 = exp(%1) : f32[1024]\n  %3 = neg(%2) : f32[1024]\n  output \"y\" = %3\n}\n";
+    let few = Limits {
+        max_nodes: 2,
+        ..Limits::default()
+    };
+    let e = compile_text(text, few).unwrap_err();
+    assert!(matches!(&e, Error::Limit(_)), "{e}");
+    assert!(e.to_string().contains("more than 2 nodes"), "{e}");
+    let small = Limits {
+        max_arena_bytes: 1024,
+        ..Limits::default()
+    };
+    let m = compile_text(text, small).unwrap();
+    let session = rlx_onnx::Session::new(m, rlx_onnx::SessionOptions { threads: 1 }).unwrap();
+    let x = rlx_onnx::ir::Tensor::from_values(&[1024], &vec![0.5f32; 1024]).unwrap();
+    let e = session.run(&[("x", &x)]).unwrap_err();
+    assert!(matches!(&e, Error::Limit(_)), "{e}");
+    assert!(e.to_string().contains("max_arena_bytes"), "{e}");
+}

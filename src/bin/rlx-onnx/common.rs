@@ -114,6 +114,16 @@ pub struct CompileArgs {
     /// The most iterations one Loop may run [default: 2^24].
     #[arg(long, value_name = "N")]
     pub max_loop_iterations: Option<u64>,
+    /// The most nodes a model may have, its bodies' counted in [default: 2^22].
+    #[arg(long, value_name = "N")]
+    pub max_nodes: Option<u64>,
+    /// The deepest nesting of control-flow bodies [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_nesting: Option<u64>,
+    /// The largest arena of intermediate values a run may allocate, in
+    /// bytes [default: 2^36].
+    #[arg(long, value_name = "BYTES")]
+    pub max_arena_bytes: Option<u64>,
 }
 
 impl CompileArgs {
@@ -143,6 +153,15 @@ impl CompileArgs {
         }
         if let Some(n) = self.max_loop_iterations {
             l.max_loop_iterations = n;
+        }
+        if let Some(n) = self.max_nodes {
+            l.max_nodes = n;
+        }
+        if let Some(n) = self.max_nesting {
+            l.max_nesting = n;
+        }
+        if let Some(n) = self.max_arena_bytes {
+            l.max_arena_bytes = n;
         }
         l
     }
