@@ -23,5 +23,6 @@ pub use ctx::NodeCtx;
 pub use error::{ImportError, MapError, NodeIssue, TensorError};
 pub use model::{
     decode_model, import_bytes, import_file, import_model, onnx_node_name, ImportedModel,
+    LATEST_OPSET,
 };
 pub use registry::Registry;

@@ -12,6 +12,8 @@
 //! - an i32 `matmul` of operands with bounded values (MatMulInteger's 8-bit
 //!   operands less their zero points) -> `cast` to f64, `matmul`, `cast` to
 //!   i32: exact, as every partial sum stays below 2^53;
+//! - `matmul_integer` (one zero point per operand) -> `cast`s to i32, `sub`
+//!   of the zero points, an i32 `matmul`;
 //! - `dynamic_quantize_linear` -> min/max reductions and elementwise ops, in
 //!   the CPU kernel's order of operations (the same bits).
 
@@ -114,6 +116,29 @@ pub fn decompose(g: &mut Graph, w: &mut Weights, id: NodeId) -> Result<Vec<Value
                 }
                 _ => Err("no decomposition for an i32 `matmul` of unbounded operands".into()),
             }
+        }
+        Op::MatMulInteger(_) => {
+            let one = |b: &Builder, v: Value| b.g.ty(v).shape.numel().known() == Some(1);
+            if !(one(&b, ins[2]) && one(&b, ins[3])) {
+                return Err(
+                    "no decomposition for a `matmul_integer` with a zero point per \
+                            row or column"
+                        .into(),
+                );
+            }
+            let to_i32 = Cast {
+                to: DType::I32,
+                saturate: false,
+                round_mode: RoundMode::Nearest,
+            };
+            let wide = |b: &mut Builder, x: Value, z: Value| -> Result<Value, String> {
+                let x = b.add(to_i32.clone(), &[x])?;
+                let z = b.add(to_i32.clone(), &[z])?;
+                b.bin(BinaryKind::Sub, x, z)
+            };
+            let a = wide(&mut b, ins[0], ins[2])?;
+            let c = wide(&mut b, ins[1], ins[3])?;
+            Ok(vec![b.add(MatMul {}, &[a, c])?])
         }
         Op::DynamicQuantizeLinear(_) => dynamic_quantize(&mut b, ins[0]),
         op => Err(format!("no decomposition for `{}`", op.name())),

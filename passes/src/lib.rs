@@ -18,6 +18,7 @@ pub mod fuse_conv;
 pub mod fuse_elementwise;
 pub mod fuse_gelu;
 pub mod fuse_hard;
+pub mod fuse_int8_matmul;
 pub mod fuse_layer_norm;
 pub mod fuse_matmul;
 pub mod fuse_residual_norm;

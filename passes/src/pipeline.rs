@@ -40,6 +40,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-hard-activations", "HardSigmoid and HardSwish chains -> one elementwise_region", crate::fuse_hard::FuseHard),
     reg!("fuse-attention", "MatMul(Q, K^T), scale, mask add, Softmax, MatMul(V) with the head reshapes -> attention", crate::fuse_attention::FuseAttention),
     reg!("fuse-residual-norm", "residual add + layer_norm/rms_norm -> residual_norm", crate::fuse_residual_norm::FuseResidualNorm),
+    reg!("fuse-int8-matmul", "i32 matmul of widened 8-bit operands less their zero points -> matmul_integer (targets that run it)", crate::fuse_int8_matmul::FuseInt8MatMul),
     reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul", crate::fuse_matmul::FuseMatMul),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
     reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
@@ -63,6 +64,7 @@ pub fn about(name: &str) -> &'static str {
 const FOLD: &[&str] = &["fold-shapes", "fold-constants", "simplify", "cse", "dce"];
 
 const FUSE: &[&str] = &[
+    "fuse-int8-matmul",
     "fold-batchnorm",
     "fuse-layer-norm",
     "fuse-gelu",

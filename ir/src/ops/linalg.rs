@@ -82,6 +82,54 @@ impl OpDef for MatMul {
     }
 }
 
+op_attrs! {
+    /// ONNX MatMulInteger on 8-bit operands, formed by the `fuse-int8-matmul`
+    /// pass from its decomposition: `(a - a_zero) @ (b - b_zero)` in i32.
+    /// Inputs `a` (u8 or i8, `[..., M, K]`), `b` (u8 or i8, `[..., K, N]`),
+    /// `a_zero` (a's dtype; one value, or one per row of a: `[M]`) and
+    /// `b_zero` (b's dtype; one value, or one per column of b: `[N]`).
+    pub struct MatMulInteger {}
+}
+
+/// The shape of a zero point of `what`: one value, or `per` of them.
+fn zero_point_fits(cx: &InferCx, i: usize, per: &Dim) -> Result<(), InferError> {
+    let s = cx.shape(i);
+    let one = s.numel().known() == Some(1) && s.rank() <= 1;
+    let each = s.rank() == 1 && (&s.0[0] == per || !per.is_known() || !s.0[0].is_known());
+    if one || each {
+        Ok(())
+    } else {
+        Err(InferError::Rank {
+            port: i,
+            got: s.rank(),
+            expected: format!("one value or [{per}]"),
+        })
+    }
+}
+
+impl OpDef for MatMulInteger {
+    fn arity(&self) -> (usize, usize) {
+        (4, 4)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(0, &[DType::U8, DType::I8])?;
+        cx.expect_dtype(1, &[DType::U8, DType::I8])?;
+        cx.expect_same_dtype(2, 0)?;
+        cx.expect_same_dtype(3, 1)?;
+        let (a, b) = (cx.shape(0), cx.shape(1));
+        if a.rank() < 2 || b.rank() < 2 {
+            return Err(InferError::Rank {
+                port: if a.rank() < 2 { 0 } else { 1 },
+                got: a.rank().min(b.rank()),
+                expected: ">= 2".into(),
+            });
+        }
+        zero_point_fits(cx, 2, &a.0[a.rank() - 2])?;
+        zero_point_fits(cx, 3, &b.0[b.rank() - 1])?;
+        Ok(vec![TensorType::new(DType::I32, matmul_shape(a, b)?)])
+    }
+}
+
 attr_enum! {
     /// An activation applied in a fused epilogue.
     pub enum Activation {

@@ -221,6 +221,7 @@ define_ops! {
         Gelu(Gelu) = "gelu",
         MatMul(MatMul) = "matmul",
         FusedMatMul(FusedMatMul) = "fused_matmul",
+        MatMulInteger(MatMulInteger) = "matmul_integer",
         ElementwiseRegion(ElementwiseRegion) = "elementwise_region",
         Einsum(Einsum) = "einsum",
         Det(Det) = "det",

@@ -1,6 +1,6 @@
 //! Tests of the fusion passes, one IR-text case (or more) per pass.
 
-use super::{check, graph};
+use super::{check, graph, run, Without};
 
 const CONV: &str = "strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1";
 
@@ -293,4 +293,58 @@ fn elementwise_chains_become_regions() {
 "#,
     );
     check(&["fuse-elementwise"], &src, &want);
+}
+
+/// An i32 matmul of a widened u8 activation less its zero point and a
+/// constant whose values fit in i8 becomes `matmul_integer` on the bytes;
+/// a target without `matmul_integer` keeps the i32 form.
+#[test]
+fn int8_matmul_fuses_where_the_target_runs_it() {
+    let src = graph(
+        r#"  %0 = input "q" : u8[2,3]
+  %1 = input "z" : u8[]
+  %2 = cast(%0) {to=i32, saturate=true, round_mode=nearest} : i32[2,3]  # CastQ
+  %3 = cast(%1) {to=i32, saturate=true, round_mode=nearest} : i32[]  # CastZ
+  %4 = sub(%2, %3) : i32[2,3]  # SubZ
+  %5 = constant i32[3,2] [1, -2, 3, -128, 127, 0] : i32[3,2]
+  %6 = matmul(%4, %5) : i32[2,2]  # MM
+  output "y" = %6
+"#,
+    );
+    let g = run(&["fuse-int8-matmul", "dce"], &src, None).unwrap();
+    let ops: Vec<&str> = g
+        .node_ids()
+        .iter()
+        .map(|&id| g.node(id).op.name())
+        .collect();
+    assert!(
+        ops.contains(&"matmul_integer") && !ops.contains(&"matmul"),
+        "{ops:?}"
+    );
+    assert!(!ops.contains(&"sub") && !ops.contains(&"cast"), "{ops:?}");
+    let mm = g
+        .node_ids()
+        .into_iter()
+        .find(|&id| g.node(id).op.name() == "matmul_integer")
+        .unwrap();
+    let dtypes: Vec<_> = g.inputs_of(mm).iter().map(|&v| g.ty(v).dtype).collect();
+    use rlx_ir::DType::{I8, U8};
+    assert_eq!(dtypes, [U8, I8, U8, I8]);
+    let kept = run(
+        &["fuse-int8-matmul", "dce"],
+        &src,
+        Some(&Without(&["matmul_integer"])),
+    )
+    .unwrap();
+    assert!(kept
+        .node_ids()
+        .iter()
+        .any(|&id| kept.node(id).op.name() == "matmul"));
+    // Out of the 8-bit range, the constant stays i32 and the product too.
+    let wide = src.replace("127, 0]", "300, 0]");
+    let g = run(&["fuse-int8-matmul", "dce"], &wide, None).unwrap();
+    assert!(g
+        .node_ids()
+        .iter()
+        .all(|&id| g.node(id).op.name() != "matmul_integer"));
 }

@@ -12,11 +12,13 @@ pub mod gemm;
 pub mod generators;
 pub mod grid;
 pub mod indexing;
+pub mod int8_gemm;
 pub mod layout;
 pub mod linalg_extra;
 pub mod linear_attention;
 pub mod loss;
 pub mod matmul;
+pub mod matmul_integer;
 pub mod minifloat;
 pub mod movement;
 pub mod norm;
@@ -72,6 +74,7 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         | Op::Gelu(_) => elementwise::build,
         Op::Cast(_) | Op::BitCast(_) => cast::build,
         Op::MatMul(_) | Op::FusedMatMul(_) => matmul::build,
+        Op::MatMulInteger(_) => matmul_integer::build,
         Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build,
         Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) | Op::MaxUnpool(_) => pool::build,
         Op::DeformConv(_) => deform_conv::build,

@@ -1,0 +1,251 @@
+//! The 8-bit GEMM behind MatMulInteger: `C[i][j] = Σ_k A[i][k] · B[k][j]` in
+//! i32, `A` unsigned and `B` signed bytes (the kernel maps other signs onto
+//! these, [`super::matmul_integer`]). With AVX-512 VNNI, one `vpdpbusd`
+//! multiplies 64 byte pairs and adds them in fours into 16 i32 lanes: `B` is
+//! packed in panels of 16 columns with `k` in groups of 4 (64 bytes per
+//! group and panel), each row of `A` is broadcast four bytes at a time, and
+//! a tile of 8 rows x 32 columns stays in 16 registers over the whole `k`.
+//! Without VNNI, a portable loop computes the same sums. Arithmetic wraps
+//! (as i32 products of 8-bit values never do below 2^16 terms).
+
+/// Columns per panel: one 512-bit register of i32.
+pub const PANEL: usize = 16;
+/// Rows per tile of the VNNI microkernel.
+pub const TILE_ROWS: usize = 8;
+
+/// `k` rounded up to the 4-byte groups `vpdpbusd` takes.
+pub fn k_groups(k: usize) -> usize {
+    k.div_ceil(4) * 4
+}
+
+/// `B` (k x n, signed bytes) packed for [`gemm`]: panels of [`PANEL`]
+/// columns, each `[k_groups / 4][PANEL][4]` bytes, zero past `k` and `n`.
+#[derive(Debug, Clone)]
+pub struct PackedB {
+    pub k: usize,
+    pub n: usize,
+    data: Vec<i8>,
+    /// `Σ_k B[k][j]` per column.
+    pub col_sums: Vec<i32>,
+}
+
+impl PackedB {
+    /// Packs `b(kk, j)` for `kk < k`, `j < n`.
+    pub fn new(k: usize, n: usize, b: impl Fn(usize, usize) -> i8) -> PackedB {
+        let k4 = k_groups(k);
+        let panels = n.div_ceil(PANEL);
+        let mut data = vec![0i8; panels * k4 * PANEL];
+        let mut col_sums = vec![0i32; n];
+        for p in 0..panels {
+            let panel = &mut data[p * k4 * PANEL..(p + 1) * k4 * PANEL];
+            for kk in 0..k {
+                for c in 0..PANEL.min(n - p * PANEL) {
+                    let j = p * PANEL + c;
+                    let v = b(kk, j);
+                    panel[(kk / 4) * PANEL * 4 + c * 4 + kk % 4] = v;
+                    col_sums[j] = col_sums[j].wrapping_add(i32::from(v));
+                }
+            }
+        }
+        PackedB {
+            k,
+            n,
+            data,
+            col_sums,
+        }
+    }
+
+    fn panel(&self, p: usize) -> &[i8] {
+        let len = k_groups(self.k) * PANEL;
+        &self.data[p * len..(p + 1) * len]
+    }
+
+    /// `B[kk][j]`, read back from the panels.
+    pub fn at(&self, kk: usize, j: usize) -> i8 {
+        self.panel(j / PANEL)[(kk / 4) * PANEL * 4 + (j % PANEL) * 4 + kk % 4]
+    }
+}
+
+/// Whether this CPU has AVX-512 VNNI (and the AVX-512 the kernels use).
+pub fn vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::vmath::avx512() && std::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `C = A · B` for `m` rows of `a` (row `i` at `a[i * k_groups(b.k)..]`,
+/// zero past `b.k`) into `c` (row stride `ldc`, at least `b.n` wide).
+/// `use_vnni` must only be true where [`vnni`] is.
+pub fn gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize, use_vnni: bool) {
+    let k4 = k_groups(b.k);
+    debug_assert!(a.len() >= m * k4 && (m == 0 || c.len() >= (m - 1) * ldc + b.n));
+    #[cfg(target_arch = "x86_64")]
+    if use_vnni {
+        // SAFETY: the caller checked `vnni()`; the slices hold `m` rows of
+        // `k4` bytes and `m` rows of `ldc >= n` outputs (asserted above in
+        // debug builds, and by the kernel's geometry checks).
+        unsafe { vnni_gemm(a, m, b, c, ldc) };
+        return;
+    }
+    let _ = use_vnni;
+    portable(a, m, b, c, ldc);
+}
+
+fn portable(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
+    let k4 = k_groups(b.k);
+    let mut row = vec![0i32; b.n];
+    for i in 0..m {
+        row.fill(0);
+        let ai = &a[i * k4..i * k4 + b.k];
+        for p in 0..b.n.div_ceil(PANEL) {
+            let panel = b.panel(p);
+            let cols = PANEL.min(b.n - p * PANEL);
+            for (kk, &av) in ai.iter().enumerate() {
+                let av = i32::from(av);
+                let at = (kk / 4) * PANEL * 4 + kk % 4;
+                for cc in 0..cols {
+                    let j = p * PANEL + cc;
+                    row[j] = row[j].wrapping_add(av.wrapping_mul(i32::from(panel[at + cc * 4])));
+                }
+            }
+        }
+        c[i * ldc..i * ldc + b.n].copy_from_slice(&row);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn vnni_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
+    let panels = b.n.div_ceil(PANEL);
+    let mut i = 0;
+    while i < m {
+        let rows = TILE_ROWS.min(m - i);
+        let mut p = 0;
+        while p < panels {
+            let two = p + 1 < panels;
+            // SAFETY: the tile's rows and panels lie inside `a`, `b` and `c`.
+            unsafe {
+                match (rows, two) {
+                    (8, true) => tile::<8, 2>(a, i, b, p, c, ldc),
+                    (8, false) => tile::<8, 1>(a, i, b, p, c, ldc),
+                    (r, true) => rows_tile::<2>(a, i, r, b, p, c, ldc),
+                    (r, false) => rows_tile::<1>(a, i, r, b, p, c, ldc),
+                }
+            }
+            p += if two { 2 } else { 1 };
+        }
+        i += rows;
+    }
+}
+
+/// Fewer than [`TILE_ROWS`] rows: one row at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn rows_tile<const P: usize>(
+    a: &[u8],
+    i: usize,
+    rows: usize,
+    b: &PackedB,
+    p: usize,
+    c: &mut [i32],
+    ldc: usize,
+) {
+    for r in 0..rows {
+        // SAFETY: as for `tile`, one row.
+        unsafe { tile::<1, P>(a, i + r, b, p, c, ldc) };
+    }
+}
+
+/// Rows `i..i + R` of `C`, columns of panels `p..p + P`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile<const R: usize, const P: usize>(
+    a: &[u8],
+    i: usize,
+    b: &PackedB,
+    p: usize,
+    c: &mut [i32],
+    ldc: usize,
+) {
+    use std::arch::x86_64::*;
+    let k4 = k_groups(b.k);
+    let mut acc = [[_mm512_setzero_si512(); P]; R];
+    let bp: [*const i8; P] = std::array::from_fn(|q| b.panel(p + q).as_ptr());
+    let ap = a.as_ptr().add(i * k4);
+    for g in 0..k4 / 4 {
+        let bv: [__m512i; P] =
+            std::array::from_fn(|q| _mm512_loadu_si512(bp[q].add(g * PANEL * 4) as *const _));
+        for r in 0..R {
+            let av = _mm512_set1_epi32((ap.add(r * k4 + g * 4) as *const i32).read_unaligned());
+            for q in 0..P {
+                acc[r][q] = _mm512_dpbusd_epi32(acc[r][q], av, bv[q]);
+            }
+        }
+    }
+    for q in 0..P {
+        let j = (p + q) * PANEL;
+        let cols = PANEL.min(b.n - j);
+        let mask: __mmask16 = if cols == PANEL {
+            !0
+        } else {
+            (1u16 << cols) - 1
+        };
+        for r in 0..R {
+            _mm512_mask_storeu_epi32(c.as_mut_ptr().add((i + r) * ldc + j), mask, acc[r][q]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(a: &[u8], m: usize, k: usize, b: &[i8], n: usize) -> Vec<i32> {
+        let mut c = vec![0i32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k)
+                    .map(|kk| a[i * k + kk] as i32 * b[kk * n + j] as i32)
+                    .sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn both_paths_match_the_reference_on_ragged_shapes() {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (3, 5, 7),
+            (8, 64, 32),
+            (13, 37, 50),
+            (17, 200, 16),
+            (9, 4, 33),
+        ] {
+            let a: Vec<u8> = (0..m * k).map(|i| (i * 37 % 256) as u8).collect();
+            let b: Vec<i8> = (0..k * n).map(|i| (i * 91 % 256) as u8 as i8).collect();
+            let pb = PackedB::new(k, n, |kk, j| b[kk * n + j]);
+            let k4 = k_groups(k);
+            let mut ap = vec![0u8; m * k4];
+            for i in 0..m {
+                ap[i * k4..i * k4 + k].copy_from_slice(&a[i * k..(i + 1) * k]);
+            }
+            let want = reference(&a, m, k, &b, n);
+            for use_vnni in [false, vnni()] {
+                let mut c = vec![-1i32; m * n];
+                gemm(&ap, m, &pb, &mut c, n, use_vnni);
+                assert_eq!(c, want, "{m}x{k}x{n} vnni={use_vnni}");
+            }
+            for j in 0..n {
+                let s: i32 = (0..k).map(|kk| b[kk * n + j] as i32).sum();
+                assert_eq!(pb.col_sums[j], s);
+                assert_eq!(pb.at(k - 1, j), b[(k - 1) * n + j]);
+            }
+        }
+    }
+}

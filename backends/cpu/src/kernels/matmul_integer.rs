@@ -1,0 +1,393 @@
+//! MatMulInteger on 8-bit operands: `(a - a_zero) @ (b - b_zero)` in i32.
+//!
+//! The product runs on bytes ([`int8_gemm`]): `a` as unsigned (an i8 `a` is
+//! shifted by +128, and its zero point with it), `b` as signed (a u8 `b` by
+//! -128). With `a' = a + sa`, `b' = b + sb` and the zero points shifted
+//! alike, `Σ (a - za)(b - zb) = Σ a'b' - za'·colsum(b') - zb'·rowsum(a') +
+//! k·za'·zb'`: exact in wrapping i32, as ONNX's i32 result is. A constant `b`
+//! (a weight) is packed once, when the kernel is built; rows of `a` are
+//! packed into scratch per run and split across threads in blocks.
+//!
+//! Without AVX-512 VNNI the same packed operands go through f32 GEMMs over
+//! slices of `k` short enough that every partial sum is an exact integer.
+
+use rayon::prelude::*;
+use rlx_ir::DType;
+
+use super::gemm::gemm;
+use super::int8_gemm::{self, k_groups, PackedB};
+use super::layout::{broadcast_strides, offset_of};
+use super::matmul::MatMulGeom;
+use crate::kernel::{Kernel, KernelError, Spec};
+use crate::tensor::{TensorMut, TensorRef};
+
+/// Rows of `a` one task packs and multiplies.
+const BLOCK: usize = 64;
+/// Products (m·n·k) below which a run stays on one thread.
+const PAR_WORK: usize = 1 << 20;
+/// The longest slice of `k` whose sums of u8·i8 products (at most
+/// 255·128 each) stay exact in f32.
+const F32_SLICE: usize = ((1 << 24) - 1) / (255 * 128);
+
+pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    let (ad, bd) = (spec.in_dims(0), spec.in_dims(1));
+    let g = MatMulGeom::new(&ad, &bd)?;
+    let byte = |d: DType| match d {
+        DType::U8 => Ok(false),
+        DType::I8 => Ok(true),
+        d => Err(KernelError::DType(d)),
+    };
+    let a_signed = byte(spec.inputs[0].dtype)?;
+    let b_signed = byte(spec.inputs[1].dtype)?;
+    let packed = match spec.consts.get(1).and_then(|c| c.as_ref()) {
+        Some(t) => Some(pack_all(&g, t.bytes(), b_signed)),
+        None => None,
+    };
+    Ok(Box::new(MatMulIntegerKernel {
+        label: format!(
+            "matmul_integer.{}{} {}x[{}x{}x{}]",
+            spec.inputs[0].dtype,
+            spec.inputs[1].dtype,
+            g.batches(),
+            g.m,
+            g.n,
+            g.k
+        ),
+        a_signed,
+        b_signed,
+        packed,
+        vnni: int8_gemm::vnni(),
+        g,
+    }))
+}
+
+/// Every matrix of `b` (`b_batch` of them, k x n bytes each) packed.
+fn pack_all(g: &MatMulGeom, b: &[u8], signed: bool) -> Vec<PackedB> {
+    let (k, n) = (g.k, g.n);
+    let count: usize = g.b_batch.iter().product();
+    (0..count)
+        .map(|t| {
+            let m = &b[t * k * n..(t + 1) * k * n];
+            PackedB::new(k, n, |kk, j| as_signed(m[kk * n + j], signed))
+        })
+        .collect()
+}
+
+/// A byte of `b` as the signed value the GEMM multiplies (a u8 less 128).
+fn as_signed(v: u8, signed: bool) -> i8 {
+    if signed {
+        v as i8
+    } else {
+        (v ^ 0x80) as i8
+    }
+}
+
+struct MatMulIntegerKernel {
+    label: String,
+    g: MatMulGeom,
+    a_signed: bool,
+    b_signed: bool,
+    /// The constant `b`, packed.
+    packed: Option<Vec<PackedB>>,
+    vnni: bool,
+}
+
+/// The zero points of an operand as i32 (one, or one per row or column),
+/// shifted by `shift` like the operand.
+fn zero_points(z: &TensorRef, want: usize, shift: i32) -> Result<Vec<i32>, KernelError> {
+    let n = z.numel();
+    if n != 1 && n != want {
+        return Err(KernelError::Value(format!(
+            "a zero point of {n} values where 1 or {want} fit"
+        )));
+    }
+    let signed = z.dtype == DType::I8;
+    Ok(z
+        .bytes
+        .iter()
+        .map(|&v| if signed { i32::from(v as i8) } else { i32::from(v) } + shift)
+        .collect())
+}
+
+/// One block of rows of one product.
+struct Block<'a> {
+    /// The rows of `a`, `rows x k` bytes as stored.
+    a: &'a [u8],
+    /// The index of the block's first row in its matrix.
+    row0: usize,
+    za: &'a [i32],
+    zb: &'a [i32],
+    b: &'a PackedB,
+}
+
+impl MatMulIntegerKernel {
+    fn block(&self, blk: &Block, packed_a: &mut [u8], out: &mut [i32]) {
+        let (k, n) = (self.g.k, self.g.n);
+        let k4 = k_groups(k);
+        let rows = out.len() / n;
+        let mut sums = [0i32; BLOCK];
+        for r in 0..rows {
+            let src = &blk.a[r * k..(r + 1) * k];
+            let dst = &mut packed_a[r * k4..(r + 1) * k4];
+            if self.a_signed {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = s ^ 0x80;
+                }
+            } else {
+                dst[..k].copy_from_slice(src);
+            }
+            dst[k..].fill(0);
+            sums[r] = dst[..k].iter().map(|&v| i32::from(v)).sum();
+        }
+        if self.vnni {
+            int8_gemm::gemm(packed_a, rows, blk.b, out, n, true);
+        } else {
+            float_gemm(packed_a, rows, blk.b, out);
+        }
+        let kk = k as i32;
+        for r in 0..rows {
+            let za = blk.za[if blk.za.len() == 1 { 0 } else { blk.row0 + r }];
+            let rs = sums[r];
+            let row = &mut out[r * n..(r + 1) * n];
+            for (j, o) in row.iter_mut().enumerate() {
+                let zb = blk.zb[if blk.zb.len() == 1 { 0 } else { j }];
+                *o = o
+                    .wrapping_sub(za.wrapping_mul(blk.b.col_sums[j]))
+                    .wrapping_sub(zb.wrapping_mul(rs))
+                    .wrapping_add(kk.wrapping_mul(za).wrapping_mul(zb));
+            }
+        }
+    }
+}
+
+/// The portable path: `C = A·B` through f32 GEMMs over slices of `k` of
+/// at most [`F32_SLICE`], each exact, summed in i32.
+fn float_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32]) {
+    let (k, n) = (b.k, b.n);
+    let k4 = k_groups(k);
+    c[..m * n].fill(0);
+    let mut part = vec![0.0f32; m * n];
+    for k0 in (0..k).step_by(F32_SLICE) {
+        let kc = F32_SLICE.min(k - k0);
+        let af: Vec<f32> = (0..m)
+            .flat_map(|i| {
+                a[i * k4 + k0..i * k4 + k0 + kc]
+                    .iter()
+                    .map(|&v| f32::from(v))
+            })
+            .collect();
+        let bf: Vec<f32> = (k0..k0 + kc)
+            .flat_map(|kk| (0..n).map(move |j| f32::from(b.at(kk, j))))
+            .collect();
+        gemm(m, n, kc, &af, kc, &bf, n, &mut part, n, false);
+        for (o, v) in c.iter_mut().zip(&part) {
+            *o = o.wrapping_add(*v as i32);
+        }
+    }
+}
+
+impl Kernel for MatMulIntegerKernel {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        self.g.batches() * self.g.m * k_groups(self.g.k)
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        scratch: &mut [u8],
+    ) -> Result<(), KernelError> {
+        let g = &self.g;
+        let (m, n, k) = (g.m, g.n, g.k);
+        let za = zero_points(&ins[2], m, if self.a_signed { 128 } else { 0 })?;
+        let zb = zero_points(&ins[3], n, if self.b_signed { 0 } else { -128 })?;
+        let owned;
+        let packed: &[PackedB] = match &self.packed {
+            Some(p) => p,
+            None => {
+                owned = pack_all(g, ins[1].bytes, self.b_signed);
+                &owned
+            }
+        };
+        let a = ins[0].bytes;
+        let out = outs[0].slice::<i32>()?;
+        let batches = g.batches();
+        if out.len() != batches * m * n || a.len() != g.a_batch.iter().product::<usize>() * m * k {
+            return Err(KernelError::Internal("matmul_integer operand sizes".into()));
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        if k == 0 {
+            out.fill(0);
+            return Ok(());
+        }
+        let k4 = k_groups(k);
+        let a_strides = broadcast_strides(&g.a_batch, &g.batch);
+        let b_strides = broadcast_strides(&g.b_batch, &g.batch);
+        let scratch = &mut scratch[..batches * m * k4];
+        let job = |t: usize, r: usize, packed_a: &mut [u8], o: &mut [i32]| {
+            let (at, bt) = (
+                offset_of(t, &g.batch, &a_strides),
+                offset_of(t, &g.batch, &b_strides),
+            );
+            let row0 = r * BLOCK;
+            let rows = o.len() / n;
+            let blk = Block {
+                a: &a[(at * m + row0) * k..(at * m + row0 + rows) * k],
+                row0,
+                za: &za,
+                zb: &zb,
+                b: &packed[bt],
+            };
+            self.block(&blk, packed_a, o);
+        };
+        let per_batch = |t: usize, o: &mut [i32], s: &mut [u8], par: bool| {
+            if par {
+                o.par_chunks_mut(BLOCK * n)
+                    .zip(s.par_chunks_mut(BLOCK * k4))
+                    .enumerate()
+                    .for_each(|(r, (o, s))| job(t, r, s, o));
+            } else {
+                for (r, (o, s)) in o
+                    .chunks_mut(BLOCK * n)
+                    .zip(s.chunks_mut(BLOCK * k4))
+                    .enumerate()
+                {
+                    job(t, r, s, o);
+                }
+            }
+        };
+        let par = batches * m * n * k >= PAR_WORK && rayon::current_num_threads() > 1;
+        if par {
+            out.par_chunks_mut(m * n)
+                .zip(scratch.par_chunks_mut(m * k4))
+                .enumerate()
+                .for_each(|(t, (o, s))| per_batch(t, o, s, true));
+        } else {
+            for (t, (o, s)) in out
+                .chunks_mut(m * n)
+                .zip(scratch.chunks_mut(m * k4))
+                .enumerate()
+            {
+                per_batch(t, o, s, false);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(a - za) @ (b - zb)` in i64, batched with broadcasting.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        a: &[i32],
+        b: &[i32],
+        za: &[i32],
+        zb: &[i32],
+        batches: usize,
+        b_batches: usize,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Vec<i32> {
+        let mut c = vec![0i32; batches * m * n];
+        for t in 0..batches {
+            let bt = if b_batches == 1 { 0 } else { t };
+            for i in 0..m {
+                for j in 0..n {
+                    let zai = za[if za.len() == 1 { 0 } else { i }] as i64;
+                    let zbj = zb[if zb.len() == 1 { 0 } else { j }] as i64;
+                    let s: i64 = (0..k)
+                        .map(|kk| {
+                            (a[(t * m + i) * k + kk] as i64 - zai)
+                                * (b[(bt * k + kk) * n + j] as i64 - zbj)
+                        })
+                        .sum();
+                    c[(t * m + i) * n + j] = s as i32;
+                }
+            }
+        }
+        c
+    }
+
+    fn tensor(dtype: DType, dims: &[usize], v: &[i32]) -> rlx_ir::Tensor {
+        let bytes: Vec<u8> = v.iter().map(|&x| x as u8).collect();
+        rlx_ir::Tensor::from_slice(dtype, dims, &bytes).unwrap()
+    }
+
+    /// Every sign combination, per-row and per-column zero points, ragged
+    /// shapes, a constant and a run-time `b`, with and without VNNI.
+    #[test]
+    fn matches_the_reference() {
+        let cases = [
+            (1, 1, 1, 1, 1),
+            (2, 3, 5, 7, 1),
+            (3, 70, 37, 50, 3),
+            (1, 130, 600, 33, 1),
+        ];
+        for (batches, m, k, n, b_batches) in cases {
+            for (at, bt) in [
+                (DType::U8, DType::I8),
+                (DType::I8, DType::U8),
+                (DType::U8, DType::U8),
+                (DType::I8, DType::I8),
+            ] {
+                let val = |d: DType, i: usize, mul: usize| -> i32 {
+                    let u = (i * mul % 256) as i32;
+                    if d == DType::I8 {
+                        u - 128
+                    } else {
+                        u
+                    }
+                };
+                let a: Vec<i32> = (0..batches * m * k).map(|i| val(at, i, 37)).collect();
+                let b: Vec<i32> = (0..b_batches * k * n).map(|i| val(bt, i, 91)).collect();
+                let za: Vec<i32> = (0..m).map(|i| val(at, i, 53)).collect();
+                let zb: Vec<i32> = vec![val(bt, 5, 29)];
+                let want = reference(&a, &b, &za, &zb, batches, b_batches, m, k, n);
+                let a_t = tensor(at, &[batches, m, k], &a);
+                let b_t = tensor(bt, &[b_batches, k, n], &b);
+                let za_t = tensor(at, &[m], &za);
+                let zb_t = tensor(bt, &[], &zb);
+                let g = MatMulGeom::new(a_t.dims(), b_t.dims()).unwrap();
+                for (constant, vnni) in [
+                    (true, false),
+                    (false, false),
+                    (true, int8_gemm::vnni()),
+                    (false, int8_gemm::vnni()),
+                ] {
+                    let kern = MatMulIntegerKernel {
+                        label: String::new(),
+                        a_signed: at == DType::I8,
+                        b_signed: bt == DType::I8,
+                        packed: constant.then(|| pack_all(&g, b_t.bytes(), bt == DType::I8)),
+                        vnni,
+                        g: g.clone(),
+                    };
+                    let mut out = vec![0i32; batches * m * n];
+                    let out_dims = [batches, m, n];
+                    let mut scratch = vec![0u8; kern.scratch_bytes()];
+                    let ins = [&a_t, &b_t, &za_t, &zb_t].map(TensorRef::of);
+                    let mut outs = [TensorMut {
+                        dtype: DType::I32,
+                        dims: &out_dims,
+                        bytes: bytemuck::cast_slice_mut(&mut out),
+                    }];
+                    kern.run(&ins, &mut outs, &mut scratch).unwrap();
+                    assert_eq!(
+                        out, want,
+                        "{batches}x{m}x{k}x{n} {at}x{bt} const={constant} vnni={vnni}"
+                    );
+                }
+            }
+        }
+    }
+}
