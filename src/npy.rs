@@ -42,33 +42,60 @@ pub fn read(path: &Path) -> Result<Tensor, NpyError> {
         path: p.clone(),
         reason: e.to_string(),
     })?;
-    from_bytes(&bytes, p)
+    from_bytes(&bytes, &p)
 }
 
 /// Reads every array of an `.npz` archive (numpy's `savez`, compressed or
 /// not), by name (the `.npy` suffix dropped), in archive order.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, NpyError> {
     let p = path.display().to_string();
-    let io = |reason: String| NpyError::Io {
+    let file = std::fs::File::open(path).map_err(|e| NpyError::Io {
         path: p.clone(),
+        reason: e.to_string(),
+    })?;
+    npz_from(file, &p)
+}
+
+/// Reads the bytes of an `.npz` archive; `name` names them in errors.
+pub fn npz_from_bytes(bytes: &[u8], name: &str) -> Result<Vec<(String, Tensor)>, NpyError> {
+    npz_from(std::io::Cursor::new(bytes), name)
+}
+
+/// The most bytes one array of an archive may inflate to (8 GiB, what
+/// [`crate::Limits`]'s default tensor size takes in f32): a deflate stream
+/// that claims more is refused instead of filling memory.
+pub const MAX_NPZ_ENTRY_BYTES: u64 = 8 << 30;
+
+fn npz_from<R: std::io::Read + std::io::Seek>(
+    reader: R,
+    p: &str,
+) -> Result<Vec<(String, Tensor)>, NpyError> {
+    let io = |reason: String| NpyError::Io {
+        path: p.to_string(),
         reason,
     };
-    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| io(e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(reader).map_err(|e| io(e.to_string()))?;
     let mut out = Vec::new();
     for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| io(e.to_string()))?;
+        let entry = zip.by_index(i).map_err(|e| io(e.to_string()))?;
         let name = entry.name().to_string();
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(|e| io(e.to_string()))?;
+        let mut limited = std::io::Read::take(entry, MAX_NPZ_ENTRY_BYTES + 1);
+        std::io::Read::read_to_end(&mut limited, &mut bytes).map_err(|e| io(e.to_string()))?;
+        if bytes.len() as u64 > MAX_NPZ_ENTRY_BYTES {
+            return Err(io(format!(
+                "`{name}` inflates to more than {MAX_NPZ_ENTRY_BYTES} bytes"
+            )));
+        }
         let array = name.strip_suffix(".npy").unwrap_or(&name).to_string();
-        out.push((array, from_bytes(&bytes, format!("{p}:{name}"))?));
+        out.push((array, from_bytes(&bytes, &format!("{p}:{name}"))?));
     }
     Ok(out)
 }
 
-/// Reads `.npy` bytes; `p` names them in errors.
-fn from_bytes(bytes: &[u8], p: String) -> Result<Tensor, NpyError> {
+/// Reads the bytes of an `.npy` file; `name` names them in errors.
+pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
+    let p = name.to_string();
     let file = npyz::NpyFile::new(&bytes[..]).map_err(|e| NpyError::Io {
         path: p.clone(),
         reason: e.to_string(),
