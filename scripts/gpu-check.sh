@@ -114,9 +114,15 @@ if [[ $stage == all || $stage == bench ]]; then
   median() { "$bin/rlx-onnx" bench "$@" 2>>"$out/bench-errors.log" | awk '/^median:/ {print $2}'; }
   python3 scripts/torch_baseline.py --fp16 > "$out/torch.log" 2>&1 || tail -5 "$out/torch.log"
   printf '%-22s %10s %10s %10s %10s %9s %9s\n' model cuda cpu16 torch-eag torch-grf eag/cuda grf/cuda
-  for m in /tmp/rlx-data/light/*.onnx golden/transformer/model.onnx; do
+  # The golden transformer at three sizes: batch 1 x 8 tokens is launch-bound
+  # (15 dependent launches of microseconds), the larger ones are not.
+  for m in /tmp/rlx-data/light/*.onnx golden/transformer/model.onnx:1:8 \
+      golden/transformer/model.onnx:8:64 golden/transformer/model.onnx:32:128; do
     name=$(basename "$m" .onnx); extra=()
-    [[ $m == golden/transformer/* ]] && { name=golden_transformer; extra=(--bind batch=1 --bind seq=8); }
+    if [[ $m == golden/transformer/* ]]; then
+      IFS=: read -r m batch seq <<< "$m"
+      name=golden_transformer_${batch}x$seq; extra=(--bind batch=$batch --bind seq=$seq)
+    fi
     cuda=$(median "$m" --target cuda --iters 200 --warmup 100 "${extra[@]}"); cuda=${cuda:-error}
     cpu=$(median "$m" --threads 16 --iters 10 "${extra[@]}"); cpu=${cpu:-error}
     eager=$(awk -v n="$name" '$2==n {sub("eager_ms=","",$3); print $3}' "$out/torch.log")

@@ -28,7 +28,33 @@ MODELS = {
     "light_squeezenet": ("squeezenet1_0", (1, 3, 224, 224)),
     "light_vgg19": ("vgg19", (1, 3, 224, 224)),
     # shufflenet (v1), inception_v2 and zfnet512 have no torchvision twin.
+    # The golden transformer block (golden/make_golden.py), batch x tokens.
+    "golden_transformer_1x8": ("transformer", (1, 8)),
+    "golden_transformer_8x64": ("transformer", (8, 64)),
+    "golden_transformer_32x128": ("transformer", (32, 128)),
 }
+
+
+class Block(torch.nn.Module):
+    """golden/make_golden.py's transformer(): one pre-norm encoder block
+    (d 16, 2 heads, MLP 32 with the erf GELU) with an additive mask."""
+
+    def __init__(self, d=16, heads=2, ff=32):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+        self.fc1, self.fc2 = torch.nn.Linear(d, ff), torch.nn.Linear(ff, d)
+
+    def forward(self, x, mask):
+        b, s, d = x.shape
+        h = self.ln1(x)
+        split = lambda t: t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        scores = q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5 + mask
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.o(ctx)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
 def timed(fn, iters, warmup):
@@ -62,6 +88,8 @@ def graphed(model, x):
 
 
 def build(ctor):
+    if ctor == "transformer":
+        return Block()
     kwargs = {"weights": None}
     if ctor == "googlenet":
         kwargs.update(aux_logits=False, init_weights=True)
@@ -84,11 +112,17 @@ def main():
         ctor, shape = MODELS[name]
         with torch.inference_mode():
             model = build(ctor).eval().to(dev)
-            x = torch.randn(shape, device=dev)
+            if ctor == "transformer":
+                b, s = shape
+                x = torch.randn((b, s, 16), device=dev)
+                mask = torch.zeros((b, 1, 1, s), device=dev)
+                model = (lambda m: lambda x: m(x, mask))(model)
+            else:
+                x = torch.randn(shape, device=dev)
             eager = timed(lambda: model(x), a.iters, a.warmup)
             graph = timed(graphed(model, x), a.iters, a.warmup)
             line = f"torch {name} eager_ms={eager:.3f} graph_ms={graph:.3f}"
-            if a.fp16:
+            if a.fp16 and ctor != "transformer":
                 m16, x16 = model.half(), x.half()
                 line += f" fp16_graph_ms={timed(graphed(m16, x16), a.iters, a.warmup):.3f}"
             print(line, flush=True)
