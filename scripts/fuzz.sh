@@ -34,7 +34,7 @@ for t in "${targets[@]}"; do
     -print_final_stats=1 > "$work/last.log" 2>&1
   rc=$?
   set -e
-  execs=$(awk -F': *' '/stat::number_of_executed_units/ {print $2}' "$work/last.log")
+  execs=$(awk '/stat::number_of_executed_units/ {print $NF}' "$work/last.log")
   tail -4 "$work/last.log"
   echo "$(date -u +%FT%TZ) $t ${secs}s execs=${execs:-0} exit=$rc" | tee -a fuzz/runs.log
   if [[ $rc -ne 0 ]]; then

@@ -93,9 +93,53 @@ fn npz_from<R: std::io::Read + std::io::Seek>(
     Ok(out)
 }
 
+/// The deepest bracket nesting a header may have: numpy's headers are a
+/// flat dict (structured dtypes nest a few lists), and `npyz`'s header
+/// parser takes time exponential in the depth (found by fuzzing).
+const MAX_HEADER_NESTING: usize = 8;
+
+/// The bracket nesting depth of an `.npy` header, if the bytes have one.
+fn header_nesting(bytes: &[u8]) -> Option<usize> {
+    let rest = bytes.strip_prefix(b"\x93NUMPY")?;
+    let (&major, rest) = rest.split_first()?;
+    let rest = rest.get(1..)?;
+    let (len, rest) = if major == 1 {
+        (
+            u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize,
+            rest.get(2..)?,
+        )
+    } else {
+        (
+            u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize,
+            rest.get(4..)?,
+        )
+    };
+    let header = &rest[..len.min(rest.len())];
+    let (mut depth, mut max) = (0usize, 0usize);
+    for &c in header {
+        match c {
+            b'{' | b'[' | b'(' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Some(max)
+}
+
 /// Reads the bytes of an `.npy` file; `name` names them in errors.
 pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
     let p = name.to_string();
+    if let Some(depth) = header_nesting(bytes).filter(|&d| d > MAX_HEADER_NESTING) {
+        return Err(NpyError::Io {
+            path: p,
+            reason: format!(
+                "the header nests brackets {depth} deep (numpy writes at most a few levels)"
+            ),
+        });
+    }
     let file = npyz::NpyFile::new(&bytes[..]).map_err(|e| NpyError::Io {
         path: p.clone(),
         reason: e.to_string(),

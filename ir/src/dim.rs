@@ -117,9 +117,11 @@ impl Dim {
                 let _ = p;
                 Dim::Known(0)
             }
-            Dim::Expr(p) => {
-                Dim::from_poly(Poly(p.0.iter().map(|(m, c)| (m.clone(), c * k)).collect()))
-            }
+            Dim::Expr(p) => Dim::from_poly(Poly(
+                p.0.iter()
+                    .map(|(m, c)| (m.clone(), c.wrapping_mul(k)))
+                    .collect(),
+            )),
         }
     }
 
@@ -133,7 +135,7 @@ impl Dim {
                     for (mb, cb) in &b.0 {
                         let mut m: Monomial = ma.iter().chain(mb.iter()).cloned().collect();
                         m.sort();
-                        add_term(&mut p, m, ca * cb);
+                        add_term(&mut p, m, ca.wrapping_mul(*cb));
                     }
                 }
                 Dim::from_poly(p)

@@ -112,7 +112,7 @@ pub fn eval_known(
         return out;
     }
     let out_shape = match outputs[0].shape.as_known() {
-        Some(s) if s.iter().product::<usize>() <= MAX_ELEMS => s,
+        Some(s) if crate::tensor::checked_numel(&s).is_ok_and(|n| n <= MAX_ELEMS) => s,
         _ => return out,
     };
     out[0] = eval_first(op, inputs, values, &outputs[0], out_shape);
