@@ -142,6 +142,13 @@ fn norm_typed<T: Real>(
             let c = dims[1];
             let sp: usize = dims[2..].iter().product();
             let (s, b) = (p(1)?, p(2)?);
+            if s.len() != c || b.len() != c {
+                return Err(KernelError::Value(format!(
+                    "instance norm of {c} channels with {} scales and {} biases",
+                    s.len(),
+                    b.len()
+                )));
+            }
             let scale = move |r: usize, _: usize| s[r % c];
             let bias = move |r: usize, _: usize| b[r % c];
             rows(
