@@ -161,7 +161,10 @@ fn slice(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kernel
     for (ax, start, end, step) in params {
         let (first, _) = slice_range(x.dims[ax] as i64, start, end, step);
         base += first as isize * s[ax] as isize;
-        st[ax] = step as isize * s[ax] as isize;
+        // Wrapping: a step past the dim (up to i64::MAX) leaves one element
+        // on this axis, whose stride is never used; otherwise the product
+        // stays within the tensor.
+        st[ax] = (step as isize).wrapping_mul(s[ax] as isize);
     }
     let out = &mut outs[0];
     let dims = out.dims;
