@@ -146,7 +146,7 @@ fn fuse(g: &mut Graph, cx: &mut PassContext, id: NodeId) -> Result<bool, String>
             return Ok(false);
         }
     }
-    let mut operand = |g: &mut Graph, x: Bytes, what: &str| -> (Value, Value) {
+    let mut operand = |g: &mut Graph, x: Bytes, what: &str| -> Result<(Value, Value), String> {
         let (v, z) = match x {
             Bytes::Value(v, z) => (v, z),
             Bytes::Constant(t) => {
@@ -154,20 +154,18 @@ fn fuse(g: &mut Graph, cx: &mut PassContext, id: NodeId) -> Result<bool, String>
                 (v, None)
             }
         };
-        let z = z.unwrap_or_else(|| {
-            let zero = Tensor::zeros(g.ty(v).dtype, &[]).expect("a scalar has a size");
-            constant(
-                g,
-                cx.weights,
-                &format!("{name}_{what}_zero"),
-                origin.clone(),
-                zero,
-            )
-        });
-        (v, z)
+        let z = match z {
+            Some(z) => z,
+            None => {
+                let zero = Tensor::zeros(g.ty(v).dtype, &[]).map_err(|e| e.to_string())?;
+                let base = format!("{name}_{what}_zero");
+                constant(g, cx.weights, &base, origin.clone(), zero)
+            }
+        };
+        Ok((v, z))
     };
-    let (a8, za) = operand(g, a, "a");
-    let (b8, zb) = operand(g, b, "b");
+    let (a8, za) = operand(g, a, "a")?;
+    let (b8, zb) = operand(g, b, "b")?;
     replace_root(
         g,
         cx.weights,
