@@ -9,6 +9,7 @@ pub mod deform_conv;
 pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
+mod gemv;
 pub mod generators;
 pub mod grid;
 pub mod indexing;

@@ -5,7 +5,7 @@
 //! As in ONNX Runtime, `Y` is zero past each sequence's length, and `Y_h` /
 //! `Y_c` are zero for a sequence of length 0.
 
-use rlx_ir::ops::{CausalConvActivation, RecurrentKind, RnnActivation, RnnDirection};
+use rlx_ir::ops::{CausalConvActivation, Recurrent, RecurrentKind, RnnActivation, RnnDirection};
 use rlx_ir::Op;
 
 use super::num::Real;
@@ -15,7 +15,11 @@ use crate::with_dtype;
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     match spec.op() {
-        Op::Recurrent(_) => Ok(fn_kernel(spec, recurrent)),
+        Op::Recurrent(rc) => Ok(Box::new(RecurrentKernel {
+            op: spec.node.op.clone(),
+            label: format!("{}.{}", spec.node.op.name(), spec.inputs[0].dtype),
+            w_t: transposed_weights(rc, spec),
+        })),
         Op::CausalConvWithState(_) => Ok(fn_kernel(spec, causal_conv)),
         op => Err(KernelError::Internal(format!(
             "{} is not a recurrent op",
@@ -222,7 +226,63 @@ impl Geom {
     }
 }
 
-fn recurrent(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+/// A recurrent layer, with the input weights of each direction transposed
+/// once when they are constant f32: the projection over all time steps then
+/// reads `Wᵀ` row by row instead of repacking `W` on every run.
+struct RecurrentKernel {
+    op: Op,
+    label: String,
+    /// `[input, gates*hidden]` per direction; empty when W is not constant.
+    w_t: Vec<Vec<f32>>,
+}
+
+impl Kernel for RecurrentKernel {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn run(
+        &self,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        _: &mut [u8],
+    ) -> Result<(), KernelError> {
+        recurrent_with(&self.op, ins, outs, &self.w_t)
+    }
+}
+
+/// `W [dirs, gh, input]` of an f32 layer as `[input, gh]` per direction.
+fn transposed_weights(rc: &Recurrent, spec: &Spec) -> Vec<Vec<f32>> {
+    let Some(Some(w)) = spec.consts.get(1) else {
+        return Vec::new();
+    };
+    let (Ok(w), [dirs, gh, input]) = (w.as_slice::<f32>(), w.dims()) else {
+        return Vec::new();
+    };
+    let (dirs, gh, input) = (*dirs, *gh, *input);
+    if rc.quantized || w.len() != dirs * gh * input {
+        return Vec::new();
+    }
+    (0..dirs)
+        .map(|d| {
+            let wd = &w[d * gh * input..(d + 1) * gh * input];
+            let mut t = vec![0f32; gh * input];
+            for (j, row) in wd.chunks_exact(input).enumerate() {
+                for (k, &v) in row.iter().enumerate() {
+                    t[k * gh + j] = v;
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+fn recurrent_with(
+    op: &Op,
+    ins: &[TensorRef],
+    outs: &mut [TensorMut],
+    w_t: &[Vec<f32>],
+) -> Result<(), KernelError> {
     let Op::Recurrent(rc) = op else {
         return Err(KernelError::Internal("not a recurrent layer".into()));
     };
@@ -264,7 +324,7 @@ fn recurrent(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), K
     }
     if rc.quantized || ins[..3].iter().all(|t| t.dtype == rlx_ir::DType::F32) {
         let lens: Vec<usize> = lens.iter().map(|&l| l as usize).collect();
-        return super::recurrent_f32::run(rc, &g, &lens, &acts, ins, outs);
+        return super::recurrent_f32::run(rc, &g, &lens, &acts, ins, outs, w_t);
     }
     let read = |port: Option<usize>, want: usize, what: &str| -> Result<Vec<f64>, KernelError> {
         let Some(i) = port else { return Ok(Vec::new()) };
@@ -519,11 +579,11 @@ mod tests {
                 bytes: bytemuck::cast_slice_mut(b),
             })
             .collect();
-        let f = match op {
-            Op::Recurrent(_) => recurrent,
-            _ => causal_conv,
-        };
-        f(op, &refs, &mut outs).unwrap();
+        match op {
+            Op::Recurrent(_) => recurrent_with(op, &refs, &mut outs, &[]),
+            _ => causal_conv(op, &refs, &mut outs),
+        }
+        .unwrap();
         drop(outs);
         bufs
     }
@@ -598,7 +658,7 @@ mod tests {
                 bytes: bytemuck::cast_slice_mut(b),
             })
             .collect();
-        recurrent(op, &refs, &mut outs).unwrap();
+        recurrent_with(op, &refs, &mut outs, &[]).unwrap();
         drop(outs);
         bufs
     }

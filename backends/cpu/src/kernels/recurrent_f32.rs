@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use rlx_ir::ops::{Recurrent, RecurrentKind, RnnActivation, RnnDirection};
 
 use super::gemm::gemm_strided;
+use super::gemv;
 use super::recurrent::{Act, Geom};
 use super::vmath;
 
@@ -24,6 +25,8 @@ const GEMV_CHUNK: usize = 128;
 pub(super) struct DirWeights<'a> {
     /// `[gates*hidden, input]`.
     pub w: &'a [f32],
+    /// `w` transposed, `[input, gates*hidden]`, when the kernel made it.
+    pub w_t: Option<&'a [f32]>,
     /// `[gates*hidden, hidden]`.
     pub r: &'a [f32],
     /// Per row of `w` and `r`: the scale of a quantized layer; empty for f32.
@@ -64,56 +67,15 @@ fn apply_slice(a: Act, xs: &mut [f32]) {
     }
 }
 
-/// `dot(row, v)` in 8 lanes, so the compiler vectorizes the sum.
-#[inline(always)]
-fn dot8(row: &[f32], v: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (c, x) in row.chunks_exact(8).zip(v.chunks_exact(8)) {
-        for l in 0..8 {
-            acc[l] += c[l] * x[l];
-        }
-    }
-    let tail = row.len() / 8 * 8;
-    let mut s: f32 = acc.iter().sum();
-    for i in tail..row.len() {
-        s += row[i] * v[i];
-    }
-    s
-}
-
-#[inline(always)]
-fn gemv_rows(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
-    for (i, x) in out.iter_mut().enumerate() {
-        let j = first + i;
-        *x = dot8(&m[j * n..(j + 1) * n], v);
-    }
-}
-
-/// [`gemv_rows`] compiled for AVX2 (8 lanes in one register).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn gemv_rows_avx2(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
-    gemv_rows(m, n, v, first, out)
-}
-
-fn gemv_chunk(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        return unsafe { gemv_rows_avx2(m, n, v, first, out) };
-    }
-    gemv_rows(m, n, v, first, out)
-}
-
 /// `out[j] = dot(m[j, :], v)` for the `n`-wide rows of `m`; row blocks in
 /// parallel when there are enough.
 fn gemv(m: &[f32], n: usize, v: &[f32], out: &mut [f32]) {
     if out.len() >= 2 * GEMV_CHUNK && n >= 64 && rayon::current_num_threads() > 1 {
         out.par_chunks_mut(GEMV_CHUNK)
             .enumerate()
-            .for_each(|(c, o)| gemv_chunk(m, n, v, c * GEMV_CHUNK, o));
+            .for_each(|(c, o)| gemv::rows(m, n, v, c * GEMV_CHUNK, o));
     } else {
-        gemv_chunk(m, n, v, 0, out);
+        gemv::rows(m, n, v, 0, out);
     }
 }
 
@@ -329,14 +291,19 @@ pub(super) fn project(
         quantized = q;
         (&quantized[..], s)
     };
+    // `Wᵀ` read in place where the kernel transposed it once.
+    let (w, w_strides) = match dw.w_t {
+        Some(t) => (t, (gh, 1)),
+        None => (dw.w, (1, input)),
+    };
     gemm_strided(
         rows,
         gh,
         input,
         x,
         (input, 1),
-        dw.w,
-        (1, input),
+        w,
+        w_strides,
         &mut xw,
         gh,
         false,
@@ -401,6 +368,7 @@ pub(super) fn run(
     acts: &[Act],
     ins: &[crate::tensor::TensorRef],
     outs: &mut [crate::tensor::TensorMut],
+    w_t: &[Vec<f32>],
 ) -> Result<(), crate::kernel::KernelError> {
     use crate::kernel::KernelError;
     let p = rc.ports();
@@ -456,6 +424,7 @@ pub(super) fn run(
     let weights: Vec<DirWeights> = (0..dirs)
         .map(|d| DirWeights {
             w: part(w, d, gh * input),
+            w_t: w_t.get(d).map(|t| &t[..]).filter(|t| t.len() == gh * input),
             r: part(r, d, gh * hs),
             w_scale: part(w_scale, d, gh),
             r_scale: part(r_scale, d, gh),
