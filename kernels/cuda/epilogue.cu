@@ -1,10 +1,18 @@
-// Epilogue: `y = act(y + bias)` in place, after a library call (a cuDNN
-// convolution, a cuBLASLt GEMM) whose own epilogue cannot do it. The bias is
-// read through broadcast strides over y's collapsed dims (EpilogueParams:
-// n elements, rank, dims, bias_s, flags bit 0: add the bias, act: 0 none,
-// 1 relu, 2 sigmoid, 3 tanh, 4 gelu (erf), 5 gelu (tanh), 6 silu). The
+// Epilogue: `y = act(y + bias + residual)` in place, after a library call (a
+// cuDNN convolution, a cuBLASLt GEMM) whose own epilogue cannot do it. The
 // activations follow the CPU backend (relu keeps NaN; the sigmoids in the
 // form 1 / (1 + e^-x)). f16 and bf16 compute in float, f64 in double.
+//
+// Two forms:
+// - `epilogue_*` (EpilogueParams): any bias broadcast, read through strides
+//   over y's collapsed dims (n elements, rank, dims, bias_s); flags bit 0:
+//   add the bias, bit 1: add the residual (y's shape, contiguous); act: 0
+//   none, 1 relu, 2 sigmoid, 3 tanh, 4 gelu (erf), 5 gelu (tanh), 6 silu.
+// - `channel_epilogue_*` (ChannelEpilogueParams): 16-byte vectors of y (and
+//   of the residual), a bias per channel of `y [outer, channels, inner]`.
+//   Bit 2 clear: inner is at least the vector, so a vector meets at most
+//   two channels; set: inner is 1, channels a multiple of the vector, and a
+//   vector reads as many biases. The planner checks sizes and alignment.
 
 template <typename C>
 __device__ __forceinline__ C epi_act(C x, unsigned int act) {
@@ -21,7 +29,7 @@ __device__ __forceinline__ C epi_act(C x, unsigned int act) {
 }
 
 template <typename T, typename C>
-__device__ __forceinline__ void epilogue(T* y, const T* bias, const EpilogueParams& p) {
+__device__ __forceinline__ void epilogue(T* y, const T* bias, const T* res, const EpilogueParams& p) {
     for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
         C v = (C)y[i];
         if (p.flags & 1u) {
@@ -34,19 +42,66 @@ __device__ __forceinline__ void epilogue(T* y, const T* bias, const EpiloguePara
             }
             v += (C)bias[at];
         }
+        if (p.flags & 2u) {
+            v += (C)res[i];
+        }
         y[i] = (T)(epi_act<C>(v, p.act));
     }
 }
 
-extern "C" __global__ void epilogue_f32(float* y, const float* bias, EpilogueParams p) {
-    epilogue<float, float>(y, bias, p);
+template <typename T, int V>
+struct __align__(16) rlx_pack {
+    T v[V];
+};
+
+template <typename T, typename C>
+__device__ __forceinline__ void channel_epilogue(T* y, const T* bias, const T* res,
+                                                 const ChannelEpilogueParams& p) {
+    constexpr int V = 16 / sizeof(T);
+    rlx_pack<T, V>* yv = reinterpret_cast<rlx_pack<T, V>*>(y);
+    const rlx_pack<T, V>* rv = reinterpret_cast<const rlx_pack<T, V>*>(res);
+    for (unsigned long long i = rlx_thread(); i < p.vectors; i += rlx_threads()) {
+        rlx_pack<T, V> a = yv[i];
+        C v[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[j] = (C)a.v[j];
+        if (p.flags & 1u) {
+            unsigned int e = (unsigned int)i * V;
+            if (p.flags & 4u) {
+                unsigned int c = e % p.channels;
+#pragma unroll
+                for (int j = 0; j < V; ++j) v[j] += (C)bias[c + j];
+            } else {
+                // At most one channel boundary in a vector (inner >= V).
+                unsigned int run = e / p.inner, at = e - run * p.inner, c = run % p.channels;
+                C b0 = (C)bias[c];
+                C b1 = at + V > p.inner ? (C)bias[c + 1 == p.channels ? 0u : c + 1] : b0;
+#pragma unroll
+                for (int j = 0; j < V; ++j) v[j] += at + j < p.inner ? b0 : b1;
+            }
+        }
+        if (p.flags & 2u) {
+            rlx_pack<T, V> r = rv[i];
+#pragma unroll
+            for (int j = 0; j < V; ++j) v[j] += (C)r.v[j];
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j) a.v[j] = (T)(epi_act<C>(v[j], p.act));
+        yv[i] = a;
+    }
 }
-extern "C" __global__ void epilogue_f64(double* y, const double* bias, EpilogueParams p) {
-    epilogue<double, double>(y, bias, p);
-}
-extern "C" __global__ void epilogue_f16(rlx_f16* y, const rlx_f16* bias, EpilogueParams p) {
-    epilogue<rlx_f16, float>(y, bias, p);
-}
-extern "C" __global__ void epilogue_bf16(rlx_bf16* y, const rlx_bf16* bias, EpilogueParams p) {
-    epilogue<rlx_bf16, float>(y, bias, p);
-}
+
+#define RLX_EPILOGUE(NAME, T, C)                                                                \
+    extern "C" __global__ void epilogue_##NAME(T* y, const T* bias, const T* res,               \
+                                               EpilogueParams p) {                              \
+        epilogue<T, C>(y, bias, res, p);                                                        \
+    }                                                                                           \
+    extern "C" __global__ void channel_epilogue_##NAME(T* y, const T* bias, const T* res,       \
+                                                       ChannelEpilogueParams p) {               \
+        channel_epilogue<T, C>(y, bias, res, p);                                                \
+    }
+
+RLX_EPILOGUE(f32, float, float)
+RLX_EPILOGUE(f64, double, double)
+RLX_EPILOGUE(f16, rlx_f16, float)
+RLX_EPILOGUE(bf16, rlx_bf16, float)

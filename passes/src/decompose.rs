@@ -42,7 +42,10 @@ pub fn decompose(g: &mut Graph, w: &mut Weights, id: NodeId) -> Result<Vec<Value
             Ok(vec![b.activation(f.activation, t)?])
         }
         Op::FusedConv(f) => {
-            let t = b.add(f.conv(), &ins)?;
+            let mut t = b.add(f.conv(), &ins[..ins.len().min(3)])?;
+            if let Some(residual) = ins.get(3) {
+                t = b.bin(BinaryKind::Add, t, *residual)?;
+            }
             Ok(vec![b.activation(f.activation, t)?])
         }
         Op::ResidualNorm(r) => {

@@ -2,11 +2,14 @@
 //!
 //! - `add(conv(x, w, b?), d)` with a per-channel constant `d` ->
 //!   `fused_conv(x, w, b+d) {activation=none}`;
+//! - `add(conv(x, w, b?), r)` with `r` of the output's type ->
+//!   `fused_conv(x, w, b, r) {activation=none}` (a ResNet's shortcut), where
+//!   the target runs it (a zero bias where the conv had none);
 //! - `act(conv(...))` / `act(fused_conv(...) {activation=none})` ->
 //!   `fused_conv {activation=act}` (`relu`, `sigmoid`, `tanh`, `gelu`, SiLU).
 
 use rlx_ir::ops::{Activation, FusedConv};
-use rlx_ir::{Graph, Op};
+use rlx_ir::{Graph, Node, Op, Tensor};
 
 use crate::fold_batchnorm::{per_channel, rev};
 use crate::fuse_matmul::{act_rules, root_activation};
@@ -20,6 +23,11 @@ const NAME: &str = "fuse-conv";
 
 fn is_conv(op: &Op) -> bool {
     matches!(op, Op::Conv(_)) || matches!(op, Op::FusedConv(f) if f.activation == Activation::None)
+}
+
+/// A `fused_conv` with a residual and no activation yet.
+fn is_residual_conv(op: &Op) -> bool {
+    matches!(op, Op::FusedConv(f) if f.activation == Activation::None)
 }
 
 /// The fused form of a `conv` or `fused_conv` with `act`.
@@ -61,7 +69,15 @@ impl Pass for FuseConv {
                 rewrite: bias,
             },
         ];
-        rules.extend(act_rules(&[c2, c3], activate, "fused_conv.activation"));
+        for c in [&c2, &c3] {
+            rules.push(Rule {
+                name: "fused_conv.residual",
+                pattern: op("add", [c.clone(), any("r")]).commutative(),
+                rewrite: residual,
+            });
+        }
+        let c4 = op_if(is_residual_conv, [any("x"), any("w"), any("b"), any("r")]).bind("p");
+        rules.extend(act_rules(&[c2, c3, c4], activate, "fused_conv.activation"));
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }
@@ -104,6 +120,50 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
     Ok(true)
 }
 
+fn residual(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
+    let (p, r) = (m.n("p"), m.v("r"));
+    let out = g.node(p).outputs[0].clone();
+    if out != g.node(m.root()).outputs[0] || !out.dtype.is_float() || *g.ty(r) != out {
+        return Ok(false);
+    }
+    // A per-channel constant is a bias (the rule above).
+    if const_of(g, cx.weights, r).is_some() {
+        return Ok(false);
+    }
+    let Some(op) = fused(&g.node(p).op, Activation::None) else {
+        return Ok(false);
+    };
+    let Some(c) = out.shape.0.get(1).and_then(|d| d.known()) else {
+        return Ok(false);
+    };
+    let Ok(c) = usize::try_from(c) else {
+        return Ok(false);
+    };
+    let (x, w) = (m.v("x"), m.v("w"));
+    let bias_ty = match m.values.get("b") {
+        Some(b) => g.ty(*b).clone(),
+        None => rlx_ir::TensorType::new(out.dtype, rlx_ir::Shape::known(&[c])),
+    };
+    if let Some(backend) = cx.backend {
+        let probe = Node::new(Op::from(op.clone()), g.node(p).name.clone(), vec![], vec![]);
+        let types = [g.ty(x).clone(), g.ty(w).clone(), bias_ty, out.clone()];
+        if backend.supports(&probe, &types).is_err() {
+            return Ok(false);
+        }
+    }
+    let origin = union_origin(g, &rev(g, m));
+    let b = match m.values.get("b") {
+        Some(b) => *b,
+        None => {
+            let zero = Tensor::zeros(out.dtype, &[c]).map_err(|e| e.to_string())?;
+            let name = format!("{}.b", g.node(p).name);
+            constant(g, cx.weights, &name, origin.clone(), zero)
+        }
+    };
+    replace_root(g, cx.weights, m.root(), op, &[x, w, b, r], origin)?;
+    Ok(true)
+}
+
 fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
     let Some(act) = root_activation(g, m) else {
         return Ok(false);
@@ -117,8 +177,10 @@ fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Stri
         return Ok(false);
     };
     let mut ins = vec![m.v("x"), m.v("w")];
-    if let Some(b) = m.values.get("b") {
-        ins.push(*b);
+    for k in ["b", "r"] {
+        if let Some(v) = m.values.get(k) {
+            ins.push(*v);
+        }
     }
     let origin = union_origin(g, &rev(g, m));
     replace_root(g, cx.weights, m.root(), op, &ins, origin)?;

@@ -215,9 +215,9 @@ fn convolutions_plan_cudnn_launches() {
     ));
     assert!(!s.modules.iter().any(|m| m.name == "epilogue"));
     // 1-D, asymmetric pads: a pad kernel, the conv, a sigmoid epilogue
-    // adding no bias (cuDNN added it).
+    // adding no bias (cuDNN added it), in vectors.
     let s = planned_with(&convs()[0], &cudnn);
-    assert_eq!(names(&s), ["conv_pad_4", "conv", "epilogue_f32"]);
+    assert_eq!(names(&s), ["conv_pad_4", "conv", "channel_epilogue_f32"]);
     // f64: the bias in the epilogue kernel, not in cuDNN.
     let s = planned_with(&convs()[5], &cudnn);
     assert!(s
@@ -227,17 +227,18 @@ fn convolutions_plan_cudnn_launches() {
     assert!(s
         .launches
         .iter()
-        .any(|l| matches!(l, Launch::Kernel(k) if k.entry == "epilogue_f64")));
+        .any(|l| matches!(l, Launch::Kernel(k) if k.entry == "channel_epilogue_f64")));
 }
 
 #[test]
 fn convolutions_plan_gemms() {
     // Pointwise: the 1x1 conv is one GEMM, then the bias along the
-    // channels in the epilogue kernel; the 7x7 stem stays with cuDNN.
+    // channels in the epilogue kernel (in vectors: 64 positions per
+    // channel); the 7x7 stem stays with cuDNN.
     let s = planned_with(RESNET, &conv_gemm(ConvGemm::Pointwise));
     assert_eq!(
         names(&s)[..4],
-        ["conv", "pool_max_f32", "gemm", "epilogue_f32"]
+        ["conv", "pool_max_f32", "gemm", "channel_epilogue_f32"]
     );
     let Some(Launch::Gemm(g)) = s.launches.get(2) else {
         panic!("no GEMM")
@@ -251,7 +252,12 @@ fn convolutions_plan_gemms() {
     let s = planned(RESNET);
     assert_eq!(
         names(&s)[..4],
-        ["conv_im2col_4", "gemm", "epilogue_f32", "pool_max_f32"]
+        [
+            "conv_im2col_4",
+            "gemm",
+            "channel_epilogue_f32",
+            "pool_max_f32"
+        ]
     );
     let Some(Launch::Gemm(g)) = s.launches.get(1) else {
         panic!("no GEMM")
@@ -277,11 +283,16 @@ fn convolutions_plan_gemms() {
     let s = planned_with(&convs()[0], &conv_gemm(ConvGemm::All));
     assert_eq!(
         names(&s),
-        ["conv_im2col_4", "conv_im2col_4", "gemm", "epilogue_f32"]
+        [
+            "conv_im2col_4",
+            "conv_im2col_4",
+            "gemm",
+            "channel_epilogue_f32"
+        ]
     );
     // f64: cuBLASLt multiplies, the bias goes to the epilogue kernel.
     let s = planned_with(&convs()[5], &conv_gemm(ConvGemm::All));
-    assert!(names(&s).ends_with(&["gemm".to_string(), "epilogue_f64".to_string()]));
+    assert!(names(&s).ends_with(&["gemm".to_string(), "channel_epilogue_f64".to_string()]));
 }
 
 #[test]

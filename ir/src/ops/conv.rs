@@ -152,6 +152,20 @@ op_attrs! {
     }
 }
 
+/// A bias (input 2) of one value per output channel, where both are known.
+fn bias_fits(cx: &InferCx, channels: &Dim) -> Result<(), InferError> {
+    if let (Some(b), Some(m)) = (cx.shape(2).0[0].known(), channels.known()) {
+        if b != m {
+            return Err(InferError::Mismatch {
+                what: "bias length vs output channels",
+                a: b.to_string(),
+                b: m.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn conv_infer(c: &Conv, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
     let d = cx.expect_dtype(
         0,
@@ -182,6 +196,7 @@ fn conv_infer(c: &Conv, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
     if cx.has(2) {
         cx.expect_same_dtype(2, 0)?;
         cx.expect_rank(2, 1)?;
+        bias_fits(cx, &w.0[0])?;
     }
     let win = SpatialWindow {
         kernel: &w.0[2..],
@@ -205,7 +220,9 @@ impl OpDef for Conv {
 }
 
 op_attrs! {
-    /// `activation(conv(x, w) + bias)`, made by fusion.
+    /// `activation(conv(x, w) + bias + residual)`, made by fusion; inputs
+    /// `x`, `w`, optional `bias [M]`, and an optional `residual` of the
+    /// output's type (which needs the bias before it).
     pub struct FusedConv {
         pub strides: Vec<i64>,
         pub dilations: Vec<i64>,
@@ -230,10 +247,27 @@ impl FusedConv {
 
 impl OpDef for FusedConv {
     fn arity(&self) -> (usize, usize) {
-        (2, 3)
+        (2, 4)
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        conv_infer(&self.conv(), cx)
+        let out = conv_infer(&self.conv(), cx)?;
+        if cx.has(3) {
+            cx.expect_same_dtype(3, 0)?;
+            let (r, y) = (cx.shape(3), &out[0].shape);
+            cx.expect_rank(3, y.rank())?;
+            for (a, b) in r.0.iter().zip(&y.0) {
+                if let (Some(a), Some(b)) = (a.known(), b.known()) {
+                    if a != b {
+                        return Err(InferError::Mismatch {
+                            what: "residual dims vs output dims",
+                            a: r.to_string(),
+                            b: y.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -333,7 +367,26 @@ impl OpDef for ConvTranspose {
         if !self.output_shape.is_empty() && self.output_shape.len() < n {
             return Err(attr_err("output_shape", format!("needs {n} spatial sizes")));
         }
-        let mut out = vec![x.0[0].clone(), w.0[1].mul(&Dim::Known(self.group))];
+        if self.group < 1 {
+            return Err(attr_err("group", "must be positive"));
+        }
+        // Weights `[C, M/group, k...]` over an input of C channels.
+        if let (Some(c), Some(wc)) = (x.0[1].known(), w.0[0].known()) {
+            if c != wc || c % self.group != 0 {
+                return Err(InferError::Mismatch {
+                    what: "input channels vs weight rows (a multiple of group)",
+                    a: c.to_string(),
+                    b: format!("{wc} in {} groups", self.group),
+                });
+            }
+        }
+        let m = w.0[1].mul(&Dim::Known(self.group));
+        if cx.has(2) {
+            cx.expect_same_dtype(2, 0)?;
+            cx.expect_rank(2, 1)?;
+            bias_fits(cx, &m)?;
+        }
+        let mut out = vec![x.0[0].clone(), m];
         if !self.output_shape.is_empty() {
             out.extend(
                 self.output_shape[self.output_shape.len() - n..]

@@ -119,6 +119,35 @@ fn conv_bias_and_activation_fuse() {
     check(&["fuse-conv"], &src, &want);
 }
 
+/// A ResNet shortcut: `relu(conv(x) + b + y)` where the target runs it.
+#[test]
+fn conv_residual_and_activation_fuse() {
+    let src = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = input "s" : f32[1,2,3,3]
+  %2 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %3 = conv(%0, %2) {{{CONV}}} : f32[1,2,3,3]  # C
+  %4 = add(%1, %3) : f32[1,2,3,3]  # Add
+  %5 = relu(%4) : f32[1,2,3,3]  # R
+  output "y" = %5
+"#
+    ));
+    let want = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = input "s" : f32[1,2,3,3]
+  %2 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %3 = constant f32[2] [0.0, 0.0] : f32[2]  # C, Add
+  %4 = fused_conv(%0, %2, %3, %1) {{{CONV}, activation=relu}} : f32[1,2,3,3]  # C, Add, R
+  output "y" = %4
+"#
+    ));
+    check(&["fuse-conv"], &src, &want);
+    // A target without a residual conv keeps the add.
+    let kept = run(&["fuse-conv"], &src, Some(&Without(&["fused_conv"]))).unwrap();
+    let text = rlx_ir::text::print_graph(&kept);
+    assert!(text.contains("add(%1, %3)"), "{text}");
+}
+
 #[test]
 fn erf_and_tanh_gelu_form() {
     let src = graph(

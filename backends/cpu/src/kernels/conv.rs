@@ -242,8 +242,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             "convolution input needs rank >= 3".into(),
         ));
     }
+    let bias = (spec.inputs.len() > 2).then(|| spec.in_dims(2).iter().product::<usize>());
     let conv = |c: &Conv, act: Activation| -> Result<Box<dyn Kernel>, KernelError> {
         let g = ConvGeom::from_conv(c, &x, &w, &y)?;
+        check_sizes(&g, (w[0], w[1]), bias, false)?;
         let packed = match spec.consts.get(1) {
             Some(Some(t)) if dtype == DType::F32 && !super::depthwise::applies(&g) => {
                 t.as_slice::<f32>().ok().and_then(|w| pack_weights(&g, w))
@@ -260,15 +262,40 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     match spec.op() {
         Op::Conv(c) => conv(c, Activation::None),
         Op::FusedConv(f) => conv(&f.conv(), f.activation),
-        Op::ConvTranspose(t) => Ok(Box::new(ConvTransposeKernel {
-            dtype,
-            g: transpose_geom(t, &x, &w, &y),
-        })),
+        Op::ConvTranspose(t) => {
+            let g = transpose_geom(t, &x, &w, &y);
+            check_sizes(&g, (w[0], w[1]), bias, true)?;
+            Ok(Box::new(ConvTransposeKernel { dtype, g }))
+        }
         op => Err(KernelError::Internal(format!(
             "{} is not a convolution",
             op.name()
         ))),
     }
+}
+
+/// Weights `[M, C/group, k...]` (`[C, M/group, k...]` transposed) and a
+/// bias of M: what the loops index by, checked once (types inferred with
+/// symbolic dims, or from a crafted artifact, may disagree).
+fn check_sizes(
+    g: &ConvGeom,
+    (w0, w1): (usize, usize),
+    bias: Option<usize>,
+    transpose: bool,
+) -> Result<(), KernelError> {
+    let (rows, per_group) = if transpose { (g.c, g.m) } else { (g.m, g.c) };
+    let fits = g.group >= 1
+        && w0 == rows
+        && rows % g.group == 0
+        && w1.checked_mul(g.group) == Some(per_group)
+        && bias.is_none_or(|b| b == g.m);
+    if fits {
+        return Ok(());
+    }
+    Err(KernelError::Value(format!(
+        "weights [{w0}, {w1}, ..] and bias {bias:?} do not fit {} input and {} output channels in {} groups",
+        g.c, g.m, g.group
+    )))
 }
 
 /// The weights of each group as the microkernel's left operand; `None` where
@@ -325,12 +352,29 @@ impl Kernel for ConvKernel {
         outs: &mut [TensorMut],
         scratch: &mut [u8],
     ) -> Result<(), KernelError> {
+        // A residual joins after the bias and before the activation.
+        let Some(residual) = ins.get(3) else {
+            return self.conv(self.act, ins, outs, scratch);
+        };
+        self.conv(Activation::None, &ins[..3], outs, scratch)?;
+        add_residual(self.act, residual, &mut outs[0])
+    }
+}
+
+impl ConvKernel {
+    fn conv(
+        &self,
+        act: Activation,
+        ins: &[TensorRef],
+        outs: &mut [TensorMut],
+        scratch: &mut [u8],
+    ) -> Result<(), KernelError> {
         let out = &mut outs[0];
         match self.dtype {
             DType::F32 if self.packed.is_some() => conv_packed(
                 &self.g,
                 self.packed.as_deref().unwrap_or_default(),
-                self.act,
+                act,
                 ins[0].slice()?,
                 bias(ins)?,
                 out.slice()?,
@@ -338,7 +382,7 @@ impl Kernel for ConvKernel {
             ),
             DType::F32 => conv_float::<f32>(
                 &self.g,
-                self.act,
+                act,
                 ins[0].slice()?,
                 ins[1].slice()?,
                 bias(ins)?,
@@ -347,7 +391,7 @@ impl Kernel for ConvKernel {
             ),
             DType::F64 => conv_float::<f64>(
                 &self.g,
-                self.act,
+                act,
                 ins[0].slice()?,
                 ins[1].slice()?,
                 bias(ins)?,
@@ -370,7 +414,7 @@ impl Kernel for ConvKernel {
                     widen(b, fb)?;
                 }
                 let rest = super::layout::aligned_mut(rest, 8);
-                conv_float::<f32>(g, self.act, fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
+                conv_float::<f32>(g, act, fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
                 narrow(fy, out)
             }
             DType::I32 => conv_int::<i32>(
@@ -382,6 +426,61 @@ impl Kernel for ConvKernel {
             ),
             d => Err(KernelError::DType(d)),
         }
+    }
+}
+
+/// `y = act(y + r)` in place: a fused conv's residual `r`, added to the
+/// conv and its bias as the unfused graph adds it (f16/bf16 after rounding
+/// the conv, so both give the same bits).
+fn add_residual(act: Activation, r: &TensorRef, y: &mut TensorMut) -> Result<(), KernelError> {
+    if r.numel() != y.numel() || r.dtype != y.dtype {
+        return Err(KernelError::Value(format!(
+            "a residual of {} {} for a conv output of {} {}",
+            r.numel(),
+            r.dtype,
+            y.numel(),
+            y.dtype
+        )));
+    }
+    fn add<T: Comp + bytemuck::Pod + std::ops::AddAssign>(
+        act: Activation,
+        r: &TensorRef,
+        y: &mut TensorMut,
+    ) -> Result<(), KernelError> {
+        let y = y.slice::<T>()?;
+        y.iter_mut()
+            .zip(r.slice::<T>()?)
+            .for_each(|(a, &b)| *a += b);
+        activate(act, y);
+        Ok(())
+    }
+    fn add_narrow<T: bytemuck::Pod>(
+        act: Activation,
+        r: &TensorRef,
+        y: &mut TensorMut,
+        wide: fn(T) -> f32,
+        narrow: fn(f32) -> T,
+    ) -> Result<(), KernelError> {
+        let mut buf = [0f32; 256];
+        let (y, r) = (y.slice::<T>()?, r.slice::<T>()?);
+        for (yc, rc) in y.chunks_mut(buf.len()).zip(r.chunks(buf.len())) {
+            let b = &mut buf[..yc.len()];
+            for ((b, &y), &r) in b.iter_mut().zip(yc.iter()).zip(rc) {
+                *b = wide(narrow(wide(y) + wide(r)));
+            }
+            activate(act, b);
+            yc.iter_mut()
+                .zip(b.iter())
+                .for_each(|(y, &b)| *y = narrow(b));
+        }
+        Ok(())
+    }
+    match y.dtype {
+        DType::F32 => add::<f32>(act, r, y),
+        DType::F64 => add::<f64>(act, r, y),
+        DType::F16 => add_narrow(act, r, y, half::f16::to_f32, half::f16::from_f32),
+        DType::BF16 => add_narrow(act, r, y, half::bf16::to_f32, half::bf16::from_f32),
+        d => Err(KernelError::DType(d)),
     }
 }
 

@@ -310,7 +310,7 @@ fn gemm(
     cx: &mut Cx,
     g: &Conv2d,
     (x, w, y): (&Operand, &Operand, &Operand),
-    bias: Option<&Operand>,
+    (bias, residual): (Option<&Operand>, Option<&Operand>),
     act: Activation,
 ) -> LResult<()> {
     let elem = elem_bytes(x.dtype);
@@ -411,15 +411,16 @@ fn gemm(
             cx.push(gemm(w.range(), bi, yi, gr, [mg * kg, kg * p, mg * p]));
         }
     }
-    channel_epilogue(cx, y, bias, act)
+    channel_epilogue(cx, y, bias, residual, act)
 }
 
 /// The epilogue kernel over a convolution's output `y`: a bias per output
-/// channel (if any), then `act`.
+/// channel (if any), the residual (if any), then `act`.
 fn channel_epilogue(
     cx: &mut Cx,
     y: &Operand,
     bias: Option<&Operand>,
+    residual: Option<&Operand>,
     act: Activation,
 ) -> LResult<()> {
     let bias = bias.map(|b| {
@@ -433,6 +434,7 @@ fn channel_epilogue(
         y.range(),
         &y.dims,
         bias.as_ref().map(|(r, d)| (*r, d.as_slice())),
+        residual.map(|r| r.range()),
         act,
     )
 }
@@ -444,8 +446,30 @@ fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
         cx.output(0)?.clone(),
     );
     let bias = cx.io.ins.get(2).cloned();
+    let residual = cx.io.ins.get(3).cloned();
+    if let Some(b) = bias.as_ref().filter(|b| Some(&b.numel()) != y.dims.get(1)) {
+        return Err(format!(
+            "a bias of {} values for a conv output {:?}",
+            b.numel(),
+            y.dims
+        ));
+    }
+    if let Some(r) = &residual {
+        if r.dims != y.dims || r.dtype != y.dtype {
+            return Err(format!(
+                "a residual {:?} {} for a conv output {:?} {}",
+                r.dims, r.dtype, y.dims, y.dtype
+            ));
+        }
+    }
     if let Some(g) = gemm_form(cx, c, &x, &w, &y) {
-        return gemm(cx, &g, (&x, &w, &y), bias.as_ref(), act);
+        return gemm(
+            cx,
+            &g,
+            (&x, &w, &y),
+            (bias.as_ref(), residual.as_ref()),
+            act,
+        );
     }
     let elem = elem_bytes(x.dtype);
     let f = plan_forward(c, &x.dims, &w.dims, &y.dims, elem)?;
@@ -457,6 +481,7 @@ fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
     // f32: the bias (and a ReLU after it) in cuDNN's fused call.
     let fused_bias = x.dtype == DType::F32
         && bias.is_some()
+        && residual.is_none()
         && cx.opts.conv_epilogue == crate::plan::ConvEpilogue::Cudnn;
     let relu = fused_bias && act == Activation::Relu;
     cx.push(Launch::Conv(ConvLaunch {
@@ -482,7 +507,7 @@ fn forward(cx: &mut Cx, c: &ConvOp, act: Activation) -> LResult<()> {
     }));
     let rest_act = if relu { Activation::None } else { act };
     let rest_bias = bias.as_ref().filter(|_| !fused_bias);
-    channel_epilogue(cx, &y, rest_bias, rest_act)
+    channel_epilogue(cx, &y, rest_bias, residual.as_ref(), rest_act)
 }
 
 /// ConvTranspose as cuDNN's backward data: the forward convolution from the
@@ -540,7 +565,7 @@ fn transpose(cx: &mut Cx, t: &ConvTranspose) -> LResult<()> {
             elem,
         )?;
     }
-    channel_epilogue(cx, &y, bias.as_ref(), Activation::None)
+    channel_epilogue(cx, &y, bias.as_ref(), None, Activation::None)
 }
 
 /// A transposed convolution resolved for cuDNN.

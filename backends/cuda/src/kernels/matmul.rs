@@ -107,7 +107,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     }
     if fused.is_none() {
         let b = bias.as_ref().map(|b| (b.range(), b.dims.as_slice()));
-        epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, act)?;
+        epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
     }
     Ok(())
 }
