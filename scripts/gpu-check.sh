@@ -10,7 +10,10 @@
 #   model's intermediates against the CPU), bench (4-5), ab (5), and corpus
 #   (the real-model corpus parts carried in gpu-corpus/, packed by
 #   scripts/corpus/pack.py; not part of `all`), nodes123 (onnx 1.23's node
-#   cases against tests/expected/cuda-onnx123.txt). Logs go to $OUT.
+#   cases against tests/expected/cuda-onnx123.txt), focus (ResNet-50 at each
+#   precision and the golden transformer's three sizes against PyTorch, with
+#   ResNet-50's fp16 profile: two minutes, for a change aimed at those).
+#   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -149,6 +152,25 @@ if [[ $stage == all || $stage == bench ]]; then
       > "$out/profile-$m-fp16.txt" 2>&1
   done
   head -24 "$out/profile-light_bvlc_alexnet-fp16.txt"
+fi
+
+if [[ $stage == focus ]]; then
+  echo "== focus (median ms): rlx-onnx cuda exact / fp16 against PyTorch, same call"
+  median() { "$bin/rlx-onnx" bench "$@" 2>>"$out/bench-errors.log" | awk '/^median:/ {print $2}'; }
+  python3 scripts/torch_baseline.py --fp16 --models light_resnet50 golden_transformer_1x8 \
+    golden_transformer_8x64 golden_transformer_32x128 > "$out/torch.log" 2>&1 || tail -5 "$out/torch.log"
+  cat "$out/torch.log"
+  for p in exact fp16; do
+    echo "resnet50 $p: $(median /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 200 --warmup 100 --precision $p)"
+  done
+  for bs in 1:8 8:64 32:128; do
+    IFS=: read -r b s <<< "$bs"
+    echo "transformer ${b}x$s cuda: $(median golden/transformer/model.onnx --target cuda --iters 200 --warmup 100 --bind batch=$b --bind seq=$s)" \
+      "cpu16: $(median golden/transformer/model.onnx --threads 16 --iters 50 --bind batch=$b --bind seq=$s)"
+  done
+  "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --precision fp16 --profile \
+    > "$out/profile-resnet50-fp16.txt" 2>&1
+  head -40 "$out/profile-resnet50-fp16.txt"
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then

@@ -78,13 +78,12 @@ fn same_bits(a: &Tensor, b: &Tensor) -> bool {
 
 /// (outer, size, inner) of `axis` in row-major `dims`.
 fn split(dims: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
+    // Saturating: a zero dim makes the whole count 0 while the others may
+    // still overflow (a crafted artifact); the callers compare with lengths.
+    let product = |d: &[usize]| d.iter().fold(1usize, |a, &x| a.saturating_mul(x));
     match axis {
-        None => (1, 1, dims.iter().product()),
-        Some(a) => (
-            dims[..a].iter().product(),
-            dims[a],
-            dims[a + 1..].iter().product(),
-        ),
+        None => (1, 1, product(dims)),
+        Some(a) => (product(&dims[..a]), dims[a], product(&dims[a + 1..])),
     }
 }
 
@@ -248,7 +247,7 @@ pub fn decode(e: &Encoding, dtype: DType, dims: &[usize], bytes: &[u8]) -> Resul
     }
     let values: Vec<f32> = match e {
         Encoding::F16 => {
-            if bytes.len() != 2 * n {
+            if Some(bytes.len()) != n.checked_mul(2) {
                 return Err(format!("{} bytes of f16 for {n} values", bytes.len()));
             }
             bytes

@@ -98,8 +98,8 @@ fn npz_from<R: std::io::Read + std::io::Seek>(
 /// parser takes time exponential in the depth (found by fuzzing).
 const MAX_HEADER_NESTING: usize = 8;
 
-/// The bracket nesting depth of an `.npy` header, if the bytes have one.
-fn header_nesting(bytes: &[u8]) -> Option<usize> {
+/// The header text of `.npy` bytes, if they have one.
+fn header_text(bytes: &[u8]) -> Option<&[u8]> {
     let rest = bytes.strip_prefix(b"\x93NUMPY")?;
     let (&major, rest) = rest.split_first()?;
     let rest = rest.get(1..)?;
@@ -114,7 +114,11 @@ fn header_nesting(bytes: &[u8]) -> Option<usize> {
             rest.get(4..)?,
         )
     };
-    let header = &rest[..len.min(rest.len())];
+    Some(&rest[..len.min(rest.len())])
+}
+
+/// The bracket nesting depth of a header.
+fn header_nesting(header: &[u8]) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
     for &c in header {
         match c {
@@ -126,19 +130,60 @@ fn header_nesting(bytes: &[u8]) -> Option<usize> {
             _ => {}
         }
     }
-    Some(max)
+    max
+}
+
+/// Whether the header's `'shape'` tuple holds a dim or an element count
+/// past 64 bits (`npyz` multiplies the dims unchecked: found by fuzzing).
+fn shape_overflows(header: &[u8]) -> bool {
+    let key = b"'shape'";
+    let Some(at) = header.windows(key.len()).position(|w| w == key) else {
+        return false;
+    };
+    let rest = &header[at + key.len()..];
+    let (Some(open), Some(close)) = (
+        rest.iter().position(|&c| c == b'('),
+        rest.iter().position(|&c| c == b')'),
+    ) else {
+        return false;
+    };
+    if close < open {
+        return false;
+    }
+    let mut n = 1u64;
+    for part in rest[open + 1..close].split(|&c| c == b',') {
+        let text = String::from_utf8_lossy(part);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match text.parse::<u64>().ok().and_then(|d| n.checked_mul(d)) {
+            Some(m) => n = m,
+            None => return true,
+        }
+    }
+    false
 }
 
 /// Reads the bytes of an `.npy` file; `name` names them in errors.
 pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
     let p = name.to_string();
-    if let Some(depth) = header_nesting(bytes).filter(|&d| d > MAX_HEADER_NESTING) {
-        return Err(NpyError::Io {
-            path: p,
-            reason: format!(
-                "the header nests brackets {depth} deep (numpy writes at most a few levels)"
-            ),
-        });
+    if let Some(header) = header_text(bytes) {
+        let depth = header_nesting(header);
+        if depth > MAX_HEADER_NESTING {
+            return Err(NpyError::Io {
+                path: p,
+                reason: format!(
+                    "the header nests brackets {depth} deep (numpy writes at most a few levels)"
+                ),
+            });
+        }
+        if shape_overflows(header) {
+            return Err(NpyError::Io {
+                path: p,
+                reason: "the header's shape has more elements than 64 bits count".into(),
+            });
+        }
     }
     let file = npyz::NpyFile::new(&bytes[..]).map_err(|e| NpyError::Io {
         path: p.clone(),

@@ -37,6 +37,12 @@ pub enum Atom {
     Max(Dim, Dim),
 }
 
+/// The most terms [`Dim::mul`] expands a product into.
+pub const MAX_PRODUCT_TERMS: usize = 4096;
+
+/// The highest degree (atoms in one monomial) [`Dim::mul`] expands to.
+pub const MAX_DEGREE: usize = 64;
+
 /// Values for symbols, used by [`Dim::eval`] and specialization.
 pub type Bindings = HashMap<String, i64>;
 
@@ -125,7 +131,30 @@ impl Dim {
         }
     }
 
+    /// Whether `self * other` expands within [`MAX_PRODUCT_TERMS`] and
+    /// [`MAX_DEGREE`].
+    pub fn product_fits(&self, other: &Dim) -> bool {
+        let (Dim::Expr(a), Dim::Expr(b)) = (self, other) else {
+            return true;
+        };
+        let degree = |p: &Poly| p.0.keys().map(Vec::len).max().unwrap_or(0);
+        a.0.len().saturating_mul(b.0.len()) <= MAX_PRODUCT_TERMS
+            && degree(a) + degree(b) <= MAX_DEGREE
+    }
+
+    /// The product, expanded into a polynomial. A product that would pass
+    /// [`MAX_PRODUCT_TERMS`] or [`MAX_DEGREE`] (only hostile models build
+    /// one: each Mul of shape values can square the terms) is not expanded
+    /// but named by the opaque symbol `_product_HASH`, which nothing binds:
+    /// shape arithmetic stays bounded, and a run that needs its value is
+    /// refused with the symbol named.
     pub fn mul(&self, other: &Dim) -> Dim {
+        if !self.product_fits(other) {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (self, other).hash(&mut h);
+            return Dim::sym(&format!("_product_{:016x}", h.finish()));
+        }
         match (self, other) {
             (Dim::Known(a), Dim::Known(b)) => Dim::Known(a.wrapping_mul(*b)),
             (Dim::Known(k), d) | (d, Dim::Known(k)) => d.scale(*k),
@@ -494,6 +523,27 @@ impl fmt::Debug for Dim {
 
 #[cfg(test)]
 mod tests {
+
+    /// Squaring `a + b` doubles the degree and squares the terms: a chain
+    /// of Mul nodes on shape values must not expand without bound.
+    #[test]
+    fn products_past_the_bounds_stay_opaque() {
+        let mut d = Dim::sym("a").add(&Dim::sym("b"));
+        for _ in 0..40 {
+            d = d.mul(&d);
+        }
+        assert!(d.to_string().starts_with("_product_"), "{d}");
+        let again = {
+            let mut d = Dim::sym("a").add(&Dim::sym("b"));
+            for _ in 0..40 {
+                d = d.mul(&d);
+            }
+            d
+        };
+        assert_eq!(d, again, "the opaque name is deterministic");
+        let small = Dim::sym("a").add(&Dim::sym("b"));
+        assert_eq!(small.mul(&small).to_string().matches('+').count(), 2);
+    }
     use super::*;
 
     fn s(n: &str) -> Dim {

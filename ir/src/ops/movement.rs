@@ -438,7 +438,13 @@ pub fn slice_params(
     }
     let axes = match axes {
         Some(a) => norm_axes(a, rank)?,
-        None => (0..starts.len()).collect(),
+        None if starts.len() <= rank => (0..starts.len()).collect(),
+        None => {
+            return Err(value_err(
+                1,
+                format!("{} starts for a rank-{rank} input", starts.len()),
+            ))
+        }
     };
     if axes.len() != starts.len() {
         return Err(value_err(3, "axes and starts differ in length"));
@@ -534,7 +540,13 @@ impl OpDef for Slice {
         }
         let axes = match axes {
             Some(a) => norm_axes(&a, x.rank())?,
-            None => (0..starts.len()).collect(),
+            None if starts.len() <= x.rank() => (0..starts.len()).collect(),
+            None => {
+                return Err(value_err(
+                    1,
+                    format!("{} starts for a rank-{} input", starts.len(), x.rank()),
+                ))
+            }
         };
         if axes.len() != starts.len() {
             return Err(value_err(3, "axes and starts differ in length"));
@@ -602,7 +614,10 @@ impl OpDef for Pad {
         }
         let mut s = x.clone();
         for (i, &a) in axes.iter().enumerate() {
-            s.0[a] = s.0[a].add(&Dim::Known(pads[i] + pads[i + axes.len()]));
+            let total = pads[i]
+                .checked_add(pads[i + axes.len()])
+                .ok_or_else(|| value_err(1, "pads past i64"))?;
+            s.0[a] = s.0[a].add(&Dim::Known(total));
             if s.0[a].known().is_some_and(|v| v < 0) {
                 return Err(value_err(1, "pads crop more than the axis holds"));
             }

@@ -225,7 +225,15 @@ impl<'s> Parser<'s> {
     fn dim_term(&mut self) -> Result<Dim, ParseError> {
         let mut acc = self.dim_factor()?;
         while self.eat('*') {
-            acc = acc.mul(&self.dim_factor()?);
+            let f = self.dim_factor()?;
+            if !acc.product_fits(&f) {
+                return Err(self.error(format!(
+                    "a dim expression past {} terms or degree {}",
+                    crate::dim::MAX_PRODUCT_TERMS,
+                    crate::dim::MAX_DEGREE
+                )));
+            }
+            acc = acc.mul(&f);
         }
         Ok(acc)
     }

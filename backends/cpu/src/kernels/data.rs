@@ -194,8 +194,18 @@ pub fn non_max_suppression(
         .and_then(|v| v.first().copied())
         .unwrap_or(0.0);
     let score_th = inputs.get(4).map(f).and_then(|v| v.first().copied());
-    let (nb, nbox) = (inputs[0].dims()[0], inputs[0].dims()[1]);
-    let nc = inputs[1].dims()[1];
+    // boxes [batch, boxes, 4], scores [batch, classes, boxes].
+    let (bd, sd) = (inputs[0].dims(), inputs[1].dims());
+    let (&[nb, nbox, 4], &[sb, nc, sbox]) = (bd, sd) else {
+        return Err(KernelError::Value(format!(
+            "boxes {bd:?} and scores {sd:?} must be [batch, boxes, 4] and [batch, classes, boxes]"
+        )));
+    };
+    if (sb, sbox) != (nb, nbox) {
+        return Err(KernelError::Value(format!(
+            "scores {sd:?} do not match boxes {bd:?} (batch and box counts)"
+        )));
+    }
     let corners = |b: usize, i: usize| -> [f64; 4] {
         let p = &boxes[(b * nbox + i) * 4..(b * nbox + i) * 4 + 4];
         if op.center_point_box {

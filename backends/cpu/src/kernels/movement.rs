@@ -230,7 +230,13 @@ fn pad(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelE
     let s = strides(x.dims);
     with_width!(x.dtype, T => {
         let src = bytes_of::<T>(x)?;
-        let value: T = bytemuck::pod_read_unaligned(&ins[2].bytes[..std::mem::size_of::<T>()]);
+        let Some(v) = ins[2].bytes.get(..std::mem::size_of::<T>()).filter(|_| ins[2].dtype == x.dtype) else {
+            return Err(KernelError::Value(format!(
+                "the pad value ({} {:?}) is no {} scalar",
+                ins[2].dtype, ins[2].dims, x.dtype
+            )));
+        };
+        let value: T = bytemuck::pod_read_unaligned(v);
         let inner = dims.last().copied().unwrap_or(1);
         let last = rank.saturating_sub(1);
         par_rows(out.slice::<T>()?, inner, |r, row| {

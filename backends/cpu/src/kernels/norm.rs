@@ -80,6 +80,10 @@ fn norm_typed<T: Real>(
             let len: usize = dims[a..].iter().product();
             let (s, b) = (p(1)?, p(2)?);
             let (sd, bd) = (ins[1].dims.to_vec(), ins.get(2).map(|t| t.dims.to_vec()));
+            check_param(&sd, len, "scale")?;
+            if let Some(bd) = &bd {
+                check_param(bd, len, "bias")?;
+            }
             let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
             let bias =
                 move |_: usize, i: usize| bd.as_ref().map_or(0.0, |d| b[bcast_index(i, len, d)]);
@@ -106,6 +110,7 @@ fn norm_typed<T: Real>(
             let len: usize = dims[a..].iter().product();
             let s = p(1)?;
             let sd = ins[1].dims.to_vec();
+            check_param(&sd, len, "scale")?;
             let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
             rows(
                 x,
@@ -121,9 +126,17 @@ fn norm_typed<T: Real>(
         Op::GroupNorm(g) => {
             let c = dims[1];
             let sp: usize = dims[2..].iter().product();
-            let groups = g.num_groups as usize;
-            let len = c / groups * sp;
+            let groups = usize::try_from(g.num_groups).unwrap_or(0);
             let (s, b) = (p(1)?, p(2)?);
+            if groups == 0 || c % groups != 0 || s.len() != c || b.len() != c {
+                return Err(KernelError::Value(format!(
+                    "{c} channels in {} groups with {} scales and {} biases",
+                    g.num_groups,
+                    s.len(),
+                    b.len()
+                )));
+            }
+            let len = c / groups * sp;
             let chan = move |r: usize, i: usize| (r % groups) * (c / groups) + i / sp;
             let scale = move |r: usize, i: usize| s[chan(r, i)];
             let bias = move |r: usize, i: usize| b[chan(r, i)];
@@ -170,6 +183,19 @@ fn norm_typed<T: Real>(
         }
     }
     Ok(())
+}
+
+/// A scale or bias of `pdims` must broadcast over rows of `len`: one value,
+/// or the row's trailing elements (an empty one, or one that does not divide
+/// the row, comes only from a malformed model).
+fn check_param(pdims: &[usize], len: usize, what: &str) -> Result<(), KernelError> {
+    let n: usize = pdims.iter().product();
+    if len == 0 || (n > 0 && len % n == 0) {
+        return Ok(());
+    }
+    Err(KernelError::Value(format!(
+        "a {what} of {pdims:?} does not broadcast over normalized rows of {len}"
+    )))
 }
 
 /// Index into a parameter of `pdims` broadcast over a normalized row of `len`
