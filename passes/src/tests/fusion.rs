@@ -272,6 +272,41 @@ fn attention_pattern_forms() {
 }
 
 #[test]
+fn attention_reads_heads_in_place() {
+    // Q, K and V split into 2 heads of 4, attention, merge: the splits and the
+    // merge fold into 3-D attention operands.
+    let src = graph(
+        r#"  %0 = input "q" : f32[B,S,8]
+  %1 = input "k" : f32[B,T,8]
+  %2 = input "v" : f32[B,T,8]
+  %3 = constant i64[4] [0, 0, 2, 4] : i64[4]
+  %4 = reshape(%0, %3) {allowzero=false} : f32[B,S,2,4]  # QR
+  %5 = transpose(%4) {perm=[0, 2, 1, 3]} : f32[B,2,S,4]  # QT
+  %6 = reshape(%1, %3) {allowzero=false} : f32[B,T,2,4]  # KR
+  %7 = transpose(%6) {perm=[0, 2, 3, 1]} : f32[B,2,4,T]  # KT
+  %8 = reshape(%2, %3) {allowzero=false} : f32[B,T,2,4]  # VR
+  %9 = transpose(%8) {perm=[0, 2, 1, 3]} : f32[B,2,T,4]  # VT
+  %10 = matmul(%5, %7) : f32[B,2,S,T]  # QK
+  %11 = softmax(%10) {axis=-1} : f32[B,2,S,T]  # P
+  %12 = matmul(%11, %9) : f32[B,2,S,4]  # Y
+  %13 = transpose(%12) {perm=[0, 2, 1, 3]} : f32[B,S,2,4]  # YT
+  %14 = constant i64[3] [0, 0, 8] : i64[3]
+  %15 = reshape(%13, %14) {allowzero=false} : f32[B,S,8]  # YR
+  output "y" = %15
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "q" : f32[B,S,8]
+  %1 = input "k" : f32[B,T,8]
+  %2 = input "v" : f32[B,T,8]
+  %3 = attention(%0, %1, %2) {q_num_heads=2, kv_num_heads=2, scale=1.0, is_causal=false, softcap=0.0, qk_matmul_output_mode=0, has_mask=false, has_past=false, has_nonpad=false, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none} : f32[B,S,8]  # QR, QT, KR, KT, QK, P, Y, VR, VT, YT, YR
+  output "y" = %3
+"#,
+    );
+    check(&["fuse-attention"], &src, &want);
+}
+
+#[test]
 fn hard_swish_becomes_one_region() {
     let src = graph(
         r#"  %0 = input "x" : f32[4]
