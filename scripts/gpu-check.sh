@@ -171,6 +171,9 @@ if [[ $stage == focus ]]; then
   "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --precision fp16 --profile \
     > "$out/profile-resnet50-fp16.txt" 2>&1
   head -40 "$out/profile-resnet50-fp16.txt"
+  "$bin/rlx-onnx" bench golden/transformer/model.onnx --target cuda --iters 200 --warmup 100 --profile \
+    --bind batch=1 --bind seq=8 > "$out/profile-transformer-1x8.txt" 2>&1
+  head -30 "$out/profile-transformer-1x8.txt"
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then
