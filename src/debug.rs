@@ -88,8 +88,8 @@ impl Session {
                     }
                 };
                 let out = self
-                    .pool
-                    .install(|| p.run_observed(&refs, &mut observe))
+                    .threads
+                    .run(|| p.run_observed(&refs, &mut observe))
                     .map_err(Error::from)?;
                 if let Some(e) = failed {
                     return Err(Error::Run(rlx_cpu::RunError::Internal(e)));
@@ -114,8 +114,8 @@ impl Session {
                         keep(&node.name, &node.origin, port, t.clone());
                     }
                 };
-                self.pool
-                    .install(|| {
+                self.threads
+                    .run(|| {
                         rlx_cpu::dynamic::run_graph_observed(
                             graph,
                             weights,

@@ -100,11 +100,42 @@ impl Devices {
     }
 }
 
+/// Where a session's kernels run.
+pub(crate) enum Threads {
+    /// A pool of the session's own; kernels split large work over it.
+    Pool(rayon::ThreadPool),
+    /// One thread: the calling one, with every kernel sequential. Handing a
+    /// run to a one-thread pool and waiting for it costs two thread wake-ups,
+    /// microseconds that are most of a small model's run.
+    Inline,
+}
+
+impl Threads {
+    fn new(threads: usize) -> Result<Threads> {
+        if threads <= 1 {
+            return Ok(Threads::Inline);
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map(Threads::Pool)
+            .map_err(|e| Error::Threads(e.to_string()))
+    }
+
+    /// Runs `f` with the session's threads.
+    pub(crate) fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match self {
+            Threads::Pool(pool) => pool.install(f),
+            Threads::Inline => rlx_cpu::par::inline(f),
+        }
+    }
+}
+
 /// A model ready to run. `Send + Sync`: runs may come from several threads.
 pub struct Session {
     model: Arc<CompiledModel>,
     value_inputs: Vec<usize>,
-    pub(crate) pool: rayon::ThreadPool,
+    pub(crate) threads: Threads,
     cache: Mutex<HashMap<Key, Arc<Executable>>>,
     /// The GPU devices of this session (opened on first use unless shared).
     devices: Arc<Devices>,
@@ -121,15 +152,12 @@ impl Session {
         options: SessionOptions,
         devices: Arc<Devices>,
     ) -> Result<Session> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.threads.max(1))
-            .build()
-            .map_err(|e| Error::Threads(e.to_string()))?;
+        let threads = Threads::new(options.threads)?;
         let value_inputs = value_inputs(&model.graph);
         Ok(Session {
             model: Arc::new(model),
             value_inputs,
-            pool,
+            threads,
             cache: Mutex::new(HashMap::new()),
             devices,
         })
@@ -185,7 +213,7 @@ impl Session {
     pub fn run(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
         let ordered = self.order(inputs)?;
         let exec = self.executable(&ordered)?;
-        self.pool.install(|| match &*exec {
+        self.threads.run(|| match &*exec {
             Executable::Planned(p) => {
                 let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
                 p.run(&refs).map_err(Error::from)
@@ -279,7 +307,7 @@ impl Session {
         };
         let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
         let mut times = Vec::new();
-        self.pool.install(|| p.run_timed(&refs, Some(&mut times)))?;
+        self.threads.run(|| p.run_timed(&refs, Some(&mut times)))?;
         Ok(Some(
             p.schedule
                 .steps
@@ -309,7 +337,7 @@ impl Session {
         let mut g = specialize(&g, bindings, Some(&m.weights))?;
         let mut weights = m.weights.clone();
         let passes = crate::compile::pipeline(m.target, m.opt_level, m.precision);
-        self.pool.install(|| {
+        self.threads.run(|| {
             run_passes(
                 &mut g,
                 &mut weights,

@@ -352,7 +352,11 @@ where
         gemm(sq, dv, total, &sc, total, vs, dv, &mut yo, dv, false);
         (yo, qko)
     };
-    let heads: Vec<(Vec<T::C>, Vec<T::C>)> = (0..b * hq).into_par_iter().map(head).collect();
+    let heads: Vec<(Vec<T::C>, Vec<T::C>)> = if crate::par::parallel() {
+        (0..b * hq).into_par_iter().map(head).collect()
+    } else {
+        (0..b * hq).map(head).collect()
+    };
     let y: Vec<T::C> = heads.iter().flat_map(|(y, _)| y.iter().copied()).collect();
     let qk: Vec<T::C> = heads.iter().flat_map(|(_, q)| q.iter().copied()).collect();
     // Y back to the input layout.

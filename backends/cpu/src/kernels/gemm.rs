@@ -2,7 +2,7 @@
 //! operands and optional accumulation into the destination.
 
 /// `c[m×n] (+)= a[m×k] · b[k×n]`, all row-major with leading dims `lda`, `ldb`, `ldc`.
-/// Threads: the current rayon pool when the product is large.
+/// Threads: those of [`crate::par::threads`] when the product is large.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm<T: GemmElem>(
     m: usize,
@@ -34,8 +34,8 @@ pub fn gemm<T: GemmElem>(
         "gemm operand too small"
     );
     let work = m * n * k;
-    let par = if work >= 1 << 18 && rayon::current_num_threads() > 1 {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    let par = if work >= 1 << 18 && crate::par::parallel() {
+        gemm::Parallelism::Rayon(crate::par::threads())
     } else {
         gemm::Parallelism::None
     };
@@ -95,8 +95,8 @@ pub fn gemm_strided<T: GemmElem>(
             && c.len() > last(m, n, ldc, 1),
         "gemm operand too small"
     );
-    let par = if m * n * k >= 1 << 18 && rayon::current_num_threads() > 1 {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    let par = if m * n * k >= 1 << 18 && crate::par::parallel() {
+        gemm::Parallelism::Rayon(crate::par::threads())
     } else {
         gemm::Parallelism::None
     };

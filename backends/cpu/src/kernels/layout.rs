@@ -75,7 +75,7 @@ pub fn offset_of(mut i: usize, out: &[usize], strides: &[usize]) -> usize {
 
 /// Maps `out[i] = f(i)` in parallel for large outputs.
 pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
-    if out.len() >= PAR_MIN {
+    if out.len() >= PAR_MIN && crate::par::parallel() {
         out.par_iter_mut().enumerate().for_each(|(i, o)| *o = f(i));
     } else {
         for (i, o) in out.iter_mut().enumerate() {
@@ -90,7 +90,7 @@ pub fn par_rows<T: Send>(out: &mut [T], row_len: usize, f: impl Fn(usize, &mut [
     if row_len == 0 {
         return;
     }
-    if out.len() >= PAR_MIN {
+    if out.len() >= PAR_MIN && crate::par::parallel() {
         out.par_chunks_mut(row_len)
             .enumerate()
             .for_each(|(r, s)| f(r, s));
@@ -148,7 +148,7 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
 ) {
     let n = out.len();
     if a.len() == n && b.len() == n {
-        if n >= PAR_MIN {
+        if n >= PAR_MIN && crate::par::parallel() {
             out.par_iter_mut()
                 .zip(a.par_iter().zip(b.par_iter()))
                 .for_each(|(o, (x, y))| *o = f(*x, *y));

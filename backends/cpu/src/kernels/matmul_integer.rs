@@ -262,7 +262,7 @@ impl Kernel for MatMulIntegerKernel {
                 }
             }
         };
-        let par = batches * m * n * k >= PAR_WORK && rayon::current_num_threads() > 1;
+        let par = batches * m * n * k >= PAR_WORK && crate::par::parallel();
         if par {
             out.par_chunks_mut(m * n)
                 .zip(scratch.par_chunks_mut(m * k4))

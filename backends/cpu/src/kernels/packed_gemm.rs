@@ -101,7 +101,7 @@ pub enum B<'a> {
 }
 
 /// `c[m×n] = relu?(bias + a · b)`, `c` row-major with row stride `ldc`.
-/// Threads: the current rayon pool.
+/// Threads: [`crate::par::threads`].
 pub fn gemm(a: &PackedA, b: B, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue) {
     let (m, k) = (a.m, a.k);
     if n == 0 {
@@ -117,7 +117,7 @@ pub fn gemm(a: &PackedA, b: B, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue
         "packed gemm operand too small"
     );
     // Split the columns over threads in NR multiples; a thin product splits rows.
-    let threads = rayon::current_num_threads();
+    let threads = crate::par::threads();
     let flops = m * n * k;
     let tasks = if flops < 1 << 20 {
         1

@@ -70,7 +70,7 @@ fn apply_slice(a: Act, xs: &mut [f32]) {
 /// `out[j] = dot(m[j, :], v)` for the `n`-wide rows of `m`; row blocks in
 /// parallel when there are enough.
 fn gemv(m: &[f32], n: usize, v: &[f32], out: &mut [f32]) {
-    if out.len() >= 2 * GEMV_CHUNK && n >= 64 && rayon::current_num_threads() > 1 {
+    if out.len() >= 2 * GEMV_CHUNK && n >= 64 && crate::par::parallel() {
         out.par_chunks_mut(GEMV_CHUNK)
             .enumerate()
             .for_each(|(c, o)| gemv::rows(m, n, v, c * GEMV_CHUNK, o));
@@ -316,7 +316,7 @@ pub(super) fn project(
         let bias: Vec<f32> = (0..gh)
             .map(|j| dw.bias[j] + if keep_rb(j) { 0.0 } else { dw.bias[gh + j] })
             .collect();
-        xw.par_chunks_mut(gh).for_each(|row| {
+        super::layout::par_rows(&mut xw, gh, |_, row| {
             for (v, b) in row.iter_mut().zip(&bias) {
                 *v += b;
             }
@@ -440,9 +440,11 @@ pub(super) fn run(
         let xw = project(rc, x, rows, input, hs, &weights[d]);
         direction(rc, g, lens, &xw, &weights[d], reversed(rc, d))
     };
-    let results: Vec<DirOut> = if dirs == 2 {
+    let results: Vec<DirOut> = if dirs == 2 && crate::par::parallel() {
         let (a, b) = rayon::join(|| one(0), || one(1));
         vec![a, b]
+    } else if dirs == 2 {
+        vec![one(0), one(1)]
     } else {
         vec![one(0)]
     };

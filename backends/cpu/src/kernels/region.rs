@@ -156,7 +156,7 @@ impl RegionKernel {
             }
             self.block(&srcs, u * unit, by_row, block, scratch)
         };
-        if n >= PAR_MIN {
+        if n >= PAR_MIN && crate::par::parallel() {
             o.par_chunks_mut(unit)
                 .enumerate()
                 .for_each_init(new, |s, (u, block)| work(s, u, block));

@@ -160,10 +160,14 @@ impl Kernel for Forest {
         let xs = x.to_f64s()?;
         let t = self.n_targets;
         let mut ys = vec![0f64; n * t];
-        if f > 0 {
+        if f > 0 && crate::par::parallel() {
             xs.par_chunks(f)
                 .zip(ys.par_chunks_mut(t))
                 .try_for_each(|(row, out)| self.row(row, out))?;
+        } else if f > 0 {
+            for (row, out) in xs.chunks(f).zip(ys.chunks_mut(t)) {
+                self.row(row, out)?;
+            }
         } else {
             for out in ys.chunks_mut(t) {
                 self.row(&[], out)?;
