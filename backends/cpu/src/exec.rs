@@ -127,25 +127,27 @@ impl PlannedExecutable {
         if scratch_at + s.scratch_bytes > total {
             return Err(RunError::Internal("scratch outside the arena".into()));
         }
+        // Operand views, refilled per step (no allocation per step).
+        let mut ins: Vec<TensorRef> = Vec::new();
+        let mut outs: Vec<TensorMut> = Vec::new();
         for step in &s.steps {
+            ins.clear();
+            outs.clear();
             // SAFETY: the memory plan guarantees that a step's output buffers do
             // not overlap its input buffers or each other, and all lie in the
             // arena; scratch lies past every buffer. So the shared input slices
-            // and the exclusive output/scratch slices never alias.
-            let ins: Vec<TensorRef> = step
-                .inputs
-                .iter()
-                .map(|io| unsafe { view(io, base, total, s) })
-                .collect::<Result<_, _>>()?;
-            let mut outs: Vec<TensorMut> = step
-                .outputs
-                .iter()
-                .map(|io| unsafe { view_mut(io, base, total) })
-                .collect::<Result<_, _>>()?;
+            // and the exclusive output/scratch slices never alias. The views of
+            // the previous step were cleared above.
+            for io in &step.inputs {
+                ins.push(unsafe { view(io, base, total, s) }?);
+            }
+            for io in &step.outputs {
+                outs.push(unsafe { view_mut(io, base, total) }?);
+            }
             let scratch = unsafe {
                 std::slice::from_raw_parts_mut(base.add(scratch_at), step.kernel.scratch_bytes())
             };
-            let start = std::time::Instant::now();
+            let start = times.is_some().then(std::time::Instant::now);
             step.kernel
                 .run(&ins, &mut outs, scratch)
                 .map_err(|source| RunError::Node {
@@ -153,7 +155,7 @@ impl PlannedExecutable {
                     origin: step.origin.clone(),
                     source,
                 })?;
-            if let Some(t) = times.as_deref_mut() {
+            if let (Some(t), Some(start)) = (times.as_deref_mut(), start) {
                 t.push(start.elapsed());
             }
             if let Some(o) = observe.as_deref_mut() {

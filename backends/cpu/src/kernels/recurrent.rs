@@ -18,7 +18,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::Recurrent(rc) => Ok(Box::new(RecurrentKernel {
             op: spec.node.op.clone(),
             label: format!("{}.{}", spec.node.op.name(), spec.inputs[0].dtype),
-            w_t: transposed_weights(rc, spec),
+            prepared: prepare(rc, spec),
         })),
         Op::CausalConvWithState(_) => Ok(fn_kernel(spec, causal_conv)),
         op => Err(KernelError::Internal(format!(
@@ -226,14 +226,25 @@ impl Geom {
     }
 }
 
-/// A recurrent layer, with the input weights of each direction transposed
-/// once when they are constant f32: the projection over all time steps then
-/// reads `Wᵀ` row by row instead of repacking `W` on every run.
+/// A recurrent layer, with its constant weights prepared once at build.
 struct RecurrentKernel {
     op: Op,
     label: String,
+    prepared: Prepared,
+}
+
+/// Weights made ready when the kernel is built, from constant operands: the
+/// input weights of each direction transposed, so the projection over all
+/// time steps reads `Wᵀ` row by row instead of repacking `W` on every run;
+/// and for a quantized layer, `q - zero_point` of W and R as f32, so a run
+/// does not widen a million integers.
+#[derive(Debug, Default)]
+pub(super) struct Prepared {
     /// `[input, gates*hidden]` per direction; empty when W is not constant.
-    w_t: Vec<Vec<f32>>,
+    pub w_t: Vec<Vec<f32>>,
+    /// A quantized layer's W and R as integers in f32, when constant.
+    pub w_int: Option<Vec<f32>>,
+    pub r_int: Option<Vec<f32>>,
 }
 
 impl Kernel for RecurrentKernel {
@@ -247,20 +258,38 @@ impl Kernel for RecurrentKernel {
         outs: &mut [TensorMut],
         _: &mut [u8],
     ) -> Result<(), KernelError> {
-        recurrent_with(&self.op, ins, outs, &self.w_t)
+        recurrent_with(&self.op, ins, outs, &self.prepared)
     }
 }
 
-/// `W [dirs, gh, input]` of an f32 layer as `[input, gh]` per direction.
-fn transposed_weights(rc: &Recurrent, spec: &Spec) -> Vec<Vec<f32>> {
-    let Some(Some(w)) = spec.consts.get(1) else {
+fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
+    let constant = |port: usize| spec.consts.get(port).and_then(Option::as_ref);
+    let (mut w_int, mut r_int) = (None, None);
+    if let Some([_, wz, _, rz]) = rc.ports().quant {
+        // A bad operand is left for the run to report.
+        let ints = |q: usize, zp: usize| {
+            let (q, zp) = (constant(q)?, constant(zp)?);
+            super::recurrent_f32::integers(&TensorRef::of(q), &TensorRef::of(zp)).ok()
+        };
+        w_int = ints(1, wz);
+        r_int = ints(2, rz);
+    }
+    let w_t = match (&w_int, constant(1)) {
+        (Some(w), Some(t)) => transposed(w, t.dims()),
+        (None, Some(t)) if !rc.quantized => t
+            .as_slice::<f32>()
+            .map_or_else(|_| Vec::new(), |w| transposed(w, t.dims())),
+        _ => Vec::new(),
+    };
+    Prepared { w_t, w_int, r_int }
+}
+
+/// `W [dirs, gh, input]` as `[input, gh]` per direction.
+fn transposed(w: &[f32], dims: &[usize]) -> Vec<Vec<f32>> {
+    let &[dirs, gh, input] = dims else {
         return Vec::new();
     };
-    let (Ok(w), [dirs, gh, input]) = (w.as_slice::<f32>(), w.dims()) else {
-        return Vec::new();
-    };
-    let (dirs, gh, input) = (*dirs, *gh, *input);
-    if rc.quantized || w.len() != dirs * gh * input {
+    if w.len() != dirs * gh * input {
         return Vec::new();
     }
     (0..dirs)
@@ -281,7 +310,7 @@ fn recurrent_with(
     op: &Op,
     ins: &[TensorRef],
     outs: &mut [TensorMut],
-    w_t: &[Vec<f32>],
+    prepared: &Prepared,
 ) -> Result<(), KernelError> {
     let Op::Recurrent(rc) = op else {
         return Err(KernelError::Internal("not a recurrent layer".into()));
@@ -324,7 +353,7 @@ fn recurrent_with(
     }
     if rc.quantized || ins[..3].iter().all(|t| t.dtype == rlx_ir::DType::F32) {
         let lens: Vec<usize> = lens.iter().map(|&l| l as usize).collect();
-        return super::recurrent_f32::run(rc, &g, &lens, &acts, ins, outs, w_t);
+        return super::recurrent_f32::run(rc, &g, &lens, &acts, ins, outs, prepared);
     }
     let read = |port: Option<usize>, want: usize, what: &str| -> Result<Vec<f64>, KernelError> {
         let Some(i) = port else { return Ok(Vec::new()) };
@@ -580,7 +609,7 @@ mod tests {
             })
             .collect();
         match op {
-            Op::Recurrent(_) => recurrent_with(op, &refs, &mut outs, &[]),
+            Op::Recurrent(_) => recurrent_with(op, &refs, &mut outs, &Prepared::default()),
             _ => causal_conv(op, &refs, &mut outs),
         }
         .unwrap();
@@ -658,7 +687,7 @@ mod tests {
                 bytes: bytemuck::cast_slice_mut(b),
             })
             .collect();
-        recurrent_with(op, &refs, &mut outs, &[]).unwrap();
+        recurrent_with(op, &refs, &mut outs, &Prepared::default()).unwrap();
         drop(outs);
         bufs
     }

@@ -341,7 +341,7 @@ fn part(v: &[f32], d: usize, n: usize) -> &[f32] {
 
 /// `q - zp` of int8 or uint8 weights `[dirs, rows, k]` with one zero point
 /// per row (`[dirs, rows]`), as f32.
-fn integers(
+pub(super) fn integers(
     q: &crate::tensor::TensorRef,
     zp: &crate::tensor::TensorRef,
 ) -> Result<Vec<f32>, crate::kernel::KernelError> {
@@ -368,17 +368,24 @@ pub(super) fn run(
     acts: &[Act],
     ins: &[crate::tensor::TensorRef],
     outs: &mut [crate::tensor::TensorMut],
-    w_t: &[Vec<f32>],
+    prepared: &super::recurrent::Prepared,
 ) -> Result<(), crate::kernel::KernelError> {
     use crate::kernel::KernelError;
+    use std::borrow::Cow;
     let p = rc.ports();
     let f32s = |i: usize| -> Result<&[f32], KernelError> { ins[i].slice::<f32>() };
     let x = f32s(0)?;
     let (w_int, r_int, w_scale, r_scale);
     let (w, r, w_scale, r_scale) = match p.quant {
         Some([ws, wz, rs, rz]) => {
-            w_int = integers(&ins[1], &ins[wz])?;
-            r_int = integers(&ins[2], &ins[rz])?;
+            w_int = match &prepared.w_int {
+                Some(w) => Cow::Borrowed(&w[..]),
+                None => Cow::Owned(integers(&ins[1], &ins[wz])?),
+            };
+            r_int = match &prepared.r_int {
+                Some(r) => Cow::Borrowed(&r[..]),
+                None => Cow::Owned(integers(&ins[2], &ins[rz])?),
+            };
             w_scale = f32s(ws)?;
             r_scale = f32s(rs)?;
             (&w_int[..], &r_int[..], w_scale, r_scale)
@@ -424,7 +431,11 @@ pub(super) fn run(
     let weights: Vec<DirWeights> = (0..dirs)
         .map(|d| DirWeights {
             w: part(w, d, gh * input),
-            w_t: w_t.get(d).map(|t| &t[..]).filter(|t| t.len() == gh * input),
+            w_t: prepared
+                .w_t
+                .get(d)
+                .map(|t| &t[..])
+                .filter(|t| t.len() == gh * input),
             r: part(r, d, gh * hs),
             w_scale: part(w_scale, d, gh),
             r_scale: part(r_scale, d, gh),
