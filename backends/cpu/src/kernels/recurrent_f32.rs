@@ -118,10 +118,13 @@ pub(super) fn quantize_u8(a: &[f32]) -> (Vec<f32>, f32) {
     let min = a.iter().copied().fold(0f32, f32::min);
     let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
     let zp = (-min / scale).clamp(0.0, 255.0).round_ties_even();
-    let q = a
-        .iter()
-        .map(|&x| ((x / scale).round_ties_even() + zp).clamp(0.0, 255.0) - zp)
-        .collect();
+    // |x / scale| <= 255, where `round_small` is exact.
+    let mut q = vec![0f32; a.len()];
+    vmath::vectorized(|| {
+        for (q, &x) in q.iter_mut().zip(a) {
+            *q = (vmath::round_small(x / scale) + zp).clamp(0.0, 255.0) - zp;
+        }
+    });
     (q, scale)
 }
 

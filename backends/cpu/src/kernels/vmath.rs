@@ -14,6 +14,13 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// Adding then subtracting 1.5 * 2^23 rounds an f32 to the nearest integer.
 const ROUND: f32 = 12_582_912.0;
 
+/// `x` rounded half to even, for `|x| < 2^22` (the rounding mode's own
+/// rounding of the sum; no libm call, so loops over it vectorize).
+#[inline(always)]
+pub fn round_small(x: f32) -> f32 {
+    (x + ROUND) - ROUND
+}
+
 /// `e^x`: infinity above 88.72 (where f32 overflows), 0 below -103.9, and
 /// `e^-87.3` (about 1e-38) between, where the result would be subnormal.
 #[inline(always)]
