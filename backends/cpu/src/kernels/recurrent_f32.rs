@@ -171,7 +171,6 @@ pub(super) fn direction(
         Some(cl) => x.clamp(-cl, cl),
         None => x,
     };
-    let peep = |gate: usize, j: usize| dw.peep.get(gate * hs + j).copied().unwrap_or(0.0);
     let f = dw.acts[0];
     let steps = lens.iter().copied().max().unwrap_or(0);
     let (r_gates, gh_now) = match rc.kind {
@@ -194,10 +193,10 @@ pub(super) fn direction(
         for b in 0..batch {
             hr[b * gh..b * gh + gh_now].copy_from_slice(&hr_rows[b * gh_now..(b + 1) * gh_now]);
         }
-        let active: Vec<usize> = (0..batch).filter(|&b| k < lens[b]).collect();
+        let active = |b: &usize| k < lens[*b];
         let t_of = |b: usize| if reverse { lens[b] - 1 - k } else { k };
         if rc.kind == RecurrentKind::Gru && !rc.linear_before_reset {
-            for &b in &active {
+            for b in (0..batch).filter(active) {
                 let x = &xw[g.x(t_of(b), b) / g.input * gh..][..gh];
                 for j in 0..hs {
                     let r = apply(f, clip(x[hs + j] + hr[b * gh + hs + j]));
@@ -207,7 +206,7 @@ pub(super) fn direction(
             let rs = scale_of(2 * hs..3 * hs);
             recurrent_product(&rh, batch, hs, &dw.r[2 * hs * hs..], rs, hs, &mut rhr);
         }
-        for &b in &active {
+        for b in (0..batch).filter(active) {
             let t = t_of(b);
             let x = &xw[g.x(t, b) / g.input * gh..][..gh];
             let hrb = &hr[b * gh..(b + 1) * gh];
@@ -232,39 +231,54 @@ pub(super) fn direction(
                         hb[j] = (1.0 - z) * n + z * hb[j];
                     }
                 }
-                RecurrentKind::Lstm if dw.peep.is_empty() && !rc.input_forget => {
-                    // Gates in bulk: i, o, f through f, c through g, then
-                    // C = f*C + i*c and H = o * h(C).
+                RecurrentKind::Lstm => {
+                    // Gates in bulk (order i, o, f, c): peepholes of i and f
+                    // read the old C, o's the new one; C = f*C + i*g(c),
+                    // H = o * h(C).
                     let (gact, hact) = (dw.acts[1], dw.acts[2]);
                     for (p, (a, r)) in pre.iter_mut().zip(x.iter().zip(hrb)) {
-                        *p = clip(a + r);
+                        *p = a + r;
                     }
-                    apply_slice(f, &mut pre[..3 * hs]);
-                    apply_slice(gact, &mut pre[3 * hs..]);
-                    for j in 0..hs {
-                        cb[j] = pre[2 * hs + j] * cb[j] + pre[j] * pre[3 * hs + j];
+                    let (i, rest) = pre.split_at_mut(hs);
+                    let (o, rest) = rest.split_at_mut(hs);
+                    let (fg, ct) = rest.split_at_mut(hs);
+                    let peep = (!dw.peep.is_empty()).then(|| dw.peep.split_at(hs));
+                    if let Some((pi, rest)) = peep {
+                        let pf = &rest[hs..];
+                        for j in 0..hs {
+                            i[j] += pi[j] * cb[j];
+                            fg[j] += pf[j] * cb[j];
+                        }
                     }
-                    let hc = &mut pre[3 * hs..];
-                    hc.copy_from_slice(cb);
-                    apply_slice(hact, hc);
-                    for j in 0..hs {
-                        hb[j] = pre[hs + j] * pre[3 * hs + j];
+                    for v in i.iter_mut().chain(fg.iter_mut()).chain(ct.iter_mut()) {
+                        *v = clip(*v);
                     }
-                }
-                RecurrentKind::Lstm => {
-                    let (gact, hact) = (dw.acts[1], dw.acts[2]);
+                    apply_slice(f, i);
+                    if rc.input_forget {
+                        for (fg, i) in fg.iter_mut().zip(i.iter()) {
+                            *fg = 1.0 - i;
+                        }
+                    } else {
+                        apply_slice(f, fg);
+                    }
+                    apply_slice(gact, ct);
                     for j in 0..hs {
-                        let pre = |gate: usize| x[gate * hs + j] + hrb[gate * hs + j];
-                        let i = apply(f, clip(pre(0) + peep(0, j) * cb[j]));
-                        let fg = if rc.input_forget {
-                            1.0 - i
-                        } else {
-                            apply(f, clip(pre(2) + peep(2, j) * cb[j]))
-                        };
-                        let ct = apply(gact, clip(pre(3)));
-                        cb[j] = fg * cb[j] + i * ct;
-                        let o = apply(f, clip(pre(1) + peep(1, j) * cb[j]));
-                        hb[j] = o * apply(hact, cb[j]);
+                        cb[j] = fg[j] * cb[j] + i[j] * ct[j];
+                    }
+                    if let Some((_, rest)) = peep {
+                        let po = &rest[..hs];
+                        for j in 0..hs {
+                            o[j] += po[j] * cb[j];
+                        }
+                    }
+                    for v in o.iter_mut() {
+                        *v = clip(*v);
+                    }
+                    apply_slice(f, o);
+                    ct.copy_from_slice(cb);
+                    apply_slice(hact, ct);
+                    for j in 0..hs {
+                        hb[j] = o[j] * ct[j];
                     }
                 }
             }
