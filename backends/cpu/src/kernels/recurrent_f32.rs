@@ -198,9 +198,13 @@ pub(super) fn direction(
         if rc.kind == RecurrentKind::Gru && !rc.linear_before_reset {
             for b in (0..batch).filter(active) {
                 let x = &xw[g.x(t_of(b), b) / g.input * gh..][..gh];
+                let r = &mut pre[..hs];
                 for j in 0..hs {
-                    let r = apply(f, clip(x[hs + j] + hr[b * gh + hs + j]));
-                    rh[b * hs + j] = r * h[b * hs + j];
+                    r[j] = clip(x[hs + j] + hr[b * gh + hs + j]);
+                }
+                apply_slice(f, r);
+                for j in 0..hs {
+                    rh[b * hs + j] = r[j] * h[b * hs + j];
                 }
             }
             let rs = scale_of(2 * hs..3 * hs);
@@ -218,17 +222,30 @@ pub(super) fn direction(
                     }
                 }
                 RecurrentKind::Gru => {
+                    // Gates in bulk (order z, r, h).
                     let gact = dw.acts[1];
+                    let (z, rest) = pre.split_at_mut(hs);
+                    let (r, n) = rest.split_at_mut(hs);
                     for j in 0..hs {
-                        let z = apply(f, clip(x[j] + hrb[j]));
-                        let n = if rc.linear_before_reset {
-                            let r = apply(f, clip(x[hs + j] + hrb[hs + j]));
-                            x[2 * hs + j] + r * (hrb[2 * hs + j] + rb(2 * hs + j))
-                        } else {
-                            x[2 * hs + j] + rhr[b * hs + j] + rb(2 * hs + j)
-                        };
-                        let n = apply(gact, clip(n));
-                        hb[j] = (1.0 - z) * n + z * hb[j];
+                        z[j] = clip(x[j] + hrb[j]);
+                    }
+                    apply_slice(f, z);
+                    if rc.linear_before_reset {
+                        for j in 0..hs {
+                            r[j] = clip(x[hs + j] + hrb[hs + j]);
+                        }
+                        apply_slice(f, r);
+                        for j in 0..hs {
+                            n[j] = clip(x[2 * hs + j] + r[j] * (hrb[2 * hs + j] + rb(2 * hs + j)));
+                        }
+                    } else {
+                        for j in 0..hs {
+                            n[j] = clip(x[2 * hs + j] + rhr[b * hs + j] + rb(2 * hs + j));
+                        }
+                    }
+                    apply_slice(gact, &mut n[..hs]);
+                    for j in 0..hs {
+                        hb[j] = (1.0 - z[j]) * n[j] + z[j] * hb[j];
                     }
                 }
                 RecurrentKind::Lstm => {
