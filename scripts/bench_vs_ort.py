@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rlx-onnx (CPU) against onnxruntime, one thread each, on the 9 `light/` models
+"""rlx-onnx (CPU) against onnxruntime, one thread each (or --threads N), on the 9 `light/` models
 of the onnx 1.22.0 test data, the golden CNN and transformer, and two recurrent
 layers made here (a bidirectional LSTM, hidden 256 over 64 steps, as OCR
 recognizers have; a GRU, hidden 128 over 100 steps, as audio models have).
@@ -10,6 +10,7 @@ median of the per-round medians and the ratio rlx/ORT (below 1: rlx-onnx is fast
 with the geometric mean last.
 
 Usage: python3 scripts/bench_vs_ort.py [--rounds 3] [--iters 20] [--opt-level 2] [--models light_vgg19,...] [--corpus]
+                                      [--threads N] [--binary PATH]
 (--corpus adds the real-model corpus of scripts/corpus, fetched by scripts/corpus/fetch.py)
 Needs: pip install onnxruntime==1.31.1 onnx==1.22.0 numpy, and a release build of rlx-onnx
 (the script builds it with cargo if missing).
@@ -32,6 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def data_dir():
+    if os.environ.get("RLX_ONNX_TESTDATA"):
+        return os.environ["RLX_ONNX_TESTDATA"]
     out = subprocess.run([os.path.join(ROOT, "scripts", "fetch-onnx-testdata.sh")], check=True, capture_output=True, text=True)
     return out.stdout.strip()
 
@@ -122,9 +125,9 @@ def corpus():
         yield f"corpus_{name}", os.path.join(case, "model.onnx"), feeds
 
 
-def ort_median(path, feeds, iters):
+def ort_median(path, feeds, iters, threads):
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
@@ -138,7 +141,7 @@ def ort_median(path, feeds, iters):
     return statistics.median(ts)
 
 
-def rlx_median(binary, path, feeds, iters, opt_level, tmp):
+def rlx_median(binary, path, feeds, iters, opt_level, threads, tmp):
     d = os.path.join(tmp, "inputs")
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(d):
@@ -146,7 +149,7 @@ def rlx_median(binary, path, feeds, iters, opt_level, tmp):
     for i, x in enumerate(feeds.values()):
         onnx.save_tensor(numpy_helper.from_array(x), os.path.join(d, f"input_{i}.pb"))
     out = subprocess.run(
-        [binary, "bench", path, "--inputs", d, "--threads", "1", "--iters", str(iters), "-O", str(opt_level)],
+        [binary, "bench", path, "--inputs", d, "--threads", str(threads), "--iters", str(iters), "-O", str(opt_level)],
         check=True, capture_output=True, text=True,
     ).stdout
     for line in out.splitlines():
@@ -162,12 +165,15 @@ def main():
     ap.add_argument("--opt-level", default="2")
     ap.add_argument("--models", default="")
     ap.add_argument("--corpus", action="store_true", help="also the real-model corpus (.cache/corpus, from scripts/corpus/fetch.py)")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads of both")
+    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "rlx-onnx"))
     args = ap.parse_args()
-    binary = os.path.join(ROOT, "target", "release", "rlx-onnx")
+    binary = args.binary
     if not os.path.exists(binary):
         subprocess.run(["cargo", "build", "--release", "--bin", "rlx-onnx"], cwd=ROOT, check=True)
     wanted = set(filter(None, args.models.split(",")))
-    print(f"onnxruntime {ort.__version__}, 1 thread; rlx-onnx -O{args.opt_level}, 1 thread; {args.rounds} rounds x {args.iters} runs")
+    t = f"{args.threads} thread{'s' if args.threads > 1 else ''}"
+    print(f"onnxruntime {ort.__version__}, {t}; rlx-onnx -O{args.opt_level}, {t}; {args.rounds} rounds x {args.iters} runs")
     print(f"{'model':<24} {'ORT ms':>10} {'rlx ms':>10} {'rlx/ORT':>8}")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,8 +183,8 @@ def main():
                 continue
             o, r = [], []
             for _ in range(args.rounds):
-                o.append(ort_median(path, feeds, args.iters))
-                r.append(rlx_median(binary, path, feeds, args.iters, args.opt_level, tmp))
+                o.append(ort_median(path, feeds, args.iters, args.threads))
+                r.append(rlx_median(binary, path, feeds, args.iters, args.opt_level, args.threads, tmp))
             om, rm = statistics.median(o), statistics.median(r)
             ratios.append(rm / om)
             print(f"{name:<24} {om:>10.3f} {rm:>10.3f} {rm / om:>8.3f}")

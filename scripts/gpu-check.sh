@@ -12,7 +12,9 @@
 #   scripts/corpus/pack.py; not part of `all`), nodes123 (onnx 1.23's node
 #   cases against tests/expected/cuda-onnx123.txt), focus (ResNet-50 at each
 #   precision and the golden transformer's three sizes against PyTorch, with
-#   ResNet-50's fp16 profile: two minutes, for a change aimed at those).
+#   ResNet-50's fp16 profile: two minutes, for a change aimed at those), cpu16
+#   (scripts/bench_vs_ort.py with 16 threads: rlx-onnx on the CPU against
+#   onnxruntime on this machine's 16 cores, alternating).
 #   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -174,6 +176,12 @@ if [[ $stage == focus ]]; then
   "$bin/rlx-onnx" bench golden/transformer/model.onnx --target cuda --iters 200 --warmup 100 --profile \
     --bind batch=1 --bind seq=8 > "$out/profile-transformer-1x8.txt" 2>&1
   head -30 "$out/profile-transformer-1x8.txt"
+fi
+
+if [[ $stage == cpu16 ]]; then
+  echo "== CPU, 16 threads: rlx-onnx against onnxruntime (median ms, alternating)"
+  python3 scripts/bench_vs_ort.py --threads 16 --rounds 2 --iters 20 --binary "$bin/rlx-onnx" 2>&1 \
+    | grep -v onnxruntime: | tee "$out/cpu16.txt"
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then
