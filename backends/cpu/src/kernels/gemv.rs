@@ -90,6 +90,53 @@ unsafe fn block<const R: usize>(m: *const f32, n: usize, v: *const f32, out: &mu
     }
 }
 
+/// Products below this many multiply-adds stay on one thread.
+const VEC_MAT_PAR_WORK: usize = 1 << 18;
+
+/// `out[j] (+)= Σ_k x[k] · b[k, j]` for row-major `b` (`[x.len(), n]`): a row
+/// vector times a matrix, as a MatMul with one row is (a classifier's fully
+/// connected layers at batch 1). It streams `b` once and is bound by memory,
+/// so the columns are split in stripes, one per thread, each thread reading
+/// its stripe of every row; `accumulate` adds to `out` (a bias already there).
+///
+/// # Panics
+/// If `b` has fewer than `x.len() * n` elements or `out` is not `n` long.
+pub fn vec_mat(x: &[f32], b: &[f32], n: usize, out: &mut [f32], accumulate: bool) {
+    use rayon::prelude::*;
+    assert!(b.len() >= x.len() * n && out.len() == n);
+    let threads = crate::par::threads();
+    let stripe = if threads > 1 && x.len() * n >= VEC_MAT_PAR_WORK {
+        n.div_ceil(threads).next_multiple_of(16).max(256)
+    } else {
+        n.max(1)
+    };
+    let run = |s: usize, o: &mut [f32]| {
+        super::vmath::vectorized(|| stripe_of(x, b, n, s * stripe, o, accumulate))
+    };
+    if stripe < n {
+        out.par_chunks_mut(stripe)
+            .enumerate()
+            .for_each(|(s, o)| run(s, o));
+    } else {
+        run(0, out);
+    }
+}
+
+/// Columns `j0..j0 + out.len()` of [`vec_mat`].
+#[inline(always)]
+fn stripe_of(x: &[f32], b: &[f32], n: usize, j0: usize, out: &mut [f32], accumulate: bool) {
+    if !accumulate {
+        out.fill(0.0);
+    }
+    let w = out.len();
+    for (k, &xk) in x.iter().enumerate() {
+        let row = &b[k * n + j0..k * n + j0 + w];
+        for j in 0..w {
+            out[j] += xk * row[j];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +166,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Stripes in a two-thread pool, one thread, and with a bias already in
+    /// `out`, against a plain f64 sum.
+    #[test]
+    fn vec_mat_matches_plain_sums() {
+        let (k, n) = (300, 1000);
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        let x: Vec<f32> = (0..k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
+            .collect();
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 / 100.0).collect();
+        let want: Vec<f64> = (0..n)
+            .map(|j| {
+                bias[j] as f64
+                    + (0..k)
+                        .map(|t| x[t] as f64 * b[t * n + j] as f64)
+                        .sum::<f64>()
+            })
+            .collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for threads in [1, 2] {
+            let mut out = bias.clone();
+            let run = || vec_mat(&x, &b, n, &mut out, true);
+            if threads == 2 {
+                pool.install(run);
+            } else {
+                crate::par::inline(run);
+            }
+            for (j, (&o, &w)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (o as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{threads} threads, column {j}: {o} vs {w}"
+                );
+            }
+        }
+        let mut out = vec![7f32; n];
+        vec_mat(&x, &b, n, &mut out, false);
+        assert!((out[3] as f64 - (want[3] - bias[3] as f64)).abs() < 1e-3);
     }
 }

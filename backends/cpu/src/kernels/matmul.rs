@@ -219,7 +219,15 @@ impl MatMulKernel {
             }
             _ => false,
         };
-        if g.folds_into_rows() {
+        if g.folds_into_rows() && g.batches() * g.m == 1 && self.dtype == DType::F32 {
+            // One row: a vector-matrix product, split over columns.
+            let (x, w) = (
+                bytemuck::cast_slice::<T, f32>(a),
+                bytemuck::cast_slice::<T, f32>(b),
+            );
+            let y = bytemuck::cast_slice_mut::<T, f32>(out);
+            super::gemv::vec_mat(&x[..g.k], &w[..g.k * g.n], g.n, y, accumulate);
+        } else if g.folds_into_rows() {
             gemm(
                 g.batches() * g.m,
                 g.n,
