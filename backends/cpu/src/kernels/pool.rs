@@ -446,6 +446,10 @@ fn global_pool(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(),
     with_dtype!(ins[0].dtype, T => global_typed::<T>(g.kind, g.p, &ins[0], &mut outs[0]), float)
 }
 
+/// Local response normalization across channels, in f64: one output plane
+/// per task (planes in parallel), the window's sum of squares accumulated
+/// plane by plane over the spatial positions (so the loops run along
+/// memory), and `t^-beta` without `powf` for the usual betas.
 fn lrn_typed<T: Real>(
     size: usize,
     alpha: f64,
@@ -460,17 +464,38 @@ fn lrn_typed<T: Real>(
     let y = out.slice::<T>()?;
     let lo = (size - 1) / 2;
     let hi = size - 1 - lo;
-    par_rows(y, c * sp, |b, plane| {
-        let xs = &src[b * c * sp..(b + 1) * c * sp];
-        for ch in 0..c {
-            let c0 = ch.saturating_sub(lo);
-            let c1 = (ch + hi).min(c - 1);
-            for s in 0..sp {
-                let sq: f64 = (c0..=c1).map(|k| xs[k * sp + s].to_f64().powi(2)).sum();
-                let v = xs[ch * sp + s].to_f64();
-                plane[ch * sp + s] = T::from_f64(v / (bias + alpha / size as f64 * sq).powf(beta));
-            }
+    let scale = alpha / size as f64;
+    let inv_pow = |t: f64| -> f64 {
+        if beta == 0.75 {
+            let r = t.sqrt();
+            1.0 / (r * r.sqrt())
+        } else if beta == 0.5 {
+            1.0 / t.sqrt()
+        } else if beta == 1.0 {
+            1.0 / t
+        } else {
+            t.powf(-beta)
         }
+    };
+    par_rows(y, sp, |row, plane| {
+        let (b, ch) = (row / c, row % c);
+        let xs = &src[b * c * sp..(b + 1) * c * sp];
+        let c0 = ch.saturating_sub(lo);
+        let c1 = (ch + hi).min(c - 1);
+        super::vmath::vectorized(|| {
+            let mut sq = vec![0f64; sp];
+            for k in c0..=c1 {
+                let xk = &xs[k * sp..(k + 1) * sp];
+                for s in 0..sp {
+                    let v = xk[s].to_f64();
+                    sq[s] += v * v;
+                }
+            }
+            let xc = &xs[ch * sp..(ch + 1) * sp];
+            for s in 0..sp {
+                plane[s] = T::from_f64(xc[s].to_f64() * inv_pow(bias + scale * sq[s]));
+            }
+        });
     });
     Ok(())
 }

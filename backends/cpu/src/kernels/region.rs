@@ -217,7 +217,6 @@ impl RegionKernel {
         let Scratch { inputs, regs } = scratch;
         let mut scalars: Vec<Option<C<T>>> = Vec::with_capacity(srcs.len());
         for ((src, st), buf) in srcs.iter().zip(&self.strides).zip(inputs.iter_mut()) {
-            buf.clear();
             let inner = st.last().copied().unwrap_or(0);
             if in_row {
                 let off = offset_of(start, &self.dims, st);
@@ -228,19 +227,19 @@ impl RegionKernel {
                     }
                     1 => {
                         let row = &src[off..off + len];
-                        buf.resize(len, row[0].up());
+                        sized(buf, len, row[0].up());
                         for (b, v) in buf.iter_mut().zip(row) {
                             *b = v.up();
                         }
                     }
                     s => {
-                        buf.resize(len, src[off].up());
-                        for (j, b) in buf.iter_mut().enumerate() {
+                        for (j, b) in sized(buf, len, src[off].up()).iter_mut().enumerate() {
                             *b = src[off + j * s].up();
                         }
                     }
                 }
             } else {
+                buf.clear();
                 gather(src, st, &self.dims, start, buf, len);
             }
             scalars.push(None);
@@ -318,10 +317,11 @@ enum Arg<'a, C> {
 // leave out of line, and out of line it is compiled without the AVX-512 of
 // `block_avx512` (4 SSE lanes instead of 16).
 
-/// `dst` resized to `len` (its old values are overwritten by the caller).
+/// `dst` at length `len`, its old values left for the caller to overwrite
+/// (the registers keep one length from piece to piece, so this writes
+/// nothing in the steady state).
 #[inline(always)]
 fn sized<C: Copy>(dst: &mut Vec<C>, len: usize, fill: C) -> &mut [C] {
-    dst.clear();
     dst.resize(len, fill);
     dst
 }
@@ -339,7 +339,8 @@ fn map1<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, len: usize, f: impl Fn(C) -> C) {
             }
         }
         Arg::Scalar(c) => {
-            sized(dst, len, f(c));
+            let v = f(c);
+            sized(dst, len, v).fill(v);
         }
     }
 }
@@ -378,7 +379,8 @@ fn map2<C: Copy>(dst: &mut Vec<C>, a: Arg<C>, b: Arg<C>, len: usize, f: impl Fn(
             }
         }
         (Arg::Scalar(p), Arg::Scalar(q)) => {
-            sized(dst, len, f(*p, *q));
+            let v = f(*p, *q);
+            sized(dst, len, v).fill(v);
         }
     }
 }
@@ -541,6 +543,18 @@ mod tests {
         let y = region("[max(x0, 0.0), sigmoid(t0)]", &[x], &[2]);
         assert!(y[0].is_nan());
         assert!((y[1] - 1.0 / (1.0 + (-2.0f32).exp())).abs() < 1e-7);
+    }
+
+    /// An instruction on per-row scalars only (`add(x1, 1.0)`) is refilled
+    /// for every row, not left at the first row's value in the register.
+    #[test]
+    fn scalar_only_instructions_follow_their_rows() {
+        let x = Tensor::from_f32(&[3, 64], &vec![6.0; 192]).unwrap();
+        let d = Tensor::from_f32(&[3, 1], &[0.0, 1.0, 2.0]).unwrap();
+        let y = region("[add(x1, 1.0), div(x0, t0)]", &[x, d], &[3, 64]);
+        for (i, got) in y.iter().enumerate() {
+            assert_eq!(*got, 6.0 / [1.0, 2.0, 3.0][i / 64], "element {i}");
+        }
     }
 
     #[test]
