@@ -167,7 +167,9 @@ if [[ $stage == focus ]]; then
   done
   for bs in 1:8 8:64 32:128; do
     IFS=: read -r b s <<< "$bs"
-    echo "transformer ${b}x$s cuda: $(median golden/transformer/model.onnx --target cuda --iters 200 --warmup 100 --bind batch=$b --bind seq=$s)" \
+    t="golden/transformer/model.onnx --iters 200 --warmup 100 --bind batch=$b --bind seq=$s"
+    echo "transformer ${b}x$s cuda: $(median $t --target cuda)" \
+      "(small GEMMs in cuBLASLt: $(median $t --target cuda --cuda-small-gemm cublaslt))" \
       "cpu16: $(median golden/transformer/model.onnx --threads 16 --iters 50 --bind batch=$b --bind seq=$s)"
   done
   "$bin/rlx-onnx" bench /tmp/rlx-data/light/light_resnet50.onnx --target cuda --iters 20 --precision fp16 --profile \

@@ -1,7 +1,7 @@
 // Epilogue: `y = act(y + bias + residual)` in place, after a library call (a
 // cuDNN convolution, a cuBLASLt GEMM) whose own epilogue cannot do it. The
-// activations follow the CPU backend (relu keeps NaN; the sigmoids in the
-// form 1 / (1 + e^-x)). f16 and bf16 compute in float, f64 in double.
+// activations are activation.cuh's. f16 and bf16 compute in float, f64 in
+// double.
 //
 // Two forms:
 // - `epilogue_*` (EpilogueParams): any bias broadcast, read through strides
@@ -13,20 +13,6 @@
 //   Bit 2 clear: inner is at least the vector, so a vector meets at most
 //   two channels; set: inner is 1, channels a multiple of the vector, and a
 //   vector reads as many biases. The planner checks sizes and alignment.
-
-template <typename C>
-__device__ __forceinline__ C epi_act(C x, unsigned int act) {
-    const C one = (C)1;
-    switch (act) {
-    case 1u: return x < (C)0 ? (C)0 : x;
-    case 2u: return one / (one + exp(-x));
-    case 3u: return tanh(x);
-    case 4u: return (C)0.5 * x * (one + erf(x * (C)0.70710678118654752440));
-    case 5u: return (C)0.5 * x * (one + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
-    case 6u: return x / (one + exp(-x));
-    default: return x;
-    }
-}
 
 template <typename T, typename C>
 __device__ __forceinline__ void epilogue(T* y, const T* bias, const T* res, const EpilogueParams& p) {

@@ -5,8 +5,8 @@
 
 use crate::compile::{CompileOptions, Compiler};
 use crate::schedule::{ConvKind, GemmAct, Launch};
-use crate::tests::{find_nvrtc, planned, planned_with};
-use crate::{ConvGemm, PlanOptions, Schedule};
+use crate::tests::{cublaslt, find_nvrtc, planned, planned_with};
+use crate::{ConvGemm, PlanOptions, Schedule, SmallGemm};
 
 fn conv_gemm(g: ConvGemm) -> PlanOptions {
     PlanOptions {
@@ -189,12 +189,16 @@ fn resnet_block_schedule() {
 
 #[test]
 fn fused_matmul_schedule() {
-    insta::assert_snapshot!(planned(FUSED_MATMULS).to_string());
+    insta::assert_snapshot!(planned_with(FUSED_MATMULS, &cublaslt()).to_string());
 }
 
 #[test]
 fn convolutions_plan_cudnn_launches() {
-    let cudnn = conv_gemm(ConvGemm::Never);
+    // The classifier through cuBLASLt, not the tile kernel.
+    let cudnn = PlanOptions {
+        small_gemm: SmallGemm::Cublaslt,
+        ..conv_gemm(ConvGemm::Never)
+    };
     let s = planned_with(RESNET, &cudnn);
     let found: Vec<_> = s
         .launches
@@ -380,6 +384,87 @@ fn conv_gemms_match_cudnn_on_the_device() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// MatMuls in the tile kernel's range: a bias along N with each fused
+/// activation, a bias along M (the epilogue kernel after the tiles),
+/// broadcast batches, a product of more than one tile each way.
+const SMALL_MATMULS: &str = "  %0 = input \"x\" : f32[2,3,20]
+  %1 = input \"w\" : f32[20,5]
+  %2 = input \"b\" : f32[5]
+  %3 = fused_matmul(%0, %1, %2) {activation=gelu_erf} : f32[2,3,5]
+  %4 = fused_matmul(%0, %1, %2) {activation=gelu_tanh} : f32[2,3,5]
+  %5 = input \"bm\" : f32[3,1]
+  %6 = fused_matmul(%0, %1, %5) {activation=sigmoid} : f32[2,3,5]
+  %7 = input \"y\" : f32[1,5,40]
+  %8 = matmul(%3, %7) : f32[2,3,40]
+  %9 = input \"z\" : f32[40,33]
+  %10 = input \"zb\" : f32[33]
+  %11 = fused_matmul(%8, %9, %10) {activation=relu} : f32[2,3,33]
+  %12 = input \"p\" : f32[37,40]
+  %13 = matmul(%12, %9) : f32[37,33]
+  output \"a\" = %4
+  output \"b\" = %6
+  output \"c\" = %11
+  output \"d\" = %13
+";
+
+#[test]
+fn small_matmuls_run_in_tile_kernels() {
+    let tiles = planned(SMALL_MATMULS);
+    let entries = names(&tiles);
+    assert!(!entries.contains(&"gemm".to_string()), "{entries:?}");
+    assert_eq!(entries.iter().filter(|e| *e == "tile_gemm_f32").count(), 6);
+    // The bias along M goes to the epilogue kernel, with the sigmoid.
+    assert_eq!(entries.iter().filter(|e| e.contains("epilogue")).count(), 1);
+    let lt = planned_with(SMALL_MATMULS, &cublaslt());
+    assert!(!names(&lt).iter().any(|e| e.starts_with("tile_gemm")));
+    insta::assert_snapshot!(tiles.to_string());
+}
+
+#[test]
+fn tile_gemms_match_cublaslt_on_the_device() {
+    let ctx = match crate::Context::new() {
+        Ok(c) => std::sync::Arc::new(c),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    let run = |small_gemm: SmallGemm| {
+        let opts = PlanOptions {
+            small_gemm,
+            ..PlanOptions::default()
+        };
+        let s = planned_with(SMALL_MATMULS, &opts);
+        let inputs: Vec<rlx_ir::Tensor> = s
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(j, slot)| {
+                let n: usize = slot.dims.iter().product();
+                let v: Vec<f32> = (0..n)
+                    .map(|i| (((i * 7 + j * 3) % 11) as f32 - 5.0) * 0.125)
+                    .collect();
+                rlx_ir::Tensor::from_f32(&slot.dims, &v).unwrap()
+            })
+            .collect();
+        let exe = crate::Executable::new(ctx.clone(), s).unwrap();
+        let refs: Vec<&rlx_ir::Tensor> = inputs.iter().collect();
+        exe.run(&refs).unwrap()
+    };
+    let want = run(SmallGemm::Cublaslt);
+    let got = run(SmallGemm::Tile);
+    for (o, (a, b)) in got.iter().zip(&want).enumerate() {
+        let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                "output {o} [{i}]: tile {x} vs cuBLASLt {y}"
+            );
         }
     }
 }

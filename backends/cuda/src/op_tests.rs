@@ -2,7 +2,7 @@
 //! and non-f32 matmul lowerings: IR graphs of each op and dtype planned,
 //! and every module they generate compiled by NVRTC.
 
-use crate::tests::{compile_all, planned};
+use crate::tests::{compile_all, cublaslt, planned, planned_with};
 
 /// Casts into and out of every float8, float4, E8M0 and sub-byte integer
 /// dtype, and bitcasts.
@@ -105,10 +105,12 @@ fn matmuls(d: &str) -> String {
 #[test]
 fn half_matmuls_are_gemms_of_their_dtype() {
     for d in ["f16", "bf16", "f64"] {
-        let s = planned(&matmuls(d)).to_string();
+        let s = planned_with(&matmuls(d), &cublaslt()).to_string();
         assert_eq!(s.matches(&format!("gemm_{d} ")).count(), 2, "{s}");
+        let s = planned(&matmuls(d)).to_string();
+        assert_eq!(s.matches(&format!("tile_gemm_{d}")).count(), 2, "{s}");
     }
-    insta::assert_snapshot!(planned(&matmuls("bf16")).to_string());
+    insta::assert_snapshot!(planned_with(&matmuls("bf16"), &cublaslt()).to_string());
 }
 
 /// Quantization into and out of float8 and float4, per tensor and per axis.

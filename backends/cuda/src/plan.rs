@@ -18,6 +18,7 @@ use crate::CudaError;
 pub struct PlanOptions {
     pub conv_epilogue: ConvEpilogue,
     pub conv_gemm: ConvGemm,
+    pub small_gemm: SmallGemm,
     /// f32 GEMMs and convolutions may use TF32 tensor cores (cuBLASLt's
     /// `COMPUTE_32F_FAST_TF32`, cuDNN's tensor-op math): faster, with a
     /// 10-bit mantissa in the products. Off: exact fp32.
@@ -40,6 +41,21 @@ pub enum ConvGemm {
     /// (`scripts/gpu-check.sh ab`).
     #[default]
     All,
+}
+
+/// Where a MatMul too small for a library call to pay its way runs: at most
+/// [`MAX_MACS`](crate::kernels::tile_gemm::MAX_MACS) multiply-adds with an
+/// inner dim of at most [`MAX_K`](crate::kernels::tile_gemm::MAX_K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SmallGemm {
+    /// rlx's tile kernel, with the bias along N and any activation in the
+    /// same launch. The default: the golden transformer at batch 1, seq 8
+    /// runs its six projections in about 2 us each this way, 10 us each
+    /// through cuBLASLt (`scripts/gpu-check.sh ab`).
+    #[default]
+    Tile,
+    /// cuBLASLt, as every larger product.
+    Cublaslt,
 }
 
 /// Where an f32 convolution's bias and ReLU are applied.

@@ -9,8 +9,10 @@
 use std::fmt;
 
 use rlx_gpu::schedule::{fmt_slots, fmt_steps};
-use rlx_gpu::ParamBlock;
+use rlx_gpu::{ParamBlock, Params};
 use rlx_ir::DType;
+
+use crate::kernels::tile_gemm::TileGemmParams;
 
 pub use rlx_gpu::{ConstBlock, IoSlot, Range, Step, Trip};
 
@@ -192,6 +194,14 @@ pub struct ConvLaunch {
     pub origin: Vec<String>,
 }
 
+/// The parameters of a tile GEMM launch (its work is in flops, not bytes).
+fn tile_gemm_params(k: &KernelLaunch) -> Option<TileGemmParams> {
+    if k.params.layout.name != TileGemmParams::LAYOUT.name {
+        return None;
+    }
+    bytemuck::try_pod_read_unaligned(&k.params.bytes).ok()
+}
+
 /// One launch of the schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Launch {
@@ -221,7 +231,10 @@ impl Launch {
     pub fn work(&self) -> Work {
         let prod = |d: &[usize]| d.iter().map(|&v| v as u64).product::<u64>();
         match self {
-            Launch::Kernel(k) => Work::Bytes(k.operands.iter().map(|r| r.bytes).sum()),
+            Launch::Kernel(k) => match tile_gemm_params(k) {
+                Some(p) => Work::Flops(2 * p.macs()),
+                None => Work::Bytes(k.operands.iter().map(|r| r.bytes).sum()),
+            },
             Launch::Gemm(g) => {
                 let g = &g.gemm;
                 Work::Flops(2 * g.m * g.n * g.k * g.batch)

@@ -29,6 +29,15 @@ pub(crate) fn planned(body: &str) -> Schedule {
     planned_with(body, &PlanOptions::default())
 }
 
+/// Plan options sending every MatMul to cuBLASLt (the fixtures here are
+/// small enough for the tile kernel).
+pub(crate) fn cublaslt() -> PlanOptions {
+    PlanOptions {
+        small_gemm: crate::SmallGemm::Cublaslt,
+        ..PlanOptions::default()
+    }
+}
+
 pub(crate) fn planned_with(body: &str, opts: &PlanOptions) -> Schedule {
     let g = graph(body);
     let mem = plan_memory(&g).unwrap();
@@ -89,7 +98,7 @@ const CONTROL: &str = "  %0 = input \"x\" : f32[2,2]
 
 #[test]
 fn matmul_schedule() {
-    insta::assert_snapshot!(planned(MATMULS).to_string());
+    insta::assert_snapshot!(planned_with(MATMULS, &cublaslt()).to_string());
 }
 
 #[test]

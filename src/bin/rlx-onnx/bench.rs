@@ -36,6 +36,10 @@ pub struct Args {
     /// (never, pointwise ones, or all ungrouped ones through im2col).
     #[arg(long, value_enum, default_value = "all")]
     cuda_conv_gemm: ConvGemmArg,
+    /// CUDA: where MatMuls too small for cuBLASLt to pay its way run (rlx's
+    /// tile kernel, or cuBLASLt like every larger one).
+    #[arg(long, value_enum, default_value = "tile")]
+    cuda_small_gemm: SmallGemmArg,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -53,10 +57,16 @@ enum ConvGemmArg {
     All,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SmallGemmArg {
+    Tile,
+    Cublaslt,
+}
+
 impl Args {
     /// The CUDA plan options the flags choose.
     fn cuda_plan(&self) -> rlx_onnx::cuda::PlanOptions {
-        use rlx_onnx::cuda::{ConvEpilogue, ConvGemm, PlanOptions};
+        use rlx_onnx::cuda::{ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
         PlanOptions {
             conv_epilogue: match self.cuda_conv_epilogue {
                 ConvEpilogueArg::Cudnn => ConvEpilogue::Cudnn,
@@ -66,6 +76,10 @@ impl Args {
                 ConvGemmArg::Never => ConvGemm::Never,
                 ConvGemmArg::Pointwise => ConvGemm::Pointwise,
                 ConvGemmArg::All => ConvGemm::All,
+            },
+            small_gemm: match self.cuda_small_gemm {
+                SmallGemmArg::Tile => SmallGemm::Tile,
+                SmallGemmArg::Cublaslt => SmallGemm::Cublaslt,
             },
             ..PlanOptions::default()
         }

@@ -14,7 +14,10 @@ use super::{Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "epilogue",
-    source: concat!(include_str!("../../../../kernels/cuda/epilogue.cu")),
+    source: concat!(
+        include_str!("../../../../kernels/cuda/activation.cuh"),
+        include_str!("../../../../kernels/cuda/epilogue.cu")
+    ),
     layouts,
 };
 

@@ -6,7 +6,9 @@
 //! strided batch, and any further (outer) ones unroll into separate GEMMs.
 //! FusedMatMul's bias and activation go to cuBLASLt's epilogue when it has
 //! them (a bias along N; none, ReLU or tanh-approximated GELU), else to the
-//! [`epilogue`](super::epilogue) kernel after the GEMMs.
+//! [`epilogue`](super::epilogue) kernel after the GEMMs. Products too small
+//! for a library call to pay its way run in the [`tile_gemm`] kernel instead,
+//! with the bias and any activation in the same launch.
 
 use rlx_gpu::geometry::{broadcast_strides, LResult};
 use rlx_gpu::kernels::matmul::{matmul, BatchDim};
@@ -14,8 +16,9 @@ use rlx_gpu::{NodeIo, Operand, Range};
 use rlx_ir::ops::Activation;
 use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{epilogue, Cx};
+use super::{epilogue, tile_gemm, Cx};
 use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
+use crate::SmallGemm;
 
 /// The most GEMMs one MatMul unrolls into (outer batch dims).
 pub const MAX_UNROLL: usize = 1024;
@@ -91,6 +94,9 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             st.iter().rev().skip(1).all(|&s| s == 0) && (n == 1 || st.last() == Some(&1))
         }
     };
+    if cx.opts.small_gemm == SmallGemm::Tile && tiles(cx, bias.as_ref(), along_n, act)? {
+        return Ok(());
+    }
     let lt_act = match act {
         Activation::None => Some(GemmAct::None),
         Activation::Relu => Some(GemmAct::Relu),
@@ -110,6 +116,41 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
     }
     Ok(())
+}
+
+/// Emits the MatMul as tile kernel launches if every GEMM of it is small
+/// enough ([`tile_gemm::params`]); false, emitting nothing, if not. The bias
+/// and activation go into the tile kernel when the bias runs along N, else
+/// into the epilogue kernel after it.
+fn tiles(cx: &mut Cx, bias: Option<&Operand>, along_n: bool, act: Activation) -> LResult<bool> {
+    let gemms: Vec<Gemm> = gemm_launches(&cx.io, None, GemmAct::None)?
+        .into_iter()
+        .filter_map(|l| match l {
+            Launch::Gemm(g) => Some(g.gemm),
+            _ => None,
+        })
+        .collect();
+    let (fused_bias, fused_act) = match bias {
+        Some(b) if along_n => (Some(b.range()), act),
+        Some(_) => (None, Activation::None),
+        None => (None, act),
+    };
+    let params: Option<Vec<_>> = gemms
+        .iter()
+        .map(|g| tile_gemm::params(g, fused_bias.is_some(), fused_act))
+        .collect();
+    let Some(params) = params.filter(|p| !p.is_empty()) else {
+        return Ok(false);
+    };
+    for (g, p) in gemms.iter().zip(&params) {
+        tile_gemm::emit(cx, g, p, fused_bias)?;
+    }
+    if let Some(b) = bias.filter(|_| !along_n) {
+        let c = cx.output(0)?.clone();
+        let b = Some((b.range(), b.dims.as_slice()));
+        epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
+    }
+    Ok(true)
 }
 
 /// The GEMM launches of a MatMul with these operands (inputs 0 and 1,

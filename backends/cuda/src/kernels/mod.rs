@@ -28,6 +28,7 @@ pub mod scatter;
 pub mod sequence;
 pub mod signal;
 pub mod softmax;
+pub mod tile_gemm;
 pub mod topk;
 
 use rlx_gpu::geometry::{fold_grid, LResult};
@@ -59,6 +60,7 @@ pub const SOURCES: &[&Source] = &[
     &loss::SOURCE,
     &conv::SOURCE,
     &epilogue::SOURCE,
+    &tile_gemm::SOURCE,
     &pool::SOURCE,
     &attention::SOURCE,
     &reduce::SOURCE,
