@@ -38,6 +38,10 @@ pub struct ContextOptions {
 
 /// A CUDA device, its stream, and the modules compiled for it.
 pub struct Context {
+    /// The cuDNN handle on `stream`, made when an executable first needs
+    /// it. First: fields drop in order, and the handle must go before the
+    /// stream it is bound to.
+    dnn: Mutex<Option<Arc<Dnn>>>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     compiler: Compiler,
@@ -91,6 +95,7 @@ impl Context {
             stream,
             name,
             modules: Mutex::new(HashMap::new()),
+            dnn: Mutex::new(None),
         })
     }
 
@@ -111,6 +116,17 @@ impl Context {
 
     pub fn compiler(&self) -> &Compiler {
         &self.compiler
+    }
+
+    /// The context's cuDNN handle, made on first use.
+    fn dnn(&self) -> Result<Arc<Dnn>, CudaError> {
+        let mut dnn = self.dnn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = dnn.as_ref() {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(Dnn::new(self.stream.cu_stream() as *mut _)?);
+        *dnn = Some(d.clone());
+        Ok(d)
     }
 
     /// A module compiled (or read from the PTX cache) and loaded once.
@@ -184,7 +200,7 @@ pub struct Executable {
     base: CUdeviceptr,
     ready: Vec<Ready>,
     lt: Option<Lt>,
-    dnn: Option<Dnn>,
+    dnn: Option<Arc<Dnn>>,
     /// Staging offsets of the inputs, then of the outputs.
     staging_at: Vec<usize>,
     run: Mutex<RunState>,
@@ -251,7 +267,7 @@ impl Executable {
             .iter()
             .any(|l| matches!(l, Launch::Conv(_)))
         {
-            Some(Dnn::new(stream.cu_stream() as *mut _)?)
+            Some(ctx.dnn()?)
         } else {
             None
         };

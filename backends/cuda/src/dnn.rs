@@ -7,6 +7,16 @@
 //! unless the schedule allows TF32 for f32. Running one is one or two cuDNN calls on the
 //! executable's stream, so it can be captured in a CUDA graph.
 //!
+//! One handle serves a [`Context`](crate::Context) (all its executables,
+//! on its one stream) for the context's life, as NVIDIA recommends:
+//! `cudnnDestroy` synchronizes the whole device. Every host call into
+//! cuDNN holds one process-wide lock. Concurrent `cudnnFind*` calls from
+//! two contexts' threads crashed inside cuDNN (a null event in
+//! `ForkInternalStreams`, two runs in three of the CUDA parity test on the
+//! H100); cuDNN runs only the convolutions GEMMs do not take, and a
+//! replayed CUDA graph makes no host call, so the lock costs nothing that
+//! matters.
+//!
 //! f32 bias + ReLU runs as `cudnnConvolutionBiasActivationForward`; a bias
 //! without ReLU too when the chosen algorithm is IMPLICIT_PRECOMP_GEMM (the
 //! only one cuDNN fuses an identity activation with), else the forward
@@ -14,6 +24,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
+use std::sync::{Mutex, MutexGuard};
 
 use cudarc::cudnn::sys;
 use cudarc::driver::sys::CUdeviceptr;
@@ -30,14 +41,20 @@ fn dnn(what: &str, s: sys::cudnnStatus_t) -> Result<(), CudaError> {
     }
 }
 
-/// A cuDNN handle bound to the executable's stream.
+/// Held by every host call into cuDNN.
+static CALLS: Mutex<()> = Mutex::new(());
+
+fn calls() -> MutexGuard<'static, ()> {
+    CALLS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A cuDNN handle bound to a context's stream.
 pub(crate) struct Dnn {
     handle: sys::cudnnHandle_t,
 }
 
 // SAFETY: a cuDNN handle may be used from any thread, one call at a time;
-// executables run one at a time (a Mutex) and build their convolutions
-// before they are shared.
+// every call holds `CALLS`.
 unsafe impl Send for Dnn {}
 unsafe impl Sync for Dnn {}
 
@@ -48,6 +65,7 @@ impl Dnn {
             return Err(CudaError::Unavailable("libcudnn cannot be loaded".into()));
         }
         let mut handle = null_mut();
+        let _calls = calls();
         // SAFETY: a fresh handle, then bound to a live stream.
         unsafe {
             dnn("create", sys::cudnnCreate(&mut handle))?;
@@ -60,6 +78,7 @@ impl Dnn {
 
 impl Drop for Dnn {
     fn drop(&mut self) {
+        let _calls = calls();
         // SAFETY: created once in `new`, destroyed once.
         unsafe {
             let _ = sys::cudnnDestroy(self.handle);
@@ -99,6 +118,7 @@ unsafe impl Sync for PreparedConv {}
 
 impl Drop for PreparedConv {
     fn drop(&mut self) {
+        let _calls = calls();
         // SAFETY: each created once in `prepare` (or null), destroyed once.
         unsafe {
             for t in [self.x, self.y, self.bias_desc] {
@@ -193,6 +213,7 @@ pub(crate) fn prepare(
     tf32: bool,
 ) -> Result<PreparedConv, CudaError> {
     use sys::cudnnConvolutionFwdAlgo_t as F;
+    let _calls = calls();
     let (dt, compute) = data_type(c.dtype)?;
     let sp = c.x_dims.len() - 2;
     let mut p = PreparedConv {
@@ -428,6 +449,7 @@ pub(crate) fn prepare(
 
 /// Enqueues `p` on the handle's stream.
 pub(crate) fn run(d: &Dnn, p: &PreparedConv) -> Result<(), CudaError> {
+    let _calls = calls();
     let (one_f, zero_f) = (1.0f32, 0.0f32);
     let (one_d, zero_d) = (1.0f64, 0.0f64);
     // Scaling factors are double for double data, float otherwise.

@@ -109,6 +109,13 @@ pub fn emit(cx: &mut Cx, g: &Gemm, p: &TileGemmParams, bias: Option<Range>) -> L
     let m = cx.modules.of(&SOURCE);
     let operands = vec![g.a, g.b, g.c, bias.unwrap_or(g.c)];
     let block = u32_of((TILE * TILE) as usize, "a block")?;
-    cx.kernel_params(m, &format!("tile_gemm_{suffix}"), p.blocks(), block, operands, p);
+    cx.kernel_params(
+        m,
+        &format!("tile_gemm_{suffix}"),
+        p.blocks(),
+        block,
+        operands,
+        p,
+    );
     Ok(())
 }
