@@ -313,7 +313,16 @@ impl Session {
                 .steps
                 .iter()
                 .zip(times)
-                .map(|(s, t)| (s.kernel.label(), s.origin.join(", "), t))
+                .map(|(s, t)| {
+                    let label = match s.kernel.flops() {
+                        Some(f) => {
+                            let rate = f as f64 / t.as_secs_f64().max(1e-12) / 1e9;
+                            format!("{}, {rate:.1} GFLOP/s", s.kernel.label())
+                        }
+                        None => s.kernel.label(),
+                    };
+                    (label, s.origin.join(", "), t)
+                })
                 .collect(),
         ))
     }

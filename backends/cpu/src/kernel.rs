@@ -76,6 +76,13 @@ pub trait Kernel: Send + Sync {
         0
     }
 
+    /// Floating-point (or integer multiply-add) operations of one run, for
+    /// kernels whose rate is worth reporting (products, convolutions): two
+    /// per multiply-add.
+    fn flops(&self) -> Option<u64> {
+        None
+    }
+
     fn run(
         &self,
         ins: &[TensorRef],

@@ -185,11 +185,12 @@ fn conv_infer(c: &Conv, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         return Err(attr_err("group", "must be positive"));
     }
     if let (Some(cin), Some(wc)) = (x.0[1].known(), w.0[1].known()) {
-        if cin != wc * c.group {
+        let want = i128::from(wc) * i128::from(c.group);
+        if i128::from(cin) != want {
             return Err(InferError::Mismatch {
                 what: "input channels vs weight channels * group",
                 a: cin.to_string(),
-                b: (wc * c.group).to_string(),
+                b: want.to_string(),
             });
         }
     }

@@ -143,7 +143,14 @@ impl OpDef for Range {
                     match (s[0].known(), l[0].known(), dl[0].known()) {
                         (_, _, Some(0)) => return Err(value_err(2, "delta is zero")),
                         (Some(a), Some(b), Some(c)) => {
-                            Dim::Known((-crate::dim::floor_div_i64(a - b, c)).max(0))
+                            // ceil((limit - start) / delta) in i128: the
+                            // difference of two i64 overflows i64.
+                            let (x, c) = (i128::from(a) - i128::from(b), i128::from(c));
+                            let q = x / c - i128::from(x % c != 0 && (x < 0) != (c < 0));
+                            let n = (-q).max(0);
+                            Dim::Known(i64::try_from(n).map_err(|_| {
+                                value_err(1, "the range has more elements than an i64 counts")
+                            })?)
                         }
                         (_, _, Some(c)) if c > 0 => l[0].sub(&s[0]).ceil_div(&Dim::Known(c))?,
                         _ => cx.fresh(0, 0),

@@ -682,9 +682,12 @@ impl OpDef for DepthToSpace {
         }
         let x = &cx.shape(0).0;
         let bb = Dim::Known(b);
+        let b2 = b
+            .checked_mul(b)
+            .ok_or_else(|| attr_err("blocksize", "its square overflows i64"))?;
         let s = vec![
             x[0].clone(),
-            x[1].floor_div(&Dim::Known(b * b))?,
+            x[1].floor_div(&Dim::Known(b2))?,
             x[2].mul(&bb),
             x[3].mul(&bb),
         ];

@@ -351,7 +351,11 @@ fn eval_first(
         Op::Range(_) if dt.is_int() => {
             let (s, d) = (val(0)?.as_i64s()?, val(2)?.as_i64s()?);
             let n: usize = shape.iter().product();
-            let v: Vec<i64> = (0..n as i64).map(|i| s[0] + i * d[0]).collect();
+            // Each value lies between start and limit, but i * delta alone
+            // may not fit in i64.
+            let at =
+                |i: i64| i64::try_from(i128::from(s[0]) + i128::from(i) * i128::from(d[0])).ok();
+            let v: Vec<i64> = (0..n as i64).map(at).collect::<Option<_>>()?;
             int_tensor(dt, &shape, &v).map(KnownValue::Tensor)
         }
         Op::Expand(_) if inputs[0].shape.numel().known() == Some(1) => {

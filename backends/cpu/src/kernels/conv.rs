@@ -79,6 +79,21 @@ impl ConvGeom {
     pub fn kernel_size(&self) -> usize {
         self.kernel.iter().product()
     }
+    /// Two per multiply-add when each of `positions` (output positions of a
+    /// convolution, input positions of a transposed one) meets one filter
+    /// per channel of the other side: `m * c / group` filters in all.
+    pub fn flops(&self, positions: usize) -> u64 {
+        [
+            self.n,
+            self.m,
+            self.c / self.group.max(1),
+            self.kernel_size(),
+            positions,
+            2,
+        ]
+        .iter()
+        .fold(1u64, |a, &v| a.saturating_mul(v as u64))
+    }
     /// Rows of the im2col matrix of one group.
     fn col_rows(&self) -> usize {
         self.c / self.group * self.kernel_size()
@@ -311,6 +326,10 @@ fn pack_weights(g: &ConvGeom, w: &[f32]) -> Option<Vec<PackedA>> {
 }
 
 impl Kernel for ConvKernel {
+    fn flops(&self) -> Option<u64> {
+        Some(self.g.flops(self.g.spatial_out()))
+    }
+
     fn label(&self) -> String {
         let g = &self.g;
         let how = if super::depthwise::applies(g) {
@@ -689,6 +708,11 @@ fn transpose_geom(t: &ConvTranspose, x: &[usize], w: &[usize], y: &[usize]) -> C
 }
 
 impl Kernel for ConvTransposeKernel {
+    fn flops(&self) -> Option<u64> {
+        // Every input position scatters one filter's worth.
+        Some(self.g.flops(self.g.spatial_in()))
+    }
+
     fn label(&self) -> String {
         let g = &self.g;
         format!(

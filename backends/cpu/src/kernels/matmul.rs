@@ -25,6 +25,13 @@ pub struct MatMulGeom {
 }
 
 impl MatMulGeom {
+    /// Two per multiply-add over every batch.
+    pub fn flops(&self) -> u64 {
+        [self.batches(), self.m, self.n, self.k, 2]
+            .iter()
+            .fold(1u64, |a, &v| a.saturating_mul(v as u64))
+    }
+
     pub fn new(a: &[usize], b: &[usize]) -> Result<MatMulGeom, KernelError> {
         let a2: Vec<usize> = if a.len() == 1 {
             vec![1, a[0]]
@@ -148,6 +155,10 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
 }
 
 impl Kernel for MatMulKernel {
+    fn flops(&self) -> Option<u64> {
+        Some(self.g.flops())
+    }
+
     fn label(&self) -> String {
         let g = &self.g;
         let fused = if self.bias_dims.is_some() || self.act != Activation::None {

@@ -187,6 +187,10 @@ fn float_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32]) {
 }
 
 impl Kernel for MatMulIntegerKernel {
+    fn flops(&self) -> Option<u64> {
+        Some(self.g.flops())
+    }
+
     fn label(&self) -> String {
         self.label.clone()
     }

@@ -304,7 +304,11 @@ fn quantize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Ke
                         Val::Int(z) => z,
                         Val::Float(f) => f as i128,
                     };
-                    Val::Int((v.round_ties_even() as i128 + zi).clamp(lo, hi))
+                    Val::Int(
+                        (v.round_ties_even() as i128)
+                            .saturating_add(zi)
+                            .clamp(lo, hi),
+                    )
                 }
                 Mode::Float8 => Val::Float(v),
                 Mode::Float4 => Val::Float(v + as_f64(z)),
