@@ -41,6 +41,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-attention", "MatMul(Q, K^T), scale, mask add, Softmax, MatMul(V) with the head reshapes -> attention", crate::fuse_attention::FuseAttention),
     reg!("fuse-residual-norm", "residual add + layer_norm/rms_norm -> residual_norm", crate::fuse_residual_norm::FuseResidualNorm),
     reg!("fuse-int8-matmul", "i32 matmul of widened 8-bit operands less their zero points -> matmul_integer (targets that run it)", crate::fuse_int8_matmul::FuseInt8MatMul),
+    reg!("fuse-qdq-matmul", "matmul of dequantized 8-bit operands (QDQ) -> matmul_integer scaled (targets that run it)", crate::fuse_qdq_matmul::FuseQdqMatMul),
     reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul", crate::fuse_matmul::FuseMatMul),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
     reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
@@ -79,6 +80,10 @@ const FUSE: &[&str] = &[
 /// The pass names of the pipeline of `target` at `level`.
 pub fn names(target: &str, level: OptLevel) -> Vec<&'static str> {
     let mut v = vec!["infer"];
+    if level >= OptLevel::O2 {
+        // Before folding widens the 8-bit weights to f32.
+        v.push("fuse-qdq-matmul");
+    }
     if level >= OptLevel::O1 {
         v.extend(FOLD);
     }

@@ -412,3 +412,63 @@ fn int8_matmul_fuses_where_the_target_runs_it() {
         .iter()
         .all(|&id| g.node(id).op.name() != "matmul_integer"));
 }
+
+/// A QDQ product (a per-tensor activation, a weight with a scale and zero
+/// point per column) becomes `matmul_integer` on the bytes, widened and
+/// scaled by the product of the scales; a scale per row (it does not factor
+/// out of the sum) and a target without `matmul_integer` keep the f32 form.
+#[test]
+fn qdq_matmul_runs_on_the_bytes() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = constant f32[] [0.5] : f32[]
+  %2 = constant u8[] [128] : u8[]
+  %3 = quantize_linear(%0, %1, %2) {axis=1, block_size=0, saturate=true} : u8[2,3]  # Q
+  %4 = dequantize_linear(%3, %1, %2) {axis=1, block_size=0} : f32[2,3]  # DQ
+  %5 = constant i8[3,2] [1, -2, 3, -128, 127, 0] : i8[3,2]
+  %6 = constant f32[2] [0.25, 0.125] : f32[2]
+  %7 = constant i8[2] [0, 3] : i8[2]
+  %8 = dequantize_linear(%5, %6, %7) {axis=1, block_size=0} : f32[3,2]  # DQW
+  %9 = matmul(%4, %8) : f32[2,2]  # MM
+  output "y" = %9
+"#,
+    );
+    let ops = |g: &rlx_ir::Graph| -> Vec<String> {
+        g.node_ids()
+            .iter()
+            .map(|&id| g.node(id).op.name().to_string())
+            .collect()
+    };
+    let g = run(&["fuse-qdq-matmul", "dce"], &src, None).unwrap();
+    let got = ops(&g);
+    assert!(got.contains(&"matmul_integer".into()), "{got:?}");
+    assert!(!got.contains(&"matmul".into()), "{got:?}");
+    // Only the activation's quantization remains; both dequantizations go.
+    assert!(!got.contains(&"dequantize_linear".into()), "{got:?}");
+    assert!(
+        got.contains(&"cast".into()) && got.contains(&"mul".into()),
+        "{got:?}"
+    );
+    let kept = run(
+        &["fuse-qdq-matmul", "dce"],
+        &src,
+        Some(&Without(&["matmul_integer"])),
+    )
+    .unwrap();
+    assert!(ops(&kept).contains(&"matmul".into()));
+    let per_row = src
+        .replace(
+            "constant f32[2] [0.25, 0.125] : f32[2]",
+            "constant f32[3] [0.25, 0.125, 1.0] : f32[3]",
+        )
+        .replace(
+            "constant i8[2] [0, 3] : i8[2]",
+            "constant i8[3] [0, 3, 1] : i8[3]",
+        )
+        .replace(
+            "{axis=1, block_size=0} : f32[3,2]",
+            "{axis=0, block_size=0} : f32[3,2]",
+        );
+    let g = run(&["fuse-qdq-matmul", "dce"], &per_row, None).unwrap();
+    assert!(ops(&g).contains(&"matmul".into()));
+}
