@@ -28,7 +28,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            max_tensor_elements: 1 << 31,
+            max_tensor_elements: rlx_cpu::RunLimits::default().max_tensor_elements,
             max_loop_iterations: rlx_cpu::RunLimits::default().max_loop_iterations,
             max_nodes: 1 << 22,
             max_nesting: 64,
@@ -42,6 +42,7 @@ impl Limits {
     pub fn run_limits(&self) -> rlx_cpu::RunLimits {
         rlx_cpu::RunLimits {
             max_loop_iterations: self.max_loop_iterations,
+            max_tensor_elements: self.max_tensor_elements,
         }
     }
 

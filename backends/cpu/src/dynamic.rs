@@ -145,10 +145,24 @@ fn build_node(
         .infer(&cx)
         .map_err(|e| node_err(node, KernelError::Value(e.to_string())))?;
     for t in &out_types {
-        if !t.shape.is_known() {
+        let Some(dims) = t.shape.as_known() else {
             return Err(node_err(
                 node,
                 KernelError::Internal(format!("output type {t} is not concrete at run time")),
+            ));
+        };
+        let n = dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+            .unwrap_or(u64::MAX);
+        if n > limits.max_tensor_elements {
+            return Err(node_err(
+                node,
+                KernelError::Value(format!(
+                    "makes a {t} tensor of {n} elements; the limit is {} \
+                     (Limits::max_tensor_elements, --max-tensor-elements)",
+                    limits.max_tensor_elements
+                )),
             ));
         }
     }

@@ -40,12 +40,16 @@ pub struct Spec<'a> {
 pub struct RunLimits {
     /// The most iterations one Loop node may run [default: 2^24].
     pub max_loop_iterations: u64,
+    /// The most elements of one tensor a node run node by node may make
+    /// (its shape known only as it runs) [default: 2^31].
+    pub max_tensor_elements: u64,
 }
 
 impl Default for RunLimits {
     fn default() -> RunLimits {
         RunLimits {
             max_loop_iterations: 1 << 24,
+            max_tensor_elements: 1 << 31,
         }
     }
 }

@@ -7,7 +7,7 @@
 //! on dims, so symbolic spatial sizes stay symbolic.
 
 use super::Activation;
-use super::{attr_err, InferCx, InferError, OpDef};
+use super::{attr_err, value_err, InferCx, InferError, OpDef};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::shape::{Shape, TensorType};
@@ -483,7 +483,10 @@ impl OpDef for Col2Im {
             s.extend((0..n).map(|a| cx.fresh(0, a + 2)));
             return Ok(vec![TensorType::new(cx.dtype(0), Shape(s))]);
         };
-        let bp: i64 = block.iter().product();
+        let bp = block
+            .iter()
+            .try_fold(1i64, |a, &b| a.checked_mul(b))
+            .ok_or_else(|| value_err(2, "the block's size overflows i64"))?;
         let c = x.0[1].floor_div(&Dim::Known(bp.max(1)))?;
         let mut s = vec![x.0[0].clone(), c];
         s.extend(img.iter().map(|&v| Dim::Known(v)));

@@ -263,13 +263,13 @@ impl OpDef for AffineGrid {
             return Err(value_err(1, "size must be [N,C,H,W] or [N,C,D,H,W]"));
         }
         let s = match cx.dims_value(1) {
-            Some(v) => {
+            Some(v) if v.len() == n => {
                 let mut s = vec![v[0].clone()];
                 s.extend(v[2..].iter().cloned());
                 s.push(Dim::Known(n as i64 - 2));
                 s
             }
-            None => {
+            _ => {
                 let mut s: Vec<Dim> = (0..n - 1).map(|a| cx.fresh(0, a)).collect();
                 s.push(Dim::Known(n as i64 - 2));
                 s

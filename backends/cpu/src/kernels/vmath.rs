@@ -26,14 +26,20 @@ pub fn round_small(x: f32) -> f32 {
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let c = x.clamp(-87.3, 88.3);
-    let n = (c * LOG2E + ROUND) - ROUND;
+    // `t`'s low mantissa bits hold n (in -126..=127) in two's complement.
+    let t = c * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = c - n * LN2_HI - n * LN2_LO;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
         + 1.666_666_5e-1)
         * r
         + 5.000_000_1e-1;
     let y = p * r * r + r + 1.0;
-    let y = y * f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from those bits: adding 127 and shifting the sum into the
+    // exponent field leaves ROUND's bits behind (its low 9 bits are 0).
+    // Integer lanes: `n as i32` is a saturating conversion, one lane at a
+    // time, which kept every loop over this function scalar in part.
+    let y = y * f32::from_bits(t.to_bits().wrapping_add(127) << 23);
     if x > 88.72 {
         f32::INFINITY
     } else if x < -103.9 {
