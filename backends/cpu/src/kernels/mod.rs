@@ -23,6 +23,7 @@ pub mod matmul_integer;
 pub mod minifloat;
 pub mod movement;
 pub mod norm;
+pub mod norm_rows;
 pub mod num;
 pub mod packed_gemm;
 pub mod pool;

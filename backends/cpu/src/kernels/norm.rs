@@ -4,6 +4,7 @@
 use rlx_ir::Op;
 
 use super::layout::par_rows;
+use super::norm_rows;
 use super::num::Real;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
@@ -64,6 +65,25 @@ fn rows<T: Real>(
     }
 }
 
+/// `x` as f32, if `T` is f32.
+pub(crate) fn as_f32<T: Real>(x: &[T]) -> Option<&[f32]> {
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()).then(|| bytemuck::cast_slice(x))
+}
+
+/// The scale and bias in f32 when each holds one value per position of a
+/// row of `len` (the fast path of [`norm_rows`]).
+pub(crate) fn per_position(
+    s: &[f64],
+    b: Option<&[f64]>,
+    len: usize,
+) -> Option<(Vec<f32>, Option<Vec<f32>>)> {
+    if s.len() != len || b.is_some_and(|b| b.len() != len) {
+        return None;
+    }
+    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    Some((f32s(s), b.map(f32s)))
+}
+
 fn norm_typed<T: Real>(
     op: &Op,
     ins: &[TensorRef],
@@ -83,6 +103,13 @@ fn norm_typed<T: Real>(
             check_param(&sd, len, "scale")?;
             if let Some(bd) = &bd {
                 check_param(bd, len, "bias")?;
+            }
+            let want_stats = l.stats && outs.len() == 3;
+            let params = per_position(&s, bd.as_ref().map(|_| b.as_slice()), len);
+            if let (false, Some(xf), Some((sf, bf))) = (want_stats, as_f32(x), params) {
+                let y = outs[0].slice::<f32>()?;
+                norm_rows::f32_rows(xf, y, len, l.epsilon as f64, false, &sf, bf.as_deref());
+                return Ok(());
             }
             let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
             let bias =
@@ -111,6 +138,11 @@ fn norm_typed<T: Real>(
             let s = p(1)?;
             let sd = ins[1].dims.to_vec();
             check_param(&sd, len, "scale")?;
+            if let (Some(xf), Some((sf, _))) = (as_f32(x), per_position(&s, None, len)) {
+                let y = outs[0].slice::<f32>()?;
+                norm_rows::f32_rows(xf, y, len, r.epsilon as f64, true, &sf, None);
+                return Ok(());
+            }
             let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
             rows(
                 x,

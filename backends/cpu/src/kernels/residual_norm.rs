@@ -6,6 +6,7 @@ use rlx_ir::Op;
 
 use super::layout::{axis, par_rows};
 use super::num::Real;
+use super::{norm, norm_rows};
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -71,6 +72,23 @@ fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
     });
     let sum: &[T] = sum;
     let eps = f64::from(r.epsilon);
+    let params = norm::per_position(
+        &scale,
+        Some(&bias).filter(|b| !b.is_empty()).map(|b| b.as_slice()),
+        len,
+    );
+    if let (Some(sf32), Some((sc, bi))) = (norm::as_f32(sum), params) {
+        norm_rows::f32_rows(
+            sf32,
+            bytemuck::cast_slice_mut(y),
+            len,
+            eps,
+            r.rms,
+            &sc,
+            bi.as_deref(),
+        );
+        return Ok(());
+    }
     par_rows(y, len.max(1), |row, out| {
         let s = &sum[row * len..(row + 1) * len];
         let mean = if r.rms {
