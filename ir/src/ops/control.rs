@@ -95,7 +95,7 @@ impl OpDef for If {
                 // the dynamic interpreter, which infers each node again from
                 // the tensors it gets, unless specialization folds the
                 // condition first.
-                out.push(TensorType::new(a.dtype, cx.fresh_shape(i, a.rank())));
+                out.push(TensorType::new(a.dtype, cx.fresh_shape(i, a.rank())?));
             }
         }
         Ok(out)
@@ -173,7 +173,7 @@ impl OpDef for Loop {
             out.push(if b.shape == init.shape {
                 init
             } else {
-                TensorType::new(init.dtype, cx.fresh_shape(i, b.rank()))
+                TensorType::new(init.dtype, cx.fresh_shape(i, b.rank())?)
             });
         }
         for t in &body_out[1 + k..] {

@@ -615,7 +615,7 @@ impl OpDef for MaxUnpool {
                 d,
                 match cx.dims_value(2) {
                     Some(v) => Shape(v),
-                    None => cx.fresh_shape(0, x.rank()),
+                    None => cx.fresh_shape(0, x.rank())?,
                 },
             )]);
         }

@@ -84,7 +84,7 @@ impl OpDef for ConstantOfShape {
                     .first()
                     .and_then(Dim::known)
                     .ok_or(InferError::NotConstant { port: 0 })?;
-                cx.fresh_shape(0, n as usize)
+                cx.fresh_shape(0, n as usize)?
             }
         };
         Ok(vec![TensorType::new(self.value.dtype(), s)])

@@ -76,6 +76,10 @@ impl KnownValue {
 /// [`InferCx::fresh`]); user symbols come from the model's `dim_param`s.
 pub const RUNTIME_PREFIX: &str = "$";
 
+/// The most dims of a tensor whose rank comes from a value's length (the
+/// shape input of Reshape, Expand, ConstantOfShape, Unsqueeze's axes).
+pub const MAX_RANK: usize = 1024;
+
 /// True if `name` is a run-time symbol.
 pub fn is_runtime_symbol(name: &str) -> bool {
     name.starts_with(RUNTIME_PREFIX)
@@ -131,9 +135,15 @@ impl<'a> InferCx<'a> {
         Dim::sym(&format!("{RUNTIME_PREFIX}{}.o{output}.d{axis}", self.node))
     }
 
-    /// A shape of `rank` fresh dims.
-    pub fn fresh_shape(&self, output: usize, rank: usize) -> Shape {
-        Shape((0..rank).map(|a| self.fresh(output, a)).collect())
+    /// A shape of `rank` fresh dims; an error past [`MAX_RANK`] (a rank
+    /// read from a tensor's length, which a model may declare as anything).
+    pub fn fresh_shape(&self, output: usize, rank: usize) -> Result<Shape, InferError> {
+        if rank > MAX_RANK {
+            return Err(InferError::TooLarge(format!(
+                "an output of rank {rank} (more than {MAX_RANK} dims)"
+            )));
+        }
+        Ok(Shape((0..rank).map(|a| self.fresh(output, a)).collect()))
     }
 
     /// Requires input `port` to have one of `allowed` dtypes.
@@ -226,6 +236,8 @@ pub enum InferError {
     Value { port: usize, reason: String },
     #[error("input {port} must be a compile-time constant")]
     NotConstant { port: usize },
+    #[error("{0}")]
+    TooLarge(String),
     #[error(transparent)]
     Dim(#[from] DimError),
 }

@@ -80,7 +80,7 @@ impl OpDef for Reshape {
                 let n = cx.shape(1).0[0]
                     .known()
                     .ok_or(InferError::NotConstant { port: 1 })?;
-                cx.fresh_shape(0, n as usize)
+                cx.fresh_shape(0, n as usize)?
             }
         };
         Ok(vec![TensorType::new(cx.dtype(0), s)])
@@ -148,7 +148,7 @@ impl OpDef for Squeeze {
                     .rank()
                     .checked_sub(n)
                     .ok_or_else(|| value_err(1, "more axes than dims"))?;
-                return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, r))]);
+                return Ok(vec![TensorType::new(cx.dtype(0), cx.fresh_shape(0, r)?)]);
             };
             let axes = norm_axes(&a, x.rank())?;
             for &a in &axes {
@@ -213,7 +213,7 @@ impl OpDef for Unsqueeze {
                 .ok_or(InferError::NotConstant { port: 1 })? as usize;
             return Ok(vec![TensorType::new(
                 cx.dtype(0),
-                cx.fresh_shape(0, x.rank() + n),
+                cx.fresh_shape(0, x.rank() + n)?,
             )]);
         };
         let rank = x.rank() + a.len();
@@ -281,7 +281,7 @@ impl OpDef for Expand {
                 let n = cx.shape(1).0[0]
                     .known()
                     .ok_or(InferError::NotConstant { port: 1 })? as usize;
-                cx.fresh_shape(0, n.max(cx.rank(0)))
+                cx.fresh_shape(0, n.max(cx.rank(0)))?
             }
         };
         Ok(vec![TensorType::new(cx.dtype(0), s)])
@@ -498,7 +498,7 @@ impl OpDef for Slice {
         if cx.has(3) && cx.ints(3).is_none() {
             return Ok(vec![TensorType::new(
                 cx.dtype(0),
-                cx.fresh_shape(0, x.rank()),
+                cx.fresh_shape(0, x.rank())?,
             )]);
         }
         let axes = if cx.has(3) { cx.ints(3) } else { None };
@@ -591,7 +591,7 @@ impl OpDef for Pad {
         if cx.has(3) && cx.ints(3).is_none() {
             return Ok(vec![TensorType::new(
                 cx.dtype(0),
-                cx.fresh_shape(0, x.rank()),
+                cx.fresh_shape(0, x.rank())?,
             )]);
         }
         let axes = if let Some(a) = cx.ints(3) {
@@ -650,7 +650,7 @@ impl OpDef for Tile {
                 }
                 Shape(x.0.iter().zip(&r).map(|(a, b)| a.mul(b)).collect())
             }
-            None => cx.fresh_shape(0, x.rank()),
+            None => cx.fresh_shape(0, x.rank())?,
         };
         Ok(vec![TensorType::new(cx.dtype(0), s)])
     }

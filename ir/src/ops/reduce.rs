@@ -76,7 +76,7 @@ impl OpDef for Reduce {
                     } else {
                         x.rank().saturating_sub(n)
                     };
-                    return Ok(vec![TensorType::new(d, cx.fresh_shape(0, r))]);
+                    return Ok(vec![TensorType::new(d, cx.fresh_shape(0, r)?)]);
                 }
             }
         } else {

@@ -539,6 +539,9 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
         return Ok(());
     }
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    if y.is_empty() || sout == 0 {
+        return Ok(());
+    }
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let rows = g.col_rows();
     let tile = g.tile();
@@ -600,6 +603,9 @@ fn conv_packed(
     scratch: &mut [u8],
 ) -> Result<(), KernelError> {
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    if y.is_empty() || sout == 0 {
+        return Ok(());
+    }
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let rows = g.col_rows();
     let tile = g.tile();
@@ -666,6 +672,9 @@ fn conv_int<T: Int + Default>(
     y: &mut [T],
 ) -> Result<(), KernelError> {
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    if y.is_empty() || sout == 0 {
+        return Ok(());
+    }
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let rows = g.col_rows();
     let mut col = vec![T::default(); rows * sout];
@@ -787,6 +796,9 @@ fn conv_transpose<T: GemmElem + Comp + bytemuck::Pod + Default>(
     scratch: &mut [u8],
 ) -> Result<(), KernelError> {
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
+    if y.is_empty() || sout == 0 {
+        return Ok(());
+    }
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let ks = g.kernel_size();
     let rows = mg * ks;
