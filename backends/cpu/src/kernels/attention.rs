@@ -11,6 +11,7 @@ use rlx_ir::{DType, Op};
 use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::layout::broadcast_strides;
 use super::num::{Comp, Real};
+use super::vmath;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -113,18 +114,8 @@ impl Bias {
     /// The bias at (b, h, i, j); `mask_len` is the mask's own last dim, past
     /// which it counts as masked.
     fn at(&self, b: usize, h: usize, i: usize, j: usize) -> f64 {
-        let off = self.offset[if self.offset.len() == 1 { 0 } else { b }];
-        // Query position minus key position.
-        let diff = i as i64 + off - j as i64;
-        let (left, right) = self.window;
-        if (self.causal && diff < 0) || (left >= 0 && diff > left) || (right >= 0 && -diff > right)
-        {
+        if self.at_position(b, i, j) {
             return f64::NEG_INFINITY;
-        }
-        if let Some(np) = &self.nonpad {
-            if j as i64 >= np[b] {
-                return f64::NEG_INFINITY;
-            }
         }
         match &self.mask {
             Some((vals, st, len)) => {
@@ -135,6 +126,69 @@ impl Bias {
                 }
             }
             None => 0.0,
+        }
+    }
+}
+
+impl Bias {
+    /// The biases of query row `i` over every key, in f32, into `out`;
+    /// false when every key is masked.
+    fn row(&self, b: usize, h: usize, i: usize, out: &mut [f32]) -> bool {
+        match &self.mask {
+            Some((vals, st, len)) => {
+                let base = b * st[0] + h * st[1] + i * st[2];
+                for (j, o) in out.iter_mut().enumerate() {
+                    *o = if j >= *len {
+                        f32::NEG_INFINITY
+                    } else {
+                        vals[base + j * st[3]] as f32
+                    };
+                }
+            }
+            None => out.fill(0.0),
+        }
+        let (left, right) = self.window;
+        if self.causal || left >= 0 || right >= 0 || self.nonpad.is_some() {
+            for (j, o) in out.iter_mut().enumerate() {
+                if self.at_position(b, i, j) {
+                    *o = f32::NEG_INFINITY;
+                }
+            }
+        }
+        out.iter().any(|&v| v != f32::NEG_INFINITY)
+    }
+
+    /// Whether causality, the window or `nonpad_kv_seqlen` hide key `j`
+    /// from query row `i`.
+    fn at_position(&self, b: usize, i: usize, j: usize) -> bool {
+        let off = self.offset[if self.offset.len() == 1 { 0 } else { b }];
+        // Query position minus key position.
+        let diff = i as i64 + off - j as i64;
+        let (left, right) = self.window;
+        (self.causal && diff < 0)
+            || (left >= 0 && diff > left)
+            || (right >= 0 && -diff > right)
+            || self.nonpad.as_ref().is_some_and(|np| j as i64 >= np[b])
+    }
+}
+
+/// Softmax of each `total`-long row of f32 scores `sc` plus its biases
+/// (`bias(i, row)`, false when every key is masked: the row attends
+/// nothing and is zeros), through `vmath`'s vectorized exp.
+fn softmax_rows_f32(sc: &mut [f32], total: usize, bias: impl Fn(usize, &mut [f32]) -> bool) {
+    let (mut brow, mut e) = (vec![0f32; total], vec![0f32; total]);
+    for (i, srow) in sc.chunks_mut(total.max(1)).enumerate() {
+        if !bias(i, &mut brow) {
+            srow.fill(0.0);
+            continue;
+        }
+        for (s, b) in srow.iter_mut().zip(&brow) {
+            *s += *b;
+        }
+        let m = srow.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let inv = (1.0 / vmath::exp_shifted(srow, m, &mut e)) as f32;
+        for (s, &x) in srow.iter_mut().zip(&e) {
+            *s = x * inv;
         }
     }
 }
@@ -297,6 +351,16 @@ where
             false,
         );
         let mut qko = vec![zero; if want_qk { sq * total } else { 0 }];
+        // f32 scores with no cap, no QK output and an f32 softmax: whole
+        // rows at a time, vectorized.
+        if !want_qk && softcap == 0.0 && !softmax_f64 {
+            if let Some(scf) = (&mut sc as &mut dyn std::any::Any).downcast_mut::<Vec<f32>>() {
+                softmax_rows_f32(scf, total, |i, row| bias.row(bi, h, i, row));
+                let mut yo = vec![zero; sq * dv];
+                gemm(sq, dv, total, &sc, total, vs, dv, &mut yo, dv, false);
+                return (yo, qko);
+            }
+        }
         let mut row = vec![0f64; total];
         for i in 0..sq {
             let srow = &mut sc[i * total..(i + 1) * total];
