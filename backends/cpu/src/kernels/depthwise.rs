@@ -44,7 +44,11 @@ pub fn run<T: Comp + bytemuck::Pod>(
 }
 
 fn run_f32(g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, relu: bool, y: &mut [f32]) {
-    let two = |v: &[usize]| [v[0], v[1]];
+    // A plane one column wide (a 1-D conv written as [T, 1], FSMN's memory
+    // blocks) lies in memory as one row: slide along it, 16 outputs per
+    // register, not one.
+    let column = g.input[1] == 1 && g.output[1] == 1 && g.kernel[1] == 1 && g.pads[1] == 0;
+    let two = |v: &[usize]| if column { [v[1], v[0]] } else { [v[0], v[1]] };
     let geom = window2d::Geom {
         input: two(&g.input),
         output: two(&g.output),
@@ -133,4 +137,34 @@ fn run_any<T: Comp + bytemuck::Pod>(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-column plane (kernel [5, 1], stride 2, a top pad) slides along
+    /// its rows as one row, and matches the portable path.
+    #[test]
+    fn column_planes_match_the_portable_path() {
+        let g = ConvGeom {
+            n: 1,
+            c: 3,
+            m: 3,
+            group: 3,
+            input: vec![23, 1],
+            kernel: vec![5, 1],
+            output: vec![11, 1],
+            strides: vec![2, 1],
+            dilations: vec![1, 1],
+            pads: vec![2, 0],
+        };
+        let x: Vec<f32> = (0..69).map(|i| ((i * 13) % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..15).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let b = [0.5f32, -1.0, 2.0];
+        let (mut got, mut want) = (vec![0f32; 33], vec![0f32; 33]);
+        run(&g, &x, &w, Some(&b), Activation::None, &mut got);
+        run_any(&g, &x, &w, Some(&b), &mut want);
+        assert_eq!(got, want);
+    }
 }
