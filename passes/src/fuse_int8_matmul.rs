@@ -18,7 +18,7 @@ use rlx_ir::ops::{MatMulInteger, Op};
 use rlx_ir::{DType, Graph, Node, NodeId, Tensor, TensorType, Value};
 
 use crate::manager::{Pass, PassContext, PassError};
-use crate::rewrite::{const_of, constant, finish, replace_root};
+use crate::rewrite::{const_of, constant, replace_root, rewrite_each};
 
 pub struct FuseInt8MatMul;
 
@@ -30,28 +30,10 @@ impl Pass for FuseInt8MatMul {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let mut changed = false;
-        for id in g.node_ids() {
-            if !g.contains(id) || !matches!(g.node(id).op, Op::MatMul(_)) {
-                continue;
-            }
-            if g.node(id).outputs[0].dtype != DType::I32 {
-                continue;
-            }
-            if fuse(g, cx, id).map_err(|reason| PassError::Node {
-                pass: NAME,
-                node: g.node(id).name.clone(),
-                origin: g.node(id).origin_text(),
-                reason,
-            })? {
-                changed = true;
-                cx.count("matmul_integer");
-            }
-        }
-        if changed {
-            finish(g, cx, NAME)?;
-        }
-        Ok(changed)
+        let product = |n: &Node| {
+            matches!(n.op, Op::MatMul(_)) && n.outputs.first().map(|t| t.dtype) == Some(DType::I32)
+        };
+        rewrite_each(g, cx, NAME, "matmul_integer", product, fuse)
     }
 }
 

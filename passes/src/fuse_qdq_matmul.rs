@@ -19,7 +19,7 @@ use rlx_ir::ops::{BinaryKind, Cast, Op, RoundMode};
 use rlx_ir::{DType, Graph, Node, NodeId, TensorType, Value};
 
 use crate::manager::{Pass, PassContext, PassError};
-use crate::rewrite::{add_op, finish, replace_root};
+use crate::rewrite::{add_op, replace_root, rewrite_each};
 
 pub struct FuseQdqMatMul;
 
@@ -31,28 +31,10 @@ impl Pass for FuseQdqMatMul {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let mut changed = false;
-        for id in g.node_ids() {
-            if !g.contains(id) || !matches!(g.node(id).op, Op::MatMul(_)) {
-                continue;
-            }
-            if g.node(id).outputs[0].dtype != DType::F32 {
-                continue;
-            }
-            if fuse(g, cx, id).map_err(|reason| PassError::Node {
-                pass: NAME,
-                node: g.node(id).name.clone(),
-                origin: g.node(id).origin_text(),
-                reason,
-            })? {
-                changed = true;
-                cx.count("matmul_integer");
-            }
-        }
-        if changed {
-            finish(g, cx, NAME)?;
-        }
-        Ok(changed)
+        let product = |n: &Node| {
+            matches!(n.op, Op::MatMul(_)) && n.outputs.first().map(|t| t.dtype) == Some(DType::F32)
+        };
+        rewrite_each(g, cx, NAME, "matmul_integer", product, fuse)
     }
 }
 

@@ -159,6 +159,38 @@ pub fn remove_dead(g: &mut Graph, candidates: &[NodeId]) {
     }
 }
 
+/// Runs `fuse` on every node that `wanted` picks, naming a failing node in
+/// the error; counts each rewrite as `counted` and finishes the graph when
+/// one changed it. Returns whether any did.
+pub fn rewrite_each(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    pass: &'static str,
+    counted: &'static str,
+    wanted: impl Fn(&Node) -> bool,
+    mut fuse: impl FnMut(&mut Graph, &mut PassContext, NodeId) -> Result<bool, String>,
+) -> Result<bool, PassError> {
+    let mut changed = false;
+    for id in g.node_ids() {
+        if !g.contains(id) || !wanted(g.node(id)) {
+            continue;
+        }
+        if fuse(g, cx, id).map_err(|reason| PassError::Node {
+            pass,
+            node: g.node(id).name.clone(),
+            origin: g.node(id).origin_text(),
+            reason,
+        })? {
+            changed = true;
+            cx.count(counted);
+        }
+    }
+    if changed {
+        finish(g, cx, pass)?;
+    }
+    Ok(changed)
+}
+
 /// After a pass changed the graph: drops dead nodes and weights and re-infers
 /// every type, so later passes see exact types.
 pub fn finish(g: &mut Graph, cx: &mut PassContext, pass: &'static str) -> Result<(), PassError> {

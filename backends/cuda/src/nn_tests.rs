@@ -340,6 +340,31 @@ fn every_family_module_compiles_with_nvrtc() {
     }
 }
 
+/// Plans `body` with `opts` and runs it on the device, every input f32
+/// filled with a repeating pattern of eighths.
+fn run_on_device(
+    ctx: &std::sync::Arc<crate::Context>,
+    body: &str,
+    opts: &PlanOptions,
+) -> Vec<rlx_ir::Tensor> {
+    let s = planned_with(body, opts);
+    let inputs: Vec<rlx_ir::Tensor> = s
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(j, slot)| {
+            let n: usize = slot.dims.iter().product();
+            let v: Vec<f32> = (0..n)
+                .map(|i| (((i * 7 + j * 3) % 11) as f32 - 5.0) * 0.125)
+                .collect();
+            rlx_ir::Tensor::from_f32(&slot.dims, &v).unwrap()
+        })
+        .collect();
+    let exe = crate::Executable::new(ctx.clone(), s).unwrap();
+    let refs: Vec<&rlx_ir::Tensor> = inputs.iter().collect();
+    exe.run(&refs).unwrap()
+}
+
 #[test]
 fn conv_gemms_match_cudnn_on_the_device() {
     let ctx = match crate::Context::new() {
@@ -353,24 +378,7 @@ fn conv_gemms_match_cudnn_on_the_device() {
     // asymmetric pads, a grouped and dilated conv: GEMM forms against
     // cuDNN's, same inputs.
     for g in [RESNET.to_string(), convs()[0].clone(), convs()[1].clone()] {
-        let run = |mode: ConvGemm| {
-            let s = planned_with(&g, &conv_gemm(mode));
-            let inputs: Vec<rlx_ir::Tensor> = s
-                .inputs
-                .iter()
-                .enumerate()
-                .map(|(j, slot)| {
-                    let n: usize = slot.dims.iter().product();
-                    let v: Vec<f32> = (0..n)
-                        .map(|i| (((i * 7 + j * 3) % 11) as f32 - 5.0) * 0.125)
-                        .collect();
-                    rlx_ir::Tensor::from_f32(&slot.dims, &v).unwrap()
-                })
-                .collect();
-            let exe = crate::Executable::new(ctx.clone(), s).unwrap();
-            let refs: Vec<&rlx_ir::Tensor> = inputs.iter().collect();
-            exe.run(&refs).unwrap()
-        };
+        let run = |mode: ConvGemm| run_on_device(&ctx, &g, &conv_gemm(mode));
         let want = run(ConvGemm::Never);
         for mode in [ConvGemm::Pointwise, ConvGemm::All] {
             let got = run(mode);
@@ -438,22 +446,7 @@ fn tile_gemms_match_cublaslt_on_the_device() {
             small_gemm,
             ..PlanOptions::default()
         };
-        let s = planned_with(SMALL_MATMULS, &opts);
-        let inputs: Vec<rlx_ir::Tensor> = s
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(j, slot)| {
-                let n: usize = slot.dims.iter().product();
-                let v: Vec<f32> = (0..n)
-                    .map(|i| (((i * 7 + j * 3) % 11) as f32 - 5.0) * 0.125)
-                    .collect();
-                rlx_ir::Tensor::from_f32(&slot.dims, &v).unwrap()
-            })
-            .collect();
-        let exe = crate::Executable::new(ctx.clone(), s).unwrap();
-        let refs: Vec<&rlx_ir::Tensor> = inputs.iter().collect();
-        exe.run(&refs).unwrap()
+        run_on_device(&ctx, SMALL_MATMULS, &opts)
     };
     let want = run(SmallGemm::Cublaslt);
     let got = run(SmallGemm::Tile);
