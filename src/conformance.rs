@@ -6,7 +6,7 @@ use rlx_importer::{import_file, ImportError, ImportedModel, MapError, Registry};
 use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
 use rlx_ir::Tensor;
 
-use crate::testdata::{data_set_dirs, read_data_set};
+use crate::testdata::{data_set_dirs, read_data_set, read_data_set_for};
 
 /// The outcome of one case.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -273,8 +273,54 @@ pub fn values_f64(t: &Tensor) -> Vec<f64> {
         .collect()
 }
 
+/// Compares values that are not byte tensors: strings exactly, sequences
+/// element by element (the worst element's diff), absent optionals by kind.
+fn compare_held(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, String> {
+    let exact = |same: bool, total: usize| Diff {
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatched: usize::from(!same),
+        total,
+        worst: None,
+    };
+    if got.kind() != want.kind() || got.is_none() != want.is_none() {
+        return Err(format!("{:?} differs from the expected {:?}", got, want));
+    }
+    if got.is_none() {
+        return Ok(exact(got.dtype() == want.dtype(), 1));
+    }
+    if let (Some(g), Some(w)) = (got.strings(), want.strings()) {
+        if got.dims() != want.dims() {
+            return Err(format!("shape {:?} differs from the expected {:?}", got.dims(), want.dims()));
+        }
+        let bad = g.iter().zip(w).filter(|(a, b)| a != b).count();
+        return Ok(Diff {
+            mismatched: bad,
+            ..exact(true, g.len())
+        });
+    }
+    if let (Some(g), Some(w)) = (got.elements(), want.elements()) {
+        if g.len() != w.len() {
+            return Err(format!("a sequence of {} elements, expected {}", g.len(), w.len()));
+        }
+        let mut all = exact(true, 0);
+        for (i, (a, b)) in g.iter().zip(w).enumerate() {
+            let d = compare(a, b, tol).map_err(|e| format!("element {i}: {e}"))?;
+            all.total += d.total;
+            all.mismatched += d.mismatched;
+            all.max_abs = all.max_abs.max(d.max_abs);
+            all.max_rel = all.max_rel.max(d.max_rel);
+        }
+        return Ok(all);
+    }
+    Err(format!("{got:?} differs from the expected {want:?}"))
+}
+
 /// Compares `got` with `want`; `Err` when dtypes or shapes differ.
 pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, String> {
+    if !got.is_plain() || !want.is_plain() {
+        return compare_held(got, want, tol);
+    }
     if got.dtype() != want.dtype() {
         return Err(format!(
             "dtype {} differs from the expected {}",
@@ -379,7 +425,7 @@ pub fn run_case_on(
     };
     let mut sets = Vec::new();
     for d in &dirs {
-        match read_data_set(d) {
+        match read_data_set_for(d, &model.graph) {
             Ok(s) => sets.push(s),
             Err(e) => return Outcome::Failed(e.to_string()),
         }

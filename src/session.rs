@@ -360,7 +360,14 @@ impl Session {
         let concrete = g
             .node_ids()
             .into_iter()
-            .all(|id| g.node(id).outputs.iter().all(|t| t.shape.is_known()));
+            .all(|id| {
+                // Strings, sequences and optionals have no bytes to plan: such
+                // a graph runs node by node.
+                g.node(id)
+                    .outputs
+                    .iter()
+                    .all(|t| t.shape.is_known() && t.is_plain())
+            });
         Ok((g, weights, concrete))
     }
 
@@ -514,7 +521,10 @@ impl PlanInfo {
 /// The error of a GPU target meeting shapes that depend on input data.
 fn dynamic_shapes(target: Target) -> Error {
     let why =
-        format!("shapes depend on input data; the {target} backend runs only static schedules");
+        format!(
+            "shapes depend on input data, or values are strings, sequences or optionals; \
+             the {target} backend runs only static schedules of tensors"
+        );
     match target {
         Target::Cuda => Error::Cuda(rlx_cuda::CudaError::Unsupported(why)),
         _ => Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(why)),

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use rlx_importer::tensor::tensor_from_pb;
-use rlx_ir::Tensor;
+use rlx_importer::tensor::{tensor_from_pb, value_from_pb};
+use rlx_ir::{Graph, Tensor, TensorType};
 
 /// One test data set: inputs and expected outputs, in index order.
 #[derive(Debug, Clone)]
@@ -48,7 +48,37 @@ pub fn read_pb(path: &Path) -> Result<Tensor, TestDataError> {
     tensor_from_pb(&bytes).map_err(|e| TestDataError::Tensor(path.to_path_buf(), e.to_string()))
 }
 
-/// Reads `dir/input_*.pb` and `dir/output_*.pb`.
+/// Reads one `.pb` file holding a value of type `ty`: a `TensorProto`, or a
+/// `SequenceProto` / `OptionalProto` for a sequence or an optional.
+pub fn read_value_pb(path: &Path, ty: &TensorType) -> Result<Tensor, TestDataError> {
+    let bytes =
+        std::fs::read(path).map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
+    value_from_pb(&bytes, ty).map_err(|e| TestDataError::Tensor(path.to_path_buf(), e.to_string()))
+}
+
+/// Reads `dir/input_*.pb` and `dir/output_*.pb` as the values `g` takes and
+/// gives (so sequence and optional files decode as what they are).
+pub fn read_data_set_for(dir: &Path, g: &Graph) -> Result<DataSet, TestDataError> {
+    let ins: Vec<TensorType> = g.inputs().iter().map(|&i| g.node(i).outputs[0].clone()).collect();
+    let outs: Vec<TensorType> = g.outputs().iter().map(|o| g.ty(o.value).clone()).collect();
+    let read = |paths: Vec<PathBuf>, types: &[TensorType]| -> Result<Vec<Tensor>, TestDataError> {
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match types.get(i) {
+                Some(t) => read_value_pb(p, t),
+                None => read_pb(p),
+            })
+            .collect()
+    };
+    Ok(DataSet {
+        dir: dir.to_path_buf(),
+        inputs: read(numbered(dir, "input_")?, &ins)?,
+        outputs: read(numbered(dir, "output_")?, &outs)?,
+    })
+}
+
+/// Reads `dir/input_*.pb` and `dir/output_*.pb`, every file a `TensorProto`.
 pub fn read_data_set(dir: &Path) -> Result<DataSet, TestDataError> {
     let inputs = numbered(dir, "input_")?
         .iter()

@@ -292,6 +292,23 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
         }
     }
 
+    /// A `TypeProto` attribute (Optional's `type`) as an RLX value type.
+    pub fn attr_type(&mut self, name: &str) -> Result<Option<TensorType>, MapError> {
+        let Some(a) = self.typed(name, AttributeType::TypeProto)? else {
+            return Ok(None);
+        };
+        let tp = a.tp.clone().ok_or_else(|| Self::attr_err(name, "has no type"))?;
+        let vi = crate::proto::ValueInfoProto {
+            name: Some(name.to_string()),
+            r#type: Some(tp),
+            ..Default::default()
+        };
+        self.imp
+            .value_type(&vi, "attribute")
+            .map(Some)
+            .map_err(|e| Self::attr_err(name, e.to_string()))
+    }
+
     pub fn attr_g(&mut self, name: &str) -> Result<Option<&'a GraphProto>, MapError> {
         Ok(self
             .typed(name, AttributeType::Graph)?

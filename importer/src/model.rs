@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use rlx_ir::analysis::{record_values, Values};
 use rlx_ir::ops::{Constant, Input, Weight};
-use rlx_ir::{Dim, Graph, Node, Op, Shape, Tensor, TensorType, Value, Weights};
+use rlx_ir::{Dim, Graph, Node, Op, Shape, Tensor, TensorType, Value, ValueKind, Weights};
 
 use crate::ctx::NodeCtx;
 use crate::error::{ImportError, MapError, NodeIssue, TensorError};
@@ -200,19 +200,37 @@ impl<'r> Importer<'r> {
             .as_ref()
             .and_then(|t| t.value.as_ref())
             .ok_or_else(|| err("has no type".into()))?;
-        let tt = match tp {
-            type_proto::Value::TensorType(t) => t,
-            type_proto::Value::SequenceType(_) => {
-                return Err(err("sequence types are not supported".into()))
-            }
-            type_proto::Value::OptionalType(_) => {
-                return Err(err("optional types are not supported".into()))
-            }
+        // A sequence or optional of tensors has its elements' tensor type.
+        fn elem(t: &Option<Box<crate::proto::TypeProto>>) -> Option<&type_proto::Value> {
+            t.as_ref().and_then(|t| t.value.as_ref())
+        }
+        let (tt, kind) = match tp {
+            type_proto::Value::TensorType(t) => (t, ValueKind::Tensor),
+            type_proto::Value::SequenceType(s) => match elem(&s.elem_type) {
+                Some(type_proto::Value::TensorType(t)) => (t, ValueKind::Sequence),
+                _ => return Err(err("only sequences of tensors are supported".into())),
+            },
+            type_proto::Value::OptionalType(o) => match elem(&o.elem_type) {
+                Some(type_proto::Value::TensorType(t)) => (t, ValueKind::Optional),
+                Some(type_proto::Value::SequenceType(s)) => match elem(&s.elem_type) {
+                    Some(type_proto::Value::TensorType(t)) => (t, ValueKind::OptionalSequence),
+                    _ => return Err(err("only optional sequences of tensors are supported".into())),
+                },
+                _ => return Err(err("only optionals of tensors or sequences are supported".into())),
+            },
             type_proto::Value::MapType(_) => return Err(err("map types are not supported".into())),
             type_proto::Value::SparseTensorType(_) => {
                 return Err(err("sparse tensors are not supported".into()))
             }
         };
+        if kind != ValueKind::Tensor && tt.shape.is_none() {
+            // Elements of unknown rank: their shapes are only known as the
+            // graph runs node by node, where every op infers from its values.
+            let code = tt.elem_type.unwrap_or(0);
+            let dtype = rlx_ir::DType::from_onnx_code(code)
+                .ok_or_else(|| err(format!("element type {code} is not supported")))?;
+            return Ok(TensorType::new(dtype, Shape::scalar()).with_kind(kind));
+        }
         let code = tt.elem_type.unwrap_or(0);
         let dtype = rlx_ir::DType::from_onnx_code(code)
             .ok_or_else(|| err(format!("element type {code} is not supported")))?;
@@ -231,7 +249,7 @@ impl<'r> Importer<'r> {
                 _ => Dim::sym(&self.fresh_dim(&name, axis)),
             });
         }
-        Ok(TensorType::new(dtype, Shape(dims)))
+        Ok(TensorType::new(dtype, Shape(dims)).with_kind(kind))
     }
 
     /// A new symbol for an unknown dim: `value.axis`, primed until it differs

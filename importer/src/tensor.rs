@@ -6,10 +6,10 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use rlx_ir::tensor::{checked_numel, AlignedBuf};
-use rlx_ir::{Bytes, DType, Tensor};
+use rlx_ir::{Bytes, DType, Tensor, TensorType, ValueKind};
 
 use crate::error::TensorError;
-use crate::proto::TensorProto;
+use crate::proto::{OptionalProto, SequenceProto, TensorProto};
 
 /// Resolves and memory-maps external data files, once per file.
 #[derive(Default)]
@@ -139,6 +139,20 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
         dims.push(usize::try_from(d).map_err(|_| data_err(format!("negative dim {d}")))?);
     }
     let n = checked_numel(&dims).map_err(|e| data_err(e.to_string()))?;
+    if dtype == DType::Str {
+        if tp.string_data.len() != n {
+            return Err(data_err(format!(
+                "string{dims:?} needs {n} strings, has {}",
+                tp.string_data.len()
+            )));
+        }
+        let strings = tp
+            .string_data
+            .iter()
+            .map(|b| String::from_utf8(b.clone()).map_err(|_| data_err("a string is not UTF-8".into())))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Tensor::from_strings(&dims, strings).map_err(|e| data_err(e.to_string()));
+    }
     let packed_len = n
         .checked_mul(dtype.packed_bits())
         .ok_or_else(|| data_err("too large".into()))?
@@ -216,6 +230,56 @@ pub fn tensor_from_pb(bytes: &[u8]) -> Result<Tensor, TensorError> {
         reason: format!("not a TensorProto: {e}"),
     })?;
     tensor_from_proto(&tp, &mut ExternalData::new(None))
+}
+
+/// Decodes a serialized value of type `ty`: a `TensorProto` for a tensor, a
+/// `SequenceProto` for a sequence, an `OptionalProto` for an optional (the
+/// ONNX test layout's files for sequence- and optional-typed values).
+pub fn value_from_pb(bytes: &[u8], ty: &TensorType) -> Result<Tensor, TensorError> {
+    use prost::Message;
+    let bad = |what: &str, e: String| TensorError::Data {
+        name: String::new(),
+        reason: format!("not a {what}: {e}"),
+    };
+    match ty.kind {
+        ValueKind::Tensor => tensor_from_pb(bytes),
+        ValueKind::Sequence => {
+            let sp = SequenceProto::decode(bytes).map_err(|e| bad("SequenceProto", e.to_string()))?;
+            sequence_from_proto(&sp, ty.dtype)
+        }
+        ValueKind::Optional | ValueKind::OptionalSequence => {
+            let op = OptionalProto::decode(bytes).map_err(|e| bad("OptionalProto", e.to_string()))?;
+            let mut ext = ExternalData::new(None);
+            match (&op.tensor_value, &op.sequence_value, ty.kind) {
+                (Some(t), None, ValueKind::Optional) => tensor_from_proto(t, &mut ext),
+                (None, Some(s), ValueKind::OptionalSequence) => sequence_from_proto(s, ty.dtype),
+                (None, None, k) => Ok(Tensor::none(ty.dtype, k)),
+                _ => Err(bad(
+                    &format!("OptionalProto of {ty}"),
+                    "it holds another kind of value".into(),
+                )),
+            }
+        }
+    }
+}
+
+/// A sequence of tensors of `dtype` (the declared one, for empty sequences).
+fn sequence_from_proto(sp: &SequenceProto, dtype: DType) -> Result<Tensor, TensorError> {
+    let err = |reason: String| TensorError::Data {
+        name: sp.name.clone().unwrap_or_default(),
+        reason,
+    };
+    if !sp.sequence_values.is_empty() || !sp.map_values.is_empty() || !sp.optional_values.is_empty()
+    {
+        return Err(err("only sequences of tensors are supported".into()));
+    }
+    let mut ext = ExternalData::new(None);
+    let elems = sp
+        .tensor_values
+        .iter()
+        .map(|t| tensor_from_proto(t, &mut ext))
+        .collect::<Result<Vec<_>, _>>()?;
+    Tensor::sequence(dtype, elems).map_err(|e| err(e.to_string()))
 }
 
 /// Unpacks 4-bit or 2-bit elements (LSB first) into one byte each, sign-extending

@@ -387,6 +387,10 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
         for (id, dims) in g.inputs().iter().zip(shapes) {
             let node = g.node(*id);
             let ty = &node.outputs[0];
+            // A sequence's or optional's shape is its elements' hint, not a binding.
+            if ty.kind != crate::ValueKind::Tensor {
+                continue;
+            }
             let declared = ty.shape.to_string();
             if ty.rank() != dims.len() {
                 return Err(BindError::Rank {

@@ -1,6 +1,8 @@
 //! Element types of RLX tensors.
 //!
-//! Every ONNX tensor element type except strings and complex numbers. Sub-byte
+//! Every ONNX tensor element type except complex numbers. Strings (`string`)
+//! have no bytes in an arena: a string tensor holds its elements as Rust
+//! strings and only the node-by-node executor runs ops on them. Sub-byte
 //! types (`i4`, `u4`, `i2`, `u2`, `f4e2m1`) are stored one element per byte inside
 //! RLX; the importer unpacks ONNX's packed form and the exporters pack it again.
 
@@ -69,6 +71,7 @@ dtypes! {
     F8E8M0 = "f8e8m0", 24, 1, Float;
     U2 = "u2", 25, 1, Unsigned;
     I2 = "i2", 26, 1, Signed;
+    Str = "string", 8, 0, Text;
 }
 
 /// How a dtype does arithmetic.
@@ -78,6 +81,8 @@ pub enum DTypeClass {
     Signed,
     Unsigned,
     Bool,
+    /// UTF-8 strings: no arithmetic, and no bytes in an arena.
+    Text,
 }
 
 impl DType {
@@ -165,10 +170,7 @@ mod tests {
         assert!(!DType::F8E5M2.is_standard());
         assert!(DType::Bool.is_standard());
         assert_eq!(DType::I4.packed_bits(), 4);
-        assert_eq!(
-            DType::from_onnx_code(8),
-            None,
-            "strings are not an RLX dtype"
-        );
+        assert_eq!(DType::from_onnx_code(8), Some(DType::Str));
+        assert!(!DType::Str.is_standard() && DType::Str.size() == 0);
     }
 }

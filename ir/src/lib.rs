@@ -30,6 +30,6 @@ pub use dtype::DType;
 pub use element::Element;
 pub use graph::{Edge, Graph, GraphOutput, Node, NodeId, Value};
 pub use ops::{InferError, KnownValue, Op};
-pub use shape::{Shape, TensorType};
+pub use shape::{Shape, TensorType, ValueKind};
 pub use tensor::{Bytes, Tensor};
 pub use weights::Weights;

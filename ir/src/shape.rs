@@ -90,38 +90,91 @@ impl fmt::Debug for Shape {
     }
 }
 
-/// The type of a value: element type and shape.
+/// What a value holds besides a plain tensor: a sequence of tensors, an
+/// optional (a tensor or nothing), or an optional sequence, as ONNX's
+/// `sequence_type` and `optional_type` say. Only ops made for them (the
+/// `sequence_*` and `optional_*` ops, identity and control flow) take them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ValueKind {
+    #[default]
+    Tensor,
+    Sequence,
+    Optional,
+    OptionalSequence,
+}
+
+impl ValueKind {
+    /// The kind inside an optional (`self` when not optional).
+    pub fn unwrapped(self) -> ValueKind {
+        match self {
+            ValueKind::Optional => ValueKind::Tensor,
+            ValueKind::OptionalSequence => ValueKind::Sequence,
+            k => k,
+        }
+    }
+
+    /// The optional of this kind (`self` when already optional).
+    pub fn optional(self) -> ValueKind {
+        match self {
+            ValueKind::Tensor => ValueKind::Optional,
+            ValueKind::Sequence => ValueKind::OptionalSequence,
+            k => k,
+        }
+    }
+
+    pub fn is_optional(self) -> bool {
+        matches!(self, ValueKind::Optional | ValueKind::OptionalSequence)
+    }
+}
+
+/// The type of a value: element type and shape, and for a sequence or an
+/// optional, its kind (the shape is then each element's shape).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TensorType {
     pub dtype: DType,
     pub shape: Shape,
+    pub kind: ValueKind,
 }
 
 impl TensorType {
     pub fn new(dtype: DType, shape: Shape) -> TensorType {
-        TensorType { dtype, shape }
+        TensorType {
+            dtype,
+            shape,
+            kind: ValueKind::Tensor,
+        }
     }
 
     pub fn known(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType {
-            dtype,
-            shape: Shape::known(dims),
-        }
+        TensorType::new(dtype, Shape::known(dims))
     }
 
     pub fn scalar(dtype: DType) -> TensorType {
-        TensorType {
-            dtype,
-            shape: Shape::scalar(),
-        }
+        TensorType::new(dtype, Shape::scalar())
+    }
+
+    /// This type with another kind.
+    pub fn with_kind(mut self, kind: ValueKind) -> TensorType {
+        self.kind = kind;
+        self
+    }
+
+    /// True for a plain tensor of a dtype with bytes (not a string, a
+    /// sequence or an optional): what arenas, kernels and GPUs hold.
+    pub fn is_plain(&self) -> bool {
+        self.kind == ValueKind::Tensor && self.dtype != DType::Str
     }
 
     pub fn rank(&self) -> usize {
         self.shape.rank()
     }
 
-    /// Bytes this tensor occupies, when its shape is known.
+    /// Bytes this tensor occupies, when its shape is known; `None` for the
+    /// values that have no bytes (strings, sequences, optionals).
     pub fn byte_size(&self) -> Option<usize> {
+        if !self.is_plain() {
+            return None;
+        }
         let dims = self.shape.as_known()?;
         dims.iter()
             .try_fold(self.dtype.size(), |acc, &d| acc.checked_mul(d))
@@ -130,7 +183,20 @@ impl TensorType {
 
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.prefix())?;
         write!(f, "{}{}", self.dtype, self.shape)
+    }
+}
+
+impl ValueKind {
+    /// The words the text form writes before a type of this kind.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            ValueKind::Tensor => "",
+            ValueKind::Sequence => "seq ",
+            ValueKind::Optional => "opt ",
+            ValueKind::OptionalSequence => "opt seq ",
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use crate::dtype::DType;
-use crate::shape::{Shape, TensorType};
+use crate::shape::{Shape, TensorType, ValueKind};
 
 /// Why a tensor could not be built or viewed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +29,10 @@ pub enum TensorError {
     TooLarge(Vec<usize>),
     #[error("the tensor holds {got}, not {expected}")]
     DType { expected: DType, got: DType },
+    #[error("{got} strings for a tensor of shape {dims:?}")]
+    Count { dims: Vec<usize>, got: usize },
+    #[error("a sequence of {expected} cannot hold a {got}")]
+    Element { expected: TensorType, got: TensorType },
 }
 
 /// Backing storage of a tensor's bytes.
@@ -158,11 +162,28 @@ impl AlignedBuf {
 }
 
 /// A dense row-major tensor with a concrete shape.
+///
+/// Like ONNX Runtime's `OrtValue`, a `Tensor` is also how the values that are
+/// not byte tensors travel: a string tensor (dtype `string`, its elements
+/// held as Rust strings), a sequence of tensors, and an optional without a
+/// value. [`Tensor::kind`] says which; their [`Tensor::bytes`] are empty, and
+/// only the ops made for them (run node by node) look inside.
 #[derive(Clone)]
 pub struct Tensor {
     dtype: DType,
     dims: Vec<usize>,
     data: Bytes,
+    held: Held,
+}
+
+/// What a tensor holds besides its bytes.
+#[derive(Clone)]
+enum Held {
+    Bytes,
+    Strings(Arc<[String]>),
+    Sequence(Arc<[Tensor]>),
+    /// An optional without a value, of this kind (optional or optional sequence).
+    Absent(ValueKind),
 }
 
 /// Number of elements of `dims`, or an error on overflow.
@@ -185,7 +206,101 @@ impl Tensor {
                 got: data.len(),
             });
         }
-        Ok(Tensor { dtype, dims, data })
+        if dtype == DType::Str {
+            return Err(TensorError::DType {
+                expected: DType::U8,
+                got: DType::Str,
+            });
+        }
+        Ok(Tensor {
+            dtype,
+            dims,
+            data,
+            held: Held::Bytes,
+        })
+    }
+
+    /// A string tensor.
+    pub fn from_strings(dims: &[usize], values: Vec<String>) -> Result<Tensor, TensorError> {
+        let n = checked_numel(dims)?;
+        if values.len() != n {
+            return Err(TensorError::Count {
+                dims: dims.to_vec(),
+                got: values.len(),
+            });
+        }
+        Ok(Tensor {
+            dtype: DType::Str,
+            dims: dims.to_vec(),
+            data: Bytes::copy_from(&[]),
+            held: Held::Strings(values.into()),
+        })
+    }
+
+    /// A sequence of tensors of `dtype` (strings included; no nested sequences).
+    pub fn sequence(dtype: DType, elements: Vec<Tensor>) -> Result<Tensor, TensorError> {
+        if let Some(e) = elements
+            .iter()
+            .find(|e| e.dtype != dtype || e.kind() != ValueKind::Tensor)
+        {
+            return Err(TensorError::Element {
+                expected: TensorType::new(dtype, Shape::scalar()).with_kind(ValueKind::Tensor),
+                got: e.ty(),
+            });
+        }
+        Ok(Tensor {
+            dtype,
+            dims: Vec::new(),
+            data: Bytes::copy_from(&[]),
+            held: Held::Sequence(elements.into()),
+        })
+    }
+
+    /// An optional without a value, of `dtype`; `kind` is the optional's kind
+    /// ([`ValueKind::Optional`] or [`ValueKind::OptionalSequence`]).
+    pub fn none(dtype: DType, kind: ValueKind) -> Tensor {
+        Tensor {
+            dtype,
+            dims: Vec::new(),
+            data: Bytes::copy_from(&[]),
+            held: Held::Absent(kind.optional()),
+        }
+    }
+
+    /// What this value is: a tensor (numbers or strings), a sequence, or an
+    /// optional without a value.
+    pub fn kind(&self) -> ValueKind {
+        match &self.held {
+            Held::Bytes | Held::Strings(_) => ValueKind::Tensor,
+            Held::Sequence(_) => ValueKind::Sequence,
+            Held::Absent(k) => *k,
+        }
+    }
+
+    /// True for a tensor with bytes (not strings, a sequence or an absent optional).
+    pub fn is_plain(&self) -> bool {
+        matches!(self.held, Held::Bytes)
+    }
+
+    /// The elements of a string tensor.
+    pub fn strings(&self) -> Option<&[String]> {
+        match &self.held {
+            Held::Strings(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The elements of a sequence.
+    pub fn elements(&self) -> Option<&[Tensor]> {
+        match &self.held {
+            Held::Sequence(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// True for an optional without a value.
+    pub fn is_none(&self) -> bool {
+        matches!(self.held, Held::Absent(_))
     }
 
     /// A tensor of zero bytes (all-zero values for every dtype).
@@ -228,6 +343,7 @@ impl Tensor {
             dtype: DType::I64,
             dims: Vec::new(),
             data: Bytes::copy_from(&v.to_le_bytes()),
+            held: Held::Bytes,
         }
     }
 
@@ -243,8 +359,27 @@ impl Tensor {
         self.dims.iter().product()
     }
 
+    /// The value's type. A sequence's shape is its elements' common shape,
+    /// with a symbol (`?0`, `?1`, ...) where they differ; an absent optional's
+    /// shape is a scalar's.
     pub fn ty(&self) -> TensorType {
-        TensorType::new(self.dtype, Shape::known(&self.dims))
+        match &self.held {
+            Held::Sequence(elems) => {
+                let dims = elems.first().map_or(&[][..], |e| e.dims());
+                let shape = (0..dims.len())
+                    .map(|i| {
+                        let d = dims[i];
+                        if elems.iter().all(|e| e.dims().get(i) == Some(&d) && e.dims().len() == dims.len()) {
+                            crate::Dim::from(d)
+                        } else {
+                            crate::Dim::sym(&format!("?{i}"))
+                        }
+                    })
+                    .collect();
+                TensorType::new(self.dtype, Shape(shape)).with_kind(ValueKind::Sequence)
+            }
+            _ => TensorType::new(self.dtype, Shape::known(&self.dims)).with_kind(self.kind()),
+        }
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -266,9 +401,12 @@ impl Tensor {
         Ok(bytemuck::cast_slice(self.bytes()))
     }
 
-    /// The same bytes with another shape of equal element count.
+    /// The same elements with another shape of equal element count.
     pub fn reshaped(&self, dims: Vec<usize>) -> Result<Tensor, TensorError> {
-        Tensor::new(self.dtype, dims, self.data.clone())
+        match &self.held {
+            Held::Strings(s) => Tensor::from_strings(&dims, s.to_vec()),
+            _ => Tensor::new(self.dtype, dims, self.data.clone()),
+        }
     }
 
     /// Integer elements widened to i64 (bool as 0/1); `None` for floats.
@@ -326,9 +464,18 @@ impl Tensor {
         })
     }
 
-    /// Bitwise equality of dtype, shape and bytes.
+    /// Bitwise equality of dtype, shape and bytes (and of strings, elements).
     pub fn bit_eq(&self, other: &Tensor) -> bool {
-        self.dtype == other.dtype && self.dims == other.dims && self.bytes() == other.bytes()
+        let held = match (&self.held, &other.held) {
+            (Held::Bytes, Held::Bytes) => true,
+            (Held::Strings(a), Held::Strings(b)) => a == b,
+            (Held::Sequence(a), Held::Sequence(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.bit_eq(y))
+            }
+            (Held::Absent(a), Held::Absent(b)) => a == b,
+            _ => false,
+        };
+        held && self.dtype == other.dtype && self.dims == other.dims && self.bytes() == other.bytes()
     }
 }
 
@@ -340,13 +487,18 @@ impl PartialEq for Tensor {
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Tensor({}{:?}, {} bytes)",
-            self.dtype,
-            self.dims,
-            self.data.len()
-        )
+        match &self.held {
+            Held::Bytes => write!(
+                f,
+                "Tensor({}{:?}, {} bytes)",
+                self.dtype,
+                self.dims,
+                self.data.len()
+            ),
+            Held::Strings(s) => write!(f, "Tensor(string{:?}, {s:?})", self.dims),
+            Held::Sequence(e) => write!(f, "Sequence({}, {e:?})", self.dtype),
+            Held::Absent(k) => write!(f, "None({}{})", k.prefix(), self.dtype),
+        }
     }
 }
 

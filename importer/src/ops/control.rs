@@ -15,7 +15,7 @@ pub fn register(r: &mut Registry) {
     r.add("Scan", 9, scan);
 }
 
-fn body<'a>(
+pub(crate) fn body<'a>(
     cx: &mut NodeCtx<'a, '_>,
     name: &str,
 ) -> Result<&'a crate::proto::GraphProto, MapError> {

@@ -226,6 +226,11 @@ fn compare(cx: &mut NodeCtx) -> Result<(), MapError> {
     };
     let a = cx.req(0)?;
     let b = cx.req(1)?;
+    if kind == C::Equal && cx.dtype(a) == DType::Str {
+        let y = cx.add1(rlx_ir::ops::StringEqual {}, &[a, b])?;
+        cx.set_output(0, y);
+        return Ok(());
+    }
     let b = legacy_broadcast(cx, a, b)?;
     let y = cx.add1(Compare { kind }, &[a, b])?;
     cx.set_output(0, y);
@@ -475,6 +480,8 @@ fn dropout(cx: &mut NodeCtx) -> Result<(), MapError> {
     if let Some(t) = cx.input(2)? {
         match cx.known_ints(t) {
             Some(v) if v == [0] => {}
+            // Training with a ratio of exactly 0 drops nothing (as ORT does).
+            Some(_) if dropout_ratio_is_zero(cx)? => {}
             Some(_) => return cx.unsupported("Dropout in training mode draws random numbers"),
             None => return cx.unsupported("Dropout's training_mode must be a constant"),
         }
@@ -499,6 +506,17 @@ fn dropout(cx: &mut NodeCtx) -> Result<(), MapError> {
         cx.set_output(1, mask);
     }
     Ok(())
+}
+
+/// True when Dropout's ratio input (default 0.5) is the constant 0.
+fn dropout_ratio_is_zero(cx: &mut NodeCtx) -> Result<bool, MapError> {
+    let Some(r) = cx.input(1)? else {
+        return Ok(false);
+    };
+    Ok(cx
+        .known_tensor(r)
+        .and_then(|t| t.to_f64_vec())
+        .is_some_and(|v| v.len() == 1 && v[0] == 0.0))
 }
 
 /// `x < 0 ? neg : x`.

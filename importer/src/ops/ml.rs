@@ -465,6 +465,12 @@ fn one_hot_encoder(cx: &mut NodeCtx) -> Result<(), MapError> {
 /// where no key matches. Integer and float keys and values.
 fn label_encoder(cx: &mut NodeCtx) -> Result<(), MapError> {
     let x = cx.req(0)?;
+    let strings = ["keys_strings", "values_strings", "keys_tensor", "values_tensor"]
+        .iter()
+        .any(|a| cx.has_attr(a));
+    if strings || cx.dtype(x) == DType::Str {
+        return label_map(cx, x);
+    }
     let keys: Vec<f64> = if let Some(k) = cx.attr_ints("keys_int64s")? {
         k.iter().map(|&v| v as f64).collect()
     } else if let Some(k) = cx.attr_floats("keys_floats")? {
@@ -532,6 +538,57 @@ fn label_encoder(cx: &mut NodeCtx) -> Result<(), MapError> {
     let mapped = cx.add1(Gather { axis: 0 }, &[table, at])?;
     let default = cx.scalar(out, default)?;
     let y = cx.add1(Where {}, &[hit, mapped, default])?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// LabelEncoder with string keys or values, or with its table as tensors
+/// (opset 4): a [`StringMap`] lookup, run node by node.
+fn label_map(cx: &mut NodeCtx, x: rlx_ir::Value) -> Result<(), MapError> {
+    let table = |cx: &mut NodeCtx, side: &str| -> Result<Tensor, MapError> {
+        if let Some(t) = cx.attr_t(&format!("{side}s_tensor"))? {
+            return Ok(t);
+        }
+        let made = if let Some(v) = cx.attr_strings(&format!("{side}s_strings"))? {
+            Tensor::from_strings(&[v.len()], v)
+        } else if let Some(v) = cx.attr_ints(&format!("{side}s_int64s"))? {
+            Tensor::from_i64(&[v.len()], &v)
+        } else if let Some(v) = cx.attr_floats(&format!("{side}s_floats"))? {
+            Tensor::from_f32(&[v.len()], &v)
+        } else {
+            return Err(MapError::Attr {
+                name: format!("{side}s_*"),
+                reason: "is required".into(),
+            });
+        };
+        made.map_err(|e| MapError::Unsupported(e.to_string()))
+    };
+    let keys = table(cx, "key")?;
+    let values = table(cx, "value")?;
+    let default = match cx.attr_t("default_tensor")? {
+        Some(t) => t.reshaped(Vec::new()).map_err(|e| MapError::Unsupported(e.to_string()))?,
+        None => match values.dtype() {
+            DType::Str => Tensor::from_strings(
+                &[],
+                vec![cx.attr_s("default_string")?.unwrap_or_else(|| "_Unused".into())],
+            ),
+            DType::I64 => Tensor::from_i64(&[], &[cx.attr_i("default_int64", -1)?]),
+            DType::F32 => Tensor::from_f32(&[], &[cx.attr_f("default_float", -0.0)?]),
+            d => return cx.unsupported(format!("LabelEncoder values of {d} need default_tensor")),
+        }
+        .map_err(|e| MapError::Unsupported(e.to_string()))?,
+    };
+    for a in ["default_string", "default_int64", "default_float"] {
+        cx.ignore_attr(a);
+    }
+    let y = cx.add1(
+        rlx_ir::ops::StringMap {
+            keys,
+            values,
+            default,
+        },
+        &[x],
+    )?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -16,8 +16,11 @@ pub(crate) mod quant;
 pub(crate) mod recurrent;
 mod reduce;
 mod resize;
+mod sequence;
 mod signal;
+mod strings;
 mod svm;
+mod training;
 mod transformer;
 mod trees;
 mod unsupported;
@@ -48,7 +51,10 @@ pub fn register_all(r: &mut Registry) {
     recurrent::register(r);
     reduce::register(r);
     resize::register(r);
+    sequence::register(r);
     signal::register(r);
+    strings::register(r);
+    training::register(r);
     transformer::register(r);
     unsupported::register(r);
 }

@@ -35,8 +35,8 @@ fn per_channel(cx: &mut NodeCtx, v: Value, rank: usize) -> Result<Value, MapErro
 }
 
 fn batch_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let momentum = cx.attr_f("momentum", 0.9)?;
     cx.ignore_attr("consumed_inputs");
-    cx.ignore_attr("momentum");
     let eps = cx.attr_f("epsilon", 1e-5)?;
     if cx.opset < 7 {
         if cx.attr_i("is_test", 0)? == 0 && cx.opset < 6 {
@@ -48,8 +48,14 @@ fn batch_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     if cx.opset < 9 && !cx.attr_bool("spatial", true)? {
         return cx.unsupported("BatchNormalization with spatial=0");
     }
-    if cx.attr_bool("training_mode", false)? {
-        return cx.unsupported("BatchNormalization in training mode computes batch statistics");
+    let training = if cx.opset >= 14 {
+        cx.attr_bool("training_mode", false)?
+    } else {
+        // Before opset 14, asking for the statistics outputs selects training mode.
+        (1..cx.num_outputs()).any(|i| cx.output_used(i))
+    };
+    if training {
+        return batch_norm_training(cx, eps, momentum);
     }
     if (1..cx.num_outputs()).any(|i| cx.output_used(i)) {
         return cx.unsupported("the running mean/variance outputs exist only in training mode");
@@ -230,5 +236,62 @@ fn mvn(cx: &mut NodeCtx) -> Result<(), MapError> {
     let num = binary(cx, B::Sub, x, mean)?;
     let y = binary(cx, B::Div, num, den)?;
     cx.set_output(0, y);
+    Ok(())
+}
+
+/// Training mode: normalizes by the batch's own mean and (biased) variance per
+/// channel, and blends them into the running statistics with `momentum`.
+/// Outputs: Y, running mean, running variance (and before opset 14 the batch
+/// mean and variance).
+fn batch_norm_training(cx: &mut NodeCtx, eps: f32, momentum: f32) -> Result<(), MapError> {
+    let (x, scale, bias, mean, var) = (cx.req(0)?, cx.req(1)?, cx.req(2)?, cx.req(3)?, cx.req(4)?);
+    let rank = cx.rank(x);
+    if rank < 2 {
+        return cx.unsupported("BatchNormalization needs an input of rank 2 or more");
+    }
+    let d = cx.dtype(x);
+    let axes: Vec<i64> = std::iter::once(0).chain(2..rank as i64).collect();
+    let reduce_mean = |cx: &mut NodeCtx, v: Value| -> Result<Value, MapError> {
+        let a = cx.const_i64(&axes);
+        cx.add1(
+            Reduce {
+                kind: ReduceKind::Mean,
+                keepdims: false,
+                noop_with_empty_axes: false,
+            },
+            &[v, a],
+        )
+    };
+    let batch_mean = reduce_mean(cx, x)?;
+    let m = per_channel(cx, batch_mean, rank)?;
+    let centered = binary(cx, B::Sub, x, m)?;
+    let sq = binary(cx, B::Mul, centered, centered)?;
+    let batch_var = reduce_mean(cx, sq)?;
+    let e = cx.scalar(d, eps as f64)?;
+    let ve = binary(cx, B::Add, batch_var, e)?;
+    let sd = un(cx, U::Sqrt, ve)?;
+    let a = binary(cx, B::Div, scale, sd)?;
+    let a = per_channel(cx, a, rank)?;
+    let b = per_channel(cx, bias, rank)?;
+    let ya = binary(cx, B::Mul, centered, a)?;
+    let y = binary(cx, B::Add, ya, b)?;
+    cx.set_output(0, y);
+    let blend = |cx: &mut NodeCtx, running: Value, batch: Value| -> Result<Value, MapError> {
+        let rd = cx.dtype(running);
+        let k = cx.scalar(rd, momentum as f64)?;
+        let k1 = cx.scalar(rd, 1.0 - momentum as f64)?;
+        let old = binary(cx, B::Mul, running, k)?;
+        let batch = super::cast(cx, batch, rd)?;
+        let new = binary(cx, B::Mul, batch, k1)?;
+        binary(cx, B::Add, old, new)
+    };
+    let running_mean = blend(cx, mean, batch_mean)?;
+    let running_var = blend(cx, var, batch_var)?;
+    cx.set_output(1, running_mean);
+    cx.set_output(2, running_var);
+    if cx.opset < 14 {
+        cx.set_output(3, batch_mean);
+        cx.set_output(4, batch_var);
+    }
     Ok(())
 }

@@ -64,7 +64,11 @@ impl OpDef for If {
                 format!("{} outputs, the then branch has {}", e.len(), t.len()),
             ));
         }
-        if let Some(a) = t.iter().zip(&e).find(|(a, b)| a.dtype != b.dtype) {
+        if let Some(a) = t
+            .iter()
+            .zip(&e)
+            .find(|(a, b)| a.dtype != b.dtype || a.kind.unwrapped() != b.kind.unwrapped())
+        {
             return Err(InferError::Mismatch {
                 what: "If branch output dtypes",
                 a: a.0.to_string(),
@@ -75,8 +79,15 @@ impl OpDef for If {
         if let Some([c]) = cx.ints(0).as_deref() {
             return Ok(if *c != 0 { t } else { e });
         }
+        // A value in one branch and an optional in the other make an optional.
+        let kinds: Vec<_> = t
+            .iter()
+            .zip(&e)
+            .map(|(a, b)| if a.kind == b.kind { a.kind } else { a.kind.optional() })
+            .collect();
         let mut out = Vec::new();
         for (i, (a, b)) in t.into_iter().zip(e).enumerate() {
+            let a = a.with_kind(kinds[i]);
             if a.shape == b.shape {
                 out.push(a);
             } else if a.rank() == b.rank() {
@@ -88,14 +99,14 @@ impl OpDef for If {
                     .enumerate()
                     .map(|(j, (x, y))| if x == y { x.clone() } else { cx.fresh(i, j) })
                     .collect();
-                out.push(TensorType::new(a.dtype, Shape(s)));
+                out.push(TensorType::new(a.dtype, Shape(s)).with_kind(a.kind));
             } else {
                 // The rank is decided at run time. The then branch's rank
                 // stands in, with every dim a run-time one: the graph runs in
                 // the dynamic interpreter, which infers each node again from
                 // the tensors it gets, unless specialization folds the
                 // condition first.
-                out.push(TensorType::new(a.dtype, cx.fresh_shape(i, a.rank())?));
+                out.push(TensorType::new(a.dtype, cx.fresh_shape(i, a.rank())?).with_kind(a.kind));
             }
         }
         Ok(out)
@@ -170,10 +181,12 @@ impl OpDef for Loop {
                     b: b.to_string(),
                 });
             }
-            out.push(if b.shape == init.shape {
+            // An optional carried in may come back as its value (a
+            // sequence): the body's kind is what later iterations carry.
+            out.push(if b.shape == init.shape && b.kind == init.kind {
                 init
             } else {
-                TensorType::new(init.dtype, cx.fresh_shape(i, b.rank())?)
+                TensorType::new(init.dtype, cx.fresh_shape(i, b.rank())?).with_kind(b.kind)
             });
         }
         for t in &body_out[1 + k..] {

@@ -22,7 +22,9 @@ pub mod reduce;
 pub mod region;
 pub mod resize;
 pub mod resize_taps;
+pub mod sequence;
 pub mod signal;
+pub mod strings;
 pub mod transformer;
 pub mod tree;
 pub mod values;
@@ -43,7 +45,9 @@ pub use recurrent::*;
 pub use reduce::*;
 pub use region::*;
 pub use resize::*;
+pub use sequence::*;
 pub use signal::*;
+pub use strings::*;
 pub use transformer::*;
 pub use tree::*;
 pub use values::eval_known;
@@ -153,6 +157,7 @@ macro_rules! define_ops {
                 if cx.inputs.len() < min || cx.inputs.len() > max {
                     return Err(InferError::Arity { min, max, got: cx.inputs.len() });
                 }
+                self.check_value_kinds(cx)?;
                 match self {
                     $( Op::$pv(o) => o.infer(cx), )*
                     $( Op::$kv(o) => o.infer(cx), )*
@@ -289,6 +294,24 @@ define_ops! {
         Scan(Scan) = "scan",
         NllLoss(NllLoss) = "nll_loss",
         TreeEnsemble(TreeEnsemble) = "tree_ensemble",
+        SequenceConstruct(SequenceConstruct) = "sequence_construct",
+        SequenceEmpty(SequenceEmpty) = "sequence_empty",
+        SequenceInsert(SequenceInsert) = "sequence_insert",
+        SequenceErase(SequenceErase) = "sequence_erase",
+        SequenceAt(SequenceAt) = "sequence_at",
+        SequenceLength(SequenceLength) = "sequence_length",
+        SplitToSequence(SplitToSequence) = "split_to_sequence",
+        ConcatFromSequence(ConcatFromSequence) = "concat_from_sequence",
+        SequenceMap(SequenceMap) = "sequence_map",
+        Optional(Optional) = "optional",
+        OptionalHasElement(OptionalHasElement) = "optional_has_element",
+        OptionalGetElement(OptionalGetElement) = "optional_get_element",
+        StringNormalizer(StringNormalizer) = "string_normalizer",
+        StringConcat(StringConcat) = "string_concat",
+        StringSplit(StringSplit) = "string_split",
+        RegexFullMatch(RegexFullMatch) = "regex_full_match",
+        StringEqual(StringEqual) = "string_equal",
+        StringMap(StringMap) = "string_map",
     }
     kinded {
         Unary(Unary, UnaryKind),
@@ -307,6 +330,35 @@ define_ops! {
 }
 
 impl Op {
+    /// Sequences and optionals go only into the ops made for them and into
+    /// control flow; strings only into string ops, those and control flow.
+    /// Every other op takes tensors of numbers, and says so here, once.
+    fn check_value_kinds(&self, cx: &InferCx) -> Result<(), InferError> {
+        let control = matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_));
+        let containers = control || sequence::is_container_op(self);
+        let strings = containers || strings::is_string_op(self);
+        for (port, t) in cx.inputs.iter().enumerate() {
+            if t.kind != crate::ValueKind::Tensor && !containers {
+                return Err(value_err(
+                    port,
+                    format!(
+                        "is a {}; `{}` takes tensors",
+                        sequence::kind_name(t.kind),
+                        self.name()
+                    ),
+                ));
+            }
+            if t.dtype == crate::DType::Str && !strings {
+                return Err(InferError::DType {
+                    port,
+                    got: t.dtype,
+                    expected: format!("numbers (`{}` takes no strings)", self.name()),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// True for the leaves of a graph: inputs, weights and constants.
     pub fn is_leaf(&self) -> bool {
         matches!(self, Op::Input(_) | Op::Weight(_) | Op::Constant(_))
@@ -318,6 +370,7 @@ impl Op {
             Op::If(o) => vec![&o.then_branch, &o.else_branch],
             Op::Loop(o) => vec![&o.body],
             Op::Scan(o) => vec![&o.body],
+            Op::SequenceMap(o) => vec![&o.body],
             _ => Vec::new(),
         }
     }
@@ -327,6 +380,7 @@ impl Op {
             Op::If(o) => vec![&mut o.then_branch, &mut o.else_branch],
             Op::Loop(o) => vec![&mut o.body],
             Op::Scan(o) => vec![&mut o.body],
+            Op::SequenceMap(o) => vec![&mut o.body],
             _ => Vec::new(),
         }
     }

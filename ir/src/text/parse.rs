@@ -8,7 +8,7 @@ use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::graph::{Graph, NodeId, Value};
 use crate::ops::{Constant, Input, Op, Weight};
-use crate::shape::{Shape, TensorType};
+use crate::shape::{Shape, TensorType, ValueKind};
 use crate::tensor::{Bytes, Tensor};
 
 /// A syntax or consistency error, with its line and column.
@@ -301,10 +301,17 @@ impl<'s> Parser<'s> {
         self.list(|p| p.dim()).map(Shape)
     }
 
-    /// `dtype[shape]`.
+    /// `[opt] [seq] dtype[shape]`.
     pub fn tensor_type(&mut self) -> Result<TensorType, ParseError> {
+        let opt = self.eat_ident("opt");
+        let kind = match (opt, self.eat_ident("seq")) {
+            (false, false) => ValueKind::Tensor,
+            (false, true) => ValueKind::Sequence,
+            (true, false) => ValueKind::Optional,
+            (true, true) => ValueKind::OptionalSequence,
+        };
         let d = self.dtype()?;
-        Ok(TensorType::new(d, self.shape()?))
+        Ok(TensorType::new(d, self.shape()?).with_kind(kind))
     }
 
     /// `dtype[shape] [v0, v1, ...]` with a concrete shape.
@@ -316,6 +323,13 @@ impl<'s> Parser<'s> {
             .as_known()
             .ok_or_else(|| self.error_at(off, "a constant needs a concrete shape".into()))?;
         let d = ty.dtype;
+        if ty.kind != ValueKind::Tensor {
+            return Err(self.error_at(off, "a constant is a tensor".into()));
+        }
+        if d == DType::Str {
+            let items = self.list(|p| p.string())?;
+            return Tensor::from_strings(&dims, items).map_err(|e| self.error_at(off, e.to_string()));
+        }
         let mut bytes: Vec<u8> = Vec::new();
         let items = self.list(|p| element(p, d))?;
         for b in items {

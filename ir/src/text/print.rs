@@ -84,7 +84,7 @@ impl Writer {
 
     /// `dtype[shape]`.
     pub fn ty(&mut self, t: &TensorType) {
-        let _ = write!(self.out, "{}", t.dtype);
+        let _ = write!(self.out, "{}{}", t.kind.prefix(), t.dtype);
         self.shape(&t.shape);
     }
 
@@ -141,6 +141,19 @@ impl Default for Writer {
 }
 
 fn write_elements(out: &mut String, t: &Tensor) {
+    if let Some(strings) = t.strings() {
+        for (i, v) in strings.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write_quoted(out, v);
+        }
+        return;
+    }
+    if !t.is_plain() {
+        // Sequences and absent optionals are never constants of a graph.
+        return;
+    }
     let b = t.bytes();
     let n = t.numel();
     for i in 0..n {

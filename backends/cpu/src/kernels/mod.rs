@@ -35,9 +35,11 @@ pub mod region;
 pub mod residual_norm;
 pub mod resize;
 pub mod rotary;
+pub mod sequence;
 pub mod signal;
 pub mod softmax;
 pub mod spectral;
+pub mod strings;
 pub mod tensor_scatter;
 pub mod tree;
 pub mod vmath;
@@ -57,6 +59,24 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
         Op::Compress(_) => data::compress,
         Op::Unique(_) => data::unique,
         Op::NonMaxSuppression(_) => data::non_max_suppression,
+        Op::SequenceConstruct(_) => sequence::construct,
+        Op::SequenceEmpty(_) => sequence::empty,
+        Op::SequenceInsert(_) => sequence::insert,
+        Op::SequenceErase(_) => sequence::erase,
+        Op::SequenceAt(_) => sequence::at,
+        Op::SequenceLength(_) => sequence::length,
+        Op::SplitToSequence(_) => sequence::split_to_sequence,
+        Op::ConcatFromSequence(_) => sequence::concat_from_sequence,
+        Op::SequenceMap(_) => sequence::sequence_map,
+        Op::Optional(_) => sequence::optional,
+        Op::OptionalHasElement(_) => sequence::has_element,
+        Op::OptionalGetElement(_) => sequence::get_element,
+        Op::StringNormalizer(_) => strings::normalizer,
+        Op::StringConcat(_) => strings::concat,
+        Op::StringSplit(_) => strings::split,
+        Op::RegexFullMatch(_) => strings::regex_full_match,
+        Op::StringEqual(_) => strings::equal,
+        Op::StringMap(_) => strings::map,
         _ => return None,
     })
 }

@@ -1,0 +1,78 @@
+//! String ops: StringNormalizer, StringConcat, StringSplit and RegexFullMatch
+//! (Equal on strings is in `elementwise`, LabelEncoder on strings in `ml`).
+
+use rlx_ir::ops::{CaseChange, RegexFullMatch, StringConcat, StringNormalizer, StringSplit};
+
+use crate::ctx::NodeCtx;
+use crate::error::MapError;
+use crate::registry::Registry;
+
+pub fn register(r: &mut Registry) {
+    r.add("StringNormalizer", 10, normalizer);
+    r.add("StringConcat", 20, concat);
+    r.add("StringSplit", 20, split);
+    r.add("RegexFullMatch", 20, regex_full_match);
+}
+
+fn normalizer(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let case_change = match cx
+        .attr_choice("case_change_action", "NONE", &["LOWER", "UPPER", "NONE"])?
+        .as_str()
+    {
+        "LOWER" => CaseChange::Lower,
+        "UPPER" => CaseChange::Upper,
+        _ => CaseChange::Keep,
+    };
+    let case_sensitive = cx.attr_bool("is_case_sensitive", false)?;
+    let locale = cx.attr_s("locale")?.unwrap_or_default();
+    // Case changes follow Unicode's default rules, the same in every locale
+    // but Turkish and Lithuanian, whose special cases are not implemented.
+    if ["tr", "az", "lt"].iter().any(|l| locale.starts_with(l)) {
+        return cx.unsupported(format!("locale `{locale}` has case rules of its own"));
+    }
+    let stopwords = cx.attr_strings("stopwords")?.unwrap_or_default();
+    let x = cx.req(0)?;
+    let y = cx.add1(
+        StringNormalizer {
+            case_change,
+            case_sensitive,
+            stopwords,
+            locale,
+        },
+        &[x],
+    )?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+fn concat(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let (a, b) = (cx.req(0)?, cx.req(1)?);
+    let y = cx.add1(StringConcat {}, &[a, b])?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+fn split(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let delimiter = cx.attr_s("delimiter")?.unwrap_or_default();
+    let maxsplit = cx.attr_i_opt("maxsplit")?;
+    let x = cx.req(0)?;
+    let ys = cx.add(
+        StringSplit {
+            delimiter,
+            maxsplit,
+        },
+        &[x],
+    )?;
+    cx.set_outputs(&ys);
+    Ok(())
+}
+
+fn regex_full_match(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let Some(pattern) = cx.attr_s("pattern")? else {
+        return cx.unsupported("RegexFullMatch needs the attribute pattern");
+    };
+    let x = cx.req(0)?;
+    let y = cx.add1(RegexFullMatch { pattern }, &[x])?;
+    cx.set_output(0, y);
+    Ok(())
+}

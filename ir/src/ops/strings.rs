@@ -1,0 +1,167 @@
+//! String ops: StringNormalizer, StringConcat, StringSplit, RegexFullMatch,
+//! Equal on strings, and LabelEncoder with string keys or values. String
+//! tensors hold Rust strings, so these run node by node on the CPU.
+
+use super::{broadcast, value_err, InferCx, InferError, OpDef};
+use crate::dtype::DType;
+use crate::shape::{Shape, TensorType};
+use crate::tensor::Tensor;
+use crate::{attr_enum, op_attrs};
+
+attr_enum! {
+    /// The case StringNormalizer gives the strings it keeps.
+    pub enum CaseChange { Lower = "lower", Upper = "upper", Keep = "keep" }
+}
+
+fn expect_strings(cx: &InferCx, port: usize) -> Result<(), InferError> {
+    cx.expect_dtype(port, &[DType::Str]).map(|_| ())
+}
+
+op_attrs! {
+    /// Drops the `stopwords` (compared ignoring case unless `case_sensitive`)
+    /// from a `[C]` or `[1, C]` string tensor and changes the case of the
+    /// rest; an all-dropped input gives one empty string.
+    pub struct StringNormalizer {
+        pub case_change: CaseChange,
+        pub case_sensitive: bool,
+        pub stopwords: Vec<String>,
+        pub locale: String,
+    }
+}
+
+impl OpDef for StringNormalizer {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        expect_strings(cx, 0)?;
+        let s = cx.shape(0);
+        let shape = match s.rank() {
+            1 => Shape(vec![cx.fresh(0, 0)]),
+            2 if s.0[0].known() == Some(1) => Shape(vec![s.0[0].clone(), cx.fresh(0, 1)]),
+            _ => return Err(value_err(0, format!("has shape {s}, expected [C] or [1, C]"))),
+        };
+        Ok(vec![TensorType::new(DType::Str, shape)])
+    }
+}
+
+op_attrs! {
+    /// Elementwise `a + b` of two string tensors, broadcasting.
+    pub struct StringConcat {}
+}
+
+impl OpDef for StringConcat {
+    fn arity(&self) -> (usize, usize) {
+        (2, 2)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        expect_strings(cx, 0)?;
+        expect_strings(cx, 1)?;
+        Ok(vec![TensorType::new(DType::Str, broadcast(cx.shape(0), cx.shape(1))?)])
+    }
+}
+
+op_attrs! {
+    /// Splits each string at `delimiter` (at runs of whitespace when empty,
+    /// dropping empty pieces), at most `maxsplit` times. Outputs the pieces
+    /// padded with empty strings to the most any element has (`[..., K]`) and
+    /// each element's piece count (i64, the input's shape).
+    pub struct StringSplit {
+        pub delimiter: String,
+        pub maxsplit: Option<i64>,
+    }
+}
+
+impl OpDef for StringSplit {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        expect_strings(cx, 0)?;
+        let s = cx.shape(0);
+        let mut pieces = s.0.clone();
+        pieces.push(cx.fresh(0, s.rank()));
+        Ok(vec![
+            TensorType::new(DType::Str, Shape(pieces)),
+            TensorType::new(DType::I64, s.clone()),
+        ])
+    }
+}
+
+op_attrs! {
+    /// True where the whole string matches `pattern` (RE2 syntax).
+    pub struct RegexFullMatch {
+        pub pattern: String,
+    }
+}
+
+impl OpDef for RegexFullMatch {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        expect_strings(cx, 0)?;
+        Ok(vec![TensorType::new(DType::Bool, cx.shape(0).clone())])
+    }
+}
+
+op_attrs! {
+    /// Elementwise equality of two string tensors, broadcasting.
+    pub struct StringEqual {}
+}
+
+impl OpDef for StringEqual {
+    fn arity(&self) -> (usize, usize) {
+        (2, 2)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        expect_strings(cx, 0)?;
+        expect_strings(cx, 1)?;
+        Ok(vec![TensorType::new(DType::Bool, broadcast(cx.shape(0), cx.shape(1))?)])
+    }
+}
+
+op_attrs! {
+    /// Maps each element through a table (ai.onnx.ml LabelEncoder where keys
+    /// or values are strings): `keys[i]` to `values[i]`, anything else to
+    /// `default`. `keys` and `values` are 1-D of equal length, `default` a
+    /// scalar of the values' dtype; the output has the input's shape.
+    pub struct StringMap {
+        pub keys: Tensor,
+        pub values: Tensor,
+        pub default: Tensor,
+    }
+}
+
+impl OpDef for StringMap {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(0, &[self.keys.dtype()])?;
+        let (k, v) = (self.keys.dims(), self.values.dims());
+        if k.len() != 1 || k != v || self.default.dtype() != self.values.dtype() {
+            return Err(super::attr_err(
+                "values",
+                format!(
+                    "keys {k:?} and values {v:?} must be 1-D of one length, the default of the values' dtype"
+                ),
+            ));
+        }
+        Ok(vec![TensorType::new(self.values.dtype(), cx.shape(0).clone())])
+    }
+}
+
+/// True for the ops that take or make strings.
+pub fn is_string_op(op: &super::Op) -> bool {
+    use super::Op::*;
+    matches!(
+        op,
+        StringNormalizer(_)
+            | StringConcat(_)
+            | StringSplit(_)
+            | RegexFullMatch(_)
+            | StringEqual(_)
+            | StringMap(_)
+    )
+}
