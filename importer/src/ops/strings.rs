@@ -1,7 +1,12 @@
-//! String ops: StringNormalizer, StringConcat, StringSplit and RegexFullMatch
+//! String ops: StringNormalizer, StringConcat, StringSplit, RegexFullMatch and
+//! TfIdfVectorizer
 //! (Equal on strings is in `elementwise`, LabelEncoder on strings in `ml`).
 
-use rlx_ir::ops::{CaseChange, RegexFullMatch, StringConcat, StringNormalizer, StringSplit};
+use rlx_ir::ops::{
+    CaseChange, RegexFullMatch, StringConcat, StringNormalizer, StringSplit, TfIdfMode,
+    TfIdfVectorizer,
+};
+use rlx_ir::Tensor;
 
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -12,6 +17,7 @@ pub fn register(r: &mut Registry) {
     r.add("StringConcat", 20, concat);
     r.add("StringSplit", 20, split);
     r.add("RegexFullMatch", 20, regex_full_match);
+    r.add("TfIdfVectorizer", 9, tfidf_vectorizer);
 }
 
 fn normalizer(cx: &mut NodeCtx) -> Result<(), MapError> {
@@ -73,6 +79,49 @@ fn regex_full_match(cx: &mut NodeCtx) -> Result<(), MapError> {
     };
     let x = cx.req(0)?;
     let y = cx.add1(RegexFullMatch { pattern }, &[x])?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+fn tfidf_vectorizer(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let required = |cx: &mut NodeCtx, name: &str| -> Result<i64, MapError> {
+        cx.attr_i_opt(name)?.ok_or_else(|| MapError::Attr {
+            name: name.into(),
+            reason: "is required".into(),
+        })
+    };
+    let min_gram = required(cx, "min_gram_length")?;
+    let max_gram = required(cx, "max_gram_length")?;
+    let max_skip = required(cx, "max_skip_count")?;
+    let mode = match cx.attr_choice("mode", "", &["TF", "IDF", "TFIDF"])?.as_str() {
+        "TF" => TfIdfMode::Tf,
+        "IDF" => TfIdfMode::Idf,
+        _ => TfIdfMode::TfIdf,
+    };
+    let ngram_counts = cx.attr_ints("ngram_counts")?.unwrap_or_default();
+    let ngram_indexes = cx.attr_ints("ngram_indexes")?.unwrap_or_default();
+    let pool = match (cx.attr_ints("pool_int64s")?, cx.attr_strings("pool_strings")?) {
+        (Some(p), None) => Tensor::from_i64(&[p.len()], &p),
+        (None, Some(p)) => Tensor::from_strings(&[p.len()], p),
+        _ => return cx.unsupported("TfIdfVectorizer needs exactly one of pool_int64s and pool_strings"),
+    }
+    .map_err(|e| MapError::Unsupported(e.to_string()))?;
+    let weights = cx.attr_floats("weights")?.unwrap_or_default();
+    let op = TfIdfVectorizer {
+        mode,
+        min_gram,
+        max_gram,
+        max_skip,
+        ngram_counts,
+        ngram_indexes,
+        pool,
+        weights,
+    };
+    if let Err(e) = op.validate() {
+        return cx.unsupported(e);
+    }
+    let x = cx.req(0)?;
+    let y = cx.add1(op, &[x])?;
     cx.set_output(0, y);
     Ok(())
 }

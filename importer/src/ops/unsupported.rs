@@ -12,7 +12,7 @@ const RANDOM: &[&str] = &[
     "Bernoulli",
     "Multinomial",
 ];
-const STRINGS: &[&str] = &["TfIdfVectorizer", "ImageDecoder"];
+const STRINGS: &[&str] = &["ImageDecoder"];
 
 pub fn register(r: &mut Registry) {
     for op in RANDOM {

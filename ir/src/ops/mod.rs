@@ -312,6 +312,7 @@ define_ops! {
         RegexFullMatch(RegexFullMatch) = "regex_full_match",
         StringEqual(StringEqual) = "string_equal",
         StringMap(StringMap) = "string_map",
+        TfIdfVectorizer(TfIdfVectorizer) = "tfidf_vectorizer",
     }
     kinded {
         Unary(Unary, UnaryKind),

@@ -1,5 +1,6 @@
 //! String ops: StringNormalizer, StringConcat, StringSplit, RegexFullMatch,
-//! Equal on strings, and LabelEncoder with string keys or values. String
+//! Equal on strings, LabelEncoder with string keys or values, and
+//! TfIdfVectorizer (on strings or integers). String
 //! tensors hold Rust strings, so these run node by node on the CPU.
 
 use super::{broadcast, value_err, InferCx, InferError, OpDef};
@@ -163,5 +164,99 @@ pub fn is_string_op(op: &super::Op) -> bool {
             | RegexFullMatch(_)
             | StringEqual(_)
             | StringMap(_)
+            | TfIdfVectorizer(_)
     )
+}
+
+attr_enum! {
+    /// What TfIdfVectorizer outputs per n-gram: its count, its weight where it
+    /// occurs (1 without weights), or count times weight.
+    pub enum TfIdfMode { Tf = "tf", Idf = "idf", TfIdf = "tfidf" }
+}
+
+op_attrs! {
+    /// Counts the n-grams of `pool` in each row of a `[C]` or `[B, C]` input
+    /// (integers or strings, matching `pool`'s dtype). `ngram_counts[n - 1]`
+    /// is where the n-grams of length n start in `pool`; n-gram k (in pool
+    /// order) is output column `ngram_indexes[k]`. N-grams of `min_gram` to
+    /// `max_gram` items are counted, with up to `max_skip` items skipped
+    /// between neighbours (the same skip throughout one n-gram); unigrams
+    /// count once. Outputs f32 `[O]` or `[B, O]`, O = max(ngram_indexes) + 1.
+    pub struct TfIdfVectorizer {
+        pub mode: TfIdfMode,
+        pub min_gram: i64,
+        pub max_gram: i64,
+        pub max_skip: i64,
+        pub ngram_counts: Vec<i64>,
+        pub ngram_indexes: Vec<i64>,
+        pub pool: Tensor,
+        pub weights: Vec<f32>,
+    }
+}
+
+impl TfIdfVectorizer {
+    /// Output columns.
+    pub fn columns(&self) -> usize {
+        self.ngram_indexes.iter().max().map_or(0, |&m| m.max(-1) + 1) as usize
+    }
+
+    /// Checks the attributes against each other.
+    pub fn validate(&self) -> Result<(), String> {
+        let pool = self.pool.numel() as i64;
+        if self.pool.dims().len() != 1 {
+            return Err("the pool must be 1-D".into());
+        }
+        if self.min_gram < 1 || self.max_gram < self.min_gram || self.max_skip < 0 {
+            return Err(format!(
+                "gram lengths {}..={} and skip {} are not valid",
+                self.min_gram, self.max_gram, self.max_skip
+            ));
+        }
+        if self.ngram_counts.windows(2).any(|w| w[0] > w[1])
+            || self.ngram_counts.iter().any(|&c| c < 0 || c > pool)
+        {
+            return Err("ngram_counts must rise within the pool".into());
+        }
+        if self.ngram_indexes.iter().any(|&i| i < 0) {
+            return Err("ngram_indexes must not be negative".into());
+        }
+        if !self.weights.is_empty() && self.weights.len() < self.columns() {
+            return Err(format!(
+                "{} weights for {} output columns",
+                self.weights.len(),
+                self.columns()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl OpDef for TfIdfVectorizer {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        self.validate()
+            .map_err(|e| super::attr_err("tfidf_vectorizer", e))?;
+        let d = cx.dtype(0);
+        let ok = match self.pool.dtype() {
+            DType::Str => d == DType::Str,
+            _ => matches!(d, DType::I32 | DType::I64),
+        };
+        if !ok {
+            return Err(InferError::DType {
+                port: 0,
+                got: d,
+                expected: format!("the pool's kind ({})", self.pool.dtype()),
+            });
+        }
+        let cols = crate::dim::Dim::Known(self.columns() as i64);
+        let s = cx.shape(0);
+        let shape = match s.rank() {
+            0 | 1 => Shape(vec![cols]),
+            2 => Shape(vec![s.0[0].clone(), cols]),
+            r => return Err(InferError::Rank { port: 0, got: r, expected: "1 or 2".into() }),
+        };
+        Ok(vec![TensorType::new(DType::F32, shape)])
+    }
 }

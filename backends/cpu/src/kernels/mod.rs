@@ -41,6 +41,7 @@ pub mod softmax;
 pub mod spectral;
 pub mod strings;
 pub mod tensor_scatter;
+pub mod tfidf;
 pub mod tree;
 pub mod vmath;
 pub mod window2d;
@@ -77,6 +78,7 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
         Op::RegexFullMatch(_) => strings::regex_full_match,
         Op::StringEqual(_) => strings::equal,
         Op::StringMap(_) => strings::map,
+        Op::TfIdfVectorizer(_) => tfidf::tfidf,
         _ => return None,
     })
 }
