@@ -10,6 +10,7 @@ use rlx_ir::ops::{
 };
 use rlx_ir::{DType, Tensor, Value};
 
+use super::labels::Labels;
 use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -28,6 +29,7 @@ pub fn register(r: &mut Registry) {
     r.add_in(ML, "OneHotEncoder", 1, one_hot_encoder);
     r.add_in(ML, "LabelEncoder", 2, label_encoder);
     r.add_in(ML, "FeatureVectorizer", 1, feature_vectorizer);
+    r.add_in(ML, "CategoryMapper", 1, category_mapper);
 }
 
 fn err(cx: &NodeCtx, reason: impl Into<String>) -> MapError {
@@ -288,20 +290,12 @@ fn softmax_zero(cx: &mut NodeCtx, z: Value) -> Result<Value, MapError> {
     binary(cx, B::Div, num, sum)
 }
 
-/// Labels (integer classes) and scores. With one coefficient row and two
+/// Labels (integer or string classes) and scores. With one coefficient row and two
 /// classes the model is binary: the scores are `[1-s, s]` (as ORT gives them,
 /// with or without LOGISTIC) and the label is the second class when `s > 0`
 /// (`p > 0.5` after LOGISTIC).
 fn linear_classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
-    if cx.attr_strings("classlabels_strings")?.is_some() {
-        return cx.unsupported("string class labels (string tensors)");
-    }
-    let labels = cx
-        .attr_ints("classlabels_ints")?
-        .ok_or_else(|| MapError::Attr {
-            name: "classlabels_ints".into(),
-            reason: "is required".into(),
-        })?;
+    let labels = Labels::read(cx, "classlabels_ints")?;
     let post = post_transform_attr(cx)?;
     // ONNX Runtime gives the same scores whatever multi_class says (skl2onnx
     // writes 1 for multinomial logistic regression): read and not used.
@@ -349,8 +343,7 @@ fn linear_classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
         )?;
         (s, w)
     };
-    let table = ints(cx, &labels);
-    let label = cx.add1(Gather { axis: 0 }, &[table, winner])?;
+    let label = labels.pick(cx, winner)?;
     cx.set_output(0, label);
     cx.set_output(1, scores);
     Ok(())
@@ -589,6 +582,45 @@ fn label_map(cx: &mut NodeCtx, x: rlx_ir::Value) -> Result<(), MapError> {
         },
         &[x],
     )?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// Strings to integers or integers to strings, by the pairs
+/// (`cats_strings[i]`, `cats_int64s[i]`); anything else maps to
+/// `default_int64` / `default_string`.
+fn category_mapper(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let x = cx.req(0)?;
+    let (Some(strings), Some(ints)) = (cx.attr_strings("cats_strings")?, cx.attr_ints("cats_int64s")?)
+    else {
+        return cx.unsupported("CategoryMapper needs cats_strings and cats_int64s");
+    };
+    let n = strings.len();
+    if ints.len() != n {
+        return Err(MapError::Attr {
+            name: "cats_int64s".into(),
+            reason: format!("{} values for {n} strings", ints.len()),
+        });
+    }
+    let default_int = cx.attr_i("default_int64", -1)?;
+    let default_string = cx.attr_s("default_string")?.unwrap_or_else(|| "_Unused".into());
+    let bad = |e: rlx_ir::tensor::TensorError| MapError::Unsupported(e.to_string());
+    let s = Tensor::from_strings(&[n], strings).map_err(bad)?;
+    let i = Tensor::from_i64(&[n], &ints).map_err(bad)?;
+    let map = match cx.dtype(x) {
+        DType::Str => rlx_ir::ops::StringMap {
+            keys: s,
+            values: i,
+            default: Tensor::from_i64(&[], &[default_int]).map_err(bad)?,
+        },
+        DType::I64 => rlx_ir::ops::StringMap {
+            keys: i,
+            values: s,
+            default: Tensor::from_strings(&[], vec![default_string]).map_err(bad)?,
+        },
+        d => return cx.unsupported(format!("CategoryMapper input of {d} (strings or i64)")),
+    };
+    let y = cx.add1(map, &[x])?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -8,6 +8,7 @@ pub(crate) mod elementwise;
 mod generators;
 pub(crate) mod indexing;
 pub(crate) mod linalg;
+mod labels;
 mod loss;
 mod ml;
 mod movement;

@@ -1,14 +1,15 @@
 //! The `ai.onnx.ml` support vector machines: SVMRegressor and SVMClassifier
-//! (libsvm's one-against-one voting, integer labels), as matrix products in
+//! (libsvm's one-against-one voting, integer or string labels), as matrix products in
 //! f64 over the kernel values `K(x, sv)`.
 
 use rlx_ir::ops::{
-    ArgReduce, ArgReduceKind, BinaryKind as B, Compare, CompareKind, Concat, Gather, MatMul, Unary,
+    ArgReduce, ArgReduceKind, BinaryKind as B, Compare, CompareKind, Concat, MatMul, Unary,
     UnaryKind,
 };
 use rlx_ir::{DType, Tensor, Value};
 
 use super::ml::{floats_f64, post_transform_attr};
+use super::labels::Labels;
 use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -205,15 +206,10 @@ fn regressor(cx: &mut NodeCtx) -> Result<(), MapError> {
 /// most votes. Scores: the pair values (`[-s, s]` for two classes).
 fn classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
     no_post_transform(cx)?;
-    if cx.attr_strings("classlabels_strings")?.is_some() {
-        return cx.unsupported("string class labels (string tensors)");
-    }
     if cx.attr_floats("prob_a")?.is_some() || cx.attr_floats("prob_b")?.is_some() {
         return cx.unsupported("probability estimates (prob_a/prob_b: libsvm's pairwise coupling)");
     }
-    let labels = cx
-        .attr_ints("classlabels_ints")?
-        .ok_or_else(|| bad("classlabels_ints is required"))?;
+    let labels = Labels::read(cx, "classlabels_ints")?;
     let per_class = cx.attr_ints("vectors_per_class")?.unwrap_or_default();
     let c = labels.len();
     if c < 2 || per_class.len() != c || per_class.iter().any(|&v| v < 0) {
@@ -300,8 +296,7 @@ fn classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
         },
         &[votes],
     )?;
-    let table = cx.const_i64(&labels);
-    let label = cx.add1(Gather { axis: 0 }, &[table, winner])?;
+    let label = labels.pick(cx, winner)?;
     let s = cast(cx, s, DType::F32)?;
     let scores = if c == 2 {
         let minus = cx.add1(

@@ -15,6 +15,7 @@ use rlx_ir::ops::{
 use rlx_ir::{DType, Tensor, Value};
 
 use super::ml::{floats_f64, post_transform, post_transform_attr};
+use super::labels::Labels;
 use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;
@@ -499,13 +500,10 @@ fn regressor(cx: &mut NodeCtx) -> Result<(), MapError> {
     Ok(())
 }
 
-/// TreeEnsembleClassifier with integer labels: the label `[N]` and the
+/// TreeEnsembleClassifier with integer or string labels: the label `[N]` and the
 /// class scores `[N, classes]` (f32).
 fn classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
-    if cx.attr_strings("classlabels_strings")?.is_some() {
-        return cx.unsupported("string class labels (string tensors)");
-    }
-    let labels = required(cx.attr_ints("classlabels_int64s")?, "classlabels_int64s")?;
+    let labels = Labels::read(cx, "classlabels_int64s")?;
     let post = post_transform_attr(cx)?;
     let base = floats_f64(cx, "base_values")?.unwrap_or_default();
     let c = labels.len();
@@ -527,12 +525,16 @@ fn classifier(cx: &mut NodeCtx) -> Result<(), MapError> {
         if !one_class {
             // ORT answers its default negative and positive labels here, 0
             // and 1, whatever the class labels are.
-            labels = vec![0, 1];
+            if let Labels::Strings(_) = labels {
+                return cx.unsupported(
+                    "a two-class tree classifier with string labels whose leaves name both classes",
+                );
+            }
+            labels = Labels::Ints(vec![0, 1]);
         }
         binary_classes(cx, s, &has, &base, &post, one_class, all_positive)?
     };
-    let table = cx.const_i64(&labels);
-    let label = cx.add1(Gather { axis: 0 }, &[table, winner])?;
+    let label = labels.pick(cx, winner)?;
     cx.set_output(0, label);
     cx.set_output(1, scores);
     Ok(())

@@ -2,7 +2,7 @@
 """scikit-learn estimators converted by skl2onnx, with ONNX Runtime references.
 
     python3 -m pip install --target /tmp/skl scikit-learn==1.9.1 skl2onnx==1.20.0 "protobuf<7"
-    PYTHONPATH=/tmp/skl python3 tests/data/sklearn/make_cases.py
+    PYTHONPATH=/tmp/skl python3 tests/data/sklearn/make_cases.py [CASE...]
 
 Each estimator is trained on a small synthetic data set (fixed seeds), converted
 with skl2onnx (classifiers without ZipMap: probabilities as a tensor), and
@@ -13,6 +13,7 @@ tests/contrib.rs checks every case: labels exactly, the rest within 1e-5.
 """
 import os
 import shutil
+import sys
 
 import numpy as np
 import onnx
@@ -37,6 +38,8 @@ assert skl2onnx.__version__ == "1.20.0", skl2onnx.__version__
 assert ort.__version__ == "1.31.1", ort.__version__
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Case names given on the command line: write only those.
+ONLY = set(sys.argv[1:])
 
 
 def data(kind, classes=2, n=240, features=6):
@@ -48,8 +51,16 @@ def data(kind, classes=2, n=240, features=6):
     return x[:200], y[:200], x[200:]
 
 
-def save(name, est, kind, classes=2):
+# Class names for the estimators trained on string labels.
+NAMES = np.array(["bird", "cat", "dog", "eel"])
+
+
+def save(name, est, kind, classes=2, names=False):
+    if ONLY and name not in ONLY:
+        return
     x, y, test = data(kind, classes)
+    if names:
+        y = NAMES[y]
     est.fit(x, y)
     options = {id(est): {"zipmap": False}} if kind == "clf" else None
     model = to_onnx(est, x[:1], options=options, target_opset={"": 17, "ai.onnx.ml": 3})
@@ -91,6 +102,11 @@ def main():
     save("svr_rbf", make_pipeline(StandardScaler(), SVR(kernel="rbf", C=50.0)), "reg")
     save("linear_svr", LinearSVR(max_iter=5000, random_state=0), "reg")
     save("one_class_svm", make_pipeline(StandardScaler(), OneClassSVM(nu=0.2)), "reg")
+    # String class labels: the label output is a string tensor.
+    save("logistic_regression_names_3", LogisticRegression(max_iter=500), "clf", classes=3, names=True)
+    save("random_forest_classifier_names_3",
+         RandomForestClassifier(n_estimators=6, max_depth=4, random_state=0), "clf", classes=3, names=True)
+    save("svc_rbf_names_3", make_pipeline(StandardScaler(), SVC(kernel="rbf")), "clf", classes=3, names=True)
 
 
 if __name__ == "__main__":
