@@ -308,6 +308,16 @@ impl CompiledModel {
             .collect()
     }
 
+    /// The declared type of the input named `name`.
+    pub fn input_type(&self, name: &str) -> Option<rlx_ir::TensorType> {
+        self.graph
+            .inputs()
+            .iter()
+            .map(|&i| self.graph.node(i))
+            .find(|n| n.name == name)
+            .map(|n| n.outputs[0].clone())
+    }
+
     pub fn output_names(&self) -> Vec<String> {
         self.graph
             .outputs()

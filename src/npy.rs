@@ -1,5 +1,6 @@
 //! `.npy` files (numpy's array format) through the `npyz` crate, for the
-//! command line's inputs and outputs.
+//! command line's inputs and outputs; unicode string arrays (`<U`) by hand,
+//! and sequences as `.npz` archives of their elements.
 
 use std::path::Path;
 
@@ -212,6 +213,9 @@ pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
         npyz::DType::Plain(ts) => ts.to_string(),
         other => format!("{other:?}"),
     };
+    if let Some(width) = descr.strip_prefix("<U") {
+        return unicode(bytes, &dims, width, &p);
+    }
     match descr.as_str() {
         "<f4" => tensor::<f32>(file, DType::F32, &dims, &p),
         "<f8" => tensor::<f64>(file, DType::F64, &dims, &p),
@@ -237,6 +241,89 @@ pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
         }
         _ => Err(NpyError::DType { path: p, descr }),
     }
+}
+
+/// Numpy's fixed-width unicode strings (`<U{width}`: `width` UTF-32
+/// code points per element, NUL-padded), the data being the file's tail.
+fn unicode(bytes: &[u8], dims: &[usize], width: &str, p: &str) -> Result<Tensor, NpyError> {
+    let io = |reason: String| NpyError::Io {
+        path: p.to_string(),
+        reason,
+    };
+    let width: usize = width
+        .parse()
+        .map_err(|_| io(format!("bad unicode width `{width}`")))?;
+    let n: usize = dims.iter().product();
+    let need = n
+        .checked_mul(width)
+        .and_then(|c| c.checked_mul(4))
+        .filter(|&b| b <= bytes.len())
+        .ok_or_else(|| io(format!("{n} strings of {width} characters do not fit the file")))?;
+    let data = &bytes[bytes.len() - need..];
+    let strings = data
+        .chunks_exact(4 * width.max(1))
+        .take(n)
+        .map(|cell| {
+            cell.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .take_while(|&c| c != 0)
+                .map(|c| char::from_u32(c).ok_or_else(|| io(format!("U+{c:X} is no character"))))
+                .collect::<Result<String, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // A width of 0 holds only empty strings.
+    let strings = if width == 0 { vec![String::new(); n] } else { strings };
+    Tensor::from_strings(dims, strings).map_err(|e| io(e.to_string()))
+}
+
+/// An `.npy` file of unicode strings (`<U{longest}`).
+fn unicode_bytes(t: &Tensor, strings: &[String]) -> Vec<u8> {
+    let width = strings.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(1);
+    let shape = match t.dims() {
+        [d] => format!("({d},)"),
+        d => format!(
+            "({})",
+            d.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut header =
+        format!("{{'descr': '<U{width}', 'fortran_order': False, 'shape': {shape}, }}");
+    // Magic (6) + version (2) + length (2) + header + newline: a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for s in strings {
+        let mut k = 0;
+        for c in s.chars() {
+            out.extend_from_slice(&(c as u32).to_le_bytes());
+            k += 1;
+        }
+        out.extend(std::iter::repeat_n(0u8, 4 * (width - k)));
+    }
+    out
+}
+
+/// A sequence as the bytes of an `.npz` archive: its elements in order, as
+/// `arr_0.npy`, `arr_1.npy`, ... (what numpy's `savez(*arrays)` writes).
+pub fn sequence_to_npz(elements: &[Tensor]) -> Result<Vec<u8>, NpyError> {
+    let io = |e: String| NpyError::Io {
+        path: "(memory)".into(),
+        reason: e,
+    };
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored);
+    for (i, e) in elements.iter().enumerate() {
+        zip.start_file(format!("arr_{i}.npy"), options)
+            .map_err(|e| io(e.to_string()))?;
+        std::io::Write::write_all(&mut zip, &to_bytes(e)?).map_err(|e| io(e.to_string()))?;
+    }
+    let cursor = zip.finish().map_err(|e| io(e.to_string()))?;
+    Ok(cursor.into_inner())
 }
 
 fn typed_bytes<T: npyz::Serialize + npyz::AutoSerialize + bytemuck::Pod>(
@@ -270,6 +357,15 @@ fn bool_bytes(t: &Tensor) -> std::io::Result<Vec<u8>> {
 
 /// A tensor as the bytes of an `.npy` file.
 pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>, NpyError> {
+    if let Some(strings) = t.strings() {
+        return Ok(unicode_bytes(t, strings));
+    }
+    if !t.is_plain() {
+        return Err(NpyError::Io {
+            path: "(memory)".into(),
+            reason: format!("{t:?} is no tensor: write sequences with sequence_to_npz"),
+        });
+    }
     let bytes = match t.dtype() {
         DType::F32 => typed_bytes::<f32>(t),
         DType::F64 => typed_bytes::<f64>(t),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rlx_onnx::ir::{Bindings, DType, Graph, Op, Tensor};
+use rlx_onnx::ir::{Bindings, DType, Graph, Op, Tensor, TensorType, ValueKind};
 use rlx_onnx::{artifact, CompiledModel, Compiler, OptLevel, Precision, Target};
 
 /// The exit statuses every command keeps to, as `--help` states them.
@@ -227,12 +227,22 @@ pub fn load_model(
     Ok(crate::progress::compile_file(&args.compiler()?, path)?)
 }
 
-/// Reads a tensor from `.npy` or `.pb` (by extension).
-pub fn read_tensor(path: &Path) -> Result<Tensor, Box<dyn std::error::Error>> {
+/// Reads a value of type `ty` from `.npy`, `.npz` (a sequence: its arrays in
+/// order) or `.pb` (a `TensorProto`, or a `SequenceProto` / `OptionalProto`
+/// for a sequence or optional), by extension.
+pub fn read_value(path: &Path, ty: &TensorType) -> Result<Tensor, Box<dyn std::error::Error>> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("npy") => Ok(rlx_onnx::npy::read(path)?),
-        Some("pb") => Ok(rlx_onnx::testdata::read_pb(path)?),
-        _ => Err(format!("`{}`: expected a .npy or .pb file", path.display()).into()),
+        Some("npz") if ty.kind.unwrapped() == ValueKind::Sequence => {
+            let elems = rlx_onnx::npy::read_npz(path)?.into_iter().map(|(_, t)| t).collect();
+            Ok(Tensor::sequence(ty.dtype, elems)?)
+        }
+        Some("pb") => Ok(rlx_onnx::testdata::read_value_pb(path, ty)?),
+        _ => Err(format!(
+            "`{}`: expected a .npy or .pb file (or .npz for a sequence)",
+            path.display()
+        )
+        .into()),
     }
 }
 
@@ -297,7 +307,7 @@ impl InputArgs {
             Some(dir) => names
                 .iter()
                 .cloned()
-                .zip(rlx_onnx::testdata::read_data_set(dir)?.inputs)
+                .zip(rlx_onnx::testdata::read_data_set_for(dir, &model.graph)?.inputs)
                 .collect(),
             None => self
                 .files
@@ -313,7 +323,8 @@ impl InputArgs {
                         )
                         .into());
                     }
-                    Ok((name.to_string(), read_tensor(&PathBuf::from(path))?))
+                    let ty = model.input_type(name).ok_or("no such input")?;
+                    Ok((name.to_string(), read_value(&PathBuf::from(path), &ty)?))
                 })
                 .collect::<Result<_, Box<dyn std::error::Error>>>()?,
         };
@@ -338,6 +349,9 @@ impl InputArgs {
                 continue;
             };
             let ty = &g.node(g.inputs()[i]).outputs[0];
+            if ty.kind != ValueKind::Tensor {
+                continue;
+            }
             for (d, &n) in ty.shape.dims().iter().zip(t.dims()) {
                 if let Some(s) = d.as_symbol() {
                     bindings.entry(s.to_string()).or_insert(n as i64);
@@ -351,6 +365,13 @@ impl InputArgs {
                 continue;
             }
             let ty = &g.node(g.inputs()[i]).outputs[0];
+            if !ty.is_plain() {
+                return Err(format!(
+                    "input `{name}` is {ty}: such inputs are not generated; give it with \
+                     --input {name}=FILE (.npy of strings, .npz of a sequence's elements, or .pb)"
+                )
+                .into());
+            }
             let dims = ty.shape.bind(&bindings)?.as_known().ok_or_else(|| {
                 let how = if !artifact {
                     "give them with --bind NAME=VALUE, or the input with --input"

@@ -1,5 +1,6 @@
 //! `rlx-onnx run MODEL|ARTIFACT [--input name=file.npy|file.pb ...]`: runs the
-//! model (on generated inputs where none are given) and writes outputs as `.npy`.
+//! model (on generated inputs where none are given) and writes outputs as `.npy`
+//! (strings as numpy unicode arrays), sequences as `.npz` of their elements.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -98,8 +99,21 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         rlx_onnx::files::Existing::Refuse
     };
     for ((name, t), file) in out_names.iter().zip(&outputs).zip(file_names(&out_names)) {
-        let path = a.output_dir.join(format!("{file}.npy"));
-        let bytes = rlx_onnx::npy::to_bytes(t)?;
+        if t.is_none() {
+            println!("output {name}: an optional without a value (no file)");
+            continue;
+        }
+        // A sequence is an .npz of its elements (arr_0, arr_1, ...).
+        let (path, bytes) = match t.elements() {
+            Some(elems) => (
+                a.output_dir.join(format!("{file}.npz")),
+                rlx_onnx::npy::sequence_to_npz(elems)?,
+            ),
+            None => (
+                a.output_dir.join(format!("{file}.npy")),
+                rlx_onnx::npy::to_bytes(t)?,
+            ),
+        };
         rlx_onnx::files::write_file(&path, &bytes, existing).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 format!("`{}` exists: --force replaces it", path.display())
@@ -107,12 +121,20 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 format!("cannot write `{}`: {e}", path.display())
             }
         })?;
-        println!(
-            "output {name}: {}{:?} -> {}",
-            t.dtype(),
-            t.dims(),
-            path.display()
-        );
+        match t.elements() {
+            Some(e) => println!(
+                "output {name}: a sequence of {} {} tensors -> {}",
+                e.len(),
+                t.dtype(),
+                path.display()
+            ),
+            None => println!(
+                "output {name}: {}{:?} -> {}",
+                t.dtype(),
+                t.dims(),
+                path.display()
+            ),
+        }
     }
     println!("ran in {ms:.2} ms (including compilation for these shapes)");
     Ok(())
