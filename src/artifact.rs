@@ -105,10 +105,37 @@ pub fn to_bytes(m: &CompiledModel) -> Vec<u8> {
 
 /// One weight as stored: its encoding and bytes.
 fn stored<'t>(t: &'t Tensor, opts: &SaveOptions) -> (Option<Encoding>, std::borrow::Cow<'t, [u8]>) {
+    if let Some(strings) = t.strings() {
+        return (None, string_bytes(strings).into());
+    }
     match opts.narrow_weights.then(|| narrow::encode(t)).flatten() {
         Some((e, b)) => (Some(e), b.into()),
         None => (None, t.bytes().into()),
     }
+}
+
+/// A string weight's bytes: each string as its UTF-8 length (u32) and bytes.
+fn string_bytes(strings: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in strings {
+        out.extend((s.len() as u32).to_le_bytes());
+        out.extend(s.as_bytes());
+    }
+    out
+}
+
+/// The `n` strings of [`string_bytes`]; `None` when the bytes are not that.
+fn strings_from(b: &[u8], n: usize) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    for _ in 0..n {
+        let len = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+        at += 4;
+        let s = std::str::from_utf8(b.get(at..at.checked_add(len)?)?).ok()?;
+        out.push(s.to_string());
+        at += len;
+    }
+    (at == b.len()).then_some(out)
 }
 
 fn encoding_bytes(e: Option<&Encoding>) -> Vec<u8> {
@@ -578,6 +605,14 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
             None
         };
         let t = match encoding {
+            None if dtype == DType::Str => {
+                let n = rlx_ir::tensor::checked_numel(&dims)
+                    .map_err(|e| malformed(format!("weight `{name}`: {e}")))?;
+                let strings = strings_from(&b[off..off + len], n)
+                    .ok_or_else(|| malformed(format!("weight `{name}`: bad strings")))?;
+                Tensor::from_strings(&dims, strings)
+                    .map_err(|e| malformed(format!("weight `{name}`: {e}")))?
+            }
             None => Tensor::new(dtype, dims, all.slice(off..off + len))
                 .map_err(|e| malformed(format!("weight `{name}`: {e}")))?,
             Some(e) => narrow::decode(&e, dtype, &dims, &b[off..off + len])

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use rlx_ir::{DType, Dim, Graph, TensorType};
+use rlx_ir::{DType, Dim, Graph, TensorType, ValueKind};
 
 use crate::compile::CompiledModel;
 use crate::session::Session;
@@ -26,6 +26,8 @@ pub struct IoInfo {
     pub name: String,
     pub dtype: DType,
     pub dims: Vec<DimInfo>,
+    /// A tensor, or a sequence / optional (whose `dims` are its elements').
+    pub kind: ValueKind,
 }
 
 impl IoInfo {
@@ -44,6 +46,7 @@ impl IoInfo {
             name: name.to_string(),
             dtype: t.dtype,
             dims,
+            kind: t.kind,
         }
     }
 
@@ -71,7 +74,14 @@ impl fmt::Display for DimInfo {
 impl fmt::Display for IoInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dims: Vec<String> = self.dims.iter().map(ToString::to_string).collect();
-        write!(f, "{}: {}[{}]", self.name, self.dtype, dims.join(","))
+        write!(
+            f,
+            "{}: {}{}[{}]",
+            self.name,
+            self.kind.prefix(),
+            self.dtype,
+            dims.join(",")
+        )
     }
 }
 

@@ -595,3 +595,60 @@ fn huge_inputs_are_errors_not_aborts() {
     assert!(err.contains("does not fit the file"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Strings in `.npy`, a sequence in `.npz`, through an artifact that stores
+/// a string weight: `run` reads them, and writes the outputs of both kinds.
+#[test]
+fn run_reads_and_writes_strings_and_sequences_through_an_artifact() {
+    use rlx_onnx::ir::{DType, Tensor};
+    let dir = tmp("strings");
+    let words: Vec<String> = (0..100)
+        .map(|i| if i == 7 { "seven".into() } else { format!("w{i}") })
+        .collect();
+    let x = Tensor::from_strings(&[100], words).unwrap();
+    std::fs::write(dir.join("x.npy"), rlx_onnx::npy::to_bytes(&x).unwrap()).unwrap();
+    let elems = vec![
+        Tensor::from_i64(&[3], &[1, 2, 3]).unwrap(),
+        Tensor::from_i64(&[1], &[4]).unwrap(),
+    ];
+    std::fs::write(dir.join("s.npz"), rlx_onnx::npy::sequence_to_npz(&elems).unwrap()).unwrap();
+    let t = Tensor::from_i64(&[2], &[5, 6]).unwrap();
+    std::fs::write(dir.join("t.npy"), rlx_onnx::npy::to_bytes(&t).unwrap()).unwrap();
+    let artifact = dir.join("m.rlx");
+    let (code, _, err) = output(
+        rlx()
+            .arg("convert")
+            .arg(cli_model("words_and_sequence"))
+            .arg("-o")
+            .arg(&artifact),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let out = dir.join("out");
+    let input = |name: &str, file: &str| format!("{name}={}", dir.join(file).display());
+    let (code, stdout, err) = output(
+        rlx()
+            .arg("run")
+            .arg(&artifact)
+            .args(["--input", &input("x", "x.npy")])
+            .args(["--input", &input("s", "s.npz")])
+            .args(["--input", &input("t", "t.npy")])
+            .arg("--output-dir")
+            .arg(&out),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(stdout.contains("a sequence of 3 i64 tensors"), "{stdout}");
+    let same = rlx_onnx::npy::read(&out.join("same.npy")).unwrap();
+    let want: Vec<u8> = (0..100).map(|i| u8::from(i != 7)).collect();
+    assert_eq!(same.dtype(), DType::Bool);
+    assert_eq!(same.bytes(), &want[..]);
+    let seq = rlx_onnx::npy::read_npz(&out.join("s2.npz")).unwrap();
+    let got: Vec<Vec<i64>> = seq.iter().map(|(_, t)| t.to_i64_vec().unwrap()).collect();
+    assert_eq!(got, vec![vec![1, 2, 3], vec![4], vec![5, 6]]);
+    let n = rlx_onnx::npy::read(&out.join("n.npy")).unwrap();
+    assert_eq!(n.to_i64_vec().unwrap(), vec![3]);
+    // Strings survive the .npy round trip, unicode included.
+    let u = Tensor::from_strings(&[2], vec!["héllo".into(), "日本".into()]).unwrap();
+    let back = rlx_onnx::npy::from_bytes(&rlx_onnx::npy::to_bytes(&u).unwrap(), "u").unwrap();
+    assert!(back.bit_eq(&u), "{back:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,5 +1,5 @@
 //! String ops: StringNormalizer, StringConcat, StringSplit, RegexFullMatch and
-//! TfIdfVectorizer
+//! TfIdfVectorizer (on strings or integers), and ImageDecoder (on encoded bytes)
 //! (Equal on strings is in `elementwise`, LabelEncoder on strings in `ml`).
 
 use rlx_ir::ops::{
@@ -18,6 +18,7 @@ pub fn register(r: &mut Registry) {
     r.add("StringSplit", 20, split);
     r.add("RegexFullMatch", 20, regex_full_match);
     r.add("TfIdfVectorizer", 9, tfidf_vectorizer);
+    r.add("ImageDecoder", 20, image_decoder);
 }
 
 fn normalizer(cx: &mut NodeCtx) -> Result<(), MapError> {
@@ -122,6 +123,19 @@ fn tfidf_vectorizer(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     let x = cx.req(0)?;
     let y = cx.add1(op, &[x])?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+fn image_decoder(cx: &mut NodeCtx) -> Result<(), MapError> {
+    use rlx_ir::ops::{ImageDecoder, PixelFormat};
+    let pixel_format = match cx.attr_choice("pixel_format", "RGB", &["RGB", "BGR", "Grayscale"])?.as_str() {
+        "BGR" => PixelFormat::Bgr,
+        "Grayscale" => PixelFormat::Grayscale,
+        _ => PixelFormat::Rgb,
+    };
+    let x = cx.req(0)?;
+    let y = cx.add1(ImageDecoder { pixel_format }, &[x])?;
     cx.set_output(0, y);
     Ok(())
 }

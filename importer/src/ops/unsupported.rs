@@ -12,24 +12,15 @@ const RANDOM: &[&str] = &[
     "Bernoulli",
     "Multinomial",
 ];
-const STRINGS: &[&str] = &["ImageDecoder"];
-
 pub fn register(r: &mut Registry) {
     for op in RANDOM {
         r.add(op, 1, random);
-    }
-    for op in STRINGS {
-        r.add(op, 1, strings);
     }
     r.add_in("ai.onnx.preview.training", "Gradient", 1, training);
 }
 
 fn random(cx: &mut NodeCtx) -> Result<(), MapError> {
     cx.unsupported("random sampling: its outputs cannot be reproduced across runtimes")
-}
-
-fn strings(cx: &mut NodeCtx) -> Result<(), MapError> {
-    cx.unsupported("not implemented yet")
 }
 
 fn training(cx: &mut NodeCtx) -> Result<(), MapError> {

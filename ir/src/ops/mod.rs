@@ -9,6 +9,7 @@ pub mod control;
 pub mod conv;
 pub mod elementwise;
 pub mod generators;
+pub mod image;
 pub mod indexing;
 mod infer;
 pub mod leaves;
@@ -33,6 +34,7 @@ pub use control::*;
 pub use conv::*;
 pub use elementwise::*;
 pub use generators::*;
+pub use image::*;
 pub use indexing::*;
 pub use infer::*;
 pub use leaves::*;
@@ -313,6 +315,7 @@ define_ops! {
         StringEqual(StringEqual) = "string_equal",
         StringMap(StringMap) = "string_map",
         TfIdfVectorizer(TfIdfVectorizer) = "tfidf_vectorizer",
+        ImageDecoder(ImageDecoder) = "image_decoder",
     }
     kinded {
         Unary(Unary, UnaryKind),

@@ -164,3 +164,43 @@ fn deep_nesting_is_an_error() {
         assert!(e.message.contains("nested more than"), "{e}");
     }
 }
+
+/// Sequences, optionals and strings in types, string constants and a
+/// string table attribute round-trip.
+#[test]
+fn sequence_optional_and_string_types_round_trip() {
+    let text = r#"rlx-ir 2
+graph {
+  %0 = input "s" : seq f32[N]
+  %1 = input "o" : opt seq i64[]
+  %2 = input "t" : string[2]
+  %3 = sequence_length(%0) : i64[]  # SequenceLength_0
+  %4 = optional_has_element(%1) : bool[]  # OptionalHasElement_1
+  %5 = constant string[2] ["a", "b \"c\""] : string[2]
+  %6 = string_equal(%2, %5) : bool[2]  # Equal_2
+  %7 = string_map(%2) {keys=string[2] ["x", "y"], values=i64[2] [1, 2], default=i64[] [-1]} : i64[2]  # LabelEncoder_3
+  output "n" = %3
+  output "h" = %4
+  output "e" = %6
+  output "m" = %7
+}
+"#;
+    let g = parse_graph(text).unwrap();
+    assert_eq!(print_graph(&g), text);
+    crate::verify(&g, None).unwrap();
+}
+
+/// Ops that take tensors of numbers refuse sequences and strings at inference.
+#[test]
+fn plain_ops_refuse_sequences_and_strings() {
+    for (ty, want) in [
+        ("seq f32[3]", "is a sequence; `relu` takes tensors"),
+        ("string[3]", "`relu` takes no strings"),
+    ] {
+        let text = format!(
+            "rlx-ir 2\ngraph {{\n  %0 = input \"x\" : {ty}\n  %1 = relu(%0) : f32[3]\n  output \"y\" = %1\n}}\n"
+        );
+        let e = crate::infer_graph(&mut parse_graph(&text).unwrap(), None).unwrap_err();
+        assert!(e.to_string().contains(want), "{ty}: {e}");
+    }
+}

@@ -10,6 +10,9 @@ odd_output_names.onnx: outputs named `y/1`, `y_1` and `y:1`, which the same
 strided_neck.onnx: five stride-2 pools and a 2x upsample added back, on an
   input whose height and width are symbolic: the dims a detector's neck makes,
   which the IR text names instead of printing them whole.
+words_and_sequence.onnx: string input compared with a 100-string initializer
+  (a string weight), and a sequence input appended to and counted: `run`
+  reads and writes strings (.npy) and sequences (.npz), through an artifact.
 
 Run: python3 tests/data/cli/make_models.py (onnx 1.22).
 """
@@ -99,7 +102,33 @@ def odd_output_names():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def words_and_sequence():
+    # 100 strings: past the importer's inline limit, so the table is a weight
+    # (the artifact must store strings).
+    words = numpy_helper.from_array(np.array([f"w{i}" for i in range(100)], dtype=object), "words")
+    g = helper.make_graph(
+        [
+            helper.make_node("Equal", ["x", "words"], ["same"], name="match"),
+            helper.make_node("SequenceInsert", ["s", "t"], ["s2"], name="append"),
+            helper.make_node("SequenceLength", ["s2"], ["n"], name="count"),
+        ],
+        "words_and_sequence",
+        [
+            helper.make_tensor_value_info("x", TensorProto.STRING, [100]),
+            helper.make_tensor_sequence_value_info("s", TensorProto.INT64, None),
+            helper.make_tensor_value_info("t", TensorProto.INT64, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("same", TensorProto.BOOL, [100]),
+            helper.make_tensor_sequence_value_info("s2", TensorProto.INT64, None),
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+        ],
+        [words],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 for name, m in [("odd_output_names", odd_output_names()), ("token_table", token_table()), ("strided_neck", strided_neck()),
-                ("narrow_weights", narrow_weights())]:
+                ("narrow_weights", narrow_weights()), ("words_and_sequence", words_and_sequence())]:
     onnx.checker.check_model(m)
     onnx.save(m, os.path.join(HERE, f"{name}.onnx"))

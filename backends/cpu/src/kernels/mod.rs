@@ -12,6 +12,7 @@ pub mod gemm;
 mod gemv;
 pub mod generators;
 pub mod grid;
+pub mod image;
 pub mod indexing;
 pub mod int8_gemm;
 pub mod layout;
@@ -79,6 +80,7 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
         Op::StringEqual(_) => strings::equal,
         Op::StringMap(_) => strings::map,
         Op::TfIdfVectorizer(_) => tfidf::tfidf,
+        Op::ImageDecoder(_) => image::image_decoder,
         _ => return None,
     })
 }
