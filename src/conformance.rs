@@ -291,7 +291,11 @@ fn compare_held(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, Str
     }
     if let (Some(g), Some(w)) = (got.strings(), want.strings()) {
         if got.dims() != want.dims() {
-            return Err(format!("shape {:?} differs from the expected {:?}", got.dims(), want.dims()));
+            return Err(format!(
+                "shape {:?} differs from the expected {:?}",
+                got.dims(),
+                want.dims()
+            ));
         }
         let bad = g.iter().zip(w).filter(|(a, b)| a != b).count();
         return Ok(Diff {
@@ -299,9 +303,19 @@ fn compare_held(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<Diff, Str
             ..exact(true, g.len())
         });
     }
+    if let (Some((gk, gv)), Some((wk, wv))) = (got.map_entries(), want.map_entries()) {
+        if !gk.bit_eq(wk) {
+            return Err(format!("map keys {gk:?} differ from the expected {wk:?}"));
+        }
+        return compare(gv, wv, tol);
+    }
     if let (Some(g), Some(w)) = (got.elements(), want.elements()) {
         if g.len() != w.len() {
-            return Err(format!("a sequence of {} elements, expected {}", g.len(), w.len()));
+            return Err(format!(
+                "a sequence of {} elements, expected {}",
+                g.len(),
+                w.len()
+            ));
         }
         let mut all = exact(true, 0);
         for (i, (a, b)) in g.iter().zip(w).enumerate() {

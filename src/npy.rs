@@ -258,7 +258,11 @@ fn unicode(bytes: &[u8], dims: &[usize], width: &str, p: &str) -> Result<Tensor,
         .checked_mul(width)
         .and_then(|c| c.checked_mul(4))
         .filter(|&b| b <= bytes.len())
-        .ok_or_else(|| io(format!("{n} strings of {width} characters do not fit the file")))?;
+        .ok_or_else(|| {
+            io(format!(
+                "{n} strings of {width} characters do not fit the file"
+            ))
+        })?;
     let data = &bytes[bytes.len() - need..];
     let strings = data
         .chunks_exact(4 * width.max(1))
@@ -272,18 +276,30 @@ fn unicode(bytes: &[u8], dims: &[usize], width: &str, p: &str) -> Result<Tensor,
         })
         .collect::<Result<Vec<_>, _>>()?;
     // A width of 0 holds only empty strings.
-    let strings = if width == 0 { vec![String::new(); n] } else { strings };
+    let strings = if width == 0 {
+        vec![String::new(); n]
+    } else {
+        strings
+    };
     Tensor::from_strings(dims, strings).map_err(|e| io(e.to_string()))
 }
 
 /// An `.npy` file of unicode strings (`<U{longest}`).
 fn unicode_bytes(t: &Tensor, strings: &[String]) -> Vec<u8> {
-    let width = strings.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(1);
+    let width = strings
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let shape = match t.dims() {
         [d] => format!("({d},)"),
         d => format!(
             "({})",
-            d.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+            d.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let mut header =
@@ -307,6 +323,71 @@ fn unicode_bytes(t: &Tensor, strings: &[String]) -> Vec<u8> {
     out
 }
 
+/// A sequence of maps as JSON: a list of objects, keys as strings, values as
+/// numbers (`null` where not finite).
+pub fn maps_to_json(maps: &[Tensor]) -> Result<String, NpyError> {
+    let bad = |m: &Tensor| NpyError::Io {
+        path: "(memory)".into(),
+        reason: format!("{m:?} is not a map of numbers"),
+    };
+    let mut out = String::from("[");
+    for (i, m) in maps.iter().enumerate() {
+        let (keys, values) = m.map_entries().ok_or_else(|| bad(m))?;
+        let keys: Vec<String> = match (keys.strings(), keys.to_i64_vec()) {
+            (Some(s), _) => s.to_vec(),
+            (None, Some(v)) => v.iter().map(i64::to_string).collect(),
+            _ => return Err(bad(m)),
+        };
+        // f32 values print as f32 (shortest round trip), not widened.
+        let values: Vec<String> = match values.as_slice::<f32>() {
+            Ok(v) if values.dtype() == DType::F32 => v
+                .iter()
+                .map(|x| json_number(*x as f64, format!("{x}")))
+                .collect(),
+            _ => values
+                .to_f64_vec()
+                .or_else(|| {
+                    values
+                        .to_i64_vec()
+                        .map(|v| v.into_iter().map(|x| x as f64).collect())
+                })
+                .ok_or_else(|| bad(m))?
+                .into_iter()
+                .map(|x| json_number(x, format!("{x}")))
+                .collect(),
+        };
+        out.push_str(if i == 0 { "\n  {" } else { ",\n  {" });
+        for (j, (k, v)) in keys.iter().zip(&values).enumerate() {
+            if j > 0 {
+                out.push_str(", ");
+            }
+            out.push('"');
+            for c in k.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push_str("\": ");
+            out.push_str(v);
+        }
+        out.push('}');
+    }
+    out.push_str("\n]\n");
+    Ok(out)
+}
+
+/// `text` for a finite number, JSON's `null` otherwise.
+fn json_number(v: f64, text: String) -> String {
+    if v.is_finite() {
+        text
+    } else {
+        "null".into()
+    }
+}
+
 /// A sequence as the bytes of an `.npz` archive: its elements in order, as
 /// `arr_0.npy`, `arr_1.npy`, ... (what numpy's `savez(*arrays)` writes).
 pub fn sequence_to_npz(elements: &[Tensor]) -> Result<Vec<u8>, NpyError> {
@@ -315,8 +396,8 @@ pub fn sequence_to_npz(elements: &[Tensor]) -> Result<Vec<u8>, NpyError> {
         reason: e,
     };
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored);
+    let options =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
     for (i, e) in elements.iter().enumerate() {
         zip.start_file(format!("arr_{i}.npy"), options)
             .map_err(|e| io(e.to_string()))?;

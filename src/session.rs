@@ -357,17 +357,14 @@ impl Session {
             )
         })?;
         m.limits.check(&g)?;
-        let concrete = g
-            .node_ids()
-            .into_iter()
-            .all(|id| {
-                // Strings, sequences and optionals have no bytes to plan: such
-                // a graph runs node by node.
-                g.node(id)
-                    .outputs
-                    .iter()
-                    .all(|t| t.shape.is_known() && t.is_plain())
-            });
+        let concrete = g.node_ids().into_iter().all(|id| {
+            // Strings, sequences and optionals have no bytes to plan: such
+            // a graph runs node by node.
+            g.node(id)
+                .outputs
+                .iter()
+                .all(|t| t.shape.is_known() && t.is_plain())
+        });
         Ok((g, weights, concrete))
     }
 
@@ -383,7 +380,7 @@ impl Session {
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
         let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
         if !concrete {
-            return Err(dynamic_shapes(Target::Wgpu));
+            return Err(dynamic_shapes(Target::Wgpu, &g));
         }
         let mem = plan_memory(&g)?;
         Ok(rlx_wgpu::plan(
@@ -402,7 +399,7 @@ impl Session {
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
         let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
         if !concrete {
-            return Err(dynamic_shapes(Target::Cuda));
+            return Err(dynamic_shapes(Target::Cuda, &g));
         }
         let mem = plan_memory(&g)?;
         let opts = rlx_cuda::PlanOptions {
@@ -440,7 +437,7 @@ impl Session {
         let target = self.model.target;
         if !concrete {
             if target != Target::Cpu {
-                return Err(dynamic_shapes(target));
+                return Err(dynamic_shapes(target, &g));
             }
             return Ok(Executable::Dynamic {
                 graph: g,
@@ -519,12 +516,21 @@ impl PlanInfo {
 }
 
 /// The error of a GPU target meeting shapes that depend on input data.
-fn dynamic_shapes(target: Target) -> Error {
-    let why =
+/// Why a graph `g` that is not static cannot run on a GPU `target`: shapes
+/// that depend on data, or values that are no tensors of numbers.
+fn dynamic_shapes(target: Target, g: &Graph) -> Error {
+    let plain = g
+        .node_ids()
+        .into_iter()
+        .all(|id| g.node(id).outputs.iter().all(rlx_ir::TensorType::is_plain));
+    let why = if plain {
+        format!("shapes depend on input data; the {target} backend runs only static schedules")
+    } else {
         format!(
-            "shapes depend on input data, or values are strings, sequences or optionals; \
-             the {target} backend runs only static schedules of tensors"
-        );
+            "the graph holds strings, sequences or optionals; the {target} backend runs \
+             tensors of numbers only"
+        )
+    };
     match target {
         Target::Cuda => Error::Cuda(rlx_cuda::CudaError::Unsupported(why)),
         _ => Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(why)),

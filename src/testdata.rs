@@ -59,7 +59,11 @@ pub fn read_value_pb(path: &Path, ty: &TensorType) -> Result<Tensor, TestDataErr
 /// Reads `dir/input_*.pb` and `dir/output_*.pb` as the values `g` takes and
 /// gives (so sequence and optional files decode as what they are).
 pub fn read_data_set_for(dir: &Path, g: &Graph) -> Result<DataSet, TestDataError> {
-    let ins: Vec<TensorType> = g.inputs().iter().map(|&i| g.node(i).outputs[0].clone()).collect();
+    let ins: Vec<TensorType> = g
+        .inputs()
+        .iter()
+        .map(|&i| g.node(i).outputs[0].clone())
+        .collect();
     let outs: Vec<TensorType> = g.outputs().iter().map(|o| g.ty(o.value).clone()).collect();
     let read = |paths: Vec<PathBuf>, types: &[TensorType]| -> Result<Vec<Tensor>, TestDataError> {
         paths

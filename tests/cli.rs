@@ -603,7 +603,13 @@ fn run_reads_and_writes_strings_and_sequences_through_an_artifact() {
     use rlx_onnx::ir::{DType, Tensor};
     let dir = tmp("strings");
     let words: Vec<String> = (0..100)
-        .map(|i| if i == 7 { "seven".into() } else { format!("w{i}") })
+        .map(|i| {
+            if i == 7 {
+                "seven".into()
+            } else {
+                format!("w{i}")
+            }
+        })
         .collect();
     let x = Tensor::from_strings(&[100], words).unwrap();
     std::fs::write(dir.join("x.npy"), rlx_onnx::npy::to_bytes(&x).unwrap()).unwrap();
@@ -611,7 +617,11 @@ fn run_reads_and_writes_strings_and_sequences_through_an_artifact() {
         Tensor::from_i64(&[3], &[1, 2, 3]).unwrap(),
         Tensor::from_i64(&[1], &[4]).unwrap(),
     ];
-    std::fs::write(dir.join("s.npz"), rlx_onnx::npy::sequence_to_npz(&elems).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("s.npz"),
+        rlx_onnx::npy::sequence_to_npz(&elems).unwrap(),
+    )
+    .unwrap();
     let t = Tensor::from_i64(&[2], &[5, 6]).unwrap();
     std::fs::write(dir.join("t.npy"), rlx_onnx::npy::to_bytes(&t).unwrap()).unwrap();
     let artifact = dir.join("m.rlx");

@@ -109,6 +109,18 @@ pub const OPS: &[&str] = &[
     "MatMulInteger",
     "CenterCropPad",
     "AffineGrid",
+    "SequenceConstruct",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceAt",
+    "SequenceLength",
+    "SplitToSequence",
+    "ConcatFromSequence",
+    "Optional",
+    "OptionalHasElement",
+    "OptionalGetElement",
+    "TfIdfVectorizer",
+    "ImageDecoder",
 ];
 
 /// Attribute names the generator draws from.
@@ -163,6 +175,13 @@ pub const ATTRS: &[&str] = &[
     "saturate",
     "block_size",
     "linear_before_reset",
+    "new_axis",
+    "min_gram_length",
+    "max_gram_length",
+    "max_skip_count",
+    "ngram_counts",
+    "ngram_indexes",
+    "pool_int64s",
 ];
 
 /// String attribute values the generator draws from.
@@ -195,6 +214,9 @@ pub const STRINGS: &[&str] = &[
     "bilinear",
     "zeros",
     "border",
+    "TF",
+    "TFIDF",
+    "Grayscale",
     "add",
     "mul",
     "max",

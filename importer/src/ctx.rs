@@ -297,7 +297,9 @@ impl<'a, 'r> NodeCtx<'a, 'r> {
         let Some(a) = self.typed(name, AttributeType::TypeProto)? else {
             return Ok(None);
         };
-        let tp = a.tp.clone().ok_or_else(|| Self::attr_err(name, "has no type"))?;
+        let tp =
+            a.tp.clone()
+                .ok_or_else(|| Self::attr_err(name, "has no type"))?;
         let vi = crate::proto::ValueInfoProto {
             name: Some(name.to_string()),
             r#type: Some(tp),

@@ -183,6 +183,20 @@ impl<'r> Importer<'r> {
             .expect("importer always has a frame while mapping")
     }
 
+    /// A map type's value tensor type and key dtype (integers or strings).
+    fn map_of(
+        m: &crate::proto::type_proto::Map,
+    ) -> Result<(&crate::proto::type_proto::Tensor, rlx_ir::DType), String> {
+        let code = m.key_type.unwrap_or(0);
+        let key = rlx_ir::DType::from_onnx_code(code)
+            .filter(|k| *k == rlx_ir::DType::Str || k.is_int())
+            .ok_or_else(|| format!("map key type {code} is not supported"))?;
+        match m.value_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(t)) => Ok((t, key)),
+            _ => Err("only maps to tensor values are supported".into()),
+        }
+    }
+
     /// The tensor type of a value-info, with fresh symbols for unnamed unknown dims.
     pub fn value_type(
         &mut self,
@@ -208,21 +222,43 @@ impl<'r> Importer<'r> {
             type_proto::Value::TensorType(t) => (t, ValueKind::Tensor),
             type_proto::Value::SequenceType(s) => match elem(&s.elem_type) {
                 Some(type_proto::Value::TensorType(t)) => (t, ValueKind::Sequence),
-                _ => return Err(err("only sequences of tensors are supported".into())),
+                Some(type_proto::Value::MapType(m)) => {
+                    let (t, key) = Self::map_of(m).map_err(err)?;
+                    (t, ValueKind::MapSequence { key })
+                }
+                _ => return Err(err("only sequences of tensors or maps are supported".into())),
             },
             type_proto::Value::OptionalType(o) => match elem(&o.elem_type) {
                 Some(type_proto::Value::TensorType(t)) => (t, ValueKind::Optional),
                 Some(type_proto::Value::SequenceType(s)) => match elem(&s.elem_type) {
                     Some(type_proto::Value::TensorType(t)) => (t, ValueKind::OptionalSequence),
-                    _ => return Err(err("only optional sequences of tensors are supported".into())),
+                    _ => {
+                        return Err(err(
+                            "only optional sequences of tensors are supported".into()
+                        ))
+                    }
                 },
-                _ => return Err(err("only optionals of tensors or sequences are supported".into())),
+                _ => {
+                    return Err(err(
+                        "only optionals of tensors or sequences are supported".into()
+                    ))
+                }
             },
-            type_proto::Value::MapType(_) => return Err(err("map types are not supported".into())),
+            type_proto::Value::MapType(m) => {
+                let (t, key) = Self::map_of(m).map_err(err)?;
+                (t, ValueKind::Map { key })
+            }
             type_proto::Value::SparseTensorType(_) => {
                 return Err(err("sparse tensors are not supported".into()))
             }
         };
+        if matches!(kind, ValueKind::Map { .. } | ValueKind::MapSequence { .. }) {
+            // A map's values are scalars.
+            let code = tt.elem_type.unwrap_or(0);
+            let dtype = rlx_ir::DType::from_onnx_code(code)
+                .ok_or_else(|| err(format!("map value type {code} is not supported")))?;
+            return Ok(TensorType::new(dtype, Shape::scalar()).with_kind(kind));
+        }
         if kind != ValueKind::Tensor && tt.shape.is_none() {
             // Elements of unknown rank: their shapes are only known as the
             // graph runs node by node, where every op infers from its values.

@@ -9,7 +9,7 @@ use rlx_ir::tensor::{checked_numel, AlignedBuf};
 use rlx_ir::{Bytes, DType, Tensor, TensorType, ValueKind};
 
 use crate::error::TensorError;
-use crate::proto::{OptionalProto, SequenceProto, TensorProto};
+use crate::proto::{MapProto, OptionalProto, SequenceProto, TensorProto};
 
 /// Resolves and memory-maps external data files, once per file.
 #[derive(Default)]
@@ -149,7 +149,9 @@ pub fn tensor_from_proto(tp: &TensorProto, ext: &mut ExternalData) -> Result<Ten
         let strings = tp
             .string_data
             .iter()
-            .map(|b| String::from_utf8(b.clone()).map_err(|_| data_err("a string is not UTF-8".into())))
+            .map(|b| {
+                String::from_utf8(b.clone()).map_err(|_| data_err("a string is not UTF-8".into()))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         return Tensor::from_strings(&dims, strings).map_err(|e| data_err(e.to_string()));
     }
@@ -244,11 +246,28 @@ pub fn value_from_pb(bytes: &[u8], ty: &TensorType) -> Result<Tensor, TensorErro
     match ty.kind {
         ValueKind::Tensor => tensor_from_pb(bytes),
         ValueKind::Sequence => {
-            let sp = SequenceProto::decode(bytes).map_err(|e| bad("SequenceProto", e.to_string()))?;
+            let sp =
+                SequenceProto::decode(bytes).map_err(|e| bad("SequenceProto", e.to_string()))?;
             sequence_from_proto(&sp, ty.dtype)
         }
+        ValueKind::MapSequence { key } => {
+            let sp =
+                SequenceProto::decode(bytes).map_err(|e| bad("SequenceProto", e.to_string()))?;
+            let maps = sp
+                .map_values
+                .iter()
+                .map(|m| map_from_proto(m, key, ty.dtype))
+                .collect::<Result<Vec<_>, _>>()?;
+            Tensor::map_sequence(key, ty.dtype, maps)
+                .map_err(|e| bad("sequence of maps", e.to_string()))
+        }
+        ValueKind::Map { key } => {
+            let mp = MapProto::decode(bytes).map_err(|e| bad("MapProto", e.to_string()))?;
+            map_from_proto(&mp, key, ty.dtype)
+        }
         ValueKind::Optional | ValueKind::OptionalSequence => {
-            let op = OptionalProto::decode(bytes).map_err(|e| bad("OptionalProto", e.to_string()))?;
+            let op =
+                OptionalProto::decode(bytes).map_err(|e| bad("OptionalProto", e.to_string()))?;
             let mut ext = ExternalData::new(None);
             match (&op.tensor_value, &op.sequence_value, ty.kind) {
                 (Some(t), None, ValueKind::Optional) => tensor_from_proto(t, &mut ext),
@@ -261,6 +280,43 @@ pub fn value_from_pb(bytes: &[u8], ty: &TensorType) -> Result<Tensor, TensorErro
             }
         }
     }
+}
+
+/// A map from `key` to scalars of `dtype`: its keys (`keys` or
+/// `string_keys`) and a sequence of scalar values.
+fn map_from_proto(mp: &MapProto, key: DType, dtype: DType) -> Result<Tensor, TensorError> {
+    let err = |reason: String| TensorError::Data {
+        name: mp.name.clone().unwrap_or_default(),
+        reason,
+    };
+    let keys = if key == DType::Str {
+        let s = mp
+            .string_keys
+            .iter()
+            .map(|b| String::from_utf8(b.clone()).map_err(|_| err("a key is not UTF-8".into())))
+            .collect::<Result<Vec<_>, _>>()?;
+        Tensor::from_strings(&[s.len()], s)
+    } else {
+        Tensor::from_i64(&[mp.keys.len()], &mp.keys)
+    }
+    .map_err(|e| err(e.to_string()))?;
+    let seq = mp
+        .values
+        .as_ref()
+        .ok_or_else(|| err("a map without values".into()))?;
+    let mut ext = ExternalData::new(None);
+    let mut bytes = Vec::new();
+    for t in &seq.tensor_values {
+        let v = tensor_from_proto(t, &mut ext)?;
+        if v.dtype() != dtype || v.numel() != 1 {
+            return Err(err(format!("a map value is {}, not one {dtype}", v.ty())));
+        }
+        bytes.extend_from_slice(v.bytes());
+    }
+    let n = seq.tensor_values.len();
+    let values =
+        Tensor::new(dtype, vec![n], Bytes::copy_from(&bytes)).map_err(|e| err(e.to_string()))?;
+    Tensor::map(keys, values).map_err(|e| err(e.to_string()))
 }
 
 /// A sequence of tensors of `dtype` (the declared one, for empty sequences).
@@ -384,10 +440,18 @@ mod tests {
             p.raw_data = Some(vec![0; 4]);
             assert!(tensor_from_proto(&p, &mut ext).is_err());
         }
-        let p = proto(8, &[1]);
+        // Strings: as many as the dims say, UTF-8.
+        let mut p = proto(8, &[2]);
+        assert!(tensor_from_proto(&p, &mut ext).is_err());
+        p.string_data = vec![b"ab".to_vec(), vec![0xff]];
+        assert!(tensor_from_proto(&p, &mut ext).is_err());
+        p.string_data[1] = "日本".as_bytes().to_vec();
+        let t = tensor_from_proto(&p, &mut ext).unwrap();
+        assert_eq!(t.strings().unwrap(), ["ab", "日本"]);
+        let p = proto(0, &[1]);
         assert!(matches!(
             tensor_from_proto(&p, &mut ext),
-            Err(TensorError::DType { code: 8, .. })
+            Err(TensorError::DType { code: 0, .. })
         ));
     }
 }

@@ -144,6 +144,9 @@ fn capture_layout(op: &Op) -> Option<(usize, usize)> {
             usize::try_from(s.num_state.saturating_add(s.num_scan_inputs)).unwrap_or(0),
             0,
         )),
+        // Every input: the mapped sequences (one element each), the whole
+        // tensors and the captures.
+        Op::SequenceMap(_) => Some((0, 0)),
         _ => None,
     }
 }
@@ -203,7 +206,14 @@ fn refresh_subgraphs(
         for (k, input) in ins.iter().enumerate() {
             let outer_port = k + offset;
             if outer_port >= first && outer_port < outer.len() {
-                sub.node_mut(*input).outputs = vec![outer[outer_port].clone()];
+                let mut t = outer[outer_port].clone();
+                // A body that takes one element of a sequence sees its element type.
+                if t.kind == crate::ValueKind::Sequence
+                    && sub.node(*input).outputs[0].kind == crate::ValueKind::Tensor
+                {
+                    t.kind = crate::ValueKind::Tensor;
+                }
+                sub.node_mut(*input).outputs = vec![t];
             }
         }
     }

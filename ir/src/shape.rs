@@ -101,6 +101,15 @@ pub enum ValueKind {
     Sequence,
     Optional,
     OptionalSequence,
+    /// A map from keys of dtype `key` to scalars of the type's dtype (ONNX's
+    /// `map_type`, which ai.onnx.ml's DictVectorizer takes).
+    Map {
+        key: DType,
+    },
+    /// A sequence of such maps (ai.onnx.ml ZipMap's output).
+    MapSequence {
+        key: DType,
+    },
 }
 
 impl ValueKind {
@@ -183,19 +192,21 @@ impl TensorType {
 
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.kind.prefix())?;
+        f.write_str(&self.kind.prefix())?;
         write!(f, "{}{}", self.dtype, self.shape)
     }
 }
 
 impl ValueKind {
     /// The words the text form writes before a type of this kind.
-    pub fn prefix(self) -> &'static str {
+    pub fn prefix(self) -> String {
         match self {
-            ValueKind::Tensor => "",
-            ValueKind::Sequence => "seq ",
-            ValueKind::Optional => "opt ",
-            ValueKind::OptionalSequence => "opt seq ",
+            ValueKind::Tensor => String::new(),
+            ValueKind::Sequence => "seq ".into(),
+            ValueKind::Optional => "opt ".into(),
+            ValueKind::OptionalSequence => "opt seq ".into(),
+            ValueKind::Map { key } => format!("map({key}) "),
+            ValueKind::MapSequence { key } => format!("seq map({key}) "),
         }
     }
 }

@@ -32,7 +32,10 @@ pub enum TensorError {
     #[error("{got} strings for a tensor of shape {dims:?}")]
     Count { dims: Vec<usize>, got: usize },
     #[error("a sequence of {expected} cannot hold a {got}")]
-    Element { expected: TensorType, got: TensorType },
+    Element {
+        expected: TensorType,
+        got: TensorType,
+    },
 }
 
 /// Backing storage of a tensor's bytes.
@@ -181,7 +184,10 @@ pub struct Tensor {
 enum Held {
     Bytes,
     Strings(Arc<[String]>),
-    Sequence(Arc<[Tensor]>),
+    /// Elements, and the key dtype when they are maps.
+    Sequence(Arc<[Tensor]>, Option<DType>),
+    /// A map: 1-D keys (integers or strings) and values of equal length.
+    Map(Arc<(Tensor, Tensor)>),
     /// An optional without a value, of this kind (optional or optional sequence).
     Absent(ValueKind),
 }
@@ -239,9 +245,30 @@ impl Tensor {
 
     /// A sequence of tensors of `dtype` (strings included; no nested sequences).
     pub fn sequence(dtype: DType, elements: Vec<Tensor>) -> Result<Tensor, TensorError> {
+        Tensor::sequence_of(dtype, None, elements)
+    }
+
+    /// A sequence of maps from `key` to scalars of `dtype`.
+    pub fn map_sequence(
+        key: DType,
+        dtype: DType,
+        maps: Vec<Tensor>,
+    ) -> Result<Tensor, TensorError> {
+        Tensor::sequence_of(dtype, Some(key), maps)
+    }
+
+    fn sequence_of(
+        dtype: DType,
+        key: Option<DType>,
+        elements: Vec<Tensor>,
+    ) -> Result<Tensor, TensorError> {
+        let want = match key {
+            Some(key) => ValueKind::Map { key },
+            None => ValueKind::Tensor,
+        };
         if let Some(e) = elements
             .iter()
-            .find(|e| e.dtype != dtype || e.kind() != ValueKind::Tensor)
+            .find(|e| e.dtype != dtype || e.kind() != want)
         {
             return Err(TensorError::Element {
                 expected: TensorType::new(dtype, Shape::scalar()).with_kind(ValueKind::Tensor),
@@ -252,8 +279,38 @@ impl Tensor {
             dtype,
             dims: Vec::new(),
             data: Bytes::copy_from(&[]),
-            held: Held::Sequence(elements.into()),
+            held: Held::Sequence(elements.into(), key),
         })
+    }
+
+    /// A map from `keys` (1-D integers or strings) to `values` (1-D, as many).
+    pub fn map(keys: Tensor, values: Tensor) -> Result<Tensor, TensorError> {
+        let ok = keys.dims().len() == 1
+            && values.dims() == keys.dims()
+            && keys.kind() == ValueKind::Tensor
+            && values.is_plain()
+            && (keys.dtype == DType::Str || keys.dtype.is_int());
+        if !ok {
+            return Err(TensorError::Element {
+                expected: TensorType::new(values.dtype, Shape::scalar())
+                    .with_kind(ValueKind::Map { key: keys.dtype }),
+                got: values.ty(),
+            });
+        }
+        Ok(Tensor {
+            dtype: values.dtype,
+            dims: Vec::new(),
+            data: Bytes::copy_from(&[]),
+            held: Held::Map(Arc::new((keys, values))),
+        })
+    }
+
+    /// The keys and values of a map.
+    pub fn map_entries(&self) -> Option<(&Tensor, &Tensor)> {
+        match &self.held {
+            Held::Map(kv) => Some((&kv.0, &kv.1)),
+            _ => None,
+        }
     }
 
     /// An optional without a value, of `dtype`; `kind` is the optional's kind
@@ -272,7 +329,9 @@ impl Tensor {
     pub fn kind(&self) -> ValueKind {
         match &self.held {
             Held::Bytes | Held::Strings(_) => ValueKind::Tensor,
-            Held::Sequence(_) => ValueKind::Sequence,
+            Held::Sequence(_, None) => ValueKind::Sequence,
+            Held::Sequence(_, Some(key)) => ValueKind::MapSequence { key: *key },
+            Held::Map(kv) => ValueKind::Map { key: kv.0.dtype },
             Held::Absent(k) => *k,
         }
     }
@@ -293,7 +352,7 @@ impl Tensor {
     /// The elements of a sequence.
     pub fn elements(&self) -> Option<&[Tensor]> {
         match &self.held {
-            Held::Sequence(s) => Some(s),
+            Held::Sequence(s, _) => Some(s),
             _ => None,
         }
     }
@@ -364,12 +423,17 @@ impl Tensor {
     /// shape is a scalar's.
     pub fn ty(&self) -> TensorType {
         match &self.held {
-            Held::Sequence(elems) => {
+            Held::Sequence(_, Some(key)) => TensorType::new(self.dtype, Shape::scalar())
+                .with_kind(ValueKind::MapSequence { key: *key }),
+            Held::Sequence(elems, None) => {
                 let dims = elems.first().map_or(&[][..], |e| e.dims());
                 let shape = (0..dims.len())
                     .map(|i| {
                         let d = dims[i];
-                        if elems.iter().all(|e| e.dims().get(i) == Some(&d) && e.dims().len() == dims.len()) {
+                        if elems
+                            .iter()
+                            .all(|e| e.dims().get(i) == Some(&d) && e.dims().len() == dims.len())
+                        {
                             crate::Dim::from(d)
                         } else {
                             crate::Dim::sym(&format!("?{i}"))
@@ -469,13 +533,16 @@ impl Tensor {
         let held = match (&self.held, &other.held) {
             (Held::Bytes, Held::Bytes) => true,
             (Held::Strings(a), Held::Strings(b)) => a == b,
-            (Held::Sequence(a), Held::Sequence(b)) => {
-                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.bit_eq(y))
+            (Held::Sequence(a, ka), Held::Sequence(b, kb)) => {
+                ka == kb && a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.bit_eq(y))
             }
+            (Held::Map(a), Held::Map(b)) => a.0.bit_eq(&b.0) && a.1.bit_eq(&b.1),
             (Held::Absent(a), Held::Absent(b)) => a == b,
             _ => false,
         };
-        held && self.dtype == other.dtype && self.dims == other.dims && self.bytes() == other.bytes()
+        held && self.dtype == other.dtype
+            && self.dims == other.dims
+            && self.bytes() == other.bytes()
     }
 }
 
@@ -496,7 +563,9 @@ impl fmt::Debug for Tensor {
                 self.data.len()
             ),
             Held::Strings(s) => write!(f, "Tensor(string{:?}, {s:?})", self.dims),
-            Held::Sequence(e) => write!(f, "Sequence({}, {e:?})", self.dtype),
+            Held::Sequence(e, None) => write!(f, "Sequence({}, {e:?})", self.dtype),
+            Held::Sequence(e, Some(k)) => write!(f, "Sequence(map({k}) {}, {e:?})", self.dtype),
+            Held::Map(kv) => write!(f, "Map({:?} -> {:?})", kv.0, kv.1),
             Held::Absent(k) => write!(f, "None({}{})", k.prefix(), self.dtype),
         }
     }

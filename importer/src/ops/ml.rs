@@ -30,6 +30,7 @@ pub fn register(r: &mut Registry) {
     r.add_in(ML, "LabelEncoder", 2, label_encoder);
     r.add_in(ML, "FeatureVectorizer", 1, feature_vectorizer);
     r.add_in(ML, "CategoryMapper", 1, category_mapper);
+    r.add_in(ML, "ZipMap", 1, zip_map);
 }
 
 fn err(cx: &NodeCtx, reason: impl Into<String>) -> MapError {
@@ -458,9 +459,14 @@ fn one_hot_encoder(cx: &mut NodeCtx) -> Result<(), MapError> {
 /// where no key matches. Integer and float keys and values.
 fn label_encoder(cx: &mut NodeCtx) -> Result<(), MapError> {
     let x = cx.req(0)?;
-    let strings = ["keys_strings", "values_strings", "keys_tensor", "values_tensor"]
-        .iter()
-        .any(|a| cx.has_attr(a));
+    let strings = [
+        "keys_strings",
+        "values_strings",
+        "keys_tensor",
+        "values_tensor",
+    ]
+    .iter()
+    .any(|a| cx.has_attr(a));
     if strings || cx.dtype(x) == DType::Str {
         return label_map(cx, x);
     }
@@ -559,11 +565,15 @@ fn label_map(cx: &mut NodeCtx, x: rlx_ir::Value) -> Result<(), MapError> {
     let keys = table(cx, "key")?;
     let values = table(cx, "value")?;
     let default = match cx.attr_t("default_tensor")? {
-        Some(t) => t.reshaped(Vec::new()).map_err(|e| MapError::Unsupported(e.to_string()))?,
+        Some(t) => t
+            .reshaped(Vec::new())
+            .map_err(|e| MapError::Unsupported(e.to_string()))?,
         None => match values.dtype() {
             DType::Str => Tensor::from_strings(
                 &[],
-                vec![cx.attr_s("default_string")?.unwrap_or_else(|| "_Unused".into())],
+                vec![cx
+                    .attr_s("default_string")?
+                    .unwrap_or_else(|| "_Unused".into())],
             ),
             DType::I64 => Tensor::from_i64(&[], &[cx.attr_i("default_int64", -1)?]),
             DType::F32 => Tensor::from_f32(&[], &[cx.attr_f("default_float", -0.0)?]),
@@ -591,8 +601,10 @@ fn label_map(cx: &mut NodeCtx, x: rlx_ir::Value) -> Result<(), MapError> {
 /// `default_int64` / `default_string`.
 fn category_mapper(cx: &mut NodeCtx) -> Result<(), MapError> {
     let x = cx.req(0)?;
-    let (Some(strings), Some(ints)) = (cx.attr_strings("cats_strings")?, cx.attr_ints("cats_int64s")?)
-    else {
+    let (Some(strings), Some(ints)) = (
+        cx.attr_strings("cats_strings")?,
+        cx.attr_ints("cats_int64s")?,
+    ) else {
         return cx.unsupported("CategoryMapper needs cats_strings and cats_int64s");
     };
     let n = strings.len();
@@ -603,7 +615,9 @@ fn category_mapper(cx: &mut NodeCtx) -> Result<(), MapError> {
         });
     }
     let default_int = cx.attr_i("default_int64", -1)?;
-    let default_string = cx.attr_s("default_string")?.unwrap_or_else(|| "_Unused".into());
+    let default_string = cx
+        .attr_s("default_string")?
+        .unwrap_or_else(|| "_Unused".into());
     let bad = |e: rlx_ir::tensor::TensorError| MapError::Unsupported(e.to_string());
     let s = Tensor::from_strings(&[n], strings).map_err(bad)?;
     let i = Tensor::from_i64(&[n], &ints).map_err(bad)?;
@@ -621,6 +635,28 @@ fn category_mapper(cx: &mut NodeCtx) -> Result<(), MapError> {
         d => return cx.unsupported(format!("CategoryMapper input of {d} (strings or i64)")),
     };
     let y = cx.add1(map, &[x])?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// Each row of class scores as a map from the class labels to the scores
+/// (skl2onnx's default classifier output).
+fn zip_map(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let bad = |e: rlx_ir::tensor::TensorError| MapError::Unsupported(e.to_string());
+    let labels = match (
+        cx.attr_strings("classlabels_strings")?,
+        cx.attr_ints("classlabels_int64s")?,
+    ) {
+        (Some(s), None) => Tensor::from_strings(&[s.len()], s).map_err(bad)?,
+        (None, Some(i)) => Tensor::from_i64(&[i.len()], &i).map_err(bad)?,
+        _ => {
+            return cx.unsupported(
+                "ZipMap needs exactly one of classlabels_strings and classlabels_int64s",
+            )
+        }
+    };
+    let x = cx.req(0)?;
+    let y = cx.add1(rlx_ir::ops::ZipMap { labels }, &[x])?;
     cx.set_output(0, y);
     Ok(())
 }

@@ -121,7 +121,9 @@ fn optional(cx: &mut NodeCtx) -> Result<(), MapError> {
         (None, Some(t)) => {
             return cx.unsupported(format!("an optional of an optional ({t})"));
         }
-        (None, None) => return cx.unsupported("Optional without an input needs the attribute type"),
+        (None, None) => {
+            return cx.unsupported("Optional without an input needs the attribute type")
+        }
     };
     plain(cx, op)
 }

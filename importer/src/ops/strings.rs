@@ -94,17 +94,26 @@ fn tfidf_vectorizer(cx: &mut NodeCtx) -> Result<(), MapError> {
     let min_gram = required(cx, "min_gram_length")?;
     let max_gram = required(cx, "max_gram_length")?;
     let max_skip = required(cx, "max_skip_count")?;
-    let mode = match cx.attr_choice("mode", "", &["TF", "IDF", "TFIDF"])?.as_str() {
+    let mode = match cx
+        .attr_choice("mode", "", &["TF", "IDF", "TFIDF"])?
+        .as_str()
+    {
         "TF" => TfIdfMode::Tf,
         "IDF" => TfIdfMode::Idf,
         _ => TfIdfMode::TfIdf,
     };
     let ngram_counts = cx.attr_ints("ngram_counts")?.unwrap_or_default();
     let ngram_indexes = cx.attr_ints("ngram_indexes")?.unwrap_or_default();
-    let pool = match (cx.attr_ints("pool_int64s")?, cx.attr_strings("pool_strings")?) {
+    let pool = match (
+        cx.attr_ints("pool_int64s")?,
+        cx.attr_strings("pool_strings")?,
+    ) {
         (Some(p), None) => Tensor::from_i64(&[p.len()], &p),
         (None, Some(p)) => Tensor::from_strings(&[p.len()], p),
-        _ => return cx.unsupported("TfIdfVectorizer needs exactly one of pool_int64s and pool_strings"),
+        _ => {
+            return cx
+                .unsupported("TfIdfVectorizer needs exactly one of pool_int64s and pool_strings")
+        }
     }
     .map_err(|e| MapError::Unsupported(e.to_string()))?;
     let weights = cx.attr_floats("weights")?.unwrap_or_default();
@@ -129,7 +138,10 @@ fn tfidf_vectorizer(cx: &mut NodeCtx) -> Result<(), MapError> {
 
 fn image_decoder(cx: &mut NodeCtx) -> Result<(), MapError> {
     use rlx_ir::ops::{ImageDecoder, PixelFormat};
-    let pixel_format = match cx.attr_choice("pixel_format", "RGB", &["RGB", "BGR", "Grayscale"])?.as_str() {
+    let pixel_format = match cx
+        .attr_choice("pixel_format", "RGB", &["RGB", "BGR", "Grayscale"])?
+        .as_str()
+    {
         "BGR" => PixelFormat::Bgr,
         "Grayscale" => PixelFormat::Grayscale,
         _ => PixelFormat::Rgb,

@@ -14,8 +14,8 @@ use rlx_ir::ops::{
 };
 use rlx_ir::{DType, Tensor, Value};
 
-use super::ml::{floats_f64, post_transform, post_transform_attr};
 use super::labels::Labels;
+use super::ml::{floats_f64, post_transform, post_transform_attr};
 use super::{binary, cast, unsqueeze};
 use crate::ctx::NodeCtx;
 use crate::error::MapError;

@@ -83,7 +83,13 @@ impl OpDef for If {
         let kinds: Vec<_> = t
             .iter()
             .zip(&e)
-            .map(|(a, b)| if a.kind == b.kind { a.kind } else { a.kind.optional() })
+            .map(|(a, b)| {
+                if a.kind == b.kind {
+                    a.kind
+                } else {
+                    a.kind.optional()
+                }
+            })
             .collect();
         let mut out = Vec::new();
         for (i, (a, b)) in t.into_iter().zip(e).enumerate() {

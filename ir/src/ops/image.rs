@@ -26,7 +26,11 @@ impl OpDef for ImageDecoder {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(0, &[DType::U8])?;
         cx.expect_rank(0, 1)?;
-        let c = if self.pixel_format == PixelFormat::Grayscale { 1 } else { 3 };
+        let c = if self.pixel_format == PixelFormat::Grayscale {
+            1
+        } else {
+            3
+        };
         Ok(vec![TensorType::new(
             DType::U8,
             Shape(vec![cx.fresh(0, 0), cx.fresh(0, 1), Dim::Known(c)]),

@@ -316,6 +316,7 @@ define_ops! {
         StringMap(StringMap) = "string_map",
         TfIdfVectorizer(TfIdfVectorizer) = "tfidf_vectorizer",
         ImageDecoder(ImageDecoder) = "image_decoder",
+        ZipMap(ZipMap) = "zip_map",
     }
     kinded {
         Unary(Unary, UnaryKind),

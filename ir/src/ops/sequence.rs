@@ -1,6 +1,7 @@
 //! Sequences and optionals: SequenceConstruct/Empty/Insert/Erase/At/Length,
 //! SplitToSequence, ConcatFromSequence, SequenceMap, Optional,
-//! OptionalHasElement and OptionalGetElement.
+//! OptionalHasElement and OptionalGetElement, and ai.onnx.ml ZipMap (rows
+//! to a sequence of maps).
 //!
 //! A sequence's type is its elements' dtype and a shape they share, symbolic
 //! where they differ; the shape is a hint (ONNX lets elements differ in
@@ -12,6 +13,7 @@ use crate::dtype::DType;
 use crate::graph::Graph;
 use crate::op_attrs;
 use crate::shape::{Shape, TensorType, ValueKind};
+use crate::tensor::Tensor;
 
 /// Requires input `port` to be a sequence (or, with `optional`, an optional sequence).
 fn expect_kind(cx: &InferCx, port: usize, kinds: &[ValueKind]) -> Result<(), InferError> {
@@ -24,7 +26,11 @@ fn expect_kind(cx: &InferCx, port: usize, kinds: &[ValueKind]) -> Result<(), Inf
             format!(
                 "is a {}, expected {}",
                 kind_name(k),
-                kinds.iter().map(|k| kind_name(*k)).collect::<Vec<_>>().join(" or ")
+                kinds
+                    .iter()
+                    .map(|k| kind_name(*k))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             ),
         ))
     }
@@ -37,6 +43,8 @@ pub fn kind_name(k: ValueKind) -> &'static str {
         ValueKind::Sequence => "sequence",
         ValueKind::Optional => "optional tensor",
         ValueKind::OptionalSequence => "optional sequence",
+        ValueKind::Map { .. } => "map",
+        ValueKind::MapSequence { .. } => "sequence of maps",
     }
 }
 
@@ -188,7 +196,11 @@ impl OpDef for SplitToSequence {
         }
         let mut dims = cx.shape(0).0.clone();
         if cx.has(1) || self.keepdims {
-            dims[axis] = if cx.has(1) { cx.fresh(0, axis) } else { Dim::Known(1) };
+            dims[axis] = if cx.has(1) {
+                cx.fresh(0, axis)
+            } else {
+                Dim::Known(1)
+            };
         } else {
             dims.remove(axis);
         }
@@ -277,12 +289,17 @@ impl OpDef for Optional {
             } else {
                 ValueKind::Optional
             };
-            return Ok(vec![TensorType::new(self.dtype, Shape::scalar()).with_kind(kind)]);
+            return Ok(vec![
+                TensorType::new(self.dtype, Shape::scalar()).with_kind(kind)
+            ]);
         }
         expect_kind(cx, 0, &[ValueKind::Tensor, ValueKind::Sequence])?;
         let t = cx.ty(0);
         if t.dtype != self.dtype || (t.kind == ValueKind::Sequence) != self.sequence {
-            return Err(value_err(0, format!("is a {t}, not the optional's element type")));
+            return Err(value_err(
+                0,
+                format!("is a {t}, not the optional's element type"),
+            ));
         }
         Ok(vec![t.clone().with_kind(t.kind.optional())])
     }
@@ -314,6 +331,47 @@ impl OpDef for OptionalGetElement {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         let t = cx.ty(0);
         Ok(vec![t.clone().with_kind(t.kind.unwrapped())])
+    }
+}
+
+op_attrs! {
+    /// ai.onnx.ml ZipMap: each row of a `[N, C]` (or `[C]`) f32 input as a map
+    /// from `labels` (C integers or strings) to its values; a sequence of N maps.
+    pub struct ZipMap {
+        pub labels: Tensor,
+    }
+}
+
+impl OpDef for ZipMap {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        cx.expect_dtype(0, &[DType::F32])?;
+        let key = self.labels.dtype();
+        if self.labels.dims().len() != 1 || !(key == DType::Str || key == DType::I64) {
+            return Err(attr_err("labels", "must be 1-D integers or strings"));
+        }
+        let s = cx.shape(0);
+        let c = match s.rank() {
+            1 | 2 => &s.0[s.rank() - 1],
+            r => {
+                return Err(InferError::Rank {
+                    port: 0,
+                    got: r,
+                    expected: "1 or 2".into(),
+                })
+            }
+        };
+        if c.known().is_some_and(|c| c as usize != self.labels.numel()) {
+            return Err(value_err(
+                0,
+                format!("has {c} columns for {} labels", self.labels.numel()),
+            ));
+        }
+        Ok(vec![
+            TensorType::new(DType::F32, Shape::scalar()).with_kind(ValueKind::MapSequence { key })
+        ])
     }
 }
 

@@ -40,7 +40,12 @@ impl OpDef for StringNormalizer {
         let shape = match s.rank() {
             1 => Shape(vec![cx.fresh(0, 0)]),
             2 if s.0[0].known() == Some(1) => Shape(vec![s.0[0].clone(), cx.fresh(0, 1)]),
-            _ => return Err(value_err(0, format!("has shape {s}, expected [C] or [1, C]"))),
+            _ => {
+                return Err(value_err(
+                    0,
+                    format!("has shape {s}, expected [C] or [1, C]"),
+                ))
+            }
         };
         Ok(vec![TensorType::new(DType::Str, shape)])
     }
@@ -58,7 +63,10 @@ impl OpDef for StringConcat {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         expect_strings(cx, 0)?;
         expect_strings(cx, 1)?;
-        Ok(vec![TensorType::new(DType::Str, broadcast(cx.shape(0), cx.shape(1))?)])
+        Ok(vec![TensorType::new(
+            DType::Str,
+            broadcast(cx.shape(0), cx.shape(1))?,
+        )])
     }
 }
 
@@ -118,7 +126,10 @@ impl OpDef for StringEqual {
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         expect_strings(cx, 0)?;
         expect_strings(cx, 1)?;
-        Ok(vec![TensorType::new(DType::Bool, broadcast(cx.shape(0), cx.shape(1))?)])
+        Ok(vec![TensorType::new(
+            DType::Bool,
+            broadcast(cx.shape(0), cx.shape(1))?,
+        )])
     }
 }
 
@@ -149,7 +160,10 @@ impl OpDef for StringMap {
                 ),
             ));
         }
-        Ok(vec![TensorType::new(self.values.dtype(), cx.shape(0).clone())])
+        Ok(vec![TensorType::new(
+            self.values.dtype(),
+            cx.shape(0).clone(),
+        )])
     }
 }
 
@@ -197,7 +211,10 @@ op_attrs! {
 impl TfIdfVectorizer {
     /// Output columns.
     pub fn columns(&self) -> usize {
-        self.ngram_indexes.iter().max().map_or(0, |&m| m.max(-1) + 1) as usize
+        self.ngram_indexes
+            .iter()
+            .max()
+            .map_or(0, |&m| m.max(-1) + 1) as usize
     }
 
     /// Checks the attributes against each other.
@@ -255,7 +272,13 @@ impl OpDef for TfIdfVectorizer {
         let shape = match s.rank() {
             0 | 1 => Shape(vec![cols]),
             2 => Shape(vec![s.0[0].clone(), cols]),
-            r => return Err(InferError::Rank { port: 0, got: r, expected: "1 or 2".into() }),
+            r => {
+                return Err(InferError::Rank {
+                    port: 0,
+                    got: r,
+                    expected: "1 or 2".into(),
+                })
+            }
         };
         Ok(vec![TensorType::new(DType::F32, shape)])
     }

@@ -301,14 +301,29 @@ impl<'s> Parser<'s> {
         self.list(|p| p.dim()).map(Shape)
     }
 
-    /// `[opt] [seq] dtype[shape]`.
+    /// `[opt] [seq] [map(KEY)] dtype[shape]`.
     pub fn tensor_type(&mut self) -> Result<TensorType, ParseError> {
+        let off = self.peek_token().offset;
         let opt = self.eat_ident("opt");
-        let kind = match (opt, self.eat_ident("seq")) {
-            (false, false) => ValueKind::Tensor,
-            (false, true) => ValueKind::Sequence,
-            (true, false) => ValueKind::Optional,
-            (true, true) => ValueKind::OptionalSequence,
+        let seq = self.eat_ident("seq");
+        let map = if self.eat_ident("map") {
+            self.expect('(')?;
+            let key = self.dtype()?;
+            self.expect(')')?;
+            Some(key)
+        } else {
+            None
+        };
+        let kind = match (opt, seq, map) {
+            (false, false, None) => ValueKind::Tensor,
+            (false, true, None) => ValueKind::Sequence,
+            (true, false, None) => ValueKind::Optional,
+            (true, true, None) => ValueKind::OptionalSequence,
+            (false, false, Some(key)) => ValueKind::Map { key },
+            (false, true, Some(key)) => ValueKind::MapSequence { key },
+            (true, _, Some(_)) => {
+                return Err(self.error_at(off, "an optional map is not supported".into()))
+            }
         };
         let d = self.dtype()?;
         Ok(TensorType::new(d, self.shape()?).with_kind(kind))
@@ -328,7 +343,8 @@ impl<'s> Parser<'s> {
         }
         if d == DType::Str {
             let items = self.list(|p| p.string())?;
-            return Tensor::from_strings(&dims, items).map_err(|e| self.error_at(off, e.to_string()));
+            return Tensor::from_strings(&dims, items)
+                .map_err(|e| self.error_at(off, e.to_string()));
         }
         let mut bytes: Vec<u8> = Vec::new();
         let items = self.list(|p| element(p, d))?;

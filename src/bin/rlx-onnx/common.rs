@@ -234,7 +234,10 @@ pub fn read_value(path: &Path, ty: &TensorType) -> Result<Tensor, Box<dyn std::e
     match path.extension().and_then(|e| e.to_str()) {
         Some("npy") => Ok(rlx_onnx::npy::read(path)?),
         Some("npz") if ty.kind.unwrapped() == ValueKind::Sequence => {
-            let elems = rlx_onnx::npy::read_npz(path)?.into_iter().map(|(_, t)| t).collect();
+            let elems = rlx_onnx::npy::read_npz(path)?
+                .into_iter()
+                .map(|(_, t)| t)
+                .collect();
             Ok(Tensor::sequence(ty.dtype, elems)?)
         }
         Some("pb") => Ok(rlx_onnx::testdata::read_value_pb(path, ty)?),

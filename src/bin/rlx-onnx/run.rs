@@ -2,6 +2,7 @@
 //! model (on generated inputs where none are given) and writes outputs as `.npy`
 //! (strings as numpy unicode arrays), sequences as `.npz` of their elements.
 
+use rlx_onnx::ir::ValueKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -103,8 +104,13 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             println!("output {name}: an optional without a value (no file)");
             continue;
         }
-        // A sequence is an .npz of its elements (arr_0, arr_1, ...).
+        // A sequence is an .npz of its elements (arr_0, arr_1, ...); a
+        // sequence of maps a JSON list of objects.
         let (path, bytes) = match t.elements() {
+            Some(elems) if matches!(t.kind(), ValueKind::MapSequence { .. }) => (
+                a.output_dir.join(format!("{file}.json")),
+                rlx_onnx::npy::maps_to_json(elems)?.into_bytes(),
+            ),
             Some(elems) => (
                 a.output_dir.join(format!("{file}.npz")),
                 rlx_onnx::npy::sequence_to_npz(elems)?,
@@ -122,6 +128,12 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         })?;
         match t.elements() {
+            Some(e) if matches!(t.kind(), ValueKind::MapSequence { .. }) => println!(
+                "output {name}: a sequence of {} maps to {} -> {}",
+                e.len(),
+                t.dtype(),
+                path.display()
+            ),
             Some(e) => println!(
                 "output {name}: a sequence of {} {} tensors -> {}",
                 e.len(),

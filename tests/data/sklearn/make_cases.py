@@ -55,14 +55,30 @@ def data(kind, classes=2, n=240, features=6):
 NAMES = np.array(["bird", "cat", "dog", "eel"])
 
 
-def save(name, est, kind, classes=2, names=False):
+def map_proto(row):
+    """A dict of class -> probability as a MapProto (numpy_helper.from_dict
+    does not take string keys)."""
+    m = onnx.MapProto()
+    keys = list(row)
+    if isinstance(keys[0], str):
+        m.key_type = onnx.TensorProto.STRING
+        m.string_keys.extend(k.encode() for k in keys)
+    else:
+        m.key_type = onnx.TensorProto.INT64
+        m.keys.extend(int(k) for k in keys)
+    m.values.elem_type = onnx.SequenceProto.TENSOR
+    m.values.tensor_values.extend(numpy_helper.from_array(np.array(row[k], dtype=np.float32)) for k in keys)
+    return m
+
+
+def save(name, est, kind, classes=2, names=False, zipmap=False):
     if ONLY and name not in ONLY:
         return
     x, y, test = data(kind, classes)
     if names:
         y = NAMES[y]
     est.fit(x, y)
-    options = {id(est): {"zipmap": False}} if kind == "clf" else None
+    options = {id(est): {"zipmap": False}} if kind == "clf" and not zipmap else None
     model = to_onnx(est, x[:1], options=options, target_opset={"": 17, "ai.onnx.ml": 3})
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -76,7 +92,15 @@ def save(name, est, kind, classes=2, names=False):
     onnx.save_model(model, os.path.join(d, "model.onnx"))
     onnx.save_tensor(numpy_helper.from_array(test), os.path.join(d, "test_data_set_0", "input_0.pb"))
     for i, y in enumerate(outs):
-        onnx.save_tensor(numpy_helper.from_array(np.asarray(y)), os.path.join(d, "test_data_set_0", f"output_{i}.pb"))
+        path = os.path.join(d, "test_data_set_0", f"output_{i}.pb")
+        if isinstance(y, list):
+            # ZipMap's probabilities: a sequence of maps, one per row.
+            seq = onnx.SequenceProto(elem_type=onnx.SequenceProto.MAP)
+            seq.map_values.extend(map_proto(row) for row in y)
+            with open(path, "wb") as f:
+                f.write(seq.SerializeToString())
+        else:
+            onnx.save_tensor(numpy_helper.from_array(np.asarray(y)), path)
     ops = sorted({f"{n.domain or 'ai.onnx'}:{n.op_type}" for n in model.graph.node})
     print(f"{name}: {', '.join(ops)}")
 
@@ -107,6 +131,10 @@ def main():
     save("random_forest_classifier_names_3",
          RandomForestClassifier(n_estimators=6, max_depth=4, random_state=0), "clf", classes=3, names=True)
     save("svc_rbf_names_3", make_pipeline(StandardScaler(), SVC(kernel="rbf")), "clf", classes=3, names=True)
+    # skl2onnx's default classifier output: probabilities through ZipMap.
+    save("logistic_regression_zipmap_3", LogisticRegression(max_iter=500), "clf", classes=3, zipmap=True)
+    save("random_forest_classifier_zipmap_names", RandomForestClassifier(n_estimators=6, max_depth=4, random_state=0),
+         "clf", names=True, zipmap=True)
 
 
 if __name__ == "__main__":

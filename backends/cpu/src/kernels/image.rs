@@ -10,7 +10,11 @@ use rlx_ir::{DType, Node, Tensor};
 
 use crate::kernel::{EvalCx, KernelError};
 
-pub fn image_decoder(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+pub fn image_decoder(
+    node: &Node,
+    inputs: &[Tensor],
+    cx: &EvalCx,
+) -> Result<Vec<Tensor>, KernelError> {
     let Op::ImageDecoder(op) = &node.op else {
         return Err(KernelError::Internal("not image_decoder".into()));
     };
@@ -35,7 +39,12 @@ pub fn image_decoder(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<
     let px = rgb.as_raw();
     let (c, data): (usize, Vec<u8>) = match op.pixel_format {
         PixelFormat::Rgb => (3, px.clone()),
-        PixelFormat::Bgr => (3, px.chunks_exact(3).flat_map(|p| [p[2], p[1], p[0]]).collect()),
+        PixelFormat::Bgr => (
+            3,
+            px.chunks_exact(3)
+                .flat_map(|p| [p[2], p[1], p[0]])
+                .collect(),
+        ),
         PixelFormat::Grayscale => (
             1,
             px.chunks_exact(3)

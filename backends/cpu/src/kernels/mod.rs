@@ -81,6 +81,7 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
         Op::StringMap(_) => strings::map,
         Op::TfIdfVectorizer(_) => tfidf::tfidf,
         Op::ImageDecoder(_) => image::image_decoder,
+        Op::ZipMap(_) => sequence::zip_map,
         _ => return None,
     })
 }

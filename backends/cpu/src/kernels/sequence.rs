@@ -116,7 +116,11 @@ fn plain(t: &Tensor, what: &str) -> Result<(), KernelError> {
     } else {
         Err(KernelError::Unsupported(format!(
             "{what} of {} values",
-            if t.dtype() == DType::Str { "string" } else { "non-tensor" }
+            if t.dtype() == DType::Str {
+                "string"
+            } else {
+                "non-tensor"
+            }
         )))
     }
 }
@@ -137,15 +141,18 @@ pub fn split_to_sequence(
     let sizes: Vec<usize> = match inputs.get(1).map(|s| (s.dims().len(), s.to_i64_vec())) {
         None => vec![1; n],
         Some((0, Some(v))) => {
-            let s = usize::try_from(v[0]).ok().filter(|&s| s > 0).ok_or_else(|| {
-                value(format!("split size {} is not positive", v[0]))
-            })?;
+            let s = usize::try_from(v[0])
+                .ok()
+                .filter(|&s| s > 0)
+                .ok_or_else(|| value(format!("split size {} is not positive", v[0])))?;
             (0..n.div_ceil(s)).map(|i| s.min(n - i * s)).collect()
         }
         Some((1, Some(v))) => {
             let s: Vec<usize> = v
                 .iter()
-                .map(|&s| usize::try_from(s).map_err(|_| value(format!("split size {s} is negative"))))
+                .map(|&s| {
+                    usize::try_from(s).map_err(|_| value(format!("split size {s} is negative")))
+                })
                 .collect::<Result<_, _>>()?;
             if s.iter().sum::<usize>() != n {
                 return Err(value(format!("split sizes {v:?} do not add up to {n}")));
@@ -203,7 +210,11 @@ pub fn concat_from_sequence(
     let dims = parts[0].dims().to_vec();
     let same = |p: &Tensor| {
         p.dims().len() == dims.len()
-            && p.dims().iter().zip(&dims).enumerate().all(|(i, (a, b))| i == axis || a == b)
+            && p.dims()
+                .iter()
+                .zip(&dims)
+                .enumerate()
+                .all(|(i, (a, b))| i == axis || a == b)
     };
     if let Some(bad) = parts.iter().find(|p| !same(p)) {
         return Err(value(format!(
@@ -230,7 +241,11 @@ pub fn concat_from_sequence(
     ])
 }
 
-pub fn sequence_map(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+pub fn sequence_map(
+    node: &Node,
+    inputs: &[Tensor],
+    cx: &EvalCx,
+) -> Result<Vec<Tensor>, KernelError> {
     let Op::SequenceMap(op) = &node.op else {
         return Err(internal("not sequence_map"));
     };
@@ -240,7 +255,10 @@ pub fn sequence_map(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<T
     let mapped: Vec<bool> = inputs
         .iter()
         .zip(body.inputs())
-        .map(|(t, &b)| t.kind() == ValueKind::Sequence && body.ty(rlx_ir::Value::of(b)).kind == ValueKind::Tensor)
+        .map(|(t, &b)| {
+            t.kind() == ValueKind::Sequence
+                && body.ty(rlx_ir::Value::of(b)).kind == ValueKind::Tensor
+        })
         .collect();
     let n = elements(inputs, 0)?.len();
     for (p, t) in inputs.iter().enumerate() {
@@ -257,7 +275,13 @@ pub fn sequence_map(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<T
         let args: Vec<Tensor> = inputs
             .iter()
             .zip(&mapped)
-            .map(|(t, &m)| if m { t.elements().map_or_else(|| t.clone(), |e| e[i].clone()) } else { t.clone() })
+            .map(|(t, &m)| {
+                if m {
+                    t.elements().map_or_else(|| t.clone(), |e| e[i].clone())
+                } else {
+                    t.clone()
+                }
+            })
             .collect();
         let ys = run_subgraph(body, cx, args)?;
         for (r, y) in results.iter_mut().zip(ys) {
@@ -303,4 +327,34 @@ pub fn get_element(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor
         return Err(value("the optional holds no value"));
     }
     Ok(vec![inputs[0].clone()])
+}
+
+pub fn zip_map(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+    let Op::ZipMap(op) = &node.op else {
+        return Err(internal("not zip_map"));
+    };
+    let x = &inputs[0];
+    plain(x, "zip_map")?;
+    let scores = x.as_slice::<f32>().map_err(|e| value(e.to_string()))?;
+    let c = op.labels.numel();
+    let ok = matches!(x.dims(), [n] if *n == c) || matches!(x.dims(), [_, n] if *n == c);
+    if !ok {
+        return Err(value(format!(
+            "scores of shape {:?} for {c} labels",
+            x.dims()
+        )));
+    }
+    let maps = scores
+        .chunks_exact(c.max(1))
+        .map(|row| {
+            let values = Tensor::from_f32(&[c], row).map_err(internal)?;
+            Tensor::map(op.labels.clone(), values).map_err(value_of)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vec![Tensor::map_sequence(
+        op.labels.dtype(),
+        DType::F32,
+        maps,
+    )
+    .map_err(value_of)?])
 }

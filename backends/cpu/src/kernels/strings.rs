@@ -25,7 +25,10 @@ fn bools(dims: &[usize], v: &[bool]) -> Result<Tensor, KernelError> {
 
 /// Numpy broadcasting of two shapes, and for each output element the flat
 /// index of the element of `a` and of `b` it reads.
-fn broadcast_pairs(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Vec<(usize, usize)>), KernelError> {
+fn broadcast_pairs(
+    a: &[usize],
+    b: &[usize],
+) -> Result<(Vec<usize>, Vec<(usize, usize)>), KernelError> {
     let r = a.len().max(b.len());
     let pad = |d: &[usize]| -> Vec<usize> {
         let mut v = vec![1; r - d.len()];
@@ -39,7 +42,11 @@ fn broadcast_pairs(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Vec<(usize, 
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            _ => return Err(KernelError::Value(format!("shapes {a:?} and {b:?} do not broadcast"))),
+            _ => {
+                return Err(KernelError::Value(format!(
+                    "shapes {a:?} and {b:?} do not broadcast"
+                )))
+            }
         });
     }
     let (sa, sb, so) = (strides(&pa), strides(&pb), strides(&out));
@@ -65,7 +72,10 @@ fn broadcast_pairs(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Vec<(usize, 
 pub fn concat(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let (a, b) = (strings(inputs, 0)?, strings(inputs, 1)?);
     let (dims, pairs) = broadcast_pairs(inputs[0].dims(), inputs[1].dims())?;
-    let v = pairs.iter().map(|&(i, j)| format!("{}{}", a[i], b[j])).collect();
+    let v = pairs
+        .iter()
+        .map(|&(i, j)| format!("{}{}", a[i], b[j]))
+        .collect();
     Ok(vec![Tensor::from_strings(&dims, v).map_err(internal)?])
 }
 
@@ -81,7 +91,13 @@ pub fn normalizer(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tens
         return Err(internal("not string_normalizer"));
     };
     let x = strings(inputs, 0)?;
-    let fold = |s: &str| if op.case_sensitive { s.to_string() } else { s.to_lowercase() };
+    let fold = |s: &str| {
+        if op.case_sensitive {
+            s.to_string()
+        } else {
+            s.to_lowercase()
+        }
+    };
     let stops: std::collections::HashSet<String> = op.stopwords.iter().map(|s| fold(s)).collect();
     let mut kept: Vec<String> = x
         .iter()
@@ -128,7 +144,10 @@ pub fn split(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, 
                 out
             } else {
                 match max {
-                    Some(m) => s.splitn(m + 1, op.delimiter.as_str()).map(String::from).collect(),
+                    Some(m) => s
+                        .splitn(m + 1, op.delimiter.as_str())
+                        .map(String::from)
+                        .collect(),
                     None => s.split(op.delimiter.as_str()).map(String::from).collect(),
                 }
             }
@@ -228,7 +247,11 @@ pub fn map(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, Ke
             Tensor::new(op.values.dtype(), vec![n + 1], rlx_ir::Bytes::copy_from(&b))
                 .map_err(internal)?
         }
-        _ => return Err(KernelError::Value("values and default differ in dtype".into())),
+        _ => {
+            return Err(KernelError::Value(
+                "values and default differ in dtype".into(),
+            ))
+        }
     };
     let idx: Vec<usize> = keys_of(&inputs[0])?
         .into_iter()

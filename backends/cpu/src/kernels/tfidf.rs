@@ -35,7 +35,10 @@ fn pool_map(op: &TfIdfVectorizer) -> Result<HashMap<Vec<Token>, Option<usize>>, 
     let mut id = 0usize;
     for (i, &start) in op.ngram_counts.iter().enumerate() {
         let n = i + 1;
-        let end = op.ngram_counts.get(i + 1).map_or(pool.len(), |&e| e as usize);
+        let end = op
+            .ngram_counts
+            .get(i + 1)
+            .map_or(pool.len(), |&e| e as usize);
         let grams = (end - start as usize) / n;
         let counted = (op.min_gram..=op.max_gram).contains(&(n as i64));
         for g in 0..grams {
@@ -45,10 +48,9 @@ fn pool_map(op: &TfIdfVectorizer) -> Result<HashMap<Vec<Token>, Option<usize>>, 
                 for k in 1..n {
                     map.entry(gram[..k].to_vec()).or_insert(None);
                 }
-                let col = op
-                    .ngram_indexes
-                    .get(id)
-                    .ok_or_else(|| KernelError::Value(format!("no ngram_indexes entry for n-gram {id}")))?;
+                let col = op.ngram_indexes.get(id).ok_or_else(|| {
+                    KernelError::Value(format!("no ngram_indexes entry for n-gram {id}"))
+                })?;
                 map.insert(gram.to_vec(), Some(*col as usize));
             }
             id += 1;
@@ -69,7 +71,11 @@ pub fn tfidf(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, 
         [b, c] => (*b, *c),
         [c] => (1, *c),
         [] => (1, 1),
-        d => return Err(KernelError::Value(format!("input of shape {d:?}, expected [C] or [B, C]"))),
+        d => {
+            return Err(KernelError::Value(format!(
+                "input of shape {d:?}, expected [C] or [B, C]"
+            )))
+        }
     };
     let cols = op.columns();
     let mut counts = vec![0u32; rows * cols];
@@ -111,13 +117,31 @@ pub fn tfidf(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, 
             let w = op.weights.get(i % cols.max(1)).copied();
             match (op.mode, w) {
                 (TfIdfMode::Tf, _) => f as f32,
-                (TfIdfMode::Idf, Some(w)) => if f > 0 { w } else { 0.0 },
-                (TfIdfMode::Idf, None) => if f > 0 { 1.0 } else { 0.0 },
+                (TfIdfMode::Idf, Some(w)) => {
+                    if f > 0 {
+                        w
+                    } else {
+                        0.0
+                    }
+                }
+                (TfIdfMode::Idf, None) => {
+                    if f > 0 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                }
                 (TfIdfMode::TfIdf, Some(w)) => w * f as f32,
                 (TfIdfMode::TfIdf, None) => f as f32,
             }
         })
         .collect();
-    let dims = if x.dims().len() == 2 { vec![rows, cols] } else { vec![cols] };
-    Ok(vec![Tensor::from_f32(&dims, &y).map_err(|e| KernelError::Internal(e.to_string()))?])
+    let dims = if x.dims().len() == 2 {
+        vec![rows, cols]
+    } else {
+        vec![cols]
+    };
+    Ok(vec![
+        Tensor::from_f32(&dims, &y).map_err(|e| KernelError::Internal(e.to_string()))?
+    ])
 }

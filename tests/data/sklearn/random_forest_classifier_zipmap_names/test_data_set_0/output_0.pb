@@ -1,0 +1,1 @@
+(2cat2bird2bird2bird2bird2cat2bird2cat2cat2cat2bird2cat2cat2cat2cat2cat2cat2cat2cat2bird2bird2bird2cat2cat2bird2bird2cat2cat2cat2cat2cat2bird2bird2cat2bird2bird2cat2cat2bird2bird
