@@ -9,6 +9,7 @@ pub mod control;
 pub mod conv;
 pub mod elementwise;
 pub mod generators;
+pub mod gqa;
 pub mod image;
 pub mod indexing;
 mod infer;
@@ -34,6 +35,7 @@ pub use control::*;
 pub use conv::*;
 pub use elementwise::*;
 pub use generators::*;
+pub use gqa::*;
 pub use image::*;
 pub use indexing::*;
 pub use infer::*;
@@ -317,6 +319,7 @@ define_ops! {
         TfIdfVectorizer(TfIdfVectorizer) = "tfidf_vectorizer",
         ImageDecoder(ImageDecoder) = "image_decoder",
         ZipMap(ZipMap) = "zip_map",
+        GroupQueryAttention(GroupQueryAttention) = "group_query_attention",
     }
     kinded {
         Unary(Unary, UnaryKind),

@@ -11,6 +11,7 @@ pub mod elementwise;
 pub mod gemm;
 mod gemv;
 pub mod generators;
+pub mod gqa;
 pub mod grid;
 pub mod image;
 pub mod indexing;
@@ -145,6 +146,7 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => grid::build,
         Op::Attention(_) => attention::build,
         Op::RotaryEmbedding(_) => rotary::build,
+        Op::GroupQueryAttention(_) => gqa::build,
         Op::Recurrent(_) | Op::CausalConvWithState(_) => recurrent::build,
         Op::LinearAttention(_) => linear_attention::build,
         Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => spectral::build,

@@ -7,6 +7,7 @@
 mod activation;
 mod attention;
 mod conv;
+mod gqa;
 mod matmul;
 mod norm;
 mod quant;
@@ -21,6 +22,7 @@ pub fn register(r: &mut Registry) {
     activation::register(r);
     attention::register(r);
     conv::register(r);
+    gqa::register(r);
     matmul::register(r);
     norm::register(r);
     quant::register(r);
