@@ -72,3 +72,13 @@ fn sklearn_models_match_onnxruntime() {
         },
     );
 }
+
+/// A small BERT-style encoder as ORT's transformer optimizer fuses it
+/// (EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu),
+/// and two int8 forms of it from `quantize_dynamic` (QAttention and
+/// QEmbedLayerNormalization by default; MatMuls only)
+/// (tests/data/transformers/make_cases.py).
+#[test]
+fn optimized_and_quantized_transformers_match_onnxruntime() {
+    all_pass("transformers", 3);
+}

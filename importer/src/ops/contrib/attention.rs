@@ -15,6 +15,7 @@ use crate::registry::Registry;
 
 pub fn register(r: &mut Registry) {
     r.add_in(MS, "Attention", 1, attention);
+    r.add_in(MS, "QAttention", 1, q_attention);
     r.add_in(MS, "MultiHeadAttention", 1, multi_head_attention);
     r.add_in(MS, "RotaryEmbedding", 1, rotary_embedding);
 }
@@ -127,6 +128,37 @@ fn num_heads(cx: &mut NodeCtx) -> Result<i64, MapError> {
 
 /// BERT-style self-attention: `input @ weights + bias` split into Q, K, V.
 fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
+    if cx.input(4)?.is_some() || cx.output_used(1) {
+        return cx.unsupported("past and present state (incremental decoding)");
+    }
+    let (x, w) = (cx.req(0)?, cx.req(1)?);
+    let extra = cx.input(5)?;
+    self_attention(cx, x, w, 3, extra)
+}
+
+/// Attention of ORT's dynamic quantization: a u8 input and a u8/i8 weight
+/// with their scales (per tensor, or per weight column) and zero points,
+/// dequantized in front of Attention (the product then runs as an integer
+/// matmul again: `fuse-qdq-matmul`). Ports: input, weight, bias, input
+/// scale, weight scale, mask index, input and weight zero points, past.
+fn q_attention(cx: &mut NodeCtx) -> Result<(), MapError> {
+    if cx.input(8)?.is_some() || cx.output_used(1) {
+        return cx.unsupported("past and present state (incremental decoding)");
+    }
+    let x = super::dequantize(cx, 0, 3, 6, 1)?;
+    let w = super::dequantize(cx, 1, 4, 7, 1)?;
+    self_attention(cx, x, w, 5, None)
+}
+
+/// Attention's body on float `x` and `w`: bias on port 2, the mask on port
+/// `mask_port`, an additive `extra` bias.
+fn self_attention(
+    cx: &mut NodeCtx,
+    x: Value,
+    w: Value,
+    mask_port: usize,
+    extra: Option<Value>,
+) -> Result<(), MapError> {
     let heads = num_heads(cx)?;
     let causal = cx.attr_bool("unidirectional", false)?;
     let filter = cx.attr_f("mask_filter_value", MASK_FILTER)?;
@@ -135,10 +167,6 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
     }
     cx.ignore_attr("rotary_embedding_dim");
     cx.ignore_attr("past_present_share_buffer");
-    if cx.input(4)?.is_some() || cx.output_used(1) {
-        return cx.unsupported("past and present state (incremental decoding)");
-    }
-    let (x, w) = (cx.req(0)?, cx.req(1)?);
     let total = cx
         .ty(w)
         .shape
@@ -173,11 +201,10 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
     )?;
     let dt = cx.dtype(x);
     let batch = cx.ty(x).shape.0[0].clone();
-    let mask = match cx.input(3)? {
+    let mask = match cx.input(mask_port)? {
         Some(m) => Some(mask_bias(cx, m, &batch, x, 1, filter, dt)?),
         None => None,
     };
-    let extra = cx.input(5)?;
     let bias = add_bias(cx, mask, extra)?;
     let y = attend(cx, (parts[0], parts[1], parts[2]), heads, bias, causal)?;
     cx.set_output(0, y);

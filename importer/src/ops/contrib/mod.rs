@@ -18,6 +18,31 @@ use crate::registry::Registry;
 /// The contrib domain.
 pub(crate) const MS: &str = "com.microsoft";
 
+/// `(q - zero_point) * scale` in f32 from input ports (a scale per tensor, or
+/// one per slice of `axis`; the zero point absent is 0): how the quantized
+/// contrib ops (QAttention, QEmbedLayerNormalization) read their operands.
+pub(crate) fn dequantize(
+    cx: &mut crate::ctx::NodeCtx,
+    q: usize,
+    scale: usize,
+    zero_point: usize,
+    axis: i64,
+) -> Result<rlx_ir::Value, crate::error::MapError> {
+    let x = cx.req(q)?;
+    let s = cx.req(scale)?;
+    let zp = match cx.input(zero_point)? {
+        Some(z) => z,
+        None => cx.scalar(cx.dtype(x), 0.0)?,
+    };
+    cx.add1(
+        rlx_ir::ops::DequantizeLinear {
+            axis,
+            block_size: 0,
+        },
+        &[x, s, zp],
+    )
+}
+
 pub fn register(r: &mut Registry) {
     activation::register(r);
     attention::register(r);

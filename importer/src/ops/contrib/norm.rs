@@ -17,6 +17,7 @@ pub fn register(r: &mut Registry) {
     r.add_in(MS, "SkipLayerNormalization", 1, skip_layer_norm);
     r.add_in(MS, "SkipSimplifiedLayerNormalization", 1, skip_simplified);
     r.add_in(MS, "EmbedLayerNormalization", 1, embed_layer_norm);
+    r.add_in(MS, "QEmbedLayerNormalization", 1, q_embed_layer_norm);
     // ORT defines these two in the default domain from opset 1; ONNX's own
     // LayerNormalization (opset 17) has the same semantics.
     r.add("LayerNormalization", 1, crate::ops::norm::layer_norm);
@@ -118,14 +119,41 @@ fn gather(cx: &mut NodeCtx, table: Value, ids: Value) -> Result<Value, MapError>
 /// LayerNorm. Outputs `y [B,S,H]`, `mask_index [B]` (int32: the number of ones
 /// in each mask row, zeros without a mask) and the sum before the norm.
 fn embed_layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let tables = [cx.req(2)?, cx.req(3)?, cx.req(5)?, cx.req(6)?];
+    let segment = cx.input(4)?;
+    let position_ids = cx.input(8)?;
+    embed_with(cx, tables, segment, position_ids)
+}
+
+/// EmbedLayerNormalization of ORT's dynamic quantization: every table (and
+/// gamma, beta) u8 with a per-tensor scale and zero point. Ports: ids,
+/// segment ids, the five quantized tables, mask, their five scales, their
+/// five zero points.
+fn q_embed_layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
+    let mut deq = |port: usize| super::dequantize(cx, port, port + 6, port + 11, 0);
+    let tables = [deq(2)?, deq(3)?, deq(5)?, deq(6)?];
+    let segment = match cx.input(4)? {
+        Some(_) => Some(super::dequantize(cx, 4, 10, 15, 0)?),
+        None => None,
+    };
+    embed_with(cx, tables, segment, None)
+}
+
+/// The sum of word, position and segment embeddings, layer-normalized;
+/// `tables` are the word and position tables, gamma and beta.
+fn embed_with(
+    cx: &mut NodeCtx,
+    [word, pos_table, gamma, beta]: [Value; 4],
+    segment_table: Option<Value>,
+    position_ids: Option<Value>,
+) -> Result<(), MapError> {
     let epsilon = cx.attr_f("epsilon", SKIP_EPSILON)?;
     if cx.attr_i("mask_index_type", 1)? != 1 {
         return cx.unsupported("mask_index_type other than 1 (a mask index per batch)");
     }
     let ids = cx.req(0)?;
-    let (word, pos_table, gamma, beta) = (cx.req(2)?, cx.req(3)?, cx.req(5)?, cx.req(6)?);
     let mut sum = gather(cx, word, ids)?;
-    let pos = match cx.input(8)? {
+    let pos = match position_ids {
         Some(p) => gather(cx, pos_table, p)?,
         None => {
             // Positions 0..S: the first S rows of the table.
@@ -141,7 +169,7 @@ fn embed_layer_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
         }
     };
     sum = binary(cx, B::Add, sum, pos)?;
-    match (cx.input(1)?, cx.input(4)?) {
+    match (cx.input(1)?, segment_table) {
         (Some(seg), Some(table)) => {
             let e = gather(cx, table, seg)?;
             sum = binary(cx, B::Add, sum, e)?;
