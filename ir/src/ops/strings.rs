@@ -18,6 +18,16 @@ fn expect_strings(cx: &InferCx, port: usize) -> Result<(), InferError> {
     cx.expect_dtype(port, &[DType::Str]).map(|_| ())
 }
 
+/// Two string inputs broadcast to one output of `out`.
+fn broadcast_strings(cx: &InferCx, out: DType) -> Result<Vec<TensorType>, InferError> {
+    expect_strings(cx, 0)?;
+    expect_strings(cx, 1)?;
+    Ok(vec![TensorType::new(
+        out,
+        broadcast(cx.shape(0), cx.shape(1))?,
+    )])
+}
+
 op_attrs! {
     /// Drops the `stopwords` (compared ignoring case unless `case_sensitive`)
     /// from a `[C]` or `[1, C]` string tensor and changes the case of the
@@ -61,12 +71,7 @@ impl OpDef for StringConcat {
         (2, 2)
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        expect_strings(cx, 0)?;
-        expect_strings(cx, 1)?;
-        Ok(vec![TensorType::new(
-            DType::Str,
-            broadcast(cx.shape(0), cx.shape(1))?,
-        )])
+        broadcast_strings(cx, DType::Str)
     }
 }
 
@@ -124,12 +129,7 @@ impl OpDef for StringEqual {
         (2, 2)
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
-        expect_strings(cx, 0)?;
-        expect_strings(cx, 1)?;
-        Ok(vec![TensorType::new(
-            DType::Bool,
-            broadcast(cx.shape(0), cx.shape(1))?,
-        )])
+        broadcast_strings(cx, DType::Bool)
     }
 }
 
@@ -151,19 +151,33 @@ impl OpDef for StringMap {
     }
     fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
         cx.expect_dtype(0, &[self.keys.dtype()])?;
-        let (k, v) = (self.keys.dims(), self.values.dims());
-        if k.len() != 1 || k != v || self.default.dtype() != self.values.dtype() {
-            return Err(super::attr_err(
-                "values",
-                format!(
-                    "keys {k:?} and values {v:?} must be 1-D of one length, the default of the values' dtype"
-                ),
-            ));
-        }
+        self.validate().map_err(|e| super::attr_err("values", e))?;
         Ok(vec![TensorType::new(
             self.values.dtype(),
             cx.shape(0).clone(),
         )])
+    }
+}
+
+impl StringMap {
+    /// Keys and values 1-D of one length, tensors (not sequences), the
+    /// default one element of the values' dtype.
+    pub fn validate(&self) -> Result<(), String> {
+        let (k, v) = (self.keys.dims(), self.values.dims());
+        let tensors = [&self.keys, &self.values, &self.default]
+            .iter()
+            .all(|t| t.kind() == crate::ValueKind::Tensor);
+        if k.len() != 1
+            || k != v
+            || !tensors
+            || self.default.dtype() != self.values.dtype()
+            || self.default.numel() != 1
+        {
+            return Err(format!(
+                "keys {k:?} and values {v:?} must be 1-D of one length, the default one value of the values' dtype"
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -227,6 +227,14 @@ pub fn map(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, Ke
     let Op::StringMap(op) = &node.op else {
         return Err(internal("not string_map"));
     };
+    op.validate().map_err(KernelError::Value)?;
+    if inputs[0].dtype() != op.keys.dtype() {
+        return Err(KernelError::Value(format!(
+            "input of {} for keys of {}",
+            inputs[0].dtype(),
+            op.keys.dtype()
+        )));
+    }
     // Values followed by the default: index `n` is the default.
     let n = op.values.numel();
     let table: HashMap<Key, usize> = keys_of(&op.keys)?
