@@ -20,19 +20,23 @@ pub fn register(r: &mut Registry) {
     r.add_in(DOMAIN, "Momentum", 1, momentum);
 }
 
-/// The per-tensor input groups after `R` and `T`: `groups` lists of `n` values.
-fn groups(cx: &mut NodeCtx, groups: usize) -> Result<Vec<Vec<Value>>, MapError> {
+/// The per-tensor input groups after `R` and `T`: `G` lists of `n` values.
+fn groups<const G: usize>(cx: &mut NodeCtx) -> Result<[Vec<Value>; G], MapError> {
     let rest = cx.num_inputs().saturating_sub(2);
-    if rest == 0 || rest % groups != 0 {
+    if rest == 0 || rest % G != 0 {
         return cx.unsupported(format!(
-            "expected R, T and {groups} groups of equally many tensors, got {} inputs",
+            "expected R, T and {G} groups of equally many tensors, got {} inputs",
             cx.num_inputs()
         ));
     }
-    let n = rest / groups;
-    (0..groups)
-        .map(|g| (0..n).map(|i| cx.req(2 + g * n + i)).collect())
-        .collect()
+    let n = rest / G;
+    let mut out: [Vec<Value>; G] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for (g, group) in out.iter_mut().enumerate() {
+        for i in 0..n {
+            group.push(cx.req(2 + g * n + i)?);
+        }
+    }
+    Ok(out)
 }
 
 /// `R` and `T` as scalars of the tensors' dtype, and the update's float type.
@@ -68,7 +72,7 @@ fn adagrad(cx: &mut NodeCtx) -> Result<(), MapError> {
     let decay = cx.attr_f("decay_factor", 0.0)?;
     let eps = cx.attr_f("epsilon", 0.0)?;
     let norm = cx.attr_f("norm_coefficient", 0.0)?;
-    let [xs, gs, hs] = <[Vec<Value>; 3]>::try_from(groups(cx, 3)?).expect("three groups");
+    let [xs, gs, hs] = groups::<3>(cx)?;
     let n = xs.len();
     for i in 0..n {
         let (x, g, h) = (xs[i], gs[i], hs[i]);
@@ -100,7 +104,7 @@ fn adam(cx: &mut NodeCtx) -> Result<(), MapError> {
     let eps = cx.attr_f("epsilon", 0.0)?;
     let norm = cx.attr_f("norm_coefficient", 0.0)?;
     let norm_post = cx.attr_f("norm_coefficient_post", 0.0)?;
-    let [xs, gs, vs, hs] = <[Vec<Value>; 4]>::try_from(groups(cx, 4)?).expect("four groups");
+    let [xs, gs, vs, hs] = groups::<4>(cx)?;
     let n = xs.len();
     for i in 0..n {
         let (x, g, v, h) = (xs[i], gs[i], vs[i], hs[i]);
@@ -155,7 +159,7 @@ fn momentum(cx: &mut NodeCtx) -> Result<(), MapError> {
     };
     // `mode` has no default: a missing one is an error naming the choices.
     let nesterov = cx.attr_choice("mode", "", &["standard", "nesterov"])? == "nesterov";
-    let [xs, gs, vs] = <[Vec<Value>; 3]>::try_from(groups(cx, 3)?).expect("three groups");
+    let [xs, gs, vs] = groups::<3>(cx)?;
     let n = xs.len();
     for i in 0..n {
         let (x, g, v) = (xs[i], gs[i], vs[i]);
