@@ -41,7 +41,11 @@ pub fn nonzero(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, K
 }
 
 /// Gathers slices `idx` of `axis` (or flat elements when `axis` is None).
-fn gather_slices(x: &Tensor, axis: Option<usize>, idx: &[usize]) -> Result<Tensor, KernelError> {
+pub(crate) fn gather_slices(
+    x: &Tensor,
+    axis: Option<usize>,
+    idx: &[usize],
+) -> Result<Tensor, KernelError> {
     let w = x.dtype().size();
     match axis {
         None => {

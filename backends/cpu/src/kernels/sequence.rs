@@ -95,19 +95,8 @@ pub fn length(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, Ke
 
 /// Slices `[start, start + len)` of `axis` of a plain tensor.
 fn slice_axis(x: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tensor, KernelError> {
-    let dims = x.dims();
-    let w = x.dtype().size();
-    let outer: usize = dims[..axis].iter().product();
-    let inner: usize = dims[axis + 1..].iter().product::<usize>() * w;
-    let n = dims[axis];
-    let mut out = Vec::with_capacity(outer * len * inner);
-    for o in 0..outer {
-        let base = (o * n + start) * inner;
-        out.extend_from_slice(&x.bytes()[base..base + len * inner]);
-    }
-    let mut d = dims.to_vec();
-    d[axis] = len;
-    Tensor::new(x.dtype(), d, Bytes::copy_from(&out)).map_err(internal)
+    let idx: Vec<usize> = (start..start + len).collect();
+    super::data::gather_slices(x, Some(axis), &idx)
 }
 
 fn plain(t: &Tensor, what: &str) -> Result<(), KernelError> {

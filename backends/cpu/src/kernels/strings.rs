@@ -209,18 +209,15 @@ fn keys_of(t: &Tensor) -> Result<Vec<Key>, KernelError> {
     Ok(v.into_iter().map(Key::Int).collect())
 }
 
-/// Element `i` of a 1-D (or scalar) tensor, as a one-element tensor's contents.
+/// Elements `idx` of a 1-D tensor, shaped `dims`.
 fn pick(t: &Tensor, idx: &[usize], dims: &[usize]) -> Result<Tensor, KernelError> {
     if let Some(s) = t.strings() {
         let v = idx.iter().map(|&i| s[i].clone()).collect();
         return Tensor::from_strings(dims, v).map_err(internal);
     }
-    let w = t.dtype().size();
-    let mut out = Vec::with_capacity(idx.len() * w);
-    for &i in idx {
-        out.extend_from_slice(&t.bytes()[i * w..(i + 1) * w]);
-    }
-    Tensor::new(t.dtype(), dims.to_vec(), rlx_ir::Bytes::copy_from(&out)).map_err(internal)
+    super::data::gather_slices(t, None, idx)?
+        .reshaped(dims.to_vec())
+        .map_err(internal)
 }
 
 pub fn map(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
