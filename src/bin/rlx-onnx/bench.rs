@@ -28,6 +28,9 @@ pub struct Args {
     /// Also print the time per op kind and the slowest ONNX nodes.
     #[arg(long)]
     profile: bool,
+    /// How many of the slowest ONNX nodes `--profile` lists.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
     /// CUDA: where an f32 convolution's bias and ReLU run (cuDNN's fused
     /// call, or rlx's epilogue kernel after a plain cuDNN forward).
     #[arg(long, value_enum, default_value = "cudnn")]
@@ -126,7 +129,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("median: {:.3} ms", quantile(&ms, 0.5));
     println!("p90: {:.3} ms", quantile(&ms, 0.9));
     if a.profile {
-        print_profile(&session, &named)?;
+        print_profile(&session, &named, a.top)?;
     }
     Ok(())
 }
@@ -134,6 +137,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
 fn print_profile(
     session: &Session,
     named: &[(&str, &rlx_onnx::ir::Tensor)],
+    top: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(plan) = session.plan_for(named)? {
         println!(
@@ -175,7 +179,7 @@ fn print_profile(
     let mut slow: Vec<_> = steps.iter().collect();
     slow.sort_by(|a, b| b.2.cmp(&a.2));
     println!("slowest ONNX nodes:");
-    for (label, origin, t) in slow.iter().take(10) {
+    for (label, origin, t) in slow.iter().take(top) {
         println!("  {:>9.3} ms  {origin}  [{label}]", t.as_secs_f64() * 1e3);
     }
     Ok(())

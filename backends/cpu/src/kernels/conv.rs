@@ -1,15 +1,20 @@
-//! Convolutions. Conv and FusedConv: im2col in column tiles + GEMM per group
-//! (a 1x1, stride-1, unpadded conv reads the input directly), bias and
-//! activation as an epilogue. ConvTranspose: GEMM then col2im. f16/bf16 widen
-//! to f32; integer convs (ConvInteger) use a direct loop.
+//! Convolutions. Conv and FusedConv: f32 2-D convolutions with constant
+//! weights run as implicit GEMMs over the input on the AVX-512 microkernels
+//! ([`super::conv_plan`]), bias, residual and activation applied as the
+//! product is stored; 3-D ones im2col in column tiles into the same
+//! microkernels; the rest (run-time weights, other dtypes, CPUs without
+//! AVX-512) im2col + the `gemm` crate per group. ConvTranspose: GEMM then
+//! col2im. f16/bf16 widen to f32; integer convs (ConvInteger) use a direct
+//! loop.
 
 use rlx_ir::ops::{resolve_pads, Activation, Conv, ConvTranspose};
 use rlx_ir::{DType, Op};
 
+use super::conv_plan::ConvPlan;
 use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::matmul::{activate, widen};
 use super::num::{Comp, Int};
-use super::packed_gemm::{self, Epilogue, PackedA, B};
+use super::packed_gemm::{self, Epilogue, Out, PackedA, Shape, B};
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -95,10 +100,10 @@ impl ConvGeom {
         .fold(1u64, |a, &v| a.saturating_mul(v as u64))
     }
     /// Rows of the im2col matrix of one group.
-    fn col_rows(&self) -> usize {
+    pub fn col_rows(&self) -> usize {
         self.c / self.group * self.kernel_size()
     }
-    fn is_pointwise(&self) -> bool {
+    pub fn is_pointwise(&self) -> bool {
         self.kernel.iter().all(|&k| k == 1)
             && self.strides.iter().all(|&s| s == 1)
             && self.pads.iter().all(|&p| p == 0)
@@ -240,7 +245,10 @@ struct ConvKernel {
     dtype: DType,
     g: ConvGeom,
     act: Activation,
-    /// Constant f32 weights packed for the microkernel, one per group.
+    /// A 2-D convolution with constant f32 weights, on the microkernels.
+    plan: Option<ConvPlan>,
+    /// Constant f32 weights of another convolution packed for the
+    /// microkernels (im2col tiles), one per group.
     packed: Option<Vec<PackedA>>,
 }
 
@@ -261,16 +269,22 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     let conv = |c: &Conv, act: Activation| -> Result<Box<dyn Kernel>, KernelError> {
         let g = ConvGeom::from_conv(c, &x, &w, &y)?;
         check_sizes(&g, (w[0], w[1]), bias, false)?;
-        let packed = match spec.consts.get(1) {
+        let weights = match spec.consts.get(1) {
             Some(Some(t)) if dtype == DType::F32 && !super::depthwise::applies(&g) => {
-                t.as_slice::<f32>().ok().and_then(|w| pack_weights(&g, w))
+                t.as_slice::<f32>().ok()
             }
             _ => None,
+        };
+        let plan = weights.and_then(|w| ConvPlan::new(&g, w));
+        let packed = match plan {
+            None => weights.and_then(|w| pack_weights(&g, w)),
+            Some(_) => None,
         };
         Ok(Box::new(ConvKernel {
             dtype,
             g,
             act,
+            plan,
             packed,
         }))
     };
@@ -320,8 +334,12 @@ fn pack_weights(g: &ConvGeom, w: &[f32]) -> Option<Vec<PackedA>> {
     if w.len() < g.group * mg * rows {
         return None;
     }
+    let shape = Shape::for_product(mg, g.tile());
     (0..g.group)
-        .map(|grp| PackedA::new(&w[grp * mg * rows..(grp + 1) * mg * rows], mg, rows, rows))
+        .map(|grp| {
+            let wg = &w[grp * mg * rows..(grp + 1) * mg * rows];
+            PackedA::new(wg, mg, rows, rows, shape)
+        })
         .collect()
 }
 
@@ -332,14 +350,19 @@ impl Kernel for ConvKernel {
 
     fn label(&self) -> String {
         let g = &self.g;
-        let how = if super::depthwise::applies(g) {
-            "depthwise"
+        let how = if let Some(plan) = &self.plan {
+            format!("direct {}", plan.describe())
+        } else if super::depthwise::applies(g) {
+            "depthwise".into()
         } else if g.is_pointwise() {
-            "pointwise"
+            "pointwise".into()
         } else {
-            "im2col"
+            "im2col".into()
         };
-        let packed = if self.packed.is_some() { " packed" } else { "" };
+        let packed = match self.packed.as_deref().and_then(|p| p.first()) {
+            Some(p) => format!(" packed {}x{}", p.shape().mr, p.shape().nr()),
+            None => String::new(),
+        };
         format!(
             "conv.{} {how}{packed} k{:?} s{:?} g{} {}->{} act={}",
             self.dtype, g.kernel, g.strides, g.group, g.c, g.m, self.act
@@ -348,10 +371,10 @@ impl Kernel for ConvKernel {
 
     fn scratch_bytes(&self) -> usize {
         let g = &self.g;
-        let col = if g.is_pointwise()
-            || super::depthwise::applies(g)
-            || (self.packed.is_some() && g.input.len() == 2)
-        {
+        if let Some(plan) = &self.plan {
+            return plan.scratch_floats() * 4 + 64;
+        }
+        let col = if g.is_pointwise() || super::depthwise::applies(g) {
             0
         } else {
             g.col_rows() * g.tile()
@@ -371,6 +394,22 @@ impl Kernel for ConvKernel {
         outs: &mut [TensorMut],
         scratch: &mut [u8],
     ) -> Result<(), KernelError> {
+        if self.plan.is_some() || self.packed.is_some() {
+            let residual = ins.get(3).map(|r| r.slice::<f32>()).transpose()?;
+            if residual.is_some_and(|r| r.len() != outs[0].numel()) {
+                return Err(KernelError::Value(format!(
+                    "a residual of {} elements for a conv output of {}",
+                    ins[3].numel(),
+                    outs[0].numel()
+                )));
+            }
+            let ep = Epilogue {
+                bias: bias(ins)?,
+                residual,
+                act: self.act,
+            };
+            return self.conv_packed(ep, ins[0].slice()?, outs[0].slice()?, scratch);
+        }
         // A residual joins after the bias and before the activation.
         let Some(residual) = ins.get(3) else {
             return self.conv(self.act, ins, outs, scratch);
@@ -390,15 +429,6 @@ impl ConvKernel {
     ) -> Result<(), KernelError> {
         let out = &mut outs[0];
         match self.dtype {
-            DType::F32 if self.packed.is_some() => conv_packed(
-                &self.g,
-                self.packed.as_deref().unwrap_or_default(),
-                act,
-                ins[0].slice()?,
-                bias(ins)?,
-                out.slice()?,
-                scratch,
-            ),
             DType::F32 => conv_float::<f32>(
                 &self.g,
                 act,
@@ -591,77 +621,72 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     Ok(())
 }
 
-/// `conv_float` for f32 with packed weights: bias and ReLU are applied as the
-/// GEMM stores its result.
-fn conv_packed(
-    g: &ConvGeom,
-    packed: &[PackedA],
-    act: Activation,
-    x: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    scratch: &mut [u8],
-) -> Result<(), KernelError> {
-    let (sin, sout) = (g.spatial_in(), g.spatial_out());
-    if y.is_empty() || sout == 0 {
-        return Ok(());
-    }
-    let (cg, mg) = (g.c / g.group, g.m / g.group);
-    let rows = g.col_rows();
-    let tile = g.tile();
-    let col_len = if g.is_pointwise() || g.input.len() == 2 {
-        0
-    } else {
-        rows * tile
-    };
-    let scratch = super::layout::aligned_mut(scratch, 4);
-    let col: &mut [f32] = bytemuck::try_cast_slice_mut(&mut scratch[..col_len * 4])
-        .map_err(|e| KernelError::Internal(e.to_string()))?;
-    let relu = act == Activation::Relu;
-    for n in 0..g.n {
-        let xn = &x[n * g.c * sin..(n + 1) * g.c * sin];
-        let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
-        for (grp, wg) in packed.iter().enumerate() {
+impl ConvKernel {
+    /// `conv_float` for f32 on the microkernels: bias, residual and
+    /// activation are applied as the product is stored.
+    fn conv_packed(
+        &self,
+        ep: Epilogue,
+        x: &[f32],
+        y: &mut [f32],
+        scratch: &mut [u8],
+    ) -> Result<(), KernelError> {
+        let g = &self.g;
+        let (sin, sout) = (g.spatial_in(), g.spatial_out());
+        if y.is_empty() || sout == 0 {
+            return Ok(());
+        }
+        let (cg, mg) = (g.c / g.group, g.m / g.group);
+        let rows = g.col_rows();
+        let tile = g.tile();
+        let scratch = super::layout::aligned_mut(scratch, 4);
+        let floats = match &self.plan {
+            Some(plan) => plan.scratch_floats(),
+            None => rows * tile,
+        };
+        let buf: &mut [f32] = bytemuck::try_cast_slice_mut(&mut scratch[..floats * 4])
+            .map_err(|e| KernelError::Internal(e.to_string()))?;
+        for n in 0..g.n {
+            let xn = &x[n * g.c * sin..(n + 1) * g.c * sin];
+            let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
             let ep = Epilogue {
-                bias: bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
-                relu,
+                residual: ep
+                    .residual
+                    .map(|r| &r[n * g.m * sout..(n + 1) * g.m * sout]),
+                ..ep
             };
-            let yg = &mut yn[grp * mg * sout..(grp + 1) * mg * sout];
-            if g.is_pointwise() {
-                let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
-                packed_gemm::gemm(wg, B::Rows { b: xg, ldb: sout }, sout, yg, sout, ep);
+            if let Some(plan) = &self.plan {
+                plan.run(g, xn, yn, ep, buf);
                 continue;
             }
-            if g.input.len() == 2 {
-                // im2col rows are made as the GEMM packs them, never stored whole.
-                let ks = g.kernel_size();
-                let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
-                let fill = |row: usize, j0: usize, dst: &mut [f32]| {
-                    let (cc, kf) = (row / ks, row % ks);
-                    let tap = (kf / g.kernel[1], kf % g.kernel[1]);
-                    im2col_row_2d(g, &xg[cc * sin..(cc + 1) * sin], tap, j0, dst);
+            for (grp, wg) in self.packed.iter().flatten().enumerate() {
+                let m0 = grp * mg * sout;
+                let ep = Epilogue {
+                    bias: ep.bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
+                    residual: ep.residual.map(|r| &r[m0..m0 + mg * sout]),
+                    act: ep.act,
                 };
-                packed_gemm::gemm(wg, B::Fill(&fill), sout, yg, sout, ep);
-                continue;
-            }
-            let mut j0 = 0;
-            while j0 < sout {
-                let j1 = (j0 + tile).min(sout);
-                let width = j1 - j0;
-                im2col(g, xn, grp * cg, j0, j1, col);
-                let b = B::Rows {
-                    b: &col[..rows * width],
-                    ldb: width,
-                };
-                packed_gemm::gemm(wg, b, width, &mut yg[j0..], sout, ep);
-                j0 = j1;
+                let yg = &mut yn[m0..m0 + mg * sout];
+                let mut j0 = 0;
+                while j0 < sout {
+                    let j1 = (j0 + tile).min(sout);
+                    let width = j1 - j0;
+                    im2col(g, xn, grp * cg, j0, j1, buf);
+                    let b = B::Rows {
+                        b: &buf[..rows * width],
+                        ldb: width,
+                    };
+                    let ep = Epilogue {
+                        residual: ep.residual.map(|r| &r[j0..]),
+                        ..ep
+                    };
+                    packed_gemm::gemm(wg, b, width, Out::dense(&mut yg[j0..], sout), ep);
+                    j0 = j1;
+                }
             }
         }
+        Ok(())
     }
-    if !relu {
-        activate(act, y);
-    }
-    Ok(())
 }
 
 fn conv_int<T: Int + Default>(

@@ -1,63 +1,109 @@
 //! f32 GEMM against a constant left operand packed once, when the kernel is
-//! built: `C[m×n] = act(bias + A[m×k] · B[k×n])`, with `A` a layer's weights
-//! (convolution filters), `B` the activations and `C` row-major.
+//! built: `C[m×n] = act(bias + A[m×k] · B[k×n] + residual)`, with `A` a
+//! layer's weights (convolution filters), `B` the activations and `C`
+//! row-major.
 //!
 //! The loop nest is the BLIS one. Per block of `NC` columns and `KC` rows of `k`,
 //! `B` is packed into panels of `NR` columns (a thread-local buffer, reused from
-//! run to run); per block of `MC` rows, each `NR`-column panel stays in L1 while
-//! the microkernel sweeps the `MR`-row panels of `A` past it. Bias and ReLU are
-//! applied while the last `k` block is stored, so the output is written once.
+//! run to run), unless its rows are read in place ([`B::InPlace`]); per block
+//! of rows, each `NR`-column panel stays in L1 while the microkernel
+//! ([`super::microkernel`], AVX-512, `MR`×`NR` tiles of a [`Shape`] chosen
+//! when `A` is packed) sweeps the `MR`-row panels of `A` past it. The bias starts the first `k` block; the residual
+//! and the activation are applied as the last one is stored, so the output
+//! is written once per `k` block.
 //!
-//! The microkernel is AVX-512 (`MR`×`NR` = 14×32, 28 accumulators). On a CPU
-//! without AVX-512 [`PackedA::new`] returns `None` and callers use the `gemm`
-//! crate.
+//! On a CPU without AVX-512 [`PackedA::new`] returns `None` and callers use
+//! the `gemm` crate.
 
 use std::cell::RefCell;
 
 use rayon::prelude::*;
+use rlx_ir::ops::Activation;
 
-/// Rows of `A` per microkernel call.
-pub const MR: usize = 14;
-/// Columns of `B` per microkernel call.
-pub const NR: usize = 32;
-/// Depth of one packed block: a 32×256 panel of `B` is 32 KiB, within L1.
-const KC: usize = 256;
-/// Rows of `A` per block: 224×256 floats (224 KiB) stay in L2.
-const MC: usize = MR * 16;
+pub use super::microkernel::Shape;
+use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Store, Tile};
+
+/// Depth of one packed block, at most: a 32×256 panel of `B` is 32 KiB,
+/// within L1. A product's depth is split into blocks of equal depth.
+pub const KC: usize = 256;
+/// Row panels of `A` per block: 16 panels of 14×256 floats (224 KiB) stay in L2.
+const MC_PANELS: usize = 16;
 /// Columns of `B` per packed block: 256×384 floats (384 KiB) stay in L2.
-const NC: usize = NR * 12;
+const NC: usize = 384;
 
-/// `A` (m×k) in `MR`-row panels, block by block of `KC`: within block `kb`,
-/// panel `p` holds `a[p*MR + i, kb*KC + t]` at `t*MR + i`, zero past row `m`.
+/// `A` (m×k) in `MR`-row panels, block by block of depth `kc`: within block
+/// `kb`, panel `p` holds `a[p*MR + i, kb*kc + t]` at `t*MR + i`, zero past
+/// row `m`.
 #[derive(Debug, Clone)]
 pub struct PackedA {
     m: usize,
     k: usize,
-    data: Vec<f32>,
+    /// Depth of every block but the last (which may be shallower).
+    kc: usize,
+    shape: Shape,
+    data: AlignedBuf,
 }
 
 impl PackedA {
-    /// Packs row-major `a` (m×k, row stride `lda`); `None` when this CPU has no
-    /// AVX-512 microkernel.
-    pub fn new(a: &[f32], m: usize, k: usize, lda: usize) -> Option<PackedA> {
-        if !available() || m == 0 || k == 0 || a.len() < (m - 1) * lda + k {
+    /// Packs row-major `a` (m×k, row stride `lda`) for the microkernel of
+    /// `shape` (one of [`Shape::ALL`]); `None` when this CPU has no AVX-512
+    /// microkernel.
+    pub fn new(a: &[f32], m: usize, k: usize, lda: usize, shape: Shape) -> Option<PackedA> {
+        PackedA::with_depth(a, (m, k, lda), shape, KC)
+    }
+
+    /// [`PackedA::new`] with depth blocks of at most `kc_max`.
+    pub fn with_depth(
+        a: &[f32],
+        (m, k, lda): (usize, usize, usize),
+        shape: Shape,
+        kc_max: usize,
+    ) -> Option<PackedA> {
+        if !available()
+            || !Shape::ALL.contains(&shape)
+            || m == 0
+            || k == 0
+            || a.len() < (m - 1) * lda + k
+        {
             return None;
         }
-        let panels = m.div_ceil(MR);
-        let mut data = vec![0f32; panels * MR * k];
-        for kb in 0..k.div_ceil(KC) {
-            let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
-            let block = &mut data[k0 * panels * MR..(k0 + kc) * panels * MR];
-            for (p, panel) in block.chunks_mut(kc * MR).enumerate() {
-                for i in 0..MR.min(m - p * MR) {
-                    let row = &a[(p * MR + i) * lda + k0..(p * MR + i) * lda + k0 + kc];
+        let mr = shape.mr;
+        let panels = m.div_ceil(mr);
+        let mut data = AlignedBuf::zeroed(panels * mr * k);
+        let kc_max = kc_max.max(1);
+        let blocks = k.div_ceil(kc_max);
+        let depth = k.div_ceil(blocks);
+        let me = PackedA {
+            m,
+            k,
+            kc: depth,
+            shape,
+            data: AlignedBuf::default(),
+        };
+        for kb in 0..blocks {
+            let (k0, kc) = me.block(kb);
+            let block = &mut data.as_mut_slice()[k0 * panels * mr..(k0 + kc) * panels * mr];
+            for (p, panel) in block.chunks_mut(kc * mr).enumerate() {
+                for i in 0..mr.min(m - p * mr) {
+                    let row = &a[(p * mr + i) * lda + k0..(p * mr + i) * lda + k0 + kc];
                     for (t, v) in row.iter().enumerate() {
-                        panel[t * MR + i] = *v;
+                        panel[t * mr + i] = *v;
                     }
                 }
             }
         }
-        Some(PackedA { m, k, data })
+        Some(PackedA { data, ..me })
+    }
+
+    /// Depth blocks.
+    fn blocks(&self) -> usize {
+        self.k.div_ceil(self.kc)
+    }
+
+    /// First step and depth of block `kb`.
+    fn block(&self, kb: usize) -> (usize, usize) {
+        let k0 = kb * self.kc;
+        (k0, self.kc.min(self.k - k0))
     }
 
     pub fn rows(&self) -> usize {
@@ -68,11 +114,39 @@ impl PackedA {
         self.k
     }
 
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
     /// Panel `p` of block `kb` (its depth is `kc`).
-    fn panel(&self, kb: usize, p: usize, kc: usize) -> &[f32] {
-        let panels = self.m.div_ceil(MR);
-        let start = kb * KC * panels * MR + p * kc * MR;
-        &self.data[start..start + kc * MR]
+    fn panel(&self, kb: usize, p: usize, kc: usize) -> Packed {
+        let mr = self.shape.mr;
+        let panels = self.m.div_ceil(mr);
+        let start = kb * self.kc * panels * mr + p * kc * mr;
+        Packed {
+            ptr: self.data.as_slice()[start..start + kc * mr].as_ptr(),
+            width: mr,
+        }
+    }
+}
+
+impl Shape {
+    /// The shape that wastes the least on an `m`×`n` product: padding
+    /// rows to a multiple of `mr` and columns to one of `nr`, weighed by
+    /// how fast each kernel runs (the 14×32 one fastest).
+    pub fn for_product(m: usize, n: usize) -> Shape {
+        let cost = |s: Shape| {
+            let speed = match (s.mr, s.nv) {
+                (14, 2) => 100,
+                (8, 3) => 103,
+                _ => 106,
+            };
+            m.div_ceil(s.mr) * s.mr * n.div_ceil(s.nr()) * s.nr() * speed
+        };
+        Shape::ALL
+            .into_iter()
+            .min_by_key(|&s| cost(s))
+            .unwrap_or(Shape::ALL[0])
     }
 }
 
@@ -82,12 +156,14 @@ pub fn available() -> bool {
 }
 
 /// What is applied to `C` around the product.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Epilogue<'a> {
     /// Added to every element of row `i` (length at least `m`).
     pub bias: Option<&'a [f32]>,
-    /// `max(0, ·)` on the result.
-    pub relu: bool,
+    /// Added to the product and bias, laid out as `C` (its kept columns).
+    pub residual: Option<&'a [f32]>,
+    /// Applied last.
+    pub act: Activation,
 }
 
 /// Where the microkernel's right operand (k×n) comes from.
@@ -98,21 +174,109 @@ pub enum B<'a> {
     /// Computed row by row: `f(row, j0, dst)` fills columns `j0..j0 + dst.len()`
     /// of `row` (an im2col matrix that is never stored whole).
     Fill(&'a (dyn Fn(usize, usize, &mut [f32]) + Sync)),
+    /// Row `t` is `base[offsets[t]..]`, read in place (never packed): every
+    /// row must have `n` rounded up to the tile width (`16 * nv`) readable floats.
+    InPlace { base: &'a [f32], offsets: &'a [u32] },
 }
 
-/// `c[m×n] = relu?(bias + a · b)`, `c` row-major with row stride `ldc`.
+impl Default for Epilogue<'_> {
+    fn default() -> Self {
+        Epilogue {
+            bias: None,
+            residual: None,
+            act: Activation::None,
+        }
+    }
+}
+
+/// Which column of `C` each column of the product goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cols {
+    /// Column `j` to column `j`.
+    Dense,
+    /// Column `j` is position `(j / pitch, j % pitch)` of a plane stored
+    /// `valid` columns wide: kept at `(j / pitch) * valid + j % pitch` when
+    /// `j % pitch < valid`, dropped otherwise (the padding columns of a
+    /// convolution computed over a padded input).
+    Wide { pitch: usize, valid: usize },
+}
+
+impl Cols {
+    /// Columns of `C` that `n` product columns fill.
+    pub fn stored(self, n: usize) -> usize {
+        match self {
+            Cols::Dense => n,
+            Cols::Wide { pitch, valid } => n / pitch * valid + (n % pitch).min(valid),
+        }
+    }
+
+    /// The 16-lane parts of the tile whose first product column is `j`, of `n`.
+    fn parts(self, j: usize, n: usize) -> [Half; 4] {
+        let half = |h: usize| {
+            let j = j + 16 * h;
+            match self {
+                Cols::Dense => Half::prefix(n.saturating_sub(j), j),
+                Cols::Wide { pitch, valid } => {
+                    let mut mask = 0u16;
+                    let mut at = j % pitch;
+                    for l in 0..16usize.min(n.saturating_sub(j)) {
+                        if at < valid {
+                            mask |= 1 << l;
+                        }
+                        at = if at + 1 == pitch { 0 } else { at + 1 };
+                    }
+                    let first = j + mask.trailing_zeros().min(15) as usize;
+                    Half {
+                        mask,
+                        col: first / pitch * valid + (first % pitch).min(valid),
+                    }
+                }
+            }
+        };
+        [half(0), half(1), half(2), half(3)]
+    }
+}
+
+/// The output of a product: `C` with row stride `ldc`, and where its columns go.
+pub struct Out<'a> {
+    pub c: &'a mut [f32],
+    pub ldc: usize,
+    pub cols: Cols,
+}
+
+impl<'a> Out<'a> {
+    pub fn dense(c: &'a mut [f32], ldc: usize) -> Out<'a> {
+        Out {
+            c,
+            ldc,
+            cols: Cols::Dense,
+        }
+    }
+}
+
+/// `C = act(bias + a · b + residual)` over `n` product columns.
 /// Threads: [`crate::par::threads`].
-pub fn gemm(a: &PackedA, b: B, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue) {
+pub fn gemm(a: &PackedA, b: B, n: usize, out: Out, ep: Epilogue) {
     let (m, k) = (a.m, a.k);
     if n == 0 {
         return;
     }
+    let (mr, nr) = (a.shape.mr, a.shape.nr());
+    let (ldc, cols) = (out.ldc, out.cols);
+    let c_len = (m - 1) * ldc + cols.stored(n);
     assert!(
-        c.len() >= (m - 1) * ldc + n
+        out.c.len() >= c_len
             && ep.bias.is_none_or(|v| v.len() >= m)
+            && ep.residual.is_none_or(|r| r.len() >= c_len)
             && match b {
                 B::Rows { b, ldb } => b.len() >= (k - 1) * ldb + n,
                 B::Fill(_) => true,
+                B::InPlace { base, offsets } => {
+                    offsets.len() >= k
+                        && offsets
+                            .iter()
+                            .all(|&o| o as usize + n.div_ceil(nr) * nr <= base.len())
+                }
             },
         "packed gemm operand too small"
     );
@@ -124,11 +288,11 @@ pub fn gemm(a: &PackedA, b: B, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue
     } else {
         threads.min(flops >> 19).max(1)
     };
-    let col_tasks = tasks.min(n.div_ceil(NR)).max(1);
-    let row_tasks = (tasks / col_tasks).clamp(1, m.div_ceil(MR));
-    let cols_per = n.div_ceil(NR).div_ceil(col_tasks) * NR;
-    let rows_per = m.div_ceil(MR).div_ceil(row_tasks) * MR;
-    let out = SharedOut(c.as_mut_ptr());
+    let col_tasks = tasks.min(n.div_ceil(nr)).max(1);
+    let row_tasks = (tasks / col_tasks).clamp(1, m.div_ceil(mr));
+    let cols_per = n.div_ceil(nr).div_ceil(col_tasks) * nr;
+    let rows_per = m.div_ceil(mr).div_ceil(row_tasks) * mr;
+    let c = SharedOut(out.c.as_mut_ptr());
     let run = |t: usize| {
         let (rt, ct) = (t / col_tasks, t % col_tasks);
         let (r0, j0) = (rt * rows_per, ct * cols_per);
@@ -136,9 +300,16 @@ pub fn gemm(a: &PackedA, b: B, n: usize, c: &mut [f32], ldc: usize, ep: Epilogue
             return;
         }
         let (r1, j1) = ((r0 + rows_per).min(m), (j0 + cols_per).min(n));
-        // SAFETY: tasks write disjoint (row, column) rectangles of `c`, each
-        // inside the bounds asserted above.
-        unsafe { block(a, b, out.get(), ldc, (r0, r1), (j0, j1), ep) };
+        let dst = Dst {
+            c: c.get(),
+            ldc,
+            cols,
+            n,
+        };
+        // SAFETY: tasks write disjoint row ranges, and disjoint column
+        // ranges (which `cols` maps to disjoint columns of `C`), inside the
+        // bounds asserted above.
+        unsafe { block(a, b, &dst, (r0, r1), (j0, j1), ep) };
     };
     if row_tasks * col_tasks == 1 {
         run(0);
@@ -157,64 +328,114 @@ impl SharedOut {
     }
 }
 
+/// Where a task's tiles go.
+struct Dst {
+    c: *mut f32,
+    ldc: usize,
+    cols: Cols,
+    /// Product columns in all.
+    n: usize,
+}
+
 thread_local! {
-    /// Packed `B` of this thread: KC×NC floats and room to align them, then
+    /// Packed `B` of this thread: kc×NC floats and room to align them, then
     /// one row of NC for `B::Fill`.
     static PACKED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Rows `r0..r1` (multiples of MR but the end) and columns `j0..j1` of `c`.
+/// Rows `r0..r1` (multiples of MR but the end) and columns `j0..j1` of the product.
 ///
 /// # Safety
-/// `c` with `ldc` must be valid for writes over the rectangle; `b` must cover
-/// `k` rows up to column `j1`.
+/// `dst` must be valid for writes over the rectangle's kept columns; `b`
+/// must cover `k` rows up to column `j1` (rounded up to `NR` in place).
 unsafe fn block(
     a: &PackedA,
     b: B,
-    c: *mut f32,
-    ldc: usize,
+    dst: &Dst,
     (r0, r1): (usize, usize),
     (j0, j1): (usize, usize),
     ep: Epilogue,
 ) {
-    let k = a.k;
-    let kblocks = k.div_ceil(KC);
-    PACKED_B.with_borrow_mut(|buf| {
-        if buf.len() < KC * NC + NC + 16 {
-            buf.resize(KC * NC + NC + 16, 0.0);
+    let shape = a.shape;
+    let (mr, nr) = (shape.mr, shape.nr());
+    let mc_rows = mr * MC_PANELS;
+    let kblocks = a.blocks();
+    // A tile's parts depend on its columns only: made once per panel.
+    let tile = |row: usize, parts: [Half; 4], kb: usize| {
+        let (first, last) = (kb == 0, kb + 1 == kblocks);
+        Tile {
+            c: dst.c.add(row * dst.ldc),
+            ldc: dst.ldc,
+            rows: mr.min(r1 - row),
+            store: Store::Rows(parts),
+            load_c: !first,
+            bias: if first {
+                ep.bias.map(|v| v[row..].as_ptr())
+            } else {
+                None
+            },
+            residual: if last {
+                ep.residual.map(|r| r[row * dst.ldc..].as_ptr())
+            } else {
+                None
+            },
+            act: if last { ep.act } else { Activation::None },
         }
-        let off = buf.as_ptr().align_offset(64).min(15);
-        let (packed, row) = buf[off..].split_at_mut(KC * NC);
+    };
+    let nc_cols = NC / nr * nr;
+    if let B::InPlace { base, offsets } = b {
         let mut jc = j0;
         while jc < j1 {
-            let nc = NC.min(j1 - jc);
+            let nc = nc_cols.min(j1 - jc);
             for kb in 0..kblocks {
-                let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
-                pack_b(b, k0, kc, jc, nc, packed, &mut row[..nc]);
-                let (first, last) = (kb == 0, kb + 1 == kblocks);
+                let (k0, kc) = a.block(kb);
                 let mut ic = r0;
                 while ic < r1 {
-                    let mc = MC.min(r1 - ic);
-                    for jr in (0..nc).step_by(NR) {
-                        let bp = &packed[jr * kc..(jr + NR) * kc];
-                        for ir in (0..mc).step_by(MR) {
-                            let row = ic + ir;
-                            let rows = MR.min(r1 - row);
-                            let ap = a.panel(kb, row / MR, kc);
-                            let tile = Tile {
-                                c: c.add(row * ldc + jc + jr),
-                                ldc,
-                                rows,
-                                cols: NR.min(nc - jr),
-                                load_c: !first,
-                                bias: if first {
-                                    ep.bias.map(|v| v[row..].as_ptr())
-                                } else {
-                                    None
-                                },
-                                relu: last && ep.relu,
-                            };
-                            microkernel(kc, ap, bp, &tile);
+                    let mc = mc_rows.min(r1 - ic);
+                    for j in (jc..jc + nc).step_by(nr) {
+                        let panel = InPlace {
+                            base: base.as_ptr().add(j),
+                            offsets: offsets[k0..].as_ptr(),
+                        };
+                        let parts = dst.cols.parts(j, dst.n);
+                        for row in (ic..ic + mc).step_by(mr) {
+                            let ap = a.panel(kb, row / mr, kc);
+                            microkernel::run(shape, kc, &ap, &panel, &tile(row, parts, kb));
+                        }
+                    }
+                    ic += mc;
+                }
+            }
+            jc += nc;
+        }
+        return;
+    }
+    PACKED_B.with_borrow_mut(|buf| {
+        let panel_floats = a.kc * NC;
+        if buf.len() < panel_floats + NC + 16 {
+            buf.resize(panel_floats + NC + 16, 0.0);
+        }
+        let off = buf.as_ptr().align_offset(64).min(15);
+        let (packed, row) = buf[off..].split_at_mut(panel_floats);
+        let mut jc = j0;
+        while jc < j1 {
+            let nc = nc_cols.min(j1 - jc);
+            for kb in 0..kblocks {
+                let (k0, kc) = a.block(kb);
+                pack_b(b, nr, (k0, kc), (jc, nc), packed, &mut row[..nc]);
+                let mut ic = r0;
+                while ic < r1 {
+                    let mc = mc_rows.min(r1 - ic);
+                    for jr in (0..nc).step_by(nr) {
+                        let panel = Packed {
+                            ptr: packed[jr * kc..(jr + nr) * kc].as_ptr(),
+                            width: nr,
+                        };
+                        let parts = dst.cols.parts(jc + jr, dst.n);
+                        for row in (ic..ic + mc).step_by(mr) {
+                            let ap = a.panel(kb, row / mr, kc);
+                            let t = tile(row, parts, kb);
+                            microkernel::run(shape, kc, &ap, &panel, &t);
                         }
                     }
                     ic += mc;
@@ -225,9 +446,16 @@ unsafe fn block(
     });
 }
 
-/// Copies rows `k0..k0+kc` and columns `j0..j0+nc` of `b` into `NR`-column
+/// Copies rows `k0..k0+kc` and columns `j0..j0+nc` of `b` into `nr`-column
 /// panels, zero past column `nc`; `row` is room for one row of a `B::Fill`.
-fn pack_b(b: B, k0: usize, kc: usize, j0: usize, nc: usize, packed: &mut [f32], row: &mut [f32]) {
+fn pack_b(
+    b: B,
+    nr: usize,
+    (k0, kc): (usize, usize),
+    (j0, nc): (usize, usize),
+    packed: &mut [f32],
+    row: &mut [f32],
+) {
     for t in 0..kc {
         let src: &[f32] = match b {
             B::Rows { b, ldb } => &b[(k0 + t) * ldb + j0..(k0 + t) * ldb + j0 + nc],
@@ -235,99 +463,15 @@ fn pack_b(b: B, k0: usize, kc: usize, j0: usize, nc: usize, packed: &mut [f32], 
                 f(k0 + t, j0, row);
                 row
             }
+            B::InPlace { base, offsets } => {
+                let at = offsets[k0 + t] as usize + j0;
+                &base[at..at + nc]
+            }
         };
-        for (jr, chunk) in src.chunks(NR).enumerate() {
-            let dst = &mut packed[(jr * kc + t) * NR..(jr * kc + t + 1) * NR];
+        for (jr, chunk) in src.chunks(nr).enumerate() {
+            let dst = &mut packed[(jr * kc + t) * nr..(jr * kc + t + 1) * nr];
             dst[..chunk.len()].copy_from_slice(chunk);
             dst[chunk.len()..].fill(0.0);
-        }
-    }
-}
-
-/// One `MR`×`NR` tile of `C`.
-struct Tile {
-    c: *mut f32,
-    ldc: usize,
-    rows: usize,
-    cols: usize,
-    /// Add the tile's current contents (a later `k` block).
-    load_c: bool,
-    /// Bias of the tile's first row, broadcast along its row (the first `k` block).
-    bias: Option<*const f32>,
-    relu: bool,
-}
-
-/// `tile (+)= a_panel · b_panel` over depth `kc`.
-///
-/// # Safety
-/// `tile.c` is valid for `rows` rows of `cols` elements at stride `ldc`;
-/// `bias`, when set, for `rows` elements.
-unsafe fn microkernel(kc: usize, a: &[f32], b: &[f32], tile: &Tile) {
-    debug_assert!(a.len() >= kc * MR && b.len() >= kc * NR);
-    #[cfg(target_arch = "x86_64")]
-    avx512::kernel(kc, a.as_ptr(), b.as_ptr(), tile);
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("PackedA::new refuses CPUs without the microkernel");
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
-
-    use super::{Tile, MR, NR};
-
-    /// # Safety
-    /// AVX-512F is present (checked by `PackedA::new`); `a` holds `kc*MR` and
-    /// `b` `kc*NR` floats; the tile is valid as `microkernel` requires.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn kernel(kc: usize, a: *const f32, b: *const f32, t: &Tile) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let lo = mask(t.cols);
-        let hi = mask(t.cols.saturating_sub(16));
-        for (i, row) in acc.iter_mut().enumerate() {
-            if i < t.rows {
-                if let Some(bias) = t.bias {
-                    let v = _mm512_set1_ps(*bias.add(i));
-                    *row = [v, v];
-                }
-                if t.load_c {
-                    let c = t.c.add(i * t.ldc);
-                    row[0] = _mm512_add_ps(row[0], _mm512_maskz_loadu_ps(lo, c));
-                    row[1] = _mm512_add_ps(row[1], _mm512_maskz_loadu_ps(hi, c.add(16)));
-                }
-            }
-        }
-        for p in 0..kc {
-            let b0 = _mm512_loadu_ps(b.add(p * NR));
-            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
-            let ap = a.add(p * MR);
-            for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*ap.add(i));
-                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
-            }
-        }
-        let zero = _mm512_setzero_ps();
-        for (i, row) in acc.iter().enumerate() {
-            if i < t.rows {
-                let (mut v0, mut v1) = (row[0], row[1]);
-                if t.relu {
-                    v0 = _mm512_max_ps(v0, zero);
-                    v1 = _mm512_max_ps(v1, zero);
-                }
-                let c = t.c.add(i * t.ldc);
-                _mm512_mask_storeu_ps(c, lo, v0);
-                _mm512_mask_storeu_ps(c.add(16), hi, v1);
-            }
-        }
-    }
-
-    /// The first `n` of 16 lanes.
-    fn mask(n: usize) -> __mmask16 {
-        if n >= 16 {
-            0xffff
-        } else {
-            ((1u32 << n) - 1) as __mmask16
         }
     }
 }
@@ -354,14 +498,17 @@ mod tests {
         if !available() {
             return;
         }
-        for (m, n, k) in [
+        for (m, n, k, shape) in [
             (1, 1, 1),
             (14, 32, 256),
             (15, 33, 257),
             (29, 100, 600),
             (3, 700, 5),
             (64, 49, 1152),
-        ] {
+        ]
+        .into_iter()
+        .flat_map(|(m, n, k)| Shape::ALL.map(|s| (m, n, k, s)))
+        {
             let a: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7) % 13) as f32 * 0.25 - 1.5)
                 .collect();
@@ -370,14 +517,20 @@ mod tests {
                 .collect();
             let bias: Vec<f32> = (0..m).map(|i| i as f32 - 3.0).collect();
             let want = naive(&a, &b, m, n, k, &bias);
-            let pa = PackedA::new(&a, m, k, k).unwrap();
+            let pa = PackedA::new(&a, m, k, k, shape).unwrap();
             // Wider ldc: the columns past n must stay untouched.
             let mut c = vec![7f32; m * (n + 3)];
             let ep = Epilogue {
                 bias: Some(&bias),
-                relu: false,
+                ..Epilogue::default()
             };
-            gemm(&pa, B::Rows { b: &b, ldb: n }, n, &mut c, n + 3, ep);
+            gemm(
+                &pa,
+                B::Rows { b: &b, ldb: n },
+                n,
+                Out::dense(&mut c, n + 3),
+                ep,
+            );
             for i in 0..m {
                 for j in 0..n {
                     let (got, w) = (c[i * (n + 3) + j], want[i * n + j]);
@@ -397,13 +550,78 @@ mod tests {
             };
             let ep = Epilogue {
                 bias: Some(&bias),
-                relu: true,
+                act: Activation::Relu,
+                ..Epilogue::default()
             };
-            gemm(&pa, B::Fill(&fill), n, &mut r, n, ep);
+            gemm(&pa, B::Fill(&fill), n, Out::dense(&mut r, n), ep);
             assert!(r
                 .iter()
                 .zip(&want)
                 .all(|(g, w)| (g - w.max(0.0)).abs() <= 1e-3 * w.abs().max(1.0)));
+        }
+    }
+
+    /// Rows read in place at offsets, wide columns dropped where they fall on
+    /// padding, a residual and a sigmoid: against the naive product.
+    #[test]
+    fn in_place_rows_into_wide_columns() {
+        if !available() {
+            return;
+        }
+        let cases = [(5, 3, 9, 7, 7), (29, 300, 16, 14, 14), (14, 9, 58, 56, 3)];
+        for ((m, k, pitch, valid, rows), shape) in
+            cases.into_iter().flat_map(|c| Shape::ALL.map(|s| (c, s)))
+        {
+            let n: usize = (rows - 1) * pitch + valid;
+            // Row t of B is base[t * 7 + j]: rows overlap, as a convolution's taps do.
+            let offsets: Vec<u32> = (0..k as u32).map(|t| t * 7).collect();
+            let base: Vec<f32> = (0..(k - 1) * 7 + n + 64)
+                .map(|i| ((i * 5) % 11) as f32 * 0.5 - 2.5)
+                .collect();
+            let b: Vec<f32> = (0..k * n).map(|i| base[(i / n) * 7 + i % n]).collect();
+            let a: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7) % 13) as f32 * 0.05 - 0.3)
+                .collect();
+            let bias: Vec<f32> = (0..m).map(|i| i as f32 * 0.1 - 0.5).collect();
+            let want = naive(&a, &b, m, n, k, &bias);
+            let stored = rows * valid;
+            let residual: Vec<f32> = (0..m * stored).map(|i| (i % 5) as f32 * 0.25).collect();
+            let mut c = vec![0f32; m * stored];
+            let pa = PackedA::new(&a, m, k, k, shape).unwrap();
+            let out = Out {
+                c: &mut c,
+                ldc: stored,
+                cols: Cols::Wide { pitch, valid },
+            };
+            let ep = Epilogue {
+                bias: Some(&bias),
+                residual: Some(&residual),
+                act: Activation::Sigmoid,
+            };
+            gemm(
+                &pa,
+                B::InPlace {
+                    base: &base,
+                    offsets: &offsets,
+                },
+                n,
+                out,
+                ep,
+            );
+            for i in 0..m {
+                for r in 0..rows {
+                    for col in 0..valid {
+                        let at = i * stored + r * valid + col;
+                        let w = want[i * n + r * pitch + col] + residual[at];
+                        let w = 1.0 / (1.0 + (-w).exp());
+                        assert!(
+                            (c[at] - w).abs() <= 1e-5,
+                            "{m}x{k} row {i} ({r}, {col}): {} vs {w}",
+                            c[at]
+                        );
+                    }
+                }
+            }
         }
     }
 }

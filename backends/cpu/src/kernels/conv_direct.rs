@@ -1,0 +1,258 @@
+//! 2-D convolutions as implicit GEMMs over the input in place: no im2col
+//! matrix is made or packed. This file holds the geometry and the staging;
+//! [`super::conv_plan`] picks how the product is tiled.
+//!
+//! Each group's input is staged once per run into zero-bordered planes,
+//! split by stride phase: phase `(ph, pw)` of channel `c` holds padded rows
+//! `ph, ph + s_h, ...` and columns `pw, pw + s_w, ...`. In a phase plane every
+//! kernel tap reads the outputs of a row at consecutive columns, and the rows
+//! follow each other at the plane's pitch. So the output positions `(oh, ow)`
+//! are numbered `oh * pitch + ow` ("wide": a row carries `pitch - Wo` padding
+//! columns, computed and dropped on store), and the im2col row of input
+//! channel and tap `(c, kh, kw)` is the staged buffer from one offset on: the
+//! GEMM reads it in place ([`B::InPlace`]). Strides, dilations and pads of any
+//! size take the same path; only the staging differs.
+
+use std::cell::RefCell;
+
+use super::conv::ConvGeom;
+use super::layout::par_rows;
+use super::microkernel::NR_MAX;
+use super::packed_gemm::{self, Cols, Epilogue, Out, PackedA, B};
+use super::vmath::vectorized;
+
+/// The staging and the offsets of one convolution's implicit GEMM.
+#[derive(Debug, Clone)]
+pub struct Direct {
+    /// Input channels per group.
+    channels: usize,
+    input: [usize; 2],
+    pads: [usize; 2],
+    strides: [usize; 2],
+    /// Rows and columns of a phase plane; columns are the product's pitch.
+    plane: [usize; 2],
+    /// Floats from one staged plane to the next.
+    plane_len: usize,
+    /// The phases some tap reads, `(ph, pw)`, in staging order.
+    phases: Vec<[usize; 2]>,
+    /// Per row `(c, kh, kw)` of the product's `B`: its offset in the staging.
+    offsets: Vec<u32>,
+    /// Output rows and columns.
+    output: [usize; 2],
+    /// Floats of the staging buffer (planes, then room for the last tile).
+    staged: usize,
+}
+
+impl Direct {
+    /// The plan for a 2-D convolution `g` (1-D ones are 2-D of height 1);
+    /// `None` where offsets would not fit 32 bits.
+    pub fn new(g: &ConvGeom) -> Option<Direct> {
+        if g.input.len() != 2 || g.output.iter().any(|&d| d == 0) {
+            return None;
+        }
+        let two = |v: &[usize]| [v[0], v[1]];
+        let (input, kernel, output) = (two(&g.input), two(&g.kernel), two(&g.output));
+        let (strides, dil, pads) = (two(&g.strides), two(&g.dilations), two(&g.pads));
+        let channels = g.c / g.group;
+        // Padded extent: every tap of every output, and the input.
+        let ext = |d: usize| {
+            ((output[d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1).max(input[d] + pads[d])
+        };
+        let plane = [ext(0).div_ceil(strides[0]), ext(1).div_ceil(strides[1])];
+        let mut phases: Vec<[usize; 2]> = Vec::new();
+        let mut taps = Vec::with_capacity(kernel[0] * kernel[1]);
+        for kh in 0..kernel[0] {
+            for kw in 0..kernel[1] {
+                let (th, tw) = (kh * dil[0], kw * dil[1]);
+                let phase = [th % strides[0], tw % strides[1]];
+                let slot = match phases.iter().position(|p| *p == phase) {
+                    Some(i) => i,
+                    None => {
+                        phases.push(phase);
+                        phases.len() - 1
+                    }
+                };
+                taps.push((slot, th / strides[0] * plane[1] + tw / strides[1]));
+            }
+        }
+        // Planes start an odd number of cache lines apart: the same tap of
+        // successive channels then falls in different L1 sets (at a stride
+        // of a power of two lines they would evict each other).
+        let lines = (plane[0] * plane[1]).div_ceil(16);
+        let plane_len = 16 * (lines | 1);
+        let mut offsets = Vec::with_capacity(channels * taps.len());
+        for c in 0..channels {
+            for &(slot, within) in &taps {
+                let off = (c * phases.len() + slot)
+                    .checked_mul(plane_len)?
+                    .checked_add(within)?;
+                offsets.push(u32::try_from(off).ok()?);
+            }
+        }
+        let n = (output[0] - 1) * plane[1] + output[1];
+        let last = offsets.iter().max().map_or(0, |&o| o as usize);
+        let staged = (phases.len() * channels * plane_len).max(last + n + NR_MAX);
+        u32::try_from(staged).ok()?;
+        Some(Direct {
+            channels,
+            input,
+            pads,
+            strides,
+            plane,
+            plane_len,
+            phases,
+            offsets,
+            output,
+            staged,
+        })
+    }
+
+    /// Floats of scratch a run needs.
+    pub fn scratch_floats(&self) -> usize {
+        self.staged
+    }
+
+    /// Wide output positions: the last one is the last output.
+    pub fn columns(&self) -> usize {
+        (self.output[0] - 1) * self.plane[1] + self.output[1]
+    }
+
+    /// Floats from one output row to the next in wide positions.
+    pub fn pitch(&self) -> usize {
+        self.plane[1]
+    }
+
+    /// Output rows and columns.
+    pub fn output(&self) -> [usize; 2] {
+        self.output
+    }
+
+    /// Per input channel and tap, `(c, kh, kw)` in weight order: its offset
+    /// in the staging.
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+
+    /// The largest of [`Direct::offsets`].
+    pub fn max_offset(&self) -> usize {
+        self.offsets.iter().max().map_or(0, |&o| o as usize)
+    }
+
+    /// `y = act(bias + w * x + residual)` for one image and group, the
+    /// weights as the product's rows: `x` the group's input channels, `y`
+    /// (and `residual`) its output channels.
+    pub fn run_rows(
+        &self,
+        w: &PackedA,
+        x: &[f32],
+        y: &mut [f32],
+        ep: Epilogue,
+        staging: &mut [f32],
+    ) {
+        let staging = self.stage(x, staging);
+        let sout = self.output[0] * self.output[1];
+        let out = Out {
+            c: y,
+            ldc: sout,
+            cols: Cols::Wide {
+                pitch: self.plane[1],
+                valid: self.output[1],
+            },
+        };
+        let b = B::InPlace {
+            base: staging,
+            offsets: &self.offsets,
+        };
+        packed_gemm::gemm(w, b, self.columns(), out, ep);
+    }
+
+    /// Writes the phase planes of `x` (zero where they fall on padding) and
+    /// zeros past them into the front of `staging`; returns that part.
+    pub fn stage<'s>(&self, x: &[f32], staging: &'s mut [f32]) -> &'s [f32] {
+        let staging = &mut staging[..self.staged];
+        let [ih, iw] = self.input;
+        let [rows, cols] = self.plane;
+        let [sh, sw] = self.strides;
+        let [pt, pl] = self.pads;
+        let (sin, slots) = (ih * iw, self.phases.len());
+        let (body, tail) = staging.split_at_mut(self.channels * slots * self.plane_len);
+        tail.fill(0.0);
+        // A channel's planes are contiguous: one task per channel.
+        par_rows(body, slots * self.plane_len, |c, planes| {
+            for plane in planes.chunks_mut(self.plane_len) {
+                plane[rows * cols..].fill(0.0);
+            }
+            let xc = &x[c * sin..(c + 1) * sin];
+            if sw == 1 {
+                // One phase column: each input row is copied once, in place.
+                for big in 0..rows * sh {
+                    let (a, ph) = (big / sh, big % sh);
+                    let src = big.checked_sub(pt).filter(|&r| r < ih);
+                    for slot in (0..slots).filter(|&s| self.phases[s][0] == ph) {
+                        let at = slot * self.plane_len + a * cols;
+                        let row = &mut planes[at..at + cols];
+                        match src {
+                            Some(r) => bordered(&xc[r * iw..(r + 1) * iw], pl, row),
+                            None => row.fill(0.0),
+                        }
+                    }
+                }
+                return;
+            }
+            PADDED.with_borrow_mut(|padded| {
+                padded.resize(cols * sw, 0.0);
+                for big in 0..rows * sh {
+                    let (a, ph) = (big / sh, big % sh);
+                    let src = big.checked_sub(pt).filter(|&r| r < ih);
+                    if let Some(r) = src {
+                        bordered(&xc[r * iw..(r + 1) * iw], pl, padded);
+                    }
+                    for slot in (0..slots).filter(|&s| self.phases[s][0] == ph) {
+                        let at = slot * self.plane_len + a * cols;
+                        let row = &mut planes[at..at + cols];
+                        match src {
+                            Some(_) => pick(padded, sw, self.phases[slot][1], row),
+                            None => row.fill(0.0),
+                        }
+                    }
+                }
+            });
+        });
+        staging
+    }
+}
+
+thread_local! {
+    /// One zero-bordered input row of this thread's staging.
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `row` = `pad` zeros, then `x`, then zeros (as far as `row` goes).
+fn bordered(x: &[f32], pad: usize, row: &mut [f32]) {
+    let end = (pad + x.len()).min(row.len());
+    let start = pad.min(end);
+    row[..start].fill(0.0);
+    row[start..end].copy_from_slice(&x[..end - start]);
+    row[end..].fill(0.0);
+}
+
+/// `row[b] = padded[b * stride + phase]`; two phases of stride 2 are a
+/// deinterleave, vectorized.
+fn pick(padded: &[f32], stride: usize, phase: usize, row: &mut [f32]) {
+    match stride {
+        1 => row.copy_from_slice(&padded[phase..phase + row.len()]),
+        2 => vectorized(|| {
+            let pairs = row.iter_mut().zip(padded.chunks_exact(2));
+            if phase == 0 {
+                pairs.for_each(|(o, pair)| *o = pair[0]);
+            } else {
+                pairs.for_each(|(o, pair)| *o = pair[1]);
+            }
+        }),
+        _ => {
+            for (o, v) in row.iter_mut().zip(padded[phase..].iter().step_by(stride)) {
+                *o = *v;
+            }
+        }
+    }
+}

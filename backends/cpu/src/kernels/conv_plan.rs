@@ -1,0 +1,631 @@
+//! How an f32 2-D convolution with constant weights runs on the AVX-512
+//! microkernels, chosen when its kernel is built.
+//!
+//! The product is `Y[M, P] = W[M, K] · X[K, P]` per image and group (`M`
+//! output channels, `K` input channels times taps, `P` output positions),
+//! with `X` never made: [`Direct`] stages the input so that its columns are
+//! read in place. It is tiled one of three ways:
+//! - [`Product::Packed`]: a pointwise convolution's `X` is its input, packed
+//!   panel by panel ([`packed_gemm`]), tiles of `MR` channels by `NR` positions;
+//! - [`Product::Rows`]: the same tiles with `X`'s rows read in place from the
+//!   staging (wide positions, the padding columns dropped on store);
+//! - [`Product::Columns`]: the transposed product, tiles of `MR` positions by
+//!   `NR` channels: positions are broadcast from the staging, the weights are
+//!   packed panels of `NR` channels, and each tile is transposed as it is
+//!   stored. Positions tile each output row (or the wide positions, where
+//!   that pads less), so a 7- or 14-wide plane wastes nothing.
+//!
+//! The choice is the one with the least padded work, weighed by how fast
+//! each way runs (measured on Zen 5: the transposed product runs near the
+//! FMA peak, in-place rows about 15% below it).
+
+use rayon::prelude::*;
+
+use super::conv::ConvGeom;
+use super::conv_direct::Direct;
+use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile};
+use super::packed_gemm::{self, Epilogue, Out, PackedA, B};
+
+/// Tiles of the transposed product whose staged lines are used across the
+/// weight panels before the next tiles (one tile alone, so that its lines
+/// stay in L1, measured slower even where every depth step reads another
+/// plane).
+const TILES_PER_BLOCK: usize = 32;
+/// Bytes of a weight panel's depth block of the transposed product, at
+/// most: a deeper product is split in blocks that stay in L2.
+const PANEL_BLOCK_BYTES: usize = 512 << 10;
+
+/// How one group's product is tiled, and its weights packed for it.
+#[derive(Debug, Clone)]
+enum Product {
+    Packed(PackedA),
+    Rows(PackedA),
+    Columns(Panels),
+}
+
+/// The weights of one group as the transposed product's right operand:
+/// panel `p` holds channels `p*nr ..` as `[k][nr]`, zero past the last channel.
+#[derive(Debug, Clone)]
+struct Panels {
+    channels: usize,
+    k: usize,
+    nr: usize,
+    data: AlignedBuf,
+}
+
+impl Panels {
+    fn new(w: &[f32], channels: usize, k: usize, nr: usize) -> Panels {
+        let count = channels.div_ceil(nr);
+        let mut data = AlignedBuf::zeroed(count * k * nr);
+        for (p, panel) in data.as_mut_slice().chunks_mut(k * nr).enumerate() {
+            for l in 0..nr.min(channels - p * nr) {
+                let row = &w[(p * nr + l) * k..(p * nr + l + 1) * k];
+                for (t, v) in row.iter().enumerate() {
+                    panel[t * nr + l] = *v;
+                }
+            }
+        }
+        Panels {
+            channels,
+            k,
+            nr,
+            data,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.channels.div_ceil(self.nr)
+    }
+
+    /// Depth steps `k0..` of panel `p`.
+    fn panel(&self, p: usize, k0: usize) -> Packed {
+        Packed {
+            ptr: self.data.as_slice()[(p * self.k + k0) * self.nr..].as_ptr(),
+            width: self.nr,
+        }
+    }
+}
+
+/// `MR` output positions of the transposed product: from wide position
+/// `start`, those of `positions`' mask, stored from output `positions.col`.
+#[derive(Debug, Clone, Copy)]
+struct PosTile {
+    start: usize,
+    positions: Half,
+}
+
+/// A convolution's staging, tiling and packed weights.
+#[derive(Debug, Clone)]
+pub struct ConvPlan {
+    direct: Direct,
+    shape: Shape,
+    /// One per group.
+    products: Vec<Product>,
+    /// The transposed product's position tiles.
+    tiles: Vec<PosTile>,
+    /// The last tile's first position.
+    max_start: usize,
+    /// Depth of the transposed product's blocks.
+    kc: usize,
+}
+
+/// Time per padded multiply-add of each way, in hundredths of the FMA
+/// peak's (the transposed product's is raised where its depth is split, and
+/// for one tap, where every depth step broadcasts from another plane).
+/// Measured on Zen 5 (`bench --profile`), as the per-tile costs below.
+const PACKED_SPEED: usize = 112;
+const ROWS_SPEED: usize = 122;
+const COLUMNS_SPEED: usize = 110;
+const COLUMNS_SPLIT_SPEED: usize = 116;
+const COLUMNS_ONE_TAP_SPEED: usize = 125;
+
+/// The cost of a product, in hundredths of a cycle: `fmas` padded
+/// multiply-adds at `speed` (32 per cycle at the peak), and `tiles` tiles
+/// of `per_tile` cycles of prologue and epilogue each.
+fn cost(fmas: usize, speed: usize, tiles: usize, per_tile: usize) -> usize {
+    fmas.saturating_mul(speed) / 32 + tiles.saturating_mul(per_tile * 100)
+}
+
+impl ConvPlan {
+    /// The plan for `g` with weights `w` (`[M, C/group, kh, kw]`); `None`
+    /// where this CPU has no microkernels or the geometry does not fit.
+    pub fn new(g: &ConvGeom, w: &[f32]) -> Option<ConvPlan> {
+        if !packed_gemm::available() {
+            return None;
+        }
+        let direct = Direct::new(g)?;
+        let (mg, k) = (g.m / g.group, g.col_rows());
+        if w.len() < g.group * mg * k || mg == 0 || k == 0 {
+            return None;
+        }
+        let pointwise = g.is_pointwise();
+        let n = if pointwise {
+            g.spatial_out()
+        } else {
+            direct.columns()
+        };
+        let pad = |v: usize, t: usize| v.div_ceil(t) * t;
+        // (cost, shape, columns?)
+        let mut best: Option<(usize, Shape, bool)> = None;
+        let mut consider = |cost: usize, shape: Shape, columns: bool| {
+            if best.is_none_or(|(c, _, _)| cost < c) {
+                best = Some((cost, shape, columns));
+            }
+        };
+        for shape in Shape::ALL {
+            let (mr, nr, nv) = (shape.mr, shape.nr(), shape.nv);
+            // By rows: tiles of mr channels by nr (wide) positions, each
+            // stored with plain vector stores; a packed operand is copied.
+            let tiles = mg.div_ceil(mr) * n.div_ceil(nr);
+            let fmas = pad(mg, mr) * pad(n, nr) * k;
+            let rows = if pointwise {
+                cost(fmas, PACKED_SPEED, tiles, 40 + 30 * nv) + k * n * 25
+            } else {
+                cost(fmas, ROWS_SPEED, tiles, 40 + 30 * nv)
+            };
+            consider(rows, shape, false);
+            // By columns: tiles of mr positions by nr channels, each
+            // transposed (16×16 blocks) as it is stored.
+            let speed = if g.kernel_size() == 1 {
+                COLUMNS_ONE_TAP_SPEED
+            } else if k * nr * 4 > PANEL_BLOCK_BYTES {
+                COLUMNS_SPLIT_SPEED
+            } else {
+                COLUMNS_SPEED
+            };
+            let positions = position_tiles(&direct, mr).len();
+            let fmas = positions * mr * pad(mg, nr) * k;
+            let tiles = positions * mg.div_ceil(nr);
+            consider(cost(fmas, speed, tiles, 50 + 120 * nv), shape, true);
+        }
+        let (_, shape, columns) = best?;
+        let products = (0..g.group)
+            .map(|grp| {
+                let wg = &w[grp * mg * k..(grp + 1) * mg * k];
+                Some(if columns {
+                    Product::Columns(Panels::new(wg, mg, k, shape.nr()))
+                } else if pointwise {
+                    Product::Packed(PackedA::new(wg, mg, k, k, shape)?)
+                } else {
+                    // Rows read in place: one depth block (splitting it
+                    // reloads every tile of the output, which measured slower).
+                    Product::Rows(PackedA::with_depth(wg, (mg, k, k), shape, usize::MAX)?)
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let tiles = if columns {
+            position_tiles(&direct, shape.mr)
+        } else {
+            Vec::new()
+        };
+        Some(ConvPlan {
+            max_start: tiles.iter().map(|t| t.start).max().unwrap_or(0),
+            kc: depth_block(k, shape),
+            direct,
+            shape,
+            products,
+            tiles,
+        })
+    }
+
+    /// How the product runs, for schedule listings.
+    pub fn describe(&self) -> String {
+        let how = match self.products.first() {
+            Some(Product::Packed(_)) => "packed",
+            Some(Product::Rows(_)) => "rows",
+            Some(Product::Columns(_)) => "columns",
+            None => "empty",
+        };
+        format!("{how} {}x{}", self.shape.mr, self.shape.nr())
+    }
+
+    /// Floats of scratch a run needs: the staging, then the transposed
+    /// product's partial sums when its depth is split.
+    pub fn scratch_floats(&self) -> usize {
+        match self.products.first() {
+            Some(Product::Packed(_)) | None => 0,
+            Some(Product::Rows(_)) => self.direct.scratch_floats(),
+            Some(Product::Columns(w)) => {
+                let partial = if self.kc < w.k {
+                    self.tiles.len() * w.count() * self.shape.mr * w.nr
+                } else {
+                    0
+                };
+                self.direct.scratch_floats() + partial
+            }
+        }
+    }
+
+    /// `y = act(bias + w * x + residual)` for one image: `x` its input
+    /// channels, `y` and `ep.residual` its output channels, `ep.bias` all of them.
+    pub fn run(&self, g: &ConvGeom, x: &[f32], y: &mut [f32], ep: Epilogue, staging: &mut [f32]) {
+        let (sin, sout) = (g.spatial_in(), g.spatial_out());
+        let (cg, mg) = (g.c / g.group, g.m / g.group);
+        for (grp, product) in self.products.iter().enumerate() {
+            let xg = &x[grp * cg * sin..(grp + 1) * cg * sin];
+            let yg = &mut y[grp * mg * sout..(grp + 1) * mg * sout];
+            let ep = Epilogue {
+                bias: ep.bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
+                residual: ep
+                    .residual
+                    .map(|r| &r[grp * mg * sout..(grp + 1) * mg * sout]),
+                act: ep.act,
+            };
+            match product {
+                Product::Packed(w) => {
+                    let b = B::Rows { b: xg, ldb: sout };
+                    packed_gemm::gemm(w, b, sout, Out::dense(yg, sout), ep);
+                }
+                Product::Rows(w) => self.direct.run_rows(w, xg, yg, ep, staging),
+                Product::Columns(w) => {
+                    let (staging, partial) = staging.split_at_mut(self.direct.scratch_floats());
+                    let staged = self.direct.stage(xg, staging);
+                    self.run_columns(w, staged, partial, yg, ep);
+                }
+            }
+        }
+    }
+
+    /// The transposed product over staged input `staged`, in depth blocks
+    /// whose partial sums wait in `partial`.
+    fn run_columns(
+        &self,
+        w: &Panels,
+        staged: &[f32],
+        partial: &mut [f32],
+        y: &mut [f32],
+        ep: Epilogue,
+    ) {
+        let [oh, ow] = self.direct.output();
+        let sout = oh * ow;
+        let (shape, offsets) = (self.shape, self.direct.offsets());
+        let panels = w.count();
+        let units = self.tiles.len() * panels;
+        let blocks = w.k.div_ceil(self.kc);
+        let tile_floats = shape.mr * w.nr;
+        assert!(
+            y.len() >= w.channels * sout
+                && ep.bias.is_none_or(|b| b.len() >= w.channels)
+                && ep.residual.is_none_or(|r| r.len() >= w.channels * sout)
+                && offsets.len() >= w.k
+                && self.direct.max_offset() + self.max_start + shape.mr <= staged.len()
+                && (blocks == 1 || partial.len() >= units * tile_floats),
+            "transposed conv operand too small"
+        );
+        let flops = units * tile_floats * w.k / blocks;
+        let tasks = if flops < 1 << 20 {
+            1
+        } else {
+            crate::par::threads().min(flops >> 19).min(units).max(1)
+        };
+        let (out, sums) = (SharedOut(y.as_mut_ptr()), SharedOut(partial.as_mut_ptr()));
+        // Units in the order (block of tiles, panel, tile in block): a
+        // block's staged lines stay in cache across the panels.
+        let unit = |u: usize| {
+            let per_block = TILES_PER_BLOCK.min(self.tiles.len()) * panels;
+            let (block, rest) = (u / per_block, u % per_block);
+            let in_block = TILES_PER_BLOCK.min(self.tiles.len() - block * TILES_PER_BLOCK);
+            let (p, t) = (rest / in_block, rest % in_block);
+            (p, block * TILES_PER_BLOCK + t)
+        };
+        for kb in 0..blocks {
+            let (k0, kc) = (kb * self.kc, self.kc.min(w.k - kb * self.kc));
+            let (first, last) = (kb == 0, kb + 1 == blocks);
+            let run = |task: usize| {
+                let (u0, u1) = (units * task / tasks, units * (task + 1) / tasks);
+                for u in u0..u1 {
+                    let (p, ti) = unit(u);
+                    let (ch0, tile) = (p * w.nr, &self.tiles[ti]);
+                    let a = InPlace {
+                        base: staged[tile.start..].as_ptr(),
+                        offsets: offsets[k0..].as_ptr(),
+                    };
+                    let b = w.panel(p, k0);
+                    let t = Tile {
+                        c: out.at(ch0 * sout),
+                        ldc: sout,
+                        rows: shape.mr,
+                        store: Store::Columns {
+                            positions: tile.positions,
+                            lanes: w.nr.min(w.channels - ch0),
+                            partial: sums.at((ti * panels + p) * tile_floats),
+                            spill: !last,
+                        },
+                        load_c: !first,
+                        bias: ep.bias.filter(|_| first).map(|b| b[ch0..].as_ptr()),
+                        residual: ep.residual.map(|r| r[ch0 * sout..].as_ptr()),
+                        act: ep.act,
+                    };
+                    // SAFETY: the operands, the tile's part of `y` and its
+                    // partial sums are in bounds (asserted above); units
+                    // write disjoint parts of both.
+                    unsafe { microkernel::run(shape, kc, &a, &b, &t) };
+                }
+            };
+            if tasks == 1 {
+                run(0);
+            } else {
+                (0..tasks).into_par_iter().for_each(run);
+            }
+        }
+    }
+}
+
+/// Depth of the transposed product's blocks: whole, unless a panel's
+/// weights pass [`PANEL_BLOCK_BYTES`].
+fn depth_block(k: usize, shape: Shape) -> usize {
+    let most = (PANEL_BLOCK_BYTES / (4 * shape.nr())).max(1);
+    let blocks = k.div_ceil(most);
+    k.div_ceil(blocks.max(1))
+}
+
+/// The output pointer shared by tasks writing disjoint tiles.
+struct SharedOut(*mut f32);
+// SAFETY: only used for disjoint writes (see `run_columns`).
+unsafe impl Sync for SharedOut {}
+impl SharedOut {
+    fn at(&self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
+/// The transposed product's position tiles of `mr` positions: along each
+/// output row, or along the wide positions where that makes fewer.
+fn position_tiles(d: &Direct, mr: usize) -> Vec<PosTile> {
+    let ([oh, ow], pitch) = (d.output(), d.pitch());
+    let per_row = ow.div_ceil(mr);
+    let n = d.columns();
+    if oh * per_row <= n.div_ceil(mr) {
+        return (0..oh)
+            .flat_map(|r| (0..per_row).map(move |t| (r, t * mr)))
+            .map(|(r, c)| PosTile {
+                start: r * pitch + c,
+                positions: Half::prefix((ow - c).min(mr), r * ow + c),
+            })
+            .collect();
+    }
+    (0..n)
+        .step_by(mr)
+        .map(|start| {
+            let mut mask = 0u16;
+            for i in 0..mr.min(n - start) {
+                if (start + i) % pitch < ow {
+                    mask |= 1 << i;
+                }
+            }
+            let first = start + mask.trailing_zeros().min(15) as usize;
+            PosTile {
+                start,
+                positions: Half {
+                    mask,
+                    col: first / pitch * ow + (first % pitch).min(ow),
+                },
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use rlx_ir::ops::Activation;
+
+    use super::*;
+
+    /// The convolution by its definition, f64 sums, then the residual and
+    /// a sigmoid.
+    fn naive(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32], residual: &[f32]) -> Vec<f32> {
+        let (cg, mg) = (g.c / g.group, g.m / g.group);
+        let [ih, iw] = [g.input[0], g.input[1]];
+        let [oh, ow] = [g.output[0], g.output[1]];
+        let [kh, kw] = [g.kernel[0], g.kernel[1]];
+        let mut y = vec![0f32; g.m * oh * ow];
+        for m in 0..g.m {
+            let grp = m / mg;
+            for (i, j) in (0..oh).flat_map(|i| (0..ow).map(move |j| (i, j))) {
+                let mut s = bias[m] as f64;
+                for c in 0..cg {
+                    for (a, b) in (0..kh).flat_map(|a| (0..kw).map(move |b| (a, b))) {
+                        let r =
+                            (i * g.strides[0] + a * g.dilations[0]) as isize - g.pads[0] as isize;
+                        let q =
+                            (j * g.strides[1] + b * g.dilations[1]) as isize - g.pads[1] as isize;
+                        if r < 0 || q < 0 || r >= ih as isize || q >= iw as isize {
+                            continue;
+                        }
+                        let xv = x[((grp * cg + c) * ih + r as usize) * iw + q as usize];
+                        let wv = w[((m * cg + c) * kh + a) * kw + b];
+                        s += xv as f64 * wv as f64;
+                    }
+                }
+                let at = (m * oh + i) * ow + j;
+                y[at] = 1.0 / (1.0 + (-(s as f32 + residual[at])).exp());
+            }
+        }
+        y
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn geom(
+        c: usize,
+        m: usize,
+        group: usize,
+        input: [usize; 2],
+        k: [usize; 2],
+        s: [usize; 2],
+        d: [usize; 2],
+        p: [usize; 2],
+    ) -> ConvGeom {
+        let out = |i: usize| (input[i] + 2 * p[i] - (k[i] - 1) * d[i] - 1) / s[i] + 1;
+        ConvGeom {
+            n: 1,
+            c,
+            m,
+            group,
+            input: input.to_vec(),
+            kernel: k.to_vec(),
+            output: vec![out(0), out(1)],
+            strides: s.to_vec(),
+            dilations: d.to_vec(),
+            pads: p.to_vec(),
+        }
+    }
+
+    /// A plan of each way and every shape, forced.
+    pub(super) fn plans(g: &ConvGeom, w: &[f32], split: bool) -> Vec<ConvPlan> {
+        let chosen = ConvPlan::new(g, w).unwrap();
+        let (mg, k) = (g.m / g.group, g.col_rows());
+        let mut all = vec![chosen.clone()];
+        for shape in Shape::ALL {
+            for way in 0..3 {
+                if way == 0 && !g.is_pointwise() {
+                    continue;
+                }
+                let products = (0..g.group)
+                    .map(|grp| {
+                        let wg = &w[grp * mg * k..(grp + 1) * mg * k];
+                        match way {
+                            0 => Product::Packed(PackedA::new(wg, mg, k, k, shape).unwrap()),
+                            1 => Product::Rows(PackedA::new(wg, mg, k, k, shape).unwrap()),
+                            _ => Product::Columns(Panels::new(wg, mg, k, shape.nr())),
+                        }
+                    })
+                    .collect();
+                let tiles = position_tiles(&chosen.direct, shape.mr);
+                all.push(ConvPlan {
+                    max_start: tiles.iter().map(|t| t.start).max().unwrap_or(0),
+                    kc: if split && k > 100 {
+                        37
+                    } else {
+                        depth_block(k, shape)
+                    },
+                    direct: chosen.direct.clone(),
+                    shape,
+                    products,
+                    tiles,
+                });
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_way_matches_the_definition() {
+        if !packed_gemm::available() {
+            return;
+        }
+        let cases = [
+            geom(3, 16, 1, [9, 11], [3, 3], [1, 1], [1, 1], [1, 1]),
+            geom(5, 30, 1, [7, 7], [3, 3], [2, 2], [1, 1], [1, 1]),
+            geom(3, 8, 1, [20, 17], [7, 7], [2, 2], [1, 1], [3, 3]),
+            geom(4, 6, 2, [8, 9], [3, 3], [1, 1], [2, 2], [2, 2]),
+            geom(6, 15, 1, [10, 12], [1, 1], [2, 2], [1, 1], [0, 0]),
+            geom(2, 3, 1, [1, 40], [1, 5], [1, 3], [1, 1], [0, 2]),
+            geom(8, 29, 1, [5, 6], [2, 3], [3, 1], [1, 2], [0, 1]),
+            geom(24, 70, 1, [7, 7], [1, 1], [1, 1], [1, 1], [0, 0]),
+            geom(300, 33, 1, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1]),
+        ];
+        for g in cases {
+            let ks = g.kernel_size();
+            let x: Vec<f32> = (0..g.c * g.spatial_in())
+                .map(|i| ((i * 7) % 17) as f32 * 0.1 - 0.8)
+                .collect();
+            let w: Vec<f32> = (0..g.m * g.c / g.group * ks)
+                .map(|i| ((i * 5) % 13) as f32 * 0.02 - 0.12)
+                .collect();
+            let bias: Vec<f32> = (0..g.m).map(|i| i as f32 * 0.01).collect();
+            let residual: Vec<f32> = (0..g.m * g.spatial_out())
+                .map(|i| (i % 7) as f32 * 0.1)
+                .collect();
+            let want = naive(&g, &x, &w, &bias, &residual);
+            for plan in plans(&g, &w, true) {
+                let mut staging = vec![f32::NAN; plan.scratch_floats()];
+                let mut y = vec![f32::NAN; g.m * g.spatial_out()];
+                let ep = Epilogue {
+                    bias: Some(&bias),
+                    residual: Some(&residual),
+                    act: Activation::Sigmoid,
+                };
+                plan.run(&g, &x, &mut y, ep, &mut staging);
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5,
+                        "{g:?} {} at {i}: {a} vs {b}",
+                        plan.describe()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A timing table of every way and shape on representative convolutions,
+/// to tune the costs above: `cargo test --release -p rlx-cpu --lib
+/// conv_plan::speed -- --ignored --nocapture` (the plan chosen is listed first).
+#[cfg(test)]
+mod speed {
+    use rlx_ir::ops::Activation;
+
+    use super::*;
+
+    /// (input channels, output channels, size, kernel, stride, pad)
+    const CASES: [(usize, usize, usize, usize, usize, usize); 8] = [
+        (3, 64, 224, 7, 2, 3),
+        (3, 24, 224, 3, 2, 1),
+        (64, 64, 56, 3, 1, 1),
+        (64, 256, 56, 1, 1, 0),
+        (256, 256, 14, 3, 1, 1),
+        (1024, 256, 14, 1, 1, 0),
+        (512, 512, 7, 3, 1, 1),
+        (512, 2048, 7, 1, 1, 0),
+    ];
+
+    #[test]
+    #[ignore = "a timing table for tuning, not a test"]
+    fn timings() {
+        for (c, m, hw, k, s, p) in CASES {
+            let out = (hw + 2 * p - k) / s + 1;
+            let g = ConvGeom {
+                n: 1,
+                c,
+                m,
+                group: 1,
+                input: vec![hw, hw],
+                kernel: vec![k, k],
+                output: vec![out, out],
+                strides: vec![s, s],
+                dilations: vec![1, 1],
+                pads: vec![p, p],
+            };
+            let x: Vec<f32> = (0..g.c * g.spatial_in())
+                .map(|i| (i % 7) as f32 * 0.1)
+                .collect();
+            let w: Vec<f32> = (0..g.m * g.col_rows())
+                .map(|i| (i % 5) as f32 * 0.01)
+                .collect();
+            let bias = vec![0.1f32; g.m];
+            let mut y = vec![0f32; g.m * g.spatial_out()];
+            let flops = g.flops(g.spatial_out()) as f64;
+            for plan in super::tests::plans(&g, &w, false) {
+                let mut staging = vec![0f32; plan.scratch_floats()];
+                let ep = Epilogue {
+                    bias: Some(&bias),
+                    residual: None,
+                    act: Activation::Relu,
+                };
+                let t = std::time::Instant::now();
+                let mut n = 0;
+                while t.elapsed().as_secs_f64() < 0.3 {
+                    crate::par::inline(|| plan.run(&g, &x, &mut y, ep, &mut staging));
+                    n += 1;
+                }
+                let dt = t.elapsed().as_secs_f64() / n as f64;
+                println!(
+                    "{c:>5}->{m:<5} {hw:>3}² k{k} s{s} {:>14} {:8.3} ms {:6.1} GFLOP/s",
+                    plan.describe(),
+                    dt * 1e3,
+                    flops / dt / 1e9
+                );
+            }
+        }
+    }
+}
