@@ -234,7 +234,7 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
         let mut cols: Vec<f32> = (0..ow as i64)
             .map(|c| count(c, sw, dw, kw, pw, iw, ew))
             .collect();
-        cols.resize(ow.div_ceil(16) * 16, 0.0);
+        cols.resize(window2d::mean_cols(ow), 0.0);
         let (x, y) = (
             bytemuck::cast_slice::<T, f32>(src),
             bytemuck::cast_slice_mut::<T, f32>(y),

@@ -1,10 +1,13 @@
 //! 2-D sliding windows over one f32 plane at a time, for depthwise
 //! convolution and max/average pooling on AVX-512 CPUs.
 //!
-//! The plane is copied once into a bordered buffer (zeros, or -inf for max),
-//! so no tap needs a bounds check; then every 16 outputs of a row are one
-//! register that takes all the window's taps (two loads and a permute at
-//! stride 2, a gather at larger strides) and is stored once.
+//! The plane is copied once into a bordered buffer (zeros, or -inf for max)
+//! whose rows start on cache lines, so no tap needs a bounds check; then
+//! every 16 outputs of a row are one register that takes all the window's
+//! taps (two loads and a permute at stride 2, a gather at larger strides)
+//! and is stored once. 3×3 and 5×5 windows are unrolled, a partial sum per
+//! window row; a 3×3 window at stride 1 loads each row's vector once and
+//! shifts it for the other two taps.
 
 use std::cell::RefCell;
 
@@ -39,8 +42,13 @@ pub enum Reduce<'a> {
     /// The maximum, NaN winning.
     Max,
     /// The sum times `rows[r] · cols[c]` (reciprocal divisors per output row and
-    /// column; `cols` has 16 spare entries).
+    /// column; `cols` has room for [`mean_cols`] entries).
     Mean { rows: &'a [f32], cols: &'a [f32] },
+}
+
+/// Entries of a [`Reduce::Mean`]'s `cols` for `ow` output columns.
+pub fn mean_cols(ow: usize) -> usize {
+    ow.div_ceil(16) * 16
 }
 
 /// True when this CPU runs the vector path.
@@ -53,8 +61,8 @@ thread_local! {
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Floats read past the bordered plane by a row's last vector: 32 loads at
-/// stride 2 beyond the last column.
+/// Floats read past the bordered plane by a row's last vector: the second
+/// load at stride 2, and room.
 const SLACK: usize = 64;
 
 /// Computes one output plane `out` (output rows × cols) from input plane `x`.
@@ -68,29 +76,33 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
     match reduce {
         Reduce::Dot { w, .. } => assert!(w.len() >= taps, "window2d: too few weights"),
         Reduce::Mean { rows, cols } => assert!(
-            rows.len() >= oh && cols.len() >= ow.div_ceil(16) * 16,
+            rows.len() >= oh && cols.len() >= mean_cols(ow),
             "window2d: too few divisors"
         ),
         Reduce::Max => {}
     }
-    let (rows, cols) = g.padded();
+    let (rows, width) = g.padded();
+    // Rows start on cache lines: a vector of 16 outputs at a multiple of 16
+    // then loads its taps' lines whole.
+    let cols = width.div_ceil(16) * 16;
     let border = match reduce {
         Reduce::Max => f32::NEG_INFINITY,
         _ => 0.0,
     };
-    PADDED.with_borrow_mut(|buf| {
-        buf.clear();
-        buf.resize(rows * cols + SLACK, border);
-        if iw > 0 {
-            for (h, src) in x[..ih * iw].chunks_exact(iw).enumerate() {
-                let at = (h + g.pads[0]) * cols + g.pads[1];
-                buf[at..at + iw].copy_from_slice(src);
-            }
-        }
+    PADDED.with_borrow_mut(|raw| {
+        raw.resize(rows * cols + SLACK + 16, border);
+        let start = raw.as_ptr().align_offset(64).min(16);
+        let buf = &mut raw[start..start + rows * cols + SLACK];
+        assert!(available(), "window2d::plane needs AVX-512");
+        // SAFETY: AVX-512F is present; `buf` holds rows*cols floats and more.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            avx512::border(g, x, buf, cols, border)
+        };
         assert!(available(), "window2d::plane needs AVX-512");
         // SAFETY: AVX-512F is present; `buf` holds every tap of the outputs
-        // (see `Geom::padded`) plus SLACK floats of over-read; `out` holds
-        // oh*ow floats.
+        // (see `Geom::padded`) in rows of `cols`, plus SLACK floats of
+        // over-read; `out` holds oh*ow floats.
         #[cfg(target_arch = "x86_64")]
         unsafe {
             avx512::plane(g, buf, cols, out, reduce)
@@ -104,107 +116,420 @@ mod avx512 {
 
     use super::{Geom, Reduce};
 
-    /// Walks every 16-wide chunk of every output row: `$init` makes the
-    /// accumulator, `$step(acc, v, tap)` takes each tap's vector, `$finish(acc,
-    /// r, j)` the result to store.
-    macro_rules! windows {
-        ($g:expr, $base:expr, $cols:expr, $out:expr, |$a:ident, $v:ident, $t:ident| $step:expr, $init:expr, |$f:ident, $r:ident, $j:ident| $finish:expr) => {{
-            let g: &Geom = $g;
-            let ([oh, ow], [kh, kw]) = (g.output, g.kernel);
-            let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
-            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-            let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            let step = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(sw as i32));
-            for $r in 0..oh {
-                let orow = $out.as_mut_ptr().add($r * ow);
-                let mut $j = 0;
-                while $j < ow {
-                    let keep: __mmask16 = if ow - $j >= 16 {
-                        0xffff
-                    } else {
-                        ((1u32 << (ow - $j)) - 1) as u16
-                    };
-                    let mut $a = $init;
-                    for ta in 0..kh {
-                        let line = $base.add(($r * sh + ta * dh) * $cols + $j * sw);
-                        for tb in 0..kw {
-                            let at = line.add(tb * dw);
-                            let $v = match sw {
-                                1 => _mm512_loadu_ps(at),
-                                2 => _mm512_permutex2var_ps(
-                                    _mm512_loadu_ps(at),
-                                    even,
-                                    _mm512_loadu_ps(at.add(16)),
-                                ),
-                                _ => _mm512_mask_i32gather_ps::<4>(
-                                    _mm512_setzero_ps(),
-                                    keep,
-                                    step,
-                                    at,
-                                ),
-                            };
-                            let $t = ta * kw + tb;
-                            $a = $step;
-                        }
-                    }
-                    let $f = $a;
-                    _mm512_mask_storeu_ps(orow.add($j), keep, $finish);
-                    $j += 16;
-                }
+    /// Copies plane `x` into `buf` (rows of `cols`) after `pads`, `border`
+    /// around it and to the end of `buf`, 16 floats a store.
+    ///
+    /// # Safety
+    /// AVX-512F is present; `buf` holds `g.padded()` rows of `cols` floats.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn border(g: &Geom, x: &[f32], buf: &mut [f32], cols: usize, border: f32) {
+        let [ih, iw] = g.input;
+        let [top, left] = g.pads;
+        let fill = _mm512_set1_ps(border);
+        let len = buf.len();
+        let dst = buf.as_mut_ptr();
+        // Everything first (rows are short, and mostly written twice in
+        // cache), then each input row over it.
+        let mut i = 0;
+        while i + 16 <= len {
+            _mm512_storeu_ps(dst.add(i), fill);
+            i += 16;
+        }
+        buf[i..].fill(border);
+        for (h, src) in x.chunks_exact(iw.max(1)).take(ih).enumerate() {
+            let row = dst.add((top + h) * cols + left);
+            let n = iw.min(cols.saturating_sub(left));
+            let mut c = 0;
+            while c < n {
+                let keep = lanes(n - c);
+                let v = _mm512_maskz_loadu_ps(keep, src.as_ptr().add(c));
+                _mm512_mask_storeu_ps(row.add(c), keep, v);
+                c += 16;
             }
-        }};
+        }
+    }
+
+    /// What a window computes, on registers.
+    trait Window {
+        type Acc: Copy;
+        fn init(&self) -> Self::Acc;
+        /// What [`Window::combine`] leaves unchanged: the start of every
+        /// partial result but the first (which starts from `init`).
+        fn neutral(&self) -> Self::Acc;
+        /// Takes tap `t`'s vector.
+        unsafe fn step(&self, acc: Self::Acc, v: __m512, t: usize) -> Self::Acc;
+        /// Joins two partial results.
+        unsafe fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+        /// The result for output row `r`, columns `j..j + 16`.
+        unsafe fn finish(&self, acc: Self::Acc, r: usize, j: usize) -> __m512;
+    }
+
+    struct Dot<'a> {
+        w: &'a [f32],
+        bias: f32,
+        relu: bool,
+    }
+
+    impl Window for Dot<'_> {
+        type Acc = __m512;
+        fn init(&self) -> __m512 {
+            // SAFETY: AVX-512F is present (`plane` is only entered then).
+            unsafe { _mm512_set1_ps(self.bias) }
+        }
+        fn neutral(&self) -> __m512 {
+            // SAFETY: as above.
+            unsafe { _mm512_setzero_ps() }
+        }
+        #[inline(always)]
+        unsafe fn step(&self, acc: __m512, v: __m512, t: usize) -> __m512 {
+            _mm512_fmadd_ps(_mm512_set1_ps(*self.w.get_unchecked(t)), v, acc)
+        }
+        #[inline(always)]
+        unsafe fn combine(&self, a: __m512, b: __m512) -> __m512 {
+            _mm512_add_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn finish(&self, acc: __m512, _: usize, _: usize) -> __m512 {
+            if self.relu {
+                _mm512_max_ps(acc, _mm512_setzero_ps())
+            } else {
+                acc
+            }
+        }
+    }
+
+    /// The maximum; `max(v, acc)` keeps acc when either is NaN, so a NaN tap
+    /// is remembered in a mask and restored at the end.
+    struct Max;
+
+    impl Window for Max {
+        type Acc = (__m512, __mmask16);
+        fn init(&self) -> Self::Acc {
+            // SAFETY: AVX-512F is present (`plane` is only entered then).
+            (unsafe { _mm512_set1_ps(f32::NEG_INFINITY) }, 0)
+        }
+        fn neutral(&self) -> Self::Acc {
+            self.init()
+        }
+        #[inline(always)]
+        unsafe fn step(&self, (acc, seen): Self::Acc, v: __m512, _: usize) -> Self::Acc {
+            (
+                _mm512_max_ps(v, acc),
+                seen | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
+            )
+        }
+        #[inline(always)]
+        unsafe fn combine(&self, (a, sa): Self::Acc, (b, sb): Self::Acc) -> Self::Acc {
+            (_mm512_max_ps(a, b), sa | sb)
+        }
+        #[inline(always)]
+        unsafe fn finish(&self, (acc, seen): Self::Acc, _: usize, _: usize) -> __m512 {
+            _mm512_mask_blend_ps(seen, acc, _mm512_set1_ps(f32::NAN))
+        }
+    }
+
+    struct Mean<'a> {
+        rows: &'a [f32],
+        cols: &'a [f32],
+    }
+
+    impl Window for Mean<'_> {
+        type Acc = __m512;
+        fn init(&self) -> __m512 {
+            // SAFETY: AVX-512F is present (`plane` is only entered then).
+            unsafe { _mm512_setzero_ps() }
+        }
+        fn neutral(&self) -> __m512 {
+            self.init()
+        }
+        #[inline(always)]
+        unsafe fn step(&self, acc: __m512, v: __m512, _: usize) -> __m512 {
+            _mm512_add_ps(acc, v)
+        }
+        #[inline(always)]
+        unsafe fn combine(&self, a: __m512, b: __m512) -> __m512 {
+            _mm512_add_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn finish(&self, acc: __m512, r: usize, j: usize) -> __m512 {
+            let rows = _mm512_set1_ps(*self.rows.get_unchecked(r));
+            _mm512_mul_ps(
+                _mm512_mul_ps(acc, rows),
+                _mm512_loadu_ps(self.cols.as_ptr().add(j)),
+            )
+        }
+    }
+
+    /// The 16 taps of a vector of outputs at `at`, `S` floats apart (0: any
+    /// stride, `sw`, gathered).
+    #[inline(always)]
+    unsafe fn taps<const S: usize>(at: *const f32, keep: __mmask16, sw: usize) -> __m512 {
+        match S {
+            1 => _mm512_loadu_ps(at),
+            2 => {
+                let even =
+                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                _mm512_permutex2var_ps(_mm512_loadu_ps(at), even, _mm512_loadu_ps(at.add(16)))
+            }
+            _ => {
+                let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                let step = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(sw as i32));
+                _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), keep, step, at)
+            }
+        }
+    }
+
+    /// The lanes of a row's last, partial vector.
+    #[inline(always)]
+    fn lanes(n: usize) -> __mmask16 {
+        if n >= 16 {
+            0xffff
+        } else {
+            ((1u32 << n) - 1) as u16
+        }
+    }
+
+    /// Every output row, 16 outputs at a time. With the window's side `K`
+    /// known here, its taps are unrolled and each of its rows sums into a
+    /// chain of its own (one chain would wait on every add's latency; the
+    /// out-of-order core overlaps these with the next vector's).
+    #[inline(always)]
+    unsafe fn walk<W: Window, const S: usize, const K: usize>(
+        g: &Geom,
+        base: *const f32,
+        cols: usize,
+        out: &mut [f32],
+        win: &W,
+    ) {
+        let [oh, ow] = g.output;
+        let [kh, kw] = if K > 0 { [K, K] } else { g.kernel };
+        let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
+        for r in 0..oh {
+            let orow = out.as_mut_ptr().add(r * ow);
+            let line = base.add(r * sh * cols);
+            let mut j = 0;
+            while j < ow {
+                let keep = lanes(ow - j);
+                let at = line.add(j * sw);
+                let mut chains = [win.neutral(); CHAINS];
+                chains[0] = win.init();
+                for ta in 0..kh {
+                    let c = &mut chains[if K > 0 { ta % CHAINS } else { 0 }];
+                    for tb in 0..kw {
+                        let v = taps::<S>(at.add(ta * dh * cols + tb * dw), keep, sw);
+                        *c = win.step(*c, v, ta * kw + tb);
+                    }
+                }
+                let mut acc = chains[0];
+                if K > 0 {
+                    for c in &chains[1..kh.min(CHAINS)] {
+                        acc = win.combine(acc, *c);
+                    }
+                }
+                let y = win.finish(acc, r, j);
+                if keep == 0xffff {
+                    _mm512_storeu_ps(orow.add(j), y);
+                } else {
+                    _mm512_mask_storeu_ps(orow.add(j), keep, y);
+                }
+                j += 16;
+            }
+        }
+    }
+
+    /// A 3×3 window at stride and dilation 1, rows aligned: each window row
+    /// loads one vector per 16 outputs (its next is the one after's first)
+    /// and shifts the pair by one and two lanes, where loading the three
+    /// taps would split two loads over cache lines.
+    #[inline(always)]
+    unsafe fn slide3<W: Window>(g: &Geom, base: *const f32, cols: usize, out: &mut [f32], win: &W) {
+        let [oh, ow] = g.output;
+        let shift = |next: __m512, cur: __m512, by: i32| {
+            let (n, c) = (_mm512_castps_si512(next), _mm512_castps_si512(cur));
+            _mm512_castsi512_ps(match by {
+                1 => _mm512_alignr_epi32::<1>(n, c),
+                _ => _mm512_alignr_epi32::<2>(n, c),
+            })
+        };
+        for r in 0..oh {
+            let orow = out.as_mut_ptr().add(r * ow);
+            let lines = [0, 1, 2].map(|i| base.add((r + i) * cols));
+            let mut cur = lines.map(|l| _mm512_loadu_ps(l));
+            let mut j = 0;
+            while j < ow {
+                let next = lines.map(|l| _mm512_loadu_ps(l.add(j + 16)));
+                let mut chains = [win.neutral(); CHAINS];
+                chains[0] = win.init();
+                for (i, c) in chains.iter_mut().enumerate() {
+                    *c = win.step(*c, cur[i], 3 * i);
+                    *c = win.step(*c, shift(next[i], cur[i], 1), 3 * i + 1);
+                    *c = win.step(*c, shift(next[i], cur[i], 2), 3 * i + 2);
+                }
+                let acc = win.combine(win.combine(chains[0], chains[1]), chains[2]);
+                let y = win.finish(acc, r, j);
+                let keep = lanes(ow - j);
+                if keep == 0xffff {
+                    _mm512_storeu_ps(orow.add(j), y);
+                } else {
+                    _mm512_mask_storeu_ps(orow.add(j), keep, y);
+                }
+                cur = next;
+                j += 16;
+            }
+        }
+    }
+
+    /// Partial sums of a vector of outputs, one per window row.
+    const CHAINS: usize = 3;
+
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn by_stride<W: Window>(
+        g: &Geom,
+        base: *const f32,
+        cols: usize,
+        out: &mut [f32],
+        win: &W,
+    ) {
+        match (g.strides[1], g.kernel) {
+            (1, [3, 3]) if g.strides[0] == 1 && g.dilations == [1, 1] => {
+                slide3(g, base, cols, out, win)
+            }
+            (1, [3, 3]) => walk::<W, 1, 3>(g, base, cols, out, win),
+            (2, [3, 3]) => walk::<W, 2, 3>(g, base, cols, out, win),
+            (1, [5, 5]) => walk::<W, 1, 5>(g, base, cols, out, win),
+            (2, [5, 5]) => walk::<W, 2, 5>(g, base, cols, out, win),
+            (1, _) => walk::<W, 1, 0>(g, base, cols, out, win),
+            (2, _) => walk::<W, 2, 0>(g, base, cols, out, win),
+            _ => walk::<W, 0, 0>(g, base, cols, out, win),
+        }
     }
 
     /// # Safety
     /// AVX-512F is present; `data` (rows of `cols` floats) holds every tap of
-    /// the outputs plus 64 floats; `out` holds the output plane.
+    /// the outputs plus `SLACK` floats; `out` holds the output plane.
     #[target_feature(enable = "avx512f,fma")]
     pub unsafe fn plane(g: &Geom, data: &[f32], cols: usize, out: &mut [f32], reduce: Reduce) {
         let base = data.as_ptr();
-        let zero = _mm512_setzero_ps();
         match reduce {
-            Reduce::Dot { w, bias, relu } => windows!(
-                g,
-                base,
-                cols,
-                out,
-                |acc, v, t| _mm512_fmadd_ps(_mm512_set1_ps(*w.get_unchecked(t)), v, acc),
-                _mm512_set1_ps(bias),
-                |acc, _r, _j| if relu { _mm512_max_ps(acc, zero) } else { acc }
-            ),
-            Reduce::Max => {
-                // max(v, acc) keeps acc when either is NaN: a NaN tap is
-                // remembered in a mask and restored at the end.
-                let nan = _mm512_set1_ps(f32::NAN);
-                let mut seen: __mmask16;
-                windows!(
-                    g,
-                    base,
-                    cols,
-                    out,
-                    |acc, v, _t| {
-                        seen |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                        _mm512_max_ps(v, acc)
-                    },
-                    {
-                        seen = 0;
-                        _mm512_set1_ps(f32::NEG_INFINITY)
-                    },
-                    |acc, _r, _j| _mm512_mask_blend_ps(seen, acc, nan)
-                )
+            Reduce::Dot { w, bias, relu } => by_stride(g, base, cols, out, &Dot { w, bias, relu }),
+            Reduce::Max => by_stride(g, base, cols, out, &Max),
+            Reduce::Mean { rows, cols: cs } => {
+                by_stride(g, base, cols, out, &Mean { rows, cols: cs })
             }
-            Reduce::Mean { rows, cols: cs } => windows!(
-                g,
-                base,
-                cols,
-                out,
-                |acc, v, _t| _mm512_add_ps(acc, v),
-                zero,
-                |acc, r, j| _mm512_mul_ps(
-                    _mm512_mul_ps(acc, _mm512_set1_ps(*rows.get_unchecked(r))),
-                    _mm512_loadu_ps(cs.as_ptr().add(j))
-                )
-            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window by its definition: (dot + bias, max, mean with the given
+    /// divisors), taps outside the input skipped (0 or -inf).
+    fn naive(g: &Geom, x: &[f32], reduce: Reduce) -> Vec<f32> {
+        let ([ih, iw], [oh, ow]) = (g.input, g.output);
+        let mut y = vec![0f32; oh * ow];
+        for r in 0..oh {
+            for c in 0..ow {
+                let (mut dot, mut max, mut sum) = (0f64, f32::NEG_INFINITY, 0f64);
+                for a in 0..g.kernel[0] {
+                    for b in 0..g.kernel[1] {
+                        let i =
+                            (r * g.strides[0] + a * g.dilations[0]) as isize - g.pads[0] as isize;
+                        let j =
+                            (c * g.strides[1] + b * g.dilations[1]) as isize - g.pads[1] as isize;
+                        if i < 0 || j < 0 || i >= ih as isize || j >= iw as isize {
+                            continue;
+                        }
+                        let v = x[i as usize * iw + j as usize];
+                        if let Reduce::Dot { w, .. } = reduce {
+                            dot += v as f64 * w[a * g.kernel[1] + b] as f64;
+                        }
+                        max = max.max(v);
+                        sum += v as f64;
+                    }
+                }
+                y[r * ow + c] = match reduce {
+                    Reduce::Dot { bias, relu, .. } => {
+                        let v = dot as f32 + bias;
+                        if relu {
+                            v.max(0.0)
+                        } else {
+                            v
+                        }
+                    }
+                    Reduce::Max => max,
+                    Reduce::Mean { rows, cols } => (sum as f32) * rows[r] * cols[c],
+                };
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn every_specialization_matches_the_definition() {
+        if !available() {
+            return;
+        }
+        // (input, kernel, stride, dilation, pads): the unrolled 3×3 and 5×5
+        // at strides 1 and 2, the sliding 3×3, a gathered stride, any window.
+        let cases = [
+            ([6, 6], [3, 3], [1, 1], [1, 1], [0, 0]),
+            ([20, 37], [3, 3], [1, 1], [1, 1], [1, 1]),
+            ([19, 33], [3, 3], [2, 2], [1, 1], [1, 1]),
+            ([15, 40], [5, 5], [1, 1], [1, 1], [2, 2]),
+            ([15, 40], [5, 5], [2, 2], [1, 1], [2, 2]),
+            ([12, 50], [3, 3], [1, 3], [1, 1], [1, 1]),
+            ([9, 21], [3, 3], [1, 1], [2, 2], [2, 2]),
+            ([9, 21], [2, 4], [2, 1], [1, 1], [0, 1]),
+        ];
+        for (input, kernel, strides, dilations, pads) in cases {
+            let out = |d: usize| {
+                (input[d] + 2 * pads[d] - (kernel[d] - 1) * dilations[d] - 1) / strides[d] + 1
+            };
+            let g = Geom {
+                input,
+                output: [out(0), out(1)],
+                kernel,
+                strides,
+                dilations,
+                pads,
+            };
+            let x: Vec<f32> = (0..input[0] * input[1])
+                .map(|i| ((i * 7) % 19) as f32 * 0.1 - 0.9)
+                .collect();
+            let w: Vec<f32> = (0..kernel[0] * kernel[1])
+                .map(|i| i as f32 * 0.05 - 0.2)
+                .collect();
+            let rows: Vec<f32> = (0..g.output[0]).map(|r| 1.0 / (r + 2) as f32).collect();
+            let cols: Vec<f32> = (0..mean_cols(g.output[1]))
+                .map(|c| 1.0 / (c + 3) as f32)
+                .collect();
+            let reduces = [
+                Reduce::Dot {
+                    w: &w,
+                    bias: 0.25,
+                    relu: false,
+                },
+                Reduce::Dot {
+                    w: &w,
+                    bias: -0.1,
+                    relu: true,
+                },
+                Reduce::Max,
+                Reduce::Mean {
+                    rows: &rows,
+                    cols: &cols,
+                },
+            ];
+            for reduce in reduces {
+                let want = naive(&g, &x, reduce);
+                let mut y = vec![f32::NAN; want.len()];
+                plane(&g, &x, &mut y, reduce);
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() <= 1e-5, "{g:?} {reduce:?} at {i}: {a} vs {b}");
+                }
+            }
         }
     }
 }
