@@ -8,8 +8,8 @@
 //! 16  u64 payload length, u32 CRC-32 of the payload, u32 reserved (0)
 //! 32  payload: u32 section count, then per section u32 kind, u64 offset, u64 length
 //!     (offsets from the file start), then the sections:
-//!       1 meta    text lines `key=value` (target, opt level, precision, bindings,
-//!                 producer)
+//!       1 meta    text lines `key=value` (target, opt level, precision, fallback,
+//!                 bindings, producer)
 //!       2 graph   the IR text form
 //!       3 weights index: u32 count, per weight: u32 name length, name,
 //!                 i32 dtype code, u32 rank, u64 dims..., u64 offset, u64 length,
@@ -41,7 +41,7 @@ use rlx_passes::OptLevel;
 
 use rlx_cuda::compile::Prebuilt;
 
-use crate::compile::{CompiledModel, Precision, Target};
+use crate::compile::{CompiledModel, Fallback, Precision, Target};
 use crate::narrow::{self, Encoding};
 
 const MAGIC: &[u8; 8] = b"RLXONNX\0";
@@ -175,6 +175,9 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
     );
     if m.precision != Precision::Exact {
         meta.push_str(&format!("precision={}\n", m.precision));
+    }
+    if m.fallback != Fallback::Refuse {
+        meta.push_str(&format!("fallback={}\n", m.fallback));
     }
     let mut binds: Vec<_> = m.bindings.iter().collect();
     binds.sort();
@@ -540,6 +543,7 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
     let mut opt_level = None;
     let mut producer = String::new();
     let mut precision = Precision::Exact;
+    let mut fallback = Fallback::Refuse;
     let mut bindings = Bindings::new();
     for line in text(1)?.lines() {
         let (k, v) = line
@@ -558,6 +562,9 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
             "precision" => {
                 precision =
                     Precision::parse(v).ok_or_else(|| malformed(format!("precision `{v}`")))?
+            }
+            "fallback" => {
+                fallback = Fallback::parse(v).ok_or_else(|| malformed(format!("fallback `{v}`")))?
             }
             "bind" => {
                 let (n, x) = v
@@ -637,6 +644,7 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         bindings,
         producer,
         precision,
+        fallback,
         cuda_ptx,
         limits: crate::Limits::default(),
     })

@@ -100,6 +100,41 @@ impl fmt::Display for Precision {
     }
 }
 
+/// What a GPU target does with the nodes it cannot run (strings, sequences,
+/// ops without a kernel, shapes that depend on data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Fallback {
+    /// Compiling (or planning a run) fails with an error naming every such
+    /// node: nothing moves to the host unasked.
+    #[default]
+    Refuse,
+    /// Such nodes run on the CPU backend. The graph is split into device and
+    /// host segments, run in order, with the values that cross copied
+    /// between device and host once per run ([`crate::partition`]).
+    Cpu,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 2] = [Fallback::Refuse, Fallback::Cpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fallback::Refuse => "refuse",
+            Fallback::Cpu => "cpu",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Fallback> {
+        Fallback::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Called after each pass with (step, pass name, graph).
 pub type DumpFn<'a> = dyn FnMut(usize, &str, &Graph) + 'a;
 
@@ -113,6 +148,8 @@ pub struct Compiler {
     /// Verify the graph after every pass (on in debug builds and tests).
     pub verify: bool,
     pub precision: Precision,
+    /// What a GPU target does with nodes it cannot run.
+    pub fallback: Fallback,
     /// Resource limits, checked on the compiled graph and kept in the
     /// model for its runs.
     pub limits: crate::Limits,
@@ -126,6 +163,7 @@ impl Default for Compiler {
             bindings: Bindings::new(),
             verify: rlx_passes::verify_by_default(),
             precision: Precision::Exact,
+            fallback: Fallback::Refuse,
             limits: crate::Limits::default(),
         }
     }
@@ -152,6 +190,12 @@ impl Compiler {
 
     pub fn precision(mut self, p: Precision) -> Compiler {
         self.precision = p;
+        self
+    }
+
+    /// Lets a GPU target leave the nodes it cannot run to the CPU.
+    pub fn fallback(mut self, f: Fallback) -> Compiler {
+        self.fallback = f;
         self
     }
 
@@ -200,6 +244,7 @@ impl Compiler {
             self.target,
             &passes,
             self.verify,
+            self.fallback,
             dump,
         )?;
         self.limits.check(&graph)?;
@@ -211,6 +256,7 @@ impl Compiler {
             bindings: self.bindings.clone(),
             producer: model.producer,
             precision: self.precision,
+            fallback: self.fallback,
             cuda_ptx: None,
             limits: self.limits,
         })
@@ -254,19 +300,22 @@ pub fn optimize(
         Target::Cpu,
         &passes,
         rlx_passes::verify_by_default(),
+        Fallback::Refuse,
         dump,
     )?;
     Ok(())
 }
 
 /// Runs the named passes for `target` (CPU constant folding, the target's
-/// legalization); returns how often each rewrite applied.
+/// legalization, keeping what it cannot run with `Fallback::Cpu`); returns how
+/// often each rewrite applied.
 pub fn run_passes(
     graph: &mut Graph,
     weights: &mut Weights,
     target: Target,
     passes: &[&str],
     verify: bool,
+    fallback: Fallback,
     dump: Option<&mut DumpFn>,
 ) -> Result<BTreeMap<String, usize>> {
     let evaluator = CpuEvaluator {
@@ -277,6 +326,7 @@ pub fn run_passes(
     let mut cx = PassContext::new(weights);
     cx.evaluator = Some(&evaluator);
     cx.backend = Some(target.backend());
+    cx.fallback = fallback == Fallback::Cpu && target != Target::Cpu;
     pm.run(graph, &mut cx, dump)?;
     Ok(cx.stats)
 }
@@ -291,6 +341,8 @@ pub struct CompiledModel {
     pub bindings: Bindings,
     pub producer: String,
     pub precision: Precision,
+    /// What the model's GPU target does with nodes it cannot run.
+    pub fallback: Fallback,
     /// CUDA kernels compiled ahead of time ([`CompiledModel::prebuild_cuda`]).
     pub cuda_ptx: Option<rlx_cuda::compile::Prebuilt>,
     /// Resource limits of this model's runs (not stored in artifacts: a

@@ -126,7 +126,7 @@ impl Session {
                     })
                     .map_err(Error::from)?
             }
-            Executable::Wgpu(_) | Executable::Cuda(_) => {
+            Executable::Wgpu(_) | Executable::Cuda(_) | Executable::Split(_) => {
                 if opts.fault.is_some() {
                     return Err(Error::Debug(
                         "the fault hook of debug runs works on the cpu target".into(),
@@ -173,11 +173,7 @@ impl Session {
             g.add_output(format!("debug.{k}"), rlx_ir::Value::new(*id, *port as u16))?;
         }
         let exec = self.plan_graph(g, weights, concrete)?;
-        let mut all = match &exec {
-            Executable::Wgpu(e) => e.run(ordered)?,
-            Executable::Cuda(e) => e.run(ordered)?,
-            _ => return Err(Error::Debug("a GPU target planned for the CPU".into())),
-        };
+        let mut all = self.threads.run(|| exec.run(ordered))?;
         let intermediates = all
             .split_off(real)
             .into_iter()

@@ -69,6 +69,8 @@ pub enum Error {
     Debug(String),
     #[error("resource limit: {0}")]
     Limit(String),
+    #[error("splitting the graph for the CPU fallback: {0}")]
+    Partition(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -30,12 +30,13 @@ pub mod files;
 pub mod limits;
 pub mod narrow;
 pub mod npy;
+pub mod partition;
 mod prebuild;
 pub mod session;
 pub mod signature;
 pub mod testdata;
 
-pub use compile::{CompiledModel, Compiler, Precision, Target};
+pub use compile::{CompiledModel, Compiler, Fallback, Precision, Target};
 pub use debug::{DebugOptions, DebugRun, Intermediate};
 pub use error::{Error, InputError, Result};
 pub use limits::Limits;

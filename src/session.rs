@@ -12,8 +12,9 @@ use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs}
 use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::plan_memory;
 
-use crate::compile::{run_passes, CompiledModel, Precision, Target};
+use crate::compile::{run_passes, CompiledModel, Fallback, Precision, Target};
 use crate::error::{Error, InputError, Result};
+use crate::partition::{self, Place, Slot};
 use rlx_passes::verify_by_default;
 
 /// Options of a session.
@@ -45,6 +46,86 @@ pub(crate) enum Executable {
         weights: Weights,
         cache: BodyCache,
     },
+    /// A GPU target's graph split with the CPU ([`Fallback::Cpu`]).
+    Split(Split),
+}
+
+impl Executable {
+    /// Runs on (ordered, checked) inputs, on the calling thread's pool.
+    pub(crate) fn run(&self, ordered: &[&Tensor]) -> Result<Vec<Tensor>> {
+        match self {
+            Executable::Planned(p) => {
+                let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
+                p.run(&refs).map_err(Error::from)
+            }
+            Executable::Wgpu(e) => e.run(ordered).map_err(Error::from),
+            Executable::Cuda(e) => e.run(ordered).map_err(Error::from),
+            Executable::Dynamic {
+                graph,
+                weights,
+                cache,
+            } => run_graph_cached(
+                graph,
+                weights,
+                ordered.iter().map(|t| (*t).clone()).collect(),
+                cache,
+            )
+            .map_err(Error::from),
+            Executable::Split(s) => s.run(ordered, |step, ins| step.exec.run(ins)),
+        }
+    }
+}
+
+/// The segments of a split graph ([`crate::partition`]), each planned for
+/// its place, run in order over a table of values.
+pub(crate) struct Split {
+    steps: Vec<SplitStep>,
+    slots: usize,
+    preset: Vec<(Slot, Tensor)>,
+    outputs: Vec<Slot>,
+}
+
+struct SplitStep {
+    place: Place,
+    /// The ONNX nodes of the segment, for profiles.
+    origin: String,
+    inputs: Vec<Slot>,
+    outputs: Vec<Slot>,
+    exec: Executable,
+}
+
+impl Split {
+    /// Runs every segment with `each` (a run, or a profiled run) and
+    /// returns the model's outputs.
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        mut each: impl FnMut(&SplitStep, &[&Tensor]) -> Result<Vec<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
+        let missing = |s: Slot| Error::Partition(format!("value {s} is read before it is made"));
+        let mut values: Vec<Option<Tensor>> = vec![None; self.slots];
+        for (v, t) in values.iter_mut().zip(inputs) {
+            *v = Some((*t).clone());
+        }
+        for (s, t) in &self.preset {
+            values[*s] = Some(t.clone());
+        }
+        for step in &self.steps {
+            let ins = step
+                .inputs
+                .iter()
+                .map(|&s| values[s].as_ref().ok_or_else(|| missing(s)))
+                .collect::<Result<Vec<_>>>()?;
+            let outs = each(step, &ins)?;
+            for (&s, t) in step.outputs.iter().zip(outs) {
+                values[s] = Some(t);
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|&s| values[s].clone().ok_or_else(|| missing(s)))
+            .collect()
+    }
 }
 
 /// Key of the specialization cache: input shapes and shape-determining values.
@@ -213,25 +294,7 @@ impl Session {
     pub fn run(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
         let ordered = self.order(inputs)?;
         let exec = self.executable(&ordered)?;
-        self.threads.run(|| match &*exec {
-            Executable::Planned(p) => {
-                let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
-                p.run(&refs).map_err(Error::from)
-            }
-            Executable::Wgpu(e) => e.run(&ordered).map_err(Error::from),
-            Executable::Cuda(e) => e.run(&ordered).map_err(Error::from),
-            Executable::Dynamic {
-                graph,
-                weights,
-                cache,
-            } => run_graph_cached(
-                graph,
-                weights,
-                ordered.iter().map(|t| (*t).clone()).collect(),
-                cache,
-            )
-            .map_err(Error::from),
-        })
+        self.threads.run(|| exec.run(&ordered))
     }
 
     /// The executable for these (ordered, checked) inputs: from the cache,
@@ -273,61 +336,9 @@ impl Session {
         self.run(inputs)?;
         let ordered = self.order(inputs)?;
         let exec = self.executable(&ordered)?;
-        let p = match &*exec {
-            Executable::Planned(p) => p,
-            Executable::Wgpu(e) => {
-                let times = e.profile(&ordered)?;
-                let s = &e.schedule;
-                return Ok(Some(
-                    s.dispatches
-                        .iter()
-                        .zip(times)
-                        .map(|(d, t)| {
-                            let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
-                            (name.to_string(), d.origin.join(", "), t)
-                        })
-                        .collect(),
-                ));
-            }
-            Executable::Cuda(e) => {
-                let times = e.profile(&ordered)?;
-                let s = e.schedule();
-                return Ok(Some(
-                    s.launches
-                        .iter()
-                        .zip(times)
-                        .map(|(l, t)| {
-                            let rate = l.work().rate(t.as_secs_f64());
-                            (format!("{}, {rate}", l.label()), l.origin().join(", "), t)
-                        })
-                        .collect(),
-                ));
-            }
-            Executable::Dynamic { .. } => return Ok(None),
-        };
-        let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
-        let mut times = Vec::new();
-        self.threads.run(|| p.run_timed(&refs, Some(&mut times)))?;
-        Ok(Some(
-            p.schedule
-                .steps
-                .iter()
-                .zip(times)
-                .map(|(s, t)| {
-                    let label = match s.kernel.flops() {
-                        Some(f) => {
-                            let rate = f as f64 / t.as_secs_f64().max(1e-12) / 1e9;
-                            format!("{}, {rate:.1} GFLOP/s", s.kernel.label())
-                        }
-                        None => s.kernel.label(),
-                    };
-                    (label, s.origin.join(", "), t)
-                })
-                .collect(),
-        ))
+        self.threads.run(|| profile(&exec, &ordered))
     }
 
-    /// Specializes, optimizes and plans the graph for one input binding.
     /// Specializes and optimizes the graph for one input binding; the flag
     /// says whether every shape is now concrete.
     fn specialized(
@@ -353,18 +364,12 @@ impl Session {
                 m.target,
                 &passes,
                 verify_by_default(),
+                m.fallback,
                 None,
             )
         })?;
         m.limits.check(&g)?;
-        let concrete = g.node_ids().into_iter().all(|id| {
-            // Strings, sequences and optionals have no bytes to plan: such
-            // a graph runs node by node.
-            g.node(id)
-                .outputs
-                .iter()
-                .all(|t| t.shape.is_known() && t.is_plain())
-        });
+        let concrete = is_static(&g);
         Ok((g, weights, concrete))
     }
 
@@ -427,7 +432,8 @@ impl Session {
         self.specialized(&bindings, ordered)
     }
 
-    /// Plans an optimized graph for the model's target.
+    /// Plans an optimized graph for the model's target, split with the CPU
+    /// where the model's fallback allows and the target cannot run a node.
     pub(crate) fn plan_graph(
         &self,
         g: Graph,
@@ -435,6 +441,60 @@ impl Session {
         concrete: bool,
     ) -> Result<Executable> {
         let target = self.model.target;
+        if target != Target::Cpu
+            && self.model.fallback == Fallback::Cpu
+            && !partition::all_on_device(&g, target.backend())
+        {
+            return self.plan_split(&g, &weights);
+        }
+        self.plan_on(target, g, weights, concrete)
+    }
+
+    /// Plans each segment of `g` split between the target and the CPU.
+    fn plan_split(&self, g: &Graph, weights: &Weights) -> Result<Executable> {
+        let p = partition::partition(g, weights, self.model.target.backend())
+            .map_err(Error::Partition)?;
+        let mut steps = Vec::new();
+        for s in p.segments {
+            let target = match s.place {
+                Place::Device => self.model.target,
+                Place::Host => Target::Cpu,
+            };
+            let mut origin: Vec<&str> = Vec::new();
+            for id in s.graph.node_ids() {
+                let n = s.graph.node(id);
+                if !n.op.is_leaf() {
+                    origin.extend(n.origin.iter().map(String::as_str));
+                }
+            }
+            origin.dedup();
+            let origin = origin.join(", ");
+            let concrete = is_static(&s.graph);
+            let exec = self.plan_on(target, s.graph, weights.clone(), concrete)?;
+            steps.push(SplitStep {
+                place: s.place,
+                origin,
+                inputs: s.inputs,
+                outputs: s.outputs,
+                exec,
+            });
+        }
+        Ok(Executable::Split(Split {
+            steps,
+            slots: p.slots,
+            preset: p.preset,
+            outputs: p.outputs,
+        }))
+    }
+
+    /// Plans an optimized graph for `target`.
+    fn plan_on(
+        &self,
+        target: Target,
+        g: Graph,
+        weights: Weights,
+        concrete: bool,
+    ) -> Result<Executable> {
         if !concrete {
             if target != Target::Cpu {
                 return Err(dynamic_shapes(target, &g));
@@ -478,21 +538,105 @@ impl Session {
         let ordered = self.order(inputs)?;
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
-        Ok(match self.prepare(&bindings, &ordered)? {
-            Executable::Planned(p) => Some(PlanInfo::of(&p.schedule)),
-            Executable::Wgpu(e) => Some(PlanInfo {
-                schedule: e.schedule.to_string(),
-                arena_bytes: e.schedule.arena_bytes as usize,
-                total_bytes: e.schedule.buffer_bytes as usize,
-            }),
-            Executable::Cuda(e) => Some(PlanInfo {
-                schedule: e.schedule().to_string(),
-                arena_bytes: e.schedule().arena_bytes as usize,
-                total_bytes: e.schedule().buffer_bytes as usize,
-            }),
-            Executable::Dynamic { .. } => None,
-        })
+        Ok(PlanInfo::of(&self.prepare(&bindings, &ordered)?))
     }
+}
+
+/// Whether every value of `g` is a tensor of numbers of known shape: a
+/// static schedule can be planned. Strings, sequences and optionals have no
+/// bytes to plan; a graph with them runs node by node.
+fn is_static(g: &Graph) -> bool {
+    g.node_ids().into_iter().all(|id| {
+        g.node(id)
+            .outputs
+            .iter()
+            .all(|t| t.shape.is_known() && t.is_plain())
+    })
+}
+
+/// One profiled step: (kernel label, ONNX origin, time).
+type Timed = (String, String, std::time::Duration);
+
+/// Runs `exec` once on `ordered`, timing each planned step; `None` when it
+/// runs node by node.
+fn profile(exec: &Executable, ordered: &[&Tensor]) -> Result<Option<Vec<Timed>>> {
+    let p = match exec {
+        Executable::Planned(p) => p,
+        Executable::Wgpu(e) => {
+            let times = e.profile(ordered)?;
+            let s = &e.schedule;
+            return Ok(Some(
+                s.dispatches
+                    .iter()
+                    .zip(times)
+                    .map(|(d, t)| {
+                        let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
+                        (name.to_string(), d.origin.join(", "), t)
+                    })
+                    .collect(),
+            ));
+        }
+        Executable::Cuda(e) => {
+            let times = e.profile(ordered)?;
+            let s = e.schedule();
+            return Ok(Some(
+                s.launches
+                    .iter()
+                    .zip(times)
+                    .map(|(l, t)| {
+                        let rate = l.work().rate(t.as_secs_f64());
+                        (format!("{}, {rate}", l.label()), l.origin().join(", "), t)
+                    })
+                    .collect(),
+            ));
+        }
+        Executable::Dynamic { .. } => return Ok(None),
+        Executable::Split(split) => {
+            // Each segment's steps, prefixed with its place; a segment that
+            // runs node by node is one row.
+            let mut rows = Vec::new();
+            split.run(ordered, |step, ins| {
+                let place = step.place.name();
+                match profile(&step.exec, ins)? {
+                    Some(r) => rows.extend(
+                        r.into_iter()
+                            .map(|(l, o, t)| (format!("{l} [{place}]"), o, t)),
+                    ),
+                    None => {
+                        let t = std::time::Instant::now();
+                        step.exec.run(ins)?;
+                        rows.push((
+                            format!("node-by-node [{place}]"),
+                            step.origin.clone(),
+                            t.elapsed(),
+                        ));
+                    }
+                }
+                step.exec.run(ins)
+            })?;
+            return Ok(Some(rows));
+        }
+    };
+    let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
+    let mut times = Vec::new();
+    p.run_timed(&refs, Some(&mut times))?;
+    Ok(Some(
+        p.schedule
+            .steps
+            .iter()
+            .zip(times)
+            .map(|(s, t)| {
+                let label = match s.kernel.flops() {
+                    Some(f) => {
+                        let rate = f as f64 / t.as_secs_f64().max(1e-12) / 1e9;
+                        format!("{}, {rate:.1} GFLOP/s", s.kernel.label())
+                    }
+                    None => s.kernel.label(),
+                };
+                (label, s.origin.join(", "), t)
+            })
+            .collect(),
+    ))
 }
 
 /// A printed schedule and its memory numbers.
@@ -506,7 +650,51 @@ pub struct PlanInfo {
 }
 
 impl PlanInfo {
-    fn of(s: &Schedule) -> PlanInfo {
+    /// The plan of `exec`; `None` when it runs node by node. A split graph
+    /// prints each segment's plan under a header naming its place; its
+    /// memory is the sum of the segments'.
+    fn of(exec: &Executable) -> Option<PlanInfo> {
+        Some(match exec {
+            Executable::Planned(p) => PlanInfo::of_cpu(&p.schedule),
+            Executable::Wgpu(e) => PlanInfo {
+                schedule: e.schedule.to_string(),
+                arena_bytes: e.schedule.arena_bytes as usize,
+                total_bytes: e.schedule.buffer_bytes as usize,
+            },
+            Executable::Cuda(e) => PlanInfo {
+                schedule: e.schedule().to_string(),
+                arena_bytes: e.schedule().arena_bytes as usize,
+                total_bytes: e.schedule().buffer_bytes as usize,
+            },
+            Executable::Dynamic { .. } => return None,
+            Executable::Split(split) => {
+                let mut info = PlanInfo {
+                    schedule: String::new(),
+                    arena_bytes: 0,
+                    total_bytes: 0,
+                };
+                for (i, step) in split.steps.iter().enumerate() {
+                    let place = step.place.name();
+                    let part = PlanInfo::of(&step.exec);
+                    let body = part.as_ref().map_or_else(
+                        || format!("  node by node: {}\n", step.origin),
+                        |p| p.schedule.clone(),
+                    );
+                    info.schedule += &format!(
+                        "segment {i} on the {place} (inputs {:?} -> outputs {:?}):\n{body}",
+                        step.inputs, step.outputs
+                    );
+                    if let Some(p) = part {
+                        info.arena_bytes += p.arena_bytes;
+                        info.total_bytes += p.total_bytes;
+                    }
+                }
+                info
+            }
+        })
+    }
+
+    fn of_cpu(s: &Schedule) -> PlanInfo {
         PlanInfo {
             schedule: s.to_string(),
             arena_bytes: s.arena_bytes,

@@ -1,7 +1,9 @@
 //! Legalization (`legalize`): every node the target's [`Backend::supports`]
 //! rejects is decomposed ([`crate::decompose`]) into nodes it runs; the new
 //! nodes are checked in turn. Whatever remains is reported as one error listing
-//! every node with its reason, never dropped. Subgraphs are legalized too, but
+//! every node with its reason, never dropped; with [`PassContext::fallback`]
+//! (the user asked for a CPU fallback) it stays in the graph for the session
+//! to run on the CPU, counted as `fallback.<op>`. Subgraphs are legalized too, but
 //! what stays unsupported in a body fails when (if) it runs.
 //! Without a backend in the context the pass does nothing.
 //!
@@ -40,7 +42,11 @@ impl Pass for Legalize {
         for c in counts {
             cx.count(&format!("decomposed.{c}"));
         }
-        if !bad.is_empty() {
+        if cx.fallback {
+            for n in &bad {
+                cx.count(&format!("fallback.{}", n.op));
+            }
+        } else if !bad.is_empty() {
             return Err(PassError::Unsupported {
                 target: backend.name().to_string(),
                 nodes: bad,
@@ -77,6 +83,7 @@ fn legalize(
     done: &mut Vec<&'static str>,
 ) -> Result<bool, String> {
     let mut changed = false;
+    let reported = bad.len();
     for id in g.node_ids() {
         if g.node(id).op.subgraphs().is_empty() {
             continue;
@@ -94,8 +101,10 @@ fn legalize(
             changed = true;
         }
     }
-    // Decompositions may produce nodes that need decomposing in turn.
+    // Decompositions may produce nodes that need decomposing in turn; the
+    // last round's rejections are the nodes that stay unsupported.
     for _ in 0..8 {
+        bad.truncate(reported);
         let mut round = false;
         let later = foldable_after_binding(g).map_err(|e| e.to_string())?;
         for id in g.topo_order().map_err(|e| e.to_string())? {
@@ -131,7 +140,7 @@ fn legalize(
             }
         }
         changed |= round;
-        if !round || !bad.is_empty() {
+        if !round {
             break;
         }
     }

@@ -40,6 +40,16 @@ fn list(nodes: &[UnsupportedNode]) -> String {
         .join("")
 }
 
+/// How a GPU target's user can still run such nodes.
+fn fallback_hint(target: &str) -> &'static str {
+    if target == "cpu" {
+        ""
+    } else {
+        "\n(a CPU fallback, when asked for with `--fallback cpu` or \
+         `Compiler::fallback(Fallback::Cpu)`, runs them on the CPU)"
+    }
+}
+
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
@@ -64,7 +74,7 @@ pub enum PassError {
     },
     #[error("pass `{pass}`: {reason}")]
     Graph { pass: &'static str, reason: String },
-    #[error("target `{target}` cannot run {} node(s):{}", .nodes.len(), list(.nodes))]
+    #[error("target `{target}` cannot run {} node(s):{}{}", .nodes.len(), list(.nodes), fallback_hint(.target))]
     Unsupported {
         target: String,
         nodes: Vec<UnsupportedNode>,
@@ -87,6 +97,10 @@ pub struct PassContext<'a> {
     pub weights: &'a mut Weights,
     pub evaluator: Option<&'a dyn Evaluator>,
     pub backend: Option<&'a dyn Backend>,
+    /// Legalization keeps the nodes the backend cannot run (counted as
+    /// `fallback.<op>`) instead of failing: the session runs them on the
+    /// CPU, as the user asked with a fallback option.
+    pub fallback: bool,
     /// `fused_matmul` -> 3: how often each rewrite applied (see [`PassContext::count`]).
     pub stats: BTreeMap<String, usize>,
 }
@@ -97,6 +111,7 @@ impl<'a> PassContext<'a> {
             weights,
             evaluator: None,
             backend: None,
+            fallback: false,
             stats: BTreeMap::new(),
         }
     }

@@ -65,7 +65,14 @@ pub fn about(name: &str) -> &'static str {
 /// CSE runs before folding too: a weight read through the same op in many
 /// places (an unrolled recurrent layer's transposed Gemm weight) must fold
 /// into one constant, not a copy per use.
-const FOLD: &[&str] = &["fold-shapes", "cse", "fold-constants", "simplify", "cse", "dce"];
+const FOLD: &[&str] = &[
+    "fold-shapes",
+    "cse",
+    "fold-constants",
+    "simplify",
+    "cse",
+    "dce",
+];
 
 const FUSE: &[&str] = &[
     "fuse-int8-matmul",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rlx_onnx::ir::{Bindings, DType, Graph, Op, Tensor, TensorType, ValueKind};
-use rlx_onnx::{artifact, CompiledModel, Compiler, OptLevel, Precision, Target};
+use rlx_onnx::{artifact, CompiledModel, Compiler, Fallback, OptLevel, Precision, Target};
 
 /// The exit statuses every command keeps to, as `--help` states them.
 pub const EXIT_STATUS_HELP: &str = "Exit status: 0 when the command did its work and every \
@@ -89,6 +89,22 @@ impl From<PrecisionArg> for Precision {
     }
 }
 
+/// A `--fallback` value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum FallbackArg {
+    Refuse,
+    Cpu,
+}
+
+impl From<FallbackArg> for Fallback {
+    fn from(f: FallbackArg) -> Fallback {
+        match f {
+            FallbackArg::Refuse => Fallback::Refuse,
+            FallbackArg::Cpu => Fallback::Cpu,
+        }
+    }
+}
+
 /// Options that choose how a model is compiled. Given with an `.rlx`
 /// artifact, each must agree with how the artifact was compiled.
 #[derive(clap::Args, Clone, Default)]
@@ -107,6 +123,12 @@ pub struct CompileArgs {
     /// (f32 computation in f16 where the target runs it) [default: exact].
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
+    /// What a GPU target does with nodes it cannot run (strings, sequences,
+    /// ops without a GPU kernel, shapes that depend on data): refuse (an
+    /// error naming each) or cpu (run them on the CPU backend, copying the
+    /// values that cross once per run) [default: refuse].
+    #[arg(long, value_enum)]
+    pub fallback: Option<FallbackArg>,
     /// The most elements one tensor may have; a model asking for more is
     /// an error naming the node [default: 2^31].
     #[arg(long, value_name = "N")]
@@ -142,6 +164,7 @@ impl CompileArgs {
             bindings: crate::parse_binds(&self.binds)?,
             verify: rlx_onnx::passes::verify_by_default(),
             precision: self.precision.map_or(Precision::Exact, Precision::from),
+            fallback: self.fallback.map_or(Fallback::Refuse, Fallback::from),
             limits: self.limits(),
         })
     }
@@ -197,6 +220,11 @@ impl CompileArgs {
         if let Some(p) = self.precision.map(Precision::from) {
             if p != m.precision {
                 return conflict("--precision", p.to_string(), m.precision.to_string());
+            }
+        }
+        if let Some(f) = self.fallback.map(Fallback::from) {
+            if f != m.fallback {
+                return conflict("--fallback", f.to_string(), m.fallback.to_string());
             }
         }
         Ok(())

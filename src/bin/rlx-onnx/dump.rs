@@ -139,6 +139,7 @@ pub fn run(a: Args) -> ExitCode {
             bindings: binds,
             verify: true,
             precision: rlx_onnx::Precision::Exact,
+            fallback: rlx_onnx::Fallback::Refuse,
             limits: rlx_onnx::Limits::default(),
         };
         let spec = DumpSpec {

@@ -50,7 +50,8 @@ fn support_table(
         .take_while(|n| *n != "legalize")
         .collect();
     let (mut g, mut w) = (model.graph, model.weights);
-    rlx_onnx::compile::run_passes(&mut g, &mut w, target, &before, false, None)?;
+    let refuse = rlx_onnx::Fallback::Refuse;
+    rlx_onnx::compile::run_passes(&mut g, &mut w, target, &before, false, refuse, None)?;
     let rows = classify(&g, &w, target.backend());
     let count = |f: fn(&Support) -> bool| rows.iter().filter(|r| f(&r.3)).count();
     println!(
@@ -73,6 +74,9 @@ fn support_table(
             Support::Unsupported(r) => format!("unsupported: {r}"),
         };
         println!("  {name:<28} {op:<20} {how}  (from {origin})");
+    }
+    if count(|s| matches!(s, Support::Unsupported(_))) > 0 && target != rlx_onnx::Target::Cpu {
+        println!("(`--fallback cpu` runs the unsupported nodes on the CPU, in segments between the {target} ones)");
     }
     Ok(rows.iter().all(|r| !matches!(r.3, Support::Unsupported(_))))
 }

@@ -87,7 +87,15 @@ fn row(name: &str, path: &Path, target: Target) -> Result<Row, Box<dyn std::erro
     let imported = ops(&m.graph);
     let (mut g, mut w) = (m.graph, m.weights);
     let passes = rlx_onnx::passes::pipeline::names(target.name(), OptLevel::O2);
-    let stats = rlx_onnx::compile::run_passes(&mut g, &mut w, target, &passes, true, None)?;
+    let stats = rlx_onnx::compile::run_passes(
+        &mut g,
+        &mut w,
+        target,
+        &passes,
+        true,
+        rlx_onnx::Fallback::Refuse,
+        None,
+    )?;
     let bns = batchnorms(path)?;
     let mut formed = BTreeMap::new();
     let mut decomposed = BTreeMap::new();

@@ -1,0 +1,1 @@
+2the2cat2zebra2mat2dog2a

@@ -1,0 +1,1 @@
+2the!2cat!2zebra!2mat!2dog!2a!
