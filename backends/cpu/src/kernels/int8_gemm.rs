@@ -125,16 +125,20 @@ unsafe fn vnni_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) 
     let mut i = 0;
     while i < m {
         let rows = TILE_ROWS.min(m - i);
+        if rows < TILE_ROWS {
+            // SAFETY: the rows lie inside `a` and `c`.
+            unsafe { few_rows(a, i, rows, b, c, ldc) };
+            break;
+        }
         let mut p = 0;
         while p < panels {
             let two = p + 1 < panels;
             // SAFETY: the tile's rows and panels lie inside `a`, `b` and `c`.
             unsafe {
-                match (rows, two) {
-                    (8, true) => tile::<8, 2>(a, i, b, p, c, ldc),
-                    (8, false) => tile::<8, 1>(a, i, b, p, c, ldc),
-                    (r, true) => rows_tile::<2>(a, i, r, b, p, c, ldc),
-                    (r, false) => rows_tile::<1>(a, i, r, b, p, c, ldc),
+                if two {
+                    tile::<TILE_ROWS, 2>(a, i, b, p, c, ldc);
+                } else {
+                    tile::<TILE_ROWS, 1>(a, i, b, p, c, ldc);
                 }
             }
             p += if two { 2 } else { 1 };
@@ -143,21 +147,27 @@ unsafe fn vnni_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) 
     }
 }
 
-/// Fewer than [`TILE_ROWS`] rows: one row at a time.
+/// Fewer than [`TILE_ROWS`] rows (a GEMV, as a recurrent step's): one row
+/// at a time over eight panels at once, so that eight independent
+/// `vpdpbusd` chains hide the instruction's latency.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn rows_tile<const P: usize>(
-    a: &[u8],
-    i: usize,
-    rows: usize,
-    b: &PackedB,
-    p: usize,
-    c: &mut [i32],
-    ldc: usize,
-) {
-    for r in 0..rows {
+unsafe fn few_rows(a: &[u8], i: usize, rows: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
+    const WIDE: usize = 8;
+    let panels = b.n.div_ceil(PANEL);
+    for r in i..i + rows {
+        let mut p = 0;
         // SAFETY: as for `tile`, one row.
-        unsafe { tile::<1, P>(a, i + r, b, p, c, ldc) };
+        unsafe {
+            while p + WIDE <= panels {
+                tile::<1, WIDE>(a, r, b, p, c, ldc);
+                p += WIDE;
+            }
+            while p < panels {
+                tile::<1, 1>(a, r, b, p, c, ldc);
+                p += 1;
+            }
+        }
     }
 }
 

@@ -35,6 +35,7 @@ pub mod pool;
 pub mod quant;
 pub mod recurrent;
 mod recurrent_f32;
+mod recurrent_int8;
 pub mod reduce;
 pub mod region;
 pub mod residual_norm;

@@ -15,11 +15,14 @@ use crate::with_dtype;
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     match spec.op() {
-        Op::Recurrent(rc) => Ok(Box::new(RecurrentKernel {
-            op: spec.node.op.clone(),
-            label: format!("{}.{}", spec.node.op.name(), spec.inputs[0].dtype),
-            prepared: prepare(rc, spec),
-        })),
+        Op::Recurrent(rc) => Ok(Box::new(
+            RecurrentKernel {
+                op: spec.node.op.clone(),
+                label: format!("{}.{}", spec.node.op.name(), spec.inputs[0].dtype),
+                prepared: prepare(rc, spec),
+            }
+            .labelled(),
+        )),
         Op::CausalConvWithState(_) => Ok(fn_kernel(spec, causal_conv)),
         op => Err(KernelError::Internal(format!(
             "{} is not a recurrent op",
@@ -245,6 +248,20 @@ pub(super) struct Prepared {
     /// A quantized layer's W and R as integers in f32, when constant.
     pub w_int: Option<Vec<f32>>,
     pub r_int: Option<Vec<f32>>,
+    /// A quantized LSTM's W and R per direction as packed signed bytes
+    /// ([`super::recurrent_int8`]); empty where they do not fit or the CPU
+    /// has no VNNI.
+    pub packed: Vec<super::recurrent_int8::PackedDir>,
+}
+
+impl RecurrentKernel {
+    /// Names the integer products of a packed quantized layer.
+    fn labelled(mut self) -> RecurrentKernel {
+        if !self.prepared.packed.is_empty() {
+            self.label += " int8 (vnni)";
+        }
+        self
+    }
 }
 
 impl Kernel for RecurrentKernel {
@@ -281,7 +298,23 @@ fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
             .map_or_else(|_| Vec::new(), |w| transposed(w, t.dims())),
         _ => Vec::new(),
     };
-    Prepared { w_t, w_int, r_int }
+    let packed = match (&w_int, &r_int, constant(1), constant(2)) {
+        (Some(w), Some(r), Some(wt), Some(rt)) if rc.kind == RecurrentKind::Lstm => {
+            match (wt.dims(), rt.dims()) {
+                (&[dirs, gh, input], &[_, _, hidden]) => {
+                    super::recurrent_int8::pack(w, r, dirs, gh, input, hidden)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    Prepared {
+        w_t,
+        w_int,
+        r_int,
+        packed: packed.unwrap_or_default(),
+    }
 }
 
 /// `W [dirs, gh, input]` as `[input, gh]` per direction.

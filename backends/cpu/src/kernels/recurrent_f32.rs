@@ -36,6 +36,8 @@ pub(super) struct DirWeights<'a> {
     /// Per row of `w` and `r`: the scale of a quantized layer; empty for f32.
     pub w_scale: &'a [f32],
     pub r_scale: &'a [f32],
+    /// A quantized LSTM's W and R as packed signed bytes, where they fit.
+    pub packed: Option<&'a super::recurrent_int8::PackedDir>,
     /// `Wb` then `Rb`, `[2*gates*hidden]`; empty for none.
     pub bias: &'a [f32],
     /// `[3*hidden]` (`i, o, f`); empty for none.
@@ -118,10 +120,7 @@ fn recurrent_product(
 /// `q = clamp(round(a / scale) + zp, 0, 255)`; returns `q - zp` (small
 /// integers, exact in f32) and the scale.
 pub(super) fn quantize_u8(a: &[f32]) -> (Vec<f32>, f32) {
-    let max = a.iter().copied().fold(0f32, f32::max);
-    let min = a.iter().copied().fold(0f32, f32::min);
-    let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
-    let zp = (-min / scale).clamp(0.0, 255.0).round_ties_even();
+    let (scale, zp) = u8_range(a);
     // |x / scale| <= 255, where `round_small` is exact.
     let mut q = vec![0f32; a.len()];
     vmath::vectorized(|| {
@@ -130,6 +129,14 @@ pub(super) fn quantize_u8(a: &[f32]) -> (Vec<f32>, f32) {
         }
     });
     (q, scale)
+}
+
+/// The uint8 scale and zero point of `a`'s range (which takes in 0).
+pub(super) fn u8_range(a: &[f32]) -> (f32, f32) {
+    let max = a.iter().copied().fold(0f32, f32::max);
+    let min = a.iter().copied().fold(0f32, f32::min);
+    let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
+    (scale, (-min / scale).clamp(0.0, 255.0).round_ties_even())
 }
 
 /// Scales column `j` of the `[rows, n]` integer sums by `a_scale * w_scale[j]`.
@@ -185,15 +192,21 @@ pub(super) fn direction(
     let mut hr_rows = vec![0.0; batch * gh_now];
     let mut pre = vec![0.0; gh];
     for k in 0..steps {
-        recurrent_product(
-            &h,
-            batch,
-            hs,
-            r_gates,
-            scale_of(0..gh_now),
-            gh_now,
-            &mut hr_rows,
-        );
+        match dw.packed {
+            // Only LSTMs are quantized: all of R, every gate.
+            Some(p) => {
+                super::recurrent_int8::step_product(&h, batch, &p.r, dw.r_scale, &mut hr_rows)
+            }
+            None => recurrent_product(
+                &h,
+                batch,
+                hs,
+                r_gates,
+                scale_of(0..gh_now),
+                gh_now,
+                &mut hr_rows,
+            ),
+        }
         for b in 0..batch {
             hr[b * gh..b * gh + gh_now].copy_from_slice(&hr_rows[b * gh_now..(b + 1) * gh_now]);
         }
@@ -321,6 +334,11 @@ pub(super) fn project(
 ) -> Vec<f32> {
     let gh = rc.kind.gates() as usize * hs;
     let mut xw = vec![0.0; rows * gh];
+    if let Some(p) = dw.packed {
+        super::recurrent_int8::product(x, rows, &p.w, dw.w_scale, &mut xw);
+        add_bias(rc, hs, dw, &mut xw);
+        return xw;
+    }
     let quantized;
     let (x, xscale) = if dw.w_scale.is_empty() {
         (x, 1.0)
@@ -349,18 +367,25 @@ pub(super) fn project(
     if !dw.w_scale.is_empty() {
         rescale(&mut xw, gh, xscale, dw.w_scale);
     }
+    add_bias(rc, hs, dw, &mut xw);
+    xw
+}
+
+/// Adds `Wb + Rb` to every row of the projection `xw`; GRU's third gate's
+/// `Rb` stays out (it goes inside `r ⊙ (…)`).
+fn add_bias(rc: &Recurrent, hs: usize, dw: &DirWeights, xw: &mut [f32]) {
+    let gh = rc.kind.gates() as usize * hs;
     if !dw.bias.is_empty() {
         let keep_rb = |j: usize| rc.kind == RecurrentKind::Gru && j >= 2 * hs;
         let bias: Vec<f32> = (0..gh)
             .map(|j| dw.bias[j] + if keep_rb(j) { 0.0 } else { dw.bias[gh + j] })
             .collect();
-        super::layout::par_rows(&mut xw, gh, |_, row| {
+        super::layout::par_rows(xw, gh, |_, row| {
             for (v, b) in row.iter_mut().zip(&bias) {
                 *v += b;
             }
         });
     }
-    xw
 }
 
 /// True when the direction runs backwards.
@@ -477,6 +502,7 @@ pub(super) fn run(
             r: part(r, d, gh * hs),
             w_scale: part(w_scale, d, gh),
             r_scale: part(r_scale, d, gh),
+            packed: prepared.packed.get(d),
             bias: part(bias, d, 2 * gh),
             peep: part(peep, d, 3 * hs),
             h0: state(h0, d),

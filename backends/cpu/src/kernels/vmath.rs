@@ -260,16 +260,22 @@ fn exp_shifted_plain(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     lanes.iter().map(|&v| v as f64).sum()
 }
 
+/// `sigmoid` over a slice, in AVX-512 lanes where the CPU has them.
 pub fn sigmoid_slice(xs: &mut [f32]) {
-    for x in xs {
-        *x = sigmoid(*x);
-    }
+    vectorized(|| {
+        for x in xs {
+            *x = sigmoid(*x);
+        }
+    })
 }
 
+/// `tanh` over a slice, in AVX-512 lanes where the CPU has them.
 pub fn tanh_slice(xs: &mut [f32]) {
-    for x in xs {
-        *x = tanh(*x);
-    }
+    vectorized(|| {
+        for x in xs {
+            *x = tanh(*x);
+        }
+    })
 }
 
 #[cfg(test)]
