@@ -6,7 +6,8 @@
 #   CPU with 16 threads, and PyTorch (eager and CUDA graph) on the same GPU in the
 #   same call, with ratios; 5. cuDNN against cuBLASLt convolutions. Stages:
 #   all (default), tests (1-2), nodes (3), domains (contrib, ai.onnx.ml and
-#   golden cases with `check --target cuda`, and `compare` of every golden
+#   golden cases with `check --target cuda`, then again with `--fallback cpu`
+#   together with tests/data/fallback, and `compare` of every golden
 #   model's intermediates against the CPU), bench (4-5), ab (5), and corpus
 #   (the real-model corpus parts carried in gpu-corpus/, packed by
 #   scripts/corpus/pack.py; not part of `all`), nodes123 (onnx 1.23's node
@@ -91,6 +92,15 @@ if [[ $stage == all || $stage == domains ]]; then
   done
   echo "cuda domains: $(grep -c ': pass$' "$out/cuda-domains.txt") of $(wc -l < "$out/cuda-domains.txt") pass; the others:"
   grep -v ': pass$' "$out/cuda-domains.txt" | cut -c1-220
+  echo "== the same cases and tests/data/fallback with --fallback cpu (what CUDA cannot run goes to the CPU)"
+  : > "$out/cuda-fallback.txt"
+  for c in tests/data/fallback/*/ tests/data/contrib/*/ tests/data/ml/*/ tests/data/sklearn/*/ golden/*/; do
+    [ -f "$c/model.onnx" ] || continue
+    r=$(timeout 60 "$bin/rlx-onnx" check "$c" --target cuda --fallback cpu --rtol 1e-3 --atol 1e-5 2>&1 | tail -1)
+    echo "$(basename "$c"): $r" >> "$out/cuda-fallback.txt"
+  done
+  echo "cuda with the cpu fallback: $(grep -c ': pass$' "$out/cuda-fallback.txt") of $(wc -l < "$out/cuda-fallback.txt") pass; the others:"
+  grep -v ': pass$' "$out/cuda-fallback.txt" | cut -c1-220
   echo "== compare: every golden model's intermediates on cuda against the cpu"
   for c in golden/*/; do
     [ -f "$c/model.onnx" ] || continue
