@@ -95,8 +95,11 @@ pub fn gemm_strided<T: GemmElem>(
             && c.len() > last(m, n, ldc, 1),
         "gemm operand too small"
     );
-    let par = if m * n * k >= 1 << 18 && crate::par::parallel() {
-        gemm::Parallelism::Rayon(crate::par::threads())
+    // At least 2^19 multiply-adds per thread: a small product split over
+    // sixteen threads spends more waking them than computing.
+    let threads = crate::par::threads().min((m * n * k) >> 19);
+    let par = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
     } else {
         gemm::Parallelism::None
     };

@@ -82,27 +82,58 @@ pub fn vnni() -> bool {
 /// zero past `b.k`) into `c` (row stride `ldc`, at least `b.n` wide).
 /// `use_vnni` must only be true where [`vnni`] is.
 pub fn gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize, use_vnni: bool) {
+    gemm_panels(a, m, b, 0..b.n.div_ceil(PANEL), c, ldc, use_vnni);
+}
+
+/// [`gemm`] for the columns of panels `panels` only: `c`'s column 0 is
+/// the first panel's (a task's share of the columns, for splitting a
+/// product over threads).
+pub fn gemm_panels(
+    a: &[u8],
+    m: usize,
+    b: &PackedB,
+    panels: std::ops::Range<usize>,
+    c: &mut [i32],
+    ldc: usize,
+    use_vnni: bool,
+) {
     let k4 = k_groups(b.k);
-    debug_assert!(a.len() >= m * k4 && (m == 0 || c.len() >= (m - 1) * ldc + b.n));
+    let width = (panels.end * PANEL)
+        .min(b.n)
+        .saturating_sub(panels.start * PANEL);
+    assert!(
+        panels.end <= b.n.div_ceil(PANEL)
+            && a.len() >= m * k4
+            && ldc >= width
+            && (m == 0 || c.len() >= (m - 1) * ldc + width)
+    );
     #[cfg(target_arch = "x86_64")]
     if use_vnni {
         // SAFETY: the caller checked `vnni()`; the slices hold `m` rows of
-        // `k4` bytes and `m` rows of `ldc >= n` outputs (asserted above in
-        // debug builds, and by the kernel's geometry checks).
-        unsafe { vnni_gemm(a, m, b, c, ldc) };
+        // `k4` bytes and `m` rows of `ldc >= width` outputs (asserted above).
+        unsafe { vnni_gemm(a, m, b, panels, c, ldc) };
         return;
     }
     let _ = use_vnni;
-    portable(a, m, b, c, ldc);
+    portable(a, m, b, panels, c, ldc);
 }
 
-fn portable(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
+fn portable(
+    a: &[u8],
+    m: usize,
+    b: &PackedB,
+    panels: std::ops::Range<usize>,
+    c: &mut [i32],
+    ldc: usize,
+) {
     let k4 = k_groups(b.k);
+    let col0 = panels.start * PANEL;
+    let width = (panels.end * PANEL).min(b.n) - col0;
     let mut row = vec![0i32; b.n];
     for i in 0..m {
         row.fill(0);
         let ai = &a[i * k4..i * k4 + b.k];
-        for p in 0..b.n.div_ceil(PANEL) {
+        for p in panels.clone() {
             let panel = b.panel(p);
             let cols = PANEL.min(b.n - p * PANEL);
             for (kk, &av) in ai.iter().enumerate() {
@@ -114,31 +145,38 @@ fn portable(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
                 }
             }
         }
-        c[i * ldc..i * ldc + b.n].copy_from_slice(&row);
+        c[i * ldc..i * ldc + width].copy_from_slice(&row[col0..col0 + width]);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn vnni_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
-    let panels = b.n.div_ceil(PANEL);
+unsafe fn vnni_gemm(
+    a: &[u8],
+    m: usize,
+    b: &PackedB,
+    range: std::ops::Range<usize>,
+    c: &mut [i32],
+    ldc: usize,
+) {
+    let panels = range.end;
     let mut i = 0;
     while i < m {
         let rows = TILE_ROWS.min(m - i);
         if rows < TILE_ROWS {
             // SAFETY: the rows lie inside `a` and `c`.
-            unsafe { few_rows(a, i, rows, b, c, ldc) };
+            unsafe { few_rows(a, i, rows, b, range, c, ldc) };
             break;
         }
-        let mut p = 0;
+        let mut p = range.start;
         while p < panels {
             let two = p + 1 < panels;
             // SAFETY: the tile's rows and panels lie inside `a`, `b` and `c`.
             unsafe {
                 if two {
-                    tile::<TILE_ROWS, 2>(a, i, b, p, c, ldc);
+                    tile::<TILE_ROWS, 2>(a, i, b, p, range.start, c, ldc);
                 } else {
-                    tile::<TILE_ROWS, 1>(a, i, b, p, c, ldc);
+                    tile::<TILE_ROWS, 1>(a, i, b, p, range.start, c, ldc);
                 }
             }
             p += if two { 2 } else { 1 };
@@ -152,26 +190,34 @@ unsafe fn vnni_gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize) 
 /// `vpdpbusd` chains hide the instruction's latency.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn few_rows(a: &[u8], i: usize, rows: usize, b: &PackedB, c: &mut [i32], ldc: usize) {
+unsafe fn few_rows(
+    a: &[u8],
+    i: usize,
+    rows: usize,
+    b: &PackedB,
+    range: std::ops::Range<usize>,
+    c: &mut [i32],
+    ldc: usize,
+) {
     const WIDE: usize = 8;
-    let panels = b.n.div_ceil(PANEL);
     for r in i..i + rows {
-        let mut p = 0;
+        let mut p = range.start;
         // SAFETY: as for `tile`, one row.
         unsafe {
-            while p + WIDE <= panels {
-                tile::<1, WIDE>(a, r, b, p, c, ldc);
+            while p + WIDE <= range.end {
+                tile::<1, WIDE>(a, r, b, p, range.start, c, ldc);
                 p += WIDE;
             }
-            while p < panels {
-                tile::<1, 1>(a, r, b, p, c, ldc);
+            while p < range.end {
+                tile::<1, 1>(a, r, b, p, range.start, c, ldc);
                 p += 1;
             }
         }
     }
 }
 
-/// Rows `i..i + R` of `C`, columns of panels `p..p + P`.
+/// Rows `i..i + R` of `C`, columns of panels `p..p + P`; `c`'s column 0 is
+/// panel `first`'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile<const R: usize, const P: usize>(
@@ -179,6 +225,7 @@ unsafe fn tile<const R: usize, const P: usize>(
     i: usize,
     b: &PackedB,
     p: usize,
+    first: usize,
     c: &mut [i32],
     ldc: usize,
 ) {
@@ -206,7 +253,8 @@ unsafe fn tile<const R: usize, const P: usize>(
             (1u16 << cols) - 1
         };
         for r in 0..R {
-            _mm512_mask_storeu_epi32(c.as_mut_ptr().add((i + r) * ldc + j), mask, acc[r][q]);
+            let at = (i + r) * ldc + j - first * PANEL;
+            _mm512_mask_storeu_epi32(c.as_mut_ptr().add(at), mask, acc[r][q]);
         }
     }
 }
@@ -250,6 +298,23 @@ mod tests {
                 let mut c = vec![-1i32; m * n];
                 gemm(&ap, m, &pb, &mut c, n, use_vnni);
                 assert_eq!(c, want, "{m}x{k}x{n} vnni={use_vnni}");
+                // Every panel range on its own: the columns of that range.
+                let panels = n.div_ceil(PANEL);
+                for (p0, p1) in [(0, 1), (1, panels), (panels / 2, panels)] {
+                    if p0 >= p1 {
+                        continue;
+                    }
+                    let (j0, j1) = (p0 * PANEL, (p1 * PANEL).min(n));
+                    let mut part = vec![-1i32; m * (j1 - j0)];
+                    gemm_panels(&ap, m, &pb, p0..p1, &mut part, j1 - j0, use_vnni);
+                    for i in 0..m {
+                        assert_eq!(
+                            part[i * (j1 - j0)..(i + 1) * (j1 - j0)],
+                            want[i * n + j0..i * n + j1],
+                            "{m}x{k}x{n} panels {p0}..{p1} vnni={use_vnni}"
+                        );
+                    }
+                }
             }
             for j in 0..n {
                 let s: i32 = (0..k).map(|kk| b[kk * n + j] as i32).sum();

@@ -118,6 +118,8 @@ struct Block<'a> {
     za: &'a [i32],
     zb: &'a [i32],
     b: &'a PackedB,
+    /// Tasks the block's columns are split into (1: none).
+    col_tasks: usize,
 }
 
 impl MatMulIntegerKernel {
@@ -140,7 +142,7 @@ impl MatMulIntegerKernel {
             sums[r] = dst[..k].iter().map(|&v| i32::from(v)).sum();
         }
         if self.vnni {
-            int8_gemm::gemm(packed_a, rows, blk.b, out, n, true);
+            columns(packed_a, rows, blk.b, blk.col_tasks, out);
         } else {
             float_gemm(packed_a, rows, blk.b, out);
         }
@@ -158,6 +160,45 @@ impl MatMulIntegerKernel {
             }
         }
     }
+}
+
+/// `C = A·B` (VNNI) with the panels of `B` split over `tasks` threads,
+/// each into a buffer of its own, copied into place after.
+fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32]) {
+    let n = b.n;
+    let panels = n.div_ceil(int8_gemm::PANEL);
+    if tasks <= 1 {
+        int8_gemm::gemm(a, rows, b, c, n, true);
+        return;
+    }
+    let per = panels.div_ceil(tasks);
+    let parts: Vec<(usize, usize, Vec<i32>)> = (0..panels.div_ceil(per))
+        .into_par_iter()
+        .map(|t| {
+            let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
+            let (j0, j1) = (p0 * int8_gemm::PANEL, (p1 * int8_gemm::PANEL).min(n));
+            let mut part = vec![0i32; rows * (j1 - j0)];
+            int8_gemm::gemm_panels(a, rows, b, p0..p1, &mut part, j1 - j0, true);
+            (j0, j1 - j0, part)
+        })
+        .collect();
+    for (j0, w, part) in parts {
+        for (row, src) in c.chunks_exact_mut(n).zip(part.chunks_exact(w)) {
+            row[j0..j0 + w].copy_from_slice(src);
+        }
+    }
+}
+
+/// How many tasks to split each row block's columns into: enough that
+/// `row_tasks` blocks and their column shares fill the pool, each share
+/// at least two panels.
+fn col_tasks(row_tasks: usize, n: usize, par: bool) -> usize {
+    if !par {
+        return 1;
+    }
+    let threads = crate::par::threads();
+    let most = (n.div_ceil(int8_gemm::PANEL) / 2).max(1);
+    threads.div_ceil(row_tasks.max(1)).min(most)
 }
 
 /// The portable path: `C = A·B` through f32 GEMMs over slices of `k` of
@@ -234,6 +275,8 @@ impl Kernel for MatMulIntegerKernel {
         let a_strides = broadcast_strides(&g.a_batch, &g.batch);
         let b_strides = broadcast_strides(&g.b_batch, &g.batch);
         let scratch = &mut scratch[..batches * m * k4];
+        let par = batches * m * n * k >= PAR_WORK && crate::par::parallel();
+        let split = col_tasks(batches * m.div_ceil(BLOCK), n, par);
         let job = |t: usize, r: usize, packed_a: &mut [u8], o: &mut [i32]| {
             let (at, bt) = (
                 offset_of(t, &g.batch, &a_strides),
@@ -247,6 +290,7 @@ impl Kernel for MatMulIntegerKernel {
                 za: &za,
                 zb: &zb,
                 b: &packed[bt],
+                col_tasks: split,
             };
             self.block(&blk, packed_a, o);
         };
@@ -266,7 +310,6 @@ impl Kernel for MatMulIntegerKernel {
                 }
             }
         };
-        let par = batches * m * n * k >= PAR_WORK && crate::par::parallel();
         if par {
             out.par_chunks_mut(m * n)
                 .zip(scratch.par_chunks_mut(m * k4))

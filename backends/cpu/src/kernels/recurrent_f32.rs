@@ -133,8 +133,7 @@ pub(super) fn quantize_u8(a: &[f32]) -> (Vec<f32>, f32) {
 
 /// The uint8 scale and zero point of `a`'s range (which takes in 0).
 pub(super) fn u8_range(a: &[f32]) -> (f32, f32) {
-    let max = a.iter().copied().fold(0f32, f32::max);
-    let min = a.iter().copied().fold(0f32, f32::min);
+    let (min, max) = super::quant::range_with_zero(a);
     let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
     (scale, (-min / scale).clamp(0.0, 255.0).round_ties_even())
 }

@@ -95,10 +95,12 @@ impl Kernel for RegionKernel {
     }
 }
 
-/// Per-thread buffers: loaded inputs and one register per instruction.
+/// Per-thread buffers: loaded inputs, one register per instruction, and
+/// per input the value it broadcasts over a whole piece (if it does).
 struct Scratch<C> {
     inputs: Vec<Vec<C>>,
     regs: Vec<Vec<C>>,
+    scalars: Vec<Option<C>>,
 }
 
 impl<C> Scratch<C> {
@@ -106,6 +108,7 @@ impl<C> Scratch<C> {
         Scratch {
             inputs: (0..inputs).map(|_| Vec::with_capacity(CHUNK)).collect(),
             regs: (0..regs).map(|_| Vec::with_capacity(CHUNK)).collect(),
+            scalars: Vec::with_capacity(inputs),
         }
     }
 }
@@ -214,8 +217,12 @@ impl RegionKernel {
     ) {
         type C<T> = <T as Real>::C;
         let len = out.len();
-        let Scratch { inputs, regs } = scratch;
-        let mut scalars: Vec<Option<C<T>>> = Vec::with_capacity(srcs.len());
+        let Scratch {
+            inputs,
+            regs,
+            scalars,
+        } = scratch;
+        scalars.clear();
         for ((src, st), buf) in srcs.iter().zip(&self.strides).zip(inputs.iter_mut()) {
             let inner = st.last().copied().unwrap_or(0);
             if in_row {
