@@ -130,6 +130,7 @@ impl PlannedExecutable {
         // Operand views, refilled per step (no allocation per step).
         let mut ins: Vec<TensorRef> = Vec::new();
         let mut outs: Vec<TensorMut> = Vec::new();
+        let threads = crate::par::threads();
         for step in &s.steps {
             ins.clear();
             outs.clear();
@@ -148,13 +149,16 @@ impl PlannedExecutable {
                 std::slice::from_raw_parts_mut(base.add(scratch_at), step.kernel.scratch_bytes())
             };
             let start = times.is_some().then(std::time::Instant::now);
-            step.kernel
-                .run(&ins, &mut outs, scratch)
-                .map_err(|source| RunError::Node {
-                    node: step.name.clone(),
-                    origin: step.origin.clone(),
-                    source,
-                })?;
+            let ran = if threads > 1 && step.work.serial(threads) {
+                crate::par::inline(|| step.kernel.run(&ins, &mut outs, scratch))
+            } else {
+                step.kernel.run(&ins, &mut outs, scratch)
+            };
+            ran.map_err(|source| RunError::Node {
+                node: step.name.clone(),
+                origin: step.origin.clone(),
+                source,
+            })?;
             if let (Some(t), Some(start)) = (times.as_deref_mut(), start) {
                 t.push(start.elapsed());
             }

@@ -28,6 +28,46 @@ pub struct Step {
     pub kernel: Box<dyn Kernel>,
     pub inputs: Vec<StepIo>,
     pub outputs: Vec<StepIo>,
+    /// How much work the step does, for deciding whether to split it.
+    pub work: Work,
+}
+
+/// A step's work, as far as the plan knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// Multiply-adds (a GEMM or convolution).
+    Products(u64),
+    /// Bytes read and written (data movement, elementwise, reductions).
+    Bytes(usize),
+    /// Not shown by the operands (control flow, recurrent layers).
+    Unknown,
+}
+
+impl Work {
+    fn of(node: &rlx_ir::Node, kernel: &dyn Kernel, ios: &[&StepIo]) -> Work {
+        if !node.op.subgraphs().is_empty() || matches!(node.op, Op::Recurrent(_)) {
+            return Work::Unknown;
+        }
+        match kernel.flops() {
+            Some(f) => Work::Products(f / 2),
+            None => Work::Bytes(ios.iter().map(|io| io.ty_bytes).sum()),
+        }
+    }
+
+    /// Whether the step is too small to split over `threads`: waking a
+    /// sleeping pool costs more the more threads it has (on the lent
+    /// machine's 16-core Xeon, up to 0.1 ms per parallel step whatever its
+    /// size: a Cast of 196K values took 0.14 ms), so the bar grows with the
+    /// count: 2M multiply-adds or 1 MiB moved on sixteen threads. Twice
+    /// those bars made most light models slower there (steps that do gain
+    /// from the pool, and a pool that sleeps longer between them).
+    pub fn serial(self, threads: usize) -> bool {
+        match self {
+            Work::Products(p) => p < (1u64 << 17) * threads as u64,
+            Work::Bytes(b) => b < (1usize << 16) * threads,
+            Work::Unknown => false,
+        }
+    }
 }
 
 /// A complete CPU schedule.
@@ -111,19 +151,22 @@ pub fn plan_with(
             origin: node.origin.clone(),
             source,
         })?;
-        let inputs = ins
+        let inputs: Vec<StepIo> = ins
             .iter()
             .map(|v| io(g, mem, *v))
             .collect::<Result<_, _>>()?;
-        let outputs = (0..node.outputs.len())
+        let outputs: Vec<StepIo> = (0..node.outputs.len())
             .map(|p| io(g, mem, rlx_ir::Value::new(id, p as u16)))
             .collect::<Result<_, _>>()?;
+        let ios: Vec<&StepIo> = inputs.iter().chain(&outputs).collect();
+        let work = Work::of(node, kernel.as_ref(), &ios);
         steps.push(Step {
             name: node.name.clone(),
             origin: node.origin.clone(),
             kernel,
             inputs,
             outputs,
+            work,
         });
     }
     let input_slots = g
