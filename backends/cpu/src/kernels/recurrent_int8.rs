@@ -66,13 +66,33 @@ impl Streamed {
         let groups = k_groups(self.k) / 4;
         assert!(a.len() >= groups * 4 && c.len() >= self.n.div_ceil(BLOCK) * BLOCK);
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `pack` built this only where `vnni()` holds; the sizes
-        // are asserted above.
-        unsafe {
-            self.row_vnni(a, c, groups)
+        if int8_gemm::vnni() {
+            // SAFETY: the CPU has VNNI (checked just above); the sizes are
+            // asserted above.
+            unsafe { self.row_vnni(a, c, groups) };
+            return;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("packed only where VNNI exists")
+        self.row_portable(a, c, groups);
+    }
+
+    /// [`Self::row`] one byte pair at a time (`pack` builds a `Streamed`
+    /// only where VNNI exists; this keeps `row` total).
+    fn row_portable(&self, a: &[u8], c: &mut [i32], groups: usize) {
+        for (b, block) in c
+            .chunks_exact_mut(BLOCK)
+            .take(self.n.div_ceil(BLOCK))
+            .enumerate()
+        {
+            block.fill(0);
+            for g in 0..groups {
+                let bytes = &self.data[(b * groups + g) * BLOCK * 4..][..BLOCK * 4];
+                for (j, out) in block.iter_mut().enumerate() {
+                    for q in 0..4 {
+                        *out += i32::from(a[g * 4 + q]) * i32::from(bytes[j * 4 + q]);
+                    }
+                }
+            }
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -258,6 +278,29 @@ mod tests {
                 "step, {rows} rows"
             );
         }
+    }
+
+    #[test]
+    fn the_streamed_layout_reads_back_in_both_paths() {
+        let (k, n) = (37, 200);
+        let b = Streamed::new(k, n, |kk, j| ((kk * 31 + j * 7) % 256) as u8 as i8);
+        let mut a = vec![0u8; k_groups(k)];
+        for (i, v) in a.iter_mut().take(k).enumerate() {
+            *v = (i * 13 % 256) as u8;
+        }
+        let want: Vec<i32> = (0..n)
+            .map(|j| {
+                (0..k)
+                    .map(|kk| i32::from(a[kk]) * i32::from(((kk * 31 + j * 7) % 256) as u8 as i8))
+                    .sum()
+            })
+            .collect();
+        let mut c = vec![0i32; n.div_ceil(BLOCK) * BLOCK];
+        b.row_portable(&a, &mut c, k_groups(k) / 4);
+        assert_eq!(c[..n], want[..]);
+        c.fill(-1);
+        b.row(&a, &mut c);
+        assert_eq!(c[..n], want[..]);
     }
 
     #[test]
