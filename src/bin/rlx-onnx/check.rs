@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use rlx_onnx::conformance::{compare, Tolerance};
 use rlx_onnx::importer::{import_file, Registry};
-use rlx_onnx::testdata::{data_set_dirs, read_data_set};
+use rlx_onnx::testdata::{data_set_dirs, read_data_set_for};
 use rlx_onnx::{Session, SessionOptions};
 
 use crate::common::CompileArgs;
@@ -53,7 +53,9 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     };
     let mut ok = true;
     for dir in data_set_dirs(&a.case)? {
-        let data = read_data_set(&dir)?;
+        // As the model's values: a sequence (of maps, as ZipMap gives) or an
+        // optional decodes as what it is.
+        let data = read_data_set_for(&dir, &session.model().graph)?;
         let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
             names.iter().map(String::as_str).zip(&data.inputs).collect();
         let got = session.run(&named)?;
