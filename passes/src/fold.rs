@@ -105,8 +105,24 @@ impl Pass for FoldShapes {
         if changed {
             crate::dce::dce(g);
         }
-        Ok(changed)
+        Ok(in_bodies(g, cx, |sub, cx| self.run(sub, cx))? || changed)
     }
+}
+
+/// Runs `pass` over every subgraph of `g`'s nodes (branches and bodies,
+/// which run the same kernels as the graph around them); true if any changed.
+pub fn in_bodies(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    mut pass: impl FnMut(&mut Graph, &mut PassContext) -> Result<bool, PassError>,
+) -> Result<bool, PassError> {
+    let mut changed = false;
+    for id in g.node_ids() {
+        for sub in g.node_mut(id).op.subgraphs_mut() {
+            changed |= pass(sub, cx)?;
+        }
+    }
+    Ok(changed)
 }
 
 #[derive(Default)]
@@ -117,6 +133,18 @@ impl Pass for FoldConstants {
         "fold-constants"
     }
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+        let changed = self.fold(g, cx)?;
+        if changed {
+            crate::dce::gc_weights(g, cx.weights);
+        }
+        Ok(changed)
+    }
+}
+
+impl FoldConstants {
+    /// Folds `g`, then its bodies. Weights are collected by the caller, which
+    /// sees every graph that reads them.
+    fn fold(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
         let mut changed = false;
         let order = g.topo_order().map_err(|e| PassError::Graph {
             pass: self.name(),
@@ -166,7 +194,6 @@ impl Pass for FoldConstants {
         }
         if changed {
             crate::dce::dce(g);
-            crate::dce::gc_weights(g, cx.weights);
             // Constant inputs can make data-dependent (`$`) dims known
             // downstream: refresh the stored types.
             infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
@@ -174,7 +201,7 @@ impl Pass for FoldConstants {
                 source,
             })?;
         }
-        Ok(changed)
+        Ok(in_bodies(g, cx, |sub, cx| self.fold(sub, cx))? || changed)
     }
 }
 

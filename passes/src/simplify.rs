@@ -10,11 +10,12 @@
 //! - `cast(cast(x))` -> one cast when the inner cast loses nothing;
 //! - constant affine chains -> one multiply-add (`simplify_affine`).
 
+use rlx_ir::analysis::infer_graph;
 use rlx_ir::ops::{BinaryKind, Reshape, Transpose};
 use rlx_ir::{DType, Graph, NodeId, Op, Tensor, Value};
 
 use crate::manager::{Pass, PassContext, PassError};
-use crate::rewrite::{constant, finish, remove_dead, replace_root, splat};
+use crate::rewrite::{constant, remove_dead, replace_root, splat};
 
 pub struct Simplify;
 
@@ -26,34 +27,46 @@ impl Pass for Simplify {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let mut changed = false;
-        for _ in 0..8 {
-            let mut round = false;
-            for id in g.topo_order().map_err(|e| PassError::graph(NAME, e))? {
-                if !g.contains(id) {
-                    continue;
-                }
-                let what = simplify_node(g, cx, id).map_err(|reason| PassError::Node {
-                    pass: NAME,
-                    node: g.get(id).map_or(String::new(), |n| n.name.clone()),
-                    origin: g.get(id).map_or(String::new(), |n| n.origin_text()),
-                    reason,
-                })?;
-                if let Some(what) = what {
-                    cx.count(what);
-                    round = true;
-                }
-            }
-            changed |= round;
-            if !round {
-                break;
-            }
-        }
+        let changed = simplify_graph(g, cx)?;
         if changed {
-            finish(g, cx, NAME)?;
+            crate::dce::gc_weights(g, cx.weights);
         }
         Ok(changed)
     }
+}
+
+/// Simplifies `g`, then its bodies (whose identities may hide a loop-carried
+/// value the body passes through). Weights are collected by the caller.
+fn simplify_graph(g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
+    let mut changed = false;
+    for _ in 0..8 {
+        let mut round = false;
+        for id in g.topo_order().map_err(|e| PassError::graph(NAME, e))? {
+            if !g.contains(id) {
+                continue;
+            }
+            let what = simplify_node(g, cx, id).map_err(|reason| PassError::Node {
+                pass: NAME,
+                node: g.get(id).map_or(String::new(), |n| n.name.clone()),
+                origin: g.get(id).map_or(String::new(), |n| n.origin_text()),
+                reason,
+            })?;
+            if let Some(what) = what {
+                cx.count(what);
+                round = true;
+            }
+        }
+        changed |= round;
+        if !round {
+            break;
+        }
+    }
+    if changed {
+        crate::dce::dce(g);
+        infer_graph(g, Some(cx.weights))
+            .map_err(|source| PassError::Infer { pass: NAME, source })?;
+    }
+    Ok(crate::fold::in_bodies(g, cx, simplify_graph)? || changed)
 }
 
 /// Replaces every use of `id`'s output by `v` and drops `id` if dead.

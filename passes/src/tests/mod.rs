@@ -4,6 +4,7 @@
 
 mod fusion;
 mod generic;
+mod loops;
 
 use rlx_ir::text::{parse_graph, print_graph};
 use rlx_ir::{Graph, Node, Op, TensorType, Weights};
