@@ -1,6 +1,6 @@
 // Activations of fused epilogues (the epilogue kernels, the tile GEMM), by
 // code: 0 none, 1 relu, 2 sigmoid, 3 tanh, 4 gelu (erf), 5 gelu (tanh), 6
-// silu. They follow the CPU backend (relu keeps NaN; the sigmoids in the
+// silu, 7 hard swish. They follow the CPU backend (relu keeps NaN; the sigmoids in the
 // form 1 / (1 + e^-x)). C is float or double.
 
 template <typename C>
@@ -13,6 +13,10 @@ __device__ __forceinline__ C epi_act(C x, unsigned int act) {
     case 4u: return (C)0.5 * x * (one + erf(x * (C)0.70710678118654752440));
     case 5u: return (C)0.5 * x * (one + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
     case 6u: return x / (one + exp(-x));
+    case 7u: {
+        const C t = x * (one / (C)6) + (C)0.5;
+        return x * (t < (C)0 ? (C)0 : (t > one ? one : t));
+    }
     default: return x;
     }
 }

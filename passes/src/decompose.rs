@@ -18,9 +18,9 @@
 //!   the CPU kernel's order of operations (the same bits).
 
 use rlx_ir::ops::{
-    Activation, Binary, BinaryKind, Cast, Clip, Compare, CompareKind, Gelu, GeluApprox, LayerNorm,
-    MatMul, Operand, Reduce, ReduceKind, RegionFn, RmsNorm, RoundMode, Softmax, SoftmaxKind,
-    Transpose, Unary, UnaryKind, Where,
+    Activation, Binary, BinaryKind, Cast, Clip, Compare, CompareKind, ElementwiseRegion, Gelu,
+    GeluApprox, LayerNorm, MatMul, Operand, Reduce, ReduceKind, RegionFn, RmsNorm, RoundMode,
+    Softmax, SoftmaxKind, Transpose, Unary, UnaryKind, Where,
 };
 use rlx_ir::{DType, Graph, NodeId, Op, Value, Weights};
 
@@ -274,6 +274,12 @@ impl Builder<'_> {
                 let s = self.add(un(UnaryKind::Sigmoid), &[x])?;
                 self.bin(BinaryKind::Mul, x, s)
             }
+            Activation::HardSwish => self.add(
+                ElementwiseRegion {
+                    program: crate::fuse_hard::hard_swish_program(),
+                },
+                &[x],
+            ),
         }
     }
 }

@@ -6,7 +6,8 @@
 //!   `fused_conv(x, w, b, r) {activation=none}` (a ResNet's shortcut), where
 //!   the target runs it (a zero bias where the conv had none);
 //! - `act(conv(...))` / `act(fused_conv(...) {activation=none})` ->
-//!   `fused_conv {activation=act}` (`relu`, `sigmoid`, `tanh`, `gelu`, SiLU).
+//!   `fused_conv {activation=act}` (`relu`, `sigmoid`, `tanh`, `gelu`, SiLU,
+//!   HardSwish).
 
 use rlx_ir::ops::{Activation, FusedConv};
 use rlx_ir::{Graph, Node, Op, Tensor};

@@ -118,6 +118,27 @@ fn program(alpha: f64, beta: f64, swish: bool) -> Program {
     Program(v)
 }
 
+/// HardSwish as the region this pass forms: `x * clip(x / 6 + 1/2, 0, 1)`.
+pub fn hard_swish_program() -> Program {
+    program(1.0 / 6.0, 0.5, true)
+}
+
+/// True if `p` is [`hard_swish_program`] (its constants as f32 values, as the
+/// region computes them): what a conv or matmul can apply as its activation.
+pub fn is_hard_swish(p: &Program) -> bool {
+    let f32_eq = |a: f64, b: f64| a as f32 == b as f32;
+    let want = hard_swish_program();
+    p.0.len() == want.0.len()
+        && p.0.iter().zip(&want.0).all(|(a, b)| {
+            a.f == b.f
+                && a.args.len() == b.args.len()
+                && a.args.iter().zip(&b.args).all(|(x, y)| match (x, y) {
+                    (Operand::Const(x), Operand::Const(y)) => f32_eq(*x, *y),
+                    _ => x == y,
+                })
+        })
+}
+
 fn form(g: &mut Graph, cx: &mut PassContext, m: &Match, swish: bool) -> Result<bool, String> {
     let Some((alpha, beta)) = params(g, cx, m) else {
         return Ok(false);

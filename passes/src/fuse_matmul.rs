@@ -4,7 +4,8 @@
 //!   when the bias broadcasts into the product without widening it;
 //! - `act(matmul(...))` / `act(fused_matmul(...) {activation=none})` ->
 //!   `fused_matmul {activation=act}` for `relu`, `sigmoid`, `tanh`, `gelu`
-//!   (erf or tanh) and SiLU written as `mul(x, sigmoid(x))`.
+//!   (erf or tanh), SiLU written as `mul(x, sigmoid(x))` and HardSwish (the
+//!   region `fuse-hard-activations` forms).
 
 use rlx_ir::ops::{Activation, FusedMatMul, GeluApprox, UnaryKind};
 use rlx_ir::{Graph, Op};
@@ -31,6 +32,9 @@ pub fn activation_of(op: &Op) -> Option<Activation> {
             GeluApprox::None => Activation::GeluErf,
             GeluApprox::Tanh => Activation::GeluTanh,
         },
+        Op::ElementwiseRegion(r) if crate::fuse_hard::is_hard_swish(&r.program) => {
+            Activation::HardSwish
+        }
         _ => return None,
     })
 }

@@ -11,7 +11,7 @@
 //! - constant affine chains -> one multiply-add (`simplify_affine`).
 
 use rlx_ir::analysis::infer_graph;
-use rlx_ir::ops::{BinaryKind, Reshape, Transpose};
+use rlx_ir::ops::{Binary, BinaryKind, Reshape, Transpose};
 use rlx_ir::{DType, Graph, NodeId, Op, Tensor, Value};
 
 use crate::manager::{Pass, PassContext, PassError};
@@ -194,6 +194,13 @@ fn simplify_node(
             if let Some(v) = keep.filter(|v| *g.ty(*v) == out) {
                 forward(g, id, v)?;
                 return Ok(Some("simplify.identity-arith"));
+            }
+            // x^2 as x*x: correctly rounded (pow is within an ulp) and without
+            // a pow call per element, as ONNX Runtime's Pow does it.
+            if b.kind == Pow && out.dtype.is_float() && *g.ty(a) == out && is(c, 2.0) {
+                let origin = g.node(id).origin.clone();
+                replace_root(g, cx.weights, id, Binary { kind: Mul }, &[a, a], origin)?;
+                return Ok(Some("simplify.square"));
             }
             return crate::simplify_affine::combine(g, cx, id);
         }

@@ -135,6 +135,8 @@ attr_enum! {
     pub enum Activation {
         None = "none", Relu = "relu", Sigmoid = "sigmoid", Tanh = "tanh",
         GeluErf = "gelu_erf", GeluTanh = "gelu_tanh", Silu = "silu",
+        /// `x * clip(x / 6 + 1/2, 0, 1)` (ONNX HardSwish).
+        HardSwish = "hard_swish",
     }
 }
 

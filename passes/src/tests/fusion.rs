@@ -472,3 +472,31 @@ fn qdq_matmul_runs_on_the_bytes() {
     let g = run(&["fuse-qdq-matmul", "dce"], &per_row, None).unwrap();
     assert!(ops(&g).contains(&"matmul".into()));
 }
+
+/// HardSwish as `fuse-hard-activations` leaves it becomes the conv's activation.
+#[test]
+fn conv_and_hard_swish_fuse() {
+    let src = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = conv(%0, %1) {{{CONV}}} : f32[1,2,3,3]  # C
+  %3 = constant f32[] [0.16666667] : f32[]
+  %4 = mul(%2, %3) : f32[1,2,3,3]  # M
+  %5 = constant f32[] [0.5] : f32[]
+  %6 = add(%4, %5) : f32[1,2,3,3]  # A
+  %7 = constant f32[] [0.0] : f32[]
+  %8 = constant f32[] [1.0] : f32[]
+  %9 = clip(%6, %7, %8) : f32[1,2,3,3]  # HS
+  %10 = mul(%2, %9) : f32[1,2,3,3]  # HW
+  output "y" = %10
+"#
+    ));
+    let want = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = fused_conv(%0, %1) {{{CONV}, activation=hard_swish}} : f32[1,2,3,3]  # C, M, A, HS, HW
+  output "y" = %2
+"#
+    ));
+    check(&["fuse-hard-activations", "fuse-conv"], &src, &want);
+}

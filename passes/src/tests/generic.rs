@@ -244,3 +244,27 @@ fn simplify_keeps_affine_steps_that_are_shared() {
     );
     check(&["simplify"], &src, &src);
 }
+
+#[test]
+fn simplify_squares_by_multiplying() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[4]
+  %1 = constant f32[] [2.0] : f32[]
+  %2 = pow(%0, %1) : f32[4]  # P
+  %3 = constant f32[] [3.0] : f32[]
+  %4 = pow(%0, %3) : f32[4]  # Q
+  output "y" = %2
+  output "z" = %4
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[4]
+  %1 = mul(%0, %0) : f32[4]  # P
+  %2 = constant f32[] [3.0] : f32[]
+  %3 = pow(%0, %2) : f32[4]  # Q
+  output "y" = %1
+  output "z" = %3
+"#,
+    );
+    check(&["simplify"], &src, &want);
+}

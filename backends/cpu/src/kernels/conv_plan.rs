@@ -412,8 +412,15 @@ mod tests {
     use super::*;
 
     /// The convolution by its definition, f64 sums, then the residual and
-    /// a sigmoid.
-    fn naive(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32], residual: &[f32]) -> Vec<f32> {
+    /// `act` (a sigmoid or HardSwish).
+    fn naive(
+        g: &ConvGeom,
+        x: &[f32],
+        w: &[f32],
+        bias: &[f32],
+        residual: &[f32],
+        act: Activation,
+    ) -> Vec<f32> {
         let (cg, mg) = (g.c / g.group, g.m / g.group);
         let [ih, iw] = [g.input[0], g.input[1]];
         let [oh, ow] = [g.output[0], g.output[1]];
@@ -438,7 +445,11 @@ mod tests {
                     }
                 }
                 let at = (m * oh + i) * ow + j;
-                y[at] = 1.0 / (1.0 + (-(s as f32 + residual[at])).exp());
+                let v = s as f32 + residual[at];
+                y[at] = match act {
+                    Activation::HardSwish => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+                    _ => 1.0 / (1.0 + (-v).exp()),
+                };
             }
         }
         y
@@ -536,22 +547,24 @@ mod tests {
             let residual: Vec<f32> = (0..g.m * g.spatial_out())
                 .map(|i| (i % 7) as f32 * 0.1)
                 .collect();
-            let want = naive(&g, &x, &w, &bias, &residual);
-            for plan in plans(&g, &w, true) {
-                let mut staging = vec![f32::NAN; plan.scratch_floats()];
-                let mut y = vec![f32::NAN; g.m * g.spatial_out()];
-                let ep = Epilogue {
-                    bias: Some(&bias),
-                    residual: Some(&residual),
-                    act: Activation::Sigmoid,
-                };
-                plan.run(&g, &x, &mut y, ep, &mut staging);
-                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-5,
-                        "{g:?} {} at {i}: {a} vs {b}",
-                        plan.describe()
-                    );
+            for act in [Activation::Sigmoid, Activation::HardSwish] {
+                let want = naive(&g, &x, &w, &bias, &residual, act);
+                for plan in plans(&g, &w, true) {
+                    let mut staging = vec![f32::NAN; plan.scratch_floats()];
+                    let mut y = vec![f32::NAN; g.m * g.spatial_out()];
+                    let ep = Epilogue {
+                        bias: Some(&bias),
+                        residual: Some(&residual),
+                        act,
+                    };
+                    plan.run(&g, &x, &mut y, ep, &mut staging);
+                    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                        assert!(
+                            (a - b).abs() <= 1e-5,
+                            "{g:?} {act} {} at {i}: {a} vs {b}",
+                            plan.describe()
+                        );
+                    }
                 }
             }
         }

@@ -458,6 +458,7 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
             Activation::Silu => map_in_place(o, |v| vmath::silu(v)),
             Activation::GeluErf => map_in_place(o, |v| vmath::gelu_erf(v)),
             Activation::GeluTanh => map_in_place(o, |v| vmath::gelu_tanh(v)),
+            Activation::HardSwish => map_in_place(o, |v| vmath::hard_swish(v)),
         }
         return;
     }
@@ -482,6 +483,14 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
                     * (T::one()
                         + (f((2.0 / std::f64::consts::PI).sqrt()) * (x + f(0.044715) * x * x * x))
                             .vtanh())
+            },
+            out,
+        ),
+        Activation::HardSwish => apply(
+            &|x: T| {
+                let t = x * f(1.0 / 6.0) + f(0.5);
+                let t = if t < T::zero() { T::zero() } else { t };
+                x * if t > T::one() { T::one() } else { t }
             },
             out,
         ),

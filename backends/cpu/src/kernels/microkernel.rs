@@ -454,6 +454,15 @@ mod avx512 {
             Activation::Silu => lanes(v, |x| vmath::silu(x)),
             Activation::GeluErf => lanes(v, |x| vmath::gelu_erf(x)),
             Activation::GeluTanh => lanes(v, |x| vmath::gelu_tanh(x)),
+            Activation::HardSwish => {
+                // As vmath::hard_swish: a NaN lane stays NaN through the last product.
+                let t = _mm512_add_ps(
+                    _mm512_mul_ps(v, _mm512_set1_ps(1.0 / 6.0)),
+                    _mm512_set1_ps(0.5),
+                );
+                let t = _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(1.0));
+                _mm512_mul_ps(v, t)
+            }
         }
     }
 

@@ -49,6 +49,15 @@ pub fn exp(x: f32) -> f32 {
     }
 }
 
+/// `x * min(max(x * (1/6) + 1/2, 0), 1)`: ONNX HardSwish, in the order of the
+/// operations of its `elementwise_region` form (so both round alike).
+#[inline(always)]
+pub fn hard_swish(x: f32) -> f32 {
+    let t = x * (1.0f32 / 6.0) + 0.5;
+    // A NaN `x` makes `t` clamp to a number; the product is NaN again.
+    x * t.max(0.0).min(1.0)
+}
+
 /// `x · sigmoid(x)`.
 #[inline(always)]
 pub fn silu(x: f32) -> f32 {
@@ -297,6 +306,34 @@ mod tests {
         assert!(
             erf(1e-20) > 0.0 && erf(0.0) == 0.0 && erf(-30.0) == -1.0 && erf(f32::NAN).is_nan()
         );
+    }
+
+    /// As the HardSwish region computes it, operation by operation (NaN
+    /// propagating through its max and min).
+    #[test]
+    fn hard_swish_is_its_region() {
+        let region = |x: f32| {
+            let t = x * 0.1666666716337204f64 as f32 + 0.5;
+            let clamp = |v: f32, lo: f32, hi: f32| if v.is_nan() { v } else { v.max(lo).min(hi) };
+            x * clamp(t, 0.0, 1.0)
+        };
+        let mut x = -8.0f32;
+        while x < 8.0 {
+            assert_eq!(
+                hard_swish(x).to_bits(),
+                region(x).to_bits(),
+                "hard_swish({x})"
+            );
+            x += 0.0371;
+        }
+        for x in [0.0, -0.0, 3.0, -3.0, f32::INFINITY, f32::MAX] {
+            assert_eq!(
+                hard_swish(x).to_bits(),
+                region(x).to_bits(),
+                "hard_swish({x})"
+            );
+        }
+        assert!(hard_swish(f32::NAN).is_nan() && hard_swish(f32::NEG_INFINITY).is_nan());
     }
 
     #[test]

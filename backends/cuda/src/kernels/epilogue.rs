@@ -72,6 +72,7 @@ pub fn act_code(a: Activation) -> u32 {
         Activation::GeluErf => 4,
         Activation::GeluTanh => 5,
         Activation::Silu => 6,
+        Activation::HardSwish => 7,
     }
 }
 
