@@ -45,6 +45,7 @@ pub mod sequence;
 pub mod signal;
 pub mod softmax;
 pub mod spectral;
+pub mod strided;
 pub mod strings;
 pub mod tensor_scatter;
 pub mod tfidf;

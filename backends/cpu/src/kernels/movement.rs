@@ -6,6 +6,7 @@ use rlx_ir::ops::{slice_params, slice_range, DepthToSpaceMode, PadMode};
 use rlx_ir::Op;
 
 use super::layout::{axis, par_rows, strides};
+pub use super::strided::strided_copy;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_width;
@@ -30,35 +31,6 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         }
     };
     Ok(fn_kernel(spec, f))
-}
-
-/// `dst[i] = src[base + Σ i_d · strides_d]` over `dims`.
-pub fn strided_copy<T: Copy + Send + Sync>(
-    src: &[T],
-    base: isize,
-    st: &[isize],
-    dst: &mut [T],
-    dims: &[usize],
-) {
-    let rank = dims.len();
-    let inner = dims.last().copied().unwrap_or(1);
-    let is = st.last().copied().unwrap_or(0);
-    par_rows(dst, inner, |r, row| {
-        let mut off = base;
-        let mut rem = r;
-        for d in (0..rank.saturating_sub(1)).rev() {
-            off += (rem % dims[d]) as isize * st[d];
-            rem /= dims[d];
-        }
-        if is == 1 {
-            let o = off as usize;
-            row.copy_from_slice(&src[o..o + inner]);
-        } else {
-            for (j, x) in row.iter_mut().enumerate() {
-                *x = src[(off + j as isize * is) as usize];
-            }
-        }
-    });
 }
 
 fn bytes_of<'a, T: bytemuck::Pod>(t: &TensorRef<'a>) -> Result<&'a [T], KernelError> {

@@ -1,0 +1,262 @@
+//! The strided copy under Transpose, Expand, Slice and DepthToSpace:
+//! `dst[i] = src[base + Σ i_d · strides_d]`. Size-1 dims are dropped and
+//! dims the source walks contiguously merged first; then rows the source
+//! holds contiguously are copied whole, a transpose (the source's unit stride
+//! on another dim than the last) goes tile by tile so both sides stay in
+//! cache, and anything else (a broadcast row) element by element.
+
+use rayon::prelude::*;
+
+use super::layout::PAR_MIN;
+
+/// Square tiles of a transposed copy: 16 rows of 16 elements on each side.
+const TILE: usize = 16;
+
+/// `dims` without size-1 dims and with each dim merged into the next when the
+/// source steps over both as one (`st[d] == st[d + 1] * dims[d + 1]`); the
+/// destination is contiguous, so it always does.
+fn collapse(dims: &[usize], st: &[isize]) -> (Vec<usize>, Vec<isize>) {
+    let (mut d_out, mut s_out): (Vec<usize>, Vec<isize>) = (Vec::new(), Vec::new());
+    for d in (0..dims.len()).rev() {
+        if dims[d] == 1 {
+            continue;
+        }
+        match (d_out.first_mut(), s_out.first()) {
+            (Some(n), Some(&s)) if st[d] == s * *n as isize => *n *= dims[d],
+            _ => {
+                d_out.insert(0, dims[d]);
+                s_out.insert(0, st[d]);
+            }
+        }
+    }
+    (d_out, s_out)
+}
+
+/// The source offset of the first element of destination row `r` (a row is
+/// the last dim) over `dims`/`st`.
+fn row_offset(r: usize, dims: &[usize], st: &[isize], base: isize) -> isize {
+    let mut off = base;
+    let mut rem = r;
+    for d in (0..dims.len().saturating_sub(1)).rev() {
+        off += (rem % dims[d]) as isize * st[d];
+        rem /= dims[d];
+    }
+    off
+}
+
+/// `dst[i] = src[base + Σ i_d · strides_d]` over `dims`.
+pub fn strided_copy<T: Copy + Send + Sync>(
+    src: &[T],
+    base: isize,
+    st: &[isize],
+    dst: &mut [T],
+    dims: &[usize],
+) {
+    if dst.is_empty() {
+        return;
+    }
+    let (dims, st) = collapse(dims, st);
+    let inner = dims.last().copied().unwrap_or(1);
+    let is = st.last().copied().unwrap_or(0);
+    let parallel = dst.len() >= PAR_MIN && crate::par::parallel();
+    if is == 1 || dims.is_empty() {
+        let row = |r: usize, out: &mut [T]| {
+            let o = row_offset(r, &dims, &st, base) as usize;
+            out.copy_from_slice(&src[o..o + inner]);
+        };
+        // Rows of at least a few KiB each, so short rows do not make short jobs.
+        let per = (4096 / (inner * std::mem::size_of::<T>()).max(1)).max(1) * inner;
+        chunks(dst, per, parallel, |c, out| {
+            for (k, r) in out.chunks_mut(inner).enumerate() {
+                row(c * (per / inner) + k, r);
+            }
+        });
+        return;
+    }
+    if let Some(a) = st.iter().position(|&s| s == 1) {
+        transposed(src, base, &dims, &st, a, dst, parallel);
+        return;
+    }
+    let per = (4096 / (inner * std::mem::size_of::<T>()).max(1)).max(1) * inner;
+    chunks(dst, per, parallel, |c, out| {
+        for (k, row) in out.chunks_mut(inner).enumerate() {
+            let off = row_offset(c * (per / inner) + k, &dims, &st, base);
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = src[(off + j as isize * is) as usize];
+            }
+        }
+    });
+}
+
+/// Runs `f(chunk index, chunk)` over `dst` in chunks of `per` elements, on the
+/// pool when `parallel`.
+fn chunks<T: Send>(dst: &mut [T], per: usize, parallel: bool, f: impl Fn(usize, &mut [T]) + Sync) {
+    if parallel {
+        dst.par_chunks_mut(per)
+            .enumerate()
+            .for_each(|(c, s)| f(c, s));
+    } else {
+        for (c, s) in dst.chunks_mut(per).enumerate() {
+            f(c, s);
+        }
+    }
+}
+
+/// The copy where the source is contiguous along destination dim `a` (not the
+/// last, `L`): for every index of the dims before `a` (a "slab" of the
+/// destination), TILE x TILE tiles of (a, L) read along `a` and write along
+/// `L`, with the dims between `a` and `L` walked inside each tile row.
+fn transposed<T: Copy + Send + Sync>(
+    src: &[T],
+    base: isize,
+    dims: &[usize],
+    st: &[isize],
+    a: usize,
+    dst: &mut [T],
+    parallel: bool,
+) {
+    let last = dims.len() - 1;
+    let (na, nl, sl) = (dims[a], dims[last], st[last]);
+    // Destination: [outer..., a, mid..., L]; `mid` dims sit between a and L.
+    let mid_dims = &dims[a + 1..last];
+    let mid_st = &st[a + 1..last];
+    let mid: usize = mid_dims.iter().product();
+    let slab = na * mid * nl;
+    let outer_dims = &dims[..a];
+    let outer_st = &st[..a];
+    let do_slab = |s: usize, out: &mut [T]| {
+        let mut off = base;
+        let mut rem = s;
+        for d in (0..outer_dims.len()).rev() {
+            off += (rem % outer_dims[d]) as isize * outer_st[d];
+            rem /= outer_dims[d];
+        }
+        for m in 0..mid {
+            let mut moff = off;
+            let mut rem = m;
+            for d in (0..mid_dims.len()).rev() {
+                moff += (rem % mid_dims[d]) as isize * mid_st[d];
+                rem /= mid_dims[d];
+            }
+            for i0 in (0..na).step_by(TILE) {
+                let i1 = (i0 + TILE).min(na);
+                for j0 in (0..nl).step_by(TILE) {
+                    let j1 = (j0 + TILE).min(nl);
+                    for i in i0..i1 {
+                        let row = &mut out[(i * mid + m) * nl..][..nl];
+                        let from = moff + i as isize;
+                        for (j, x) in row[j0..j1].iter_mut().enumerate() {
+                            *x = src[(from + (j0 + j) as isize * sl) as usize];
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if parallel && dst.len() / slab > 1 {
+        dst.par_chunks_mut(slab)
+            .enumerate()
+            .for_each(|(s, out)| do_slab(s, out));
+    } else if parallel {
+        // One slab: split it by rows of `a` blocks.
+        let rows = TILE * mid * nl;
+        dst.par_chunks_mut(rows).enumerate().for_each(|(b, out)| {
+            let i0 = b * TILE;
+            let i1 = (i0 + TILE).min(na);
+            for m in 0..mid {
+                let mut moff = base;
+                let mut rem = m;
+                for d in (0..mid_dims.len()).rev() {
+                    moff += (rem % mid_dims[d]) as isize * mid_st[d];
+                    rem /= mid_dims[d];
+                }
+                for j0 in (0..nl).step_by(TILE) {
+                    let j1 = (j0 + TILE).min(nl);
+                    for i in i0..i1 {
+                        let row = &mut out[((i - i0) * mid + m) * nl..][..nl];
+                        let from = moff + i as isize;
+                        for (j, x) in row[j0..j1].iter_mut().enumerate() {
+                            *x = src[(from + (j0 + j) as isize * sl) as usize];
+                        }
+                    }
+                }
+            }
+        });
+    } else {
+        for (s, out) in dst.chunks_mut(slab).enumerate() {
+            do_slab(s, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition, element by element.
+    fn naive(src: &[u32], base: isize, st: &[isize], dims: &[usize]) -> Vec<u32> {
+        let n: usize = dims.iter().product();
+        (0..n)
+            .map(|i| {
+                let (mut rem, mut off) = (i, base);
+                for d in (0..dims.len()).rev() {
+                    off += (rem % dims[d]) as isize * st[d];
+                    rem /= dims[d];
+                }
+                src[off as usize]
+            })
+            .collect()
+    }
+
+    fn strides(dims: &[usize]) -> Vec<isize> {
+        let mut s = vec![1isize; dims.len()];
+        for d in (0..dims.len().saturating_sub(1)).rev() {
+            s[d] = s[d + 1] * dims[d + 1] as isize;
+        }
+        s
+    }
+
+    #[test]
+    fn transposes_expands_and_slices_match_the_definition() {
+        let src: Vec<u32> = (0..70_000).collect();
+        // (source dims, permutation); the last two are large enough to split.
+        let perms: [(&[usize], &[usize]); 9] = [
+            (&[1, 1, 50, 128], &[0, 3, 2, 1]),
+            (&[1, 128, 50, 1], &[0, 3, 2, 1]),
+            (&[37, 41], &[1, 0]),
+            (&[3, 17, 5, 19], &[0, 2, 3, 1]),
+            (&[3, 17, 5, 19], &[3, 1, 0, 2]),
+            (&[2, 3, 4, 5, 6], &[4, 0, 2, 1, 3]),
+            (&[64, 300], &[1, 0]),
+            (&[200, 300], &[1, 0]),
+            (&[2, 200, 100], &[0, 2, 1]),
+        ];
+        for (sd, perm) in perms {
+            let s = strides(sd);
+            let st: Vec<isize> = perm.iter().map(|&p| s[p]).collect();
+            let dims: Vec<usize> = perm.iter().map(|&p| sd[p]).collect();
+            let want = naive(&src, 0, &st, &dims);
+            let mut dst = vec![0u32; dims.iter().product()];
+            crate::par::inline(|| strided_copy(&src, 0, &st, &mut dst, &dims));
+            assert_eq!(dst, want, "{sd:?} {perm:?}");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .unwrap();
+            let mut dst = vec![0u32; dims.iter().product()];
+            pool.install(|| strided_copy(&src, 0, &st, &mut dst, &dims));
+            assert_eq!(dst, want, "{sd:?} {perm:?} on three threads");
+        }
+        // A broadcast (stride 0) and an offset slice with steps.
+        let cases: [(isize, &[isize], &[usize]); 3] = [
+            (0, &[0, 1], &[7, 33]),
+            (5, &[3, 0], &[9, 40]),
+            (100, &[200, 2, 7], &[4, 10, 11]),
+        ];
+        for (base, st, dims) in cases {
+            let mut dst = vec![0u32; dims.iter().product()];
+            strided_copy(&src, base, st, &mut dst, dims);
+            assert_eq!(dst, naive(&src, base, st, dims), "{st:?} {dims:?}");
+        }
+    }
+}
