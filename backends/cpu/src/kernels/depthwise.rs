@@ -67,12 +67,7 @@ fn run_f32(g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, relu: bool,
             bias: bias.map_or(0.0, |b| b[m]),
             relu,
         };
-        window2d::plane(
-            &geom,
-            &x[(n * g.c + c) * sin..(n * g.c + c + 1) * sin],
-            out,
-            reduce,
-        );
+        window2d::plane(&geom, &x[(n * g.c + c) * sin..], out, reduce);
     });
 }
 

@@ -152,12 +152,7 @@ fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
         );
         let sin = w.input[0] * w.input[1];
         par_rows(y, w.output[0] * w.output[1], |plane, out| {
-            window2d::plane(
-                &geom,
-                &x[plane * sin..(plane + 1) * sin],
-                out,
-                window2d::Reduce::Max,
-            )
+            window2d::plane(&geom, &x[plane * sin..], out, window2d::Reduce::Max)
         });
         return;
     }
@@ -244,7 +239,7 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
             cols: &cols,
         };
         par_rows(y, oh * ow, |plane, out| {
-            window2d::plane(&geom, &x[plane * sin..(plane + 1) * sin], out, reduce)
+            window2d::plane(&geom, &x[plane * sin..], out, reduce)
         });
         return;
     }

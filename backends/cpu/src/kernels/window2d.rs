@@ -65,8 +65,11 @@ thread_local! {
 /// load at stride 2, and room.
 const SLACK: usize = 64;
 
-/// Computes one output plane `out` (output rows × cols) from input plane `x`.
-/// Callers check [`available`] first.
+/// Computes one output plane `out` (output rows × cols) from the input plane
+/// at the start of `x` (which may go on: the planes after it). A window that
+/// stays inside the input (no pads) reads the plane in place when `x` has
+/// [`SLACK`] floats after it to over-read; otherwise the plane is copied into
+/// a bordered buffer first. Callers check [`available`] first.
 pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
     let ([ih, iw], [oh, ow]) = (g.input, g.output);
     if oh == 0 || ow == 0 || x.len() < ih * iw || out.len() < oh * ow {
@@ -82,6 +85,17 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
         Reduce::Max => {}
     }
     let (rows, width) = g.padded();
+    if g.pads == [0, 0] && (rows, width) == (ih, iw) && x.len() >= ih * iw + SLACK {
+        assert!(available(), "window2d::plane needs AVX-512");
+        // SAFETY: AVX-512F is present; `x` holds every tap of the outputs in
+        // rows of `iw` (no window leaves the input) plus SLACK floats of
+        // over-read; `out` holds oh*ow floats.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            avx512::plane(g, x, iw, out, reduce)
+        };
+        return;
+    }
     // Rows start on cache lines: a vector of 16 outputs at a multiple of 16
     // then loads its taps' lines whole.
     let cols = width.div_ceil(16) * 16;
@@ -97,7 +111,7 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
         // SAFETY: AVX-512F is present; `buf` holds rows*cols floats and more.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            avx512::border(g, x, buf, cols, border)
+            avx512::border(g, &x[..ih * iw], buf, cols, border)
         };
         assert!(available(), "window2d::plane needs AVX-512");
         // SAFETY: AVX-512F is present; `buf` holds every tap of the outputs
@@ -482,6 +496,10 @@ mod tests {
             ([12, 50], [3, 3], [1, 3], [1, 1], [1, 1]),
             ([9, 21], [3, 3], [1, 1], [2, 2], [2, 2]),
             ([9, 21], [2, 4], [2, 1], [1, 1], [0, 1]),
+            // Unpadded: read in place when the input has room after it.
+            ([19, 33], [3, 3], [2, 2], [1, 1], [0, 0]),
+            ([15, 40], [5, 5], [1, 1], [1, 1], [0, 0]),
+            ([12, 50], [3, 3], [1, 3], [1, 1], [0, 0]),
         ];
         for (input, kernel, strides, dilations, pads) in cases {
             let out = |d: usize| {
@@ -524,10 +542,16 @@ mod tests {
             ];
             for reduce in reduces {
                 let want = naive(&g, &x, reduce);
-                let mut y = vec![f32::NAN; want.len()];
-                plane(&g, &x, &mut y, reduce);
-                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                    assert!((a - b).abs() <= 1e-5, "{g:?} {reduce:?} at {i}: {a} vs {b}");
+                // The plane alone, and followed by NaNs (the next planes):
+                // what is over-read must not reach an output.
+                let mut more = x.clone();
+                more.extend([f32::NAN; SLACK + 5]);
+                for x in [&x, &more] {
+                    let mut y = vec![f32::NAN; want.len()];
+                    plane(&g, x, &mut y, reduce);
+                    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                        assert!((a - b).abs() <= 1e-5, "{g:?} {reduce:?} at {i}: {a} vs {b}");
+                    }
                 }
             }
         }
