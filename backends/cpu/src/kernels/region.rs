@@ -281,7 +281,9 @@ impl RegionKernel {
 }
 
 /// Loads input values of output elements `start..start+len` into `buf`,
-/// walking output coordinates.
+/// walking output coordinates a row (the last dim) at a time: a contiguous
+/// row segment is copied, a broadcast one filled, only other strides go
+/// element by element.
 fn gather<T: Real>(
     src: &[T],
     strides: &[usize],
@@ -291,6 +293,11 @@ fn gather<T: Real>(
     len: usize,
 ) {
     let r = dims.len();
+    if r == 0 {
+        let v = src.first().map_or_else(T::C::nan, |x| x.up());
+        buf.extend(std::iter::repeat_n(v, len));
+        return;
+    }
     let mut coord = vec![0usize; r];
     let mut rem = start;
     for a in (0..r).rev() {
@@ -300,9 +307,39 @@ fn gather<T: Real>(
         }
     }
     let mut off: usize = coord.iter().zip(strides).map(|(c, s)| c * s).sum();
-    for _ in 0..len {
-        buf.push(src.get(off).map_or_else(T::C::nan, |x| x.up()));
-        for a in (0..r).rev() {
+    let (inner, is) = (dims[r - 1], strides[r - 1]);
+    let mut left = len;
+    while left > 0 {
+        let n = (inner - coord[r - 1]).min(left);
+        match is {
+            0 => {
+                let v = src.get(off).map_or_else(T::C::nan, |x| x.up());
+                buf.extend(std::iter::repeat_n(v, n));
+            }
+            1 => match src.get(off..off + n) {
+                Some(row) => {
+                    for x in row {
+                        buf.push(x.up());
+                    }
+                }
+                None => buf.extend(std::iter::repeat_n(T::C::nan(), n)),
+            },
+            s => {
+                for j in 0..n {
+                    buf.push(src.get(off + j * s).map_or_else(T::C::nan, |x| x.up()));
+                }
+            }
+        }
+        left -= n;
+        coord[r - 1] += n;
+        off += n * is;
+        if coord[r - 1] < inner {
+            continue;
+        }
+        // The row is done: carry into the outer dims.
+        off -= is * inner;
+        coord[r - 1] = 0;
+        for a in (0..r - 1).rev() {
             coord[a] += 1;
             off += strides[a];
             if coord[a] < dims[a] {
@@ -542,6 +579,31 @@ mod tests {
         assert_eq!(out[4999], 4999.0);
         assert_eq!(out[5000 + 2500], 5000.0);
         assert_eq!(out[2 * 5000 + 4000], 12000.0);
+    }
+
+    /// Rows shorter than a piece (a per-channel scale on 7x7 planes, and a
+    /// row broadcast down the channels), across many pieces.
+    #[test]
+    fn short_rows_with_per_channel_and_row_broadcasts() {
+        let (c, hw) = (100, 49);
+        let x: Vec<f32> = (0..c * hw)
+            .map(|i| ((i * 37) % 101) as f32 - 50.0)
+            .collect();
+        let scale: Vec<f32> = (0..c).map(|i| i as f32 * 0.01 - 0.3).collect();
+        let row: Vec<f32> = (0..hw).map(|j| j as f32 * 0.5).collect();
+        let out = region(
+            "[mul(x0, x1), add(t0, x2), relu(t1)]",
+            &[
+                Tensor::from_f32(&[1, c, 7, 7], &x).unwrap(),
+                Tensor::from_f32(&[c, 1, 1], &scale).unwrap(),
+                Tensor::from_f32(&[1, 1, 7, 7], &row).unwrap(),
+            ],
+            &[1, c, 7, 7],
+        );
+        for (i, y) in out.iter().enumerate() {
+            let want = (x[i] * scale[i / hw] + row[i % hw]).max(0.0);
+            assert_eq!(*y, want, "at {i}");
+        }
     }
 
     #[test]
