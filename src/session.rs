@@ -51,6 +51,13 @@ pub(crate) enum Executable {
 }
 
 impl Executable {
+    /// Whether a run is small enough to stay on the calling thread whatever
+    /// the session's threads: a planned CPU schedule none of whose steps
+    /// would split over `threads`.
+    fn serial(&self, threads: usize) -> bool {
+        matches!(self, Executable::Planned(p) if p.schedule.serial(threads))
+    }
+
     /// Runs on (ordered, checked) inputs, on the calling thread's pool.
     pub(crate) fn run(&self, ordered: &[&Tensor]) -> Result<Vec<Tensor>> {
         match self {
@@ -203,6 +210,14 @@ impl Threads {
             .map_err(|e| Error::Threads(e.to_string()))
     }
 
+    /// The session's threads.
+    pub(crate) fn count(&self) -> usize {
+        match self {
+            Threads::Pool(pool) => pool.current_num_threads(),
+            Threads::Inline => 1,
+        }
+    }
+
     /// Runs `f` with the session's threads.
     pub(crate) fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match self {
@@ -294,6 +309,9 @@ impl Session {
     pub fn run(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
         let ordered = self.order(inputs)?;
         let exec = self.executable(&ordered)?;
+        if exec.serial(self.threads.count()) {
+            return rlx_cpu::par::inline(|| exec.run(&ordered));
+        }
         self.threads.run(|| exec.run(&ordered))
     }
 
@@ -336,6 +354,9 @@ impl Session {
         self.run(inputs)?;
         let ordered = self.order(inputs)?;
         let exec = self.executable(&ordered)?;
+        if exec.serial(self.threads.count()) {
+            return rlx_cpu::par::inline(|| profile(&exec, &ordered));
+        }
         self.threads.run(|| profile(&exec, &ordered))
     }
 

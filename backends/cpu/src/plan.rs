@@ -70,6 +70,15 @@ impl Work {
     }
 }
 
+impl Schedule {
+    /// Whether every step is too small for `threads` (see [`Work::serial`]):
+    /// a whole run then stays on the calling thread, without handing it to a
+    /// pool (two thread wake-ups, tens of microseconds on a large pool).
+    pub fn serial(&self, threads: usize) -> bool {
+        self.steps.iter().all(|s| s.work.serial(threads))
+    }
+}
+
 /// A complete CPU schedule.
 pub struct Schedule {
     pub steps: Vec<Step>,
