@@ -30,20 +30,27 @@ pub fn run<T: Comp + bytemuck::Pod>(
     y: &mut [T],
 ) {
     if TypeId::of::<T>() == TypeId::of::<f32>() && window2d::available() {
-        let relu = act == Activation::Relu;
         let bias = bias.map(bytemuck::cast_slice::<T, f32>);
         let (x, w) = (bytemuck::cast_slice(x), bytemuck::cast_slice(w));
-        run_f32(g, x, w, bias, relu, bytemuck::cast_slice_mut(y));
-        if !relu {
-            activate(act, y);
-        }
+        run_f32(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
         return;
     }
     run_any(g, x, w, bias, y);
     activate(act, y);
 }
 
-fn run_f32(g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, relu: bool, y: &mut [f32]) {
+/// ReLU in the window's store; any other activation on each output plane as
+/// soon as it is computed (in cache, and in the same job: one parallel
+/// section per step, not two).
+fn run_f32(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) {
+    let relu = act == Activation::Relu;
     // A plane one column wide (a 1-D conv written as [T, 1], FSMN's memory
     // blocks) lies in memory as one row: slide along it, 16 outputs per
     // register, not one.
@@ -68,6 +75,9 @@ fn run_f32(g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, relu: bool,
             relu,
         };
         window2d::plane(&geom, &x[(n * g.c + c) * sin..], out, reduce);
+        if !relu {
+            activate(act, out);
+        }
     });
 }
 

@@ -84,6 +84,25 @@ pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
     }
 }
 
+/// [`par_fill`] for outputs that each cost `cost` elements of work (a
+/// reduction over `cost` values): split when the total work is large, in jobs
+/// of about `PAR_MIN / 4` elements of work, however few the outputs.
+pub fn par_fill_costly<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize) -> T + Sync) {
+    let cost = cost.max(1);
+    if out.len() > 1 && out.len().saturating_mul(cost) >= PAR_MIN && crate::par::parallel() {
+        let per = (PAR_MIN / 4 / cost).max(1);
+        out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+            for (k, v) in o.iter_mut().enumerate() {
+                *v = f(c * per + k);
+            }
+        });
+    } else {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = f(i);
+        }
+    }
+}
+
 /// Splits `out` into `rows` equal rows and runs `f(row, slice)` in parallel
 /// when the work is large.
 pub fn par_rows<T: Send>(out: &mut [T], row_len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {

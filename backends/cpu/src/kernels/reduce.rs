@@ -6,7 +6,7 @@
 use rlx_ir::ops::{ArgReduceKind, ReduceKind};
 use rlx_ir::{DType, Op};
 
-use super::layout::{axis, par_fill, strides};
+use super::layout::{axis, par_fill, par_fill_costly, strides};
 use super::num::AnyNum;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
@@ -66,7 +66,7 @@ fn reduce_typed<T: AnyNum>(
     let float = x.dtype.is_float();
     let r = &sp.reduced_offsets;
     let n = r.len().max(1) as f64;
-    par_fill(y, |o| {
+    par_fill_costly(y, r.len(), |o| {
         let base = sp.kept_offsets[o];
         let vals = r.iter().map(|&k| src[base + k]);
         match kind {
@@ -197,7 +197,7 @@ fn arg_typed<T: AnyNum>(
     let n = x.dims[ax];
     let inner: usize = x.dims[ax + 1..].iter().product();
     let y = out.slice::<i64>()?;
-    par_fill(y, |o| {
+    par_fill_costly(y, n, |o| {
         let (outer, inn) = (o / inner.max(1), o % inner.max(1));
         let base = outer * n * inner + inn;
         let mut best = 0usize;
