@@ -416,16 +416,8 @@ where
         gemm(sq, dv, total, &sc, total, vs, dv, &mut yo, dv, false);
         (yo, qko)
     };
-    // Heads over the pool when there are enough of them, each head's
-    // products then on its own thread (products that split again inside a
-    // pool job only contend for it); else one head at a time, its products
-    // split.
-    let threads = crate::par::threads();
-    let heads: Vec<(Vec<T::C>, Vec<T::C>)> = if threads > 1 && 2 * b * hq >= threads {
-        (0..b * hq)
-            .into_par_iter()
-            .map(|bh| crate::par::inline(|| head(bh)))
-            .collect()
+    let heads: Vec<(Vec<T::C>, Vec<T::C>)> = if crate::par::parallel() {
+        (0..b * hq).into_par_iter().map(head).collect()
     } else {
         (0..b * hq).map(head).collect()
     };
