@@ -105,12 +105,15 @@ impl Pass for FoldShapes {
         if changed {
             crate::dce::dce(g);
         }
-        Ok(in_bodies(g, cx, |sub, cx| self.run(sub, cx))? || changed)
+        Ok(changed)
     }
 }
 
 /// Runs `pass` over every subgraph of `g`'s nodes (branches and bodies,
 /// which run the same kernels as the graph around them); true if any changed.
+/// A body is not re-inferred on its own (that would lose what its captures'
+/// known values say): the caller re-infers the whole graph, which refreshes
+/// every body from its captures.
 pub fn in_bodies(
     g: &mut Graph,
     cx: &mut PassContext,
@@ -136,14 +139,20 @@ impl Pass for FoldConstants {
         let changed = self.fold(g, cx)?;
         if changed {
             crate::dce::gc_weights(g, cx.weights);
+            // Constant inputs can make data-dependent (`$`) dims known
+            // downstream: refresh the stored types (bodies included).
+            infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
+                pass: self.name(),
+                source,
+            })?;
         }
         Ok(changed)
     }
 }
 
 impl FoldConstants {
-    /// Folds `g`, then its bodies. Weights are collected by the caller, which
-    /// sees every graph that reads them.
+    /// Folds `g`, then its bodies. Weights are collected and types refreshed
+    /// by the caller, which sees every graph.
     fn fold(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
         let mut changed = false;
         let order = g.topo_order().map_err(|e| PassError::Graph {
@@ -194,12 +203,6 @@ impl FoldConstants {
         }
         if changed {
             crate::dce::dce(g);
-            // Constant inputs can make data-dependent (`$`) dims known
-            // downstream: refresh the stored types.
-            infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
-                pass: self.name(),
-                source,
-            })?;
         }
         Ok(in_bodies(g, cx, |sub, cx| self.fold(sub, cx))? || changed)
     }

@@ -181,12 +181,14 @@ fn constant_captures(g: &mut Graph, id: NodeId, cx: &mut PassContext) -> Result<
         // Highest first, so the lower positions stay valid.
         for (&j, leaf) in constant.iter().zip(&leaves).rev() {
             let input = sub.inputs()[j - first + body_first];
-            let mut copy = leaf.clone();
-            copy.name = sub.unique_name(&leaf.name);
-            let c = sub.add_node(copy, &[]).map_err(|e| e.to_string())?;
+            let c = sub.add_node(leaf.clone(), &[]).map_err(|e| e.to_string())?;
             sub.replace_uses(Value::of(input), Value::of(c))
                 .map_err(|e| e.to_string())?;
             sub.remove_node(input);
+            // Named after the input it replaces is gone (often the same name).
+            sub.node_mut(c).name = String::new();
+            let name = sub.unique_name(&leaf.name);
+            sub.node_mut(c).name = name;
         }
     }
     let kept: Vec<Value> = (0..ins.len())

@@ -30,13 +30,16 @@ impl Pass for Simplify {
         let changed = simplify_graph(g, cx)?;
         if changed {
             crate::dce::gc_weights(g, cx.weights);
+            infer_graph(g, Some(cx.weights))
+                .map_err(|source| PassError::Infer { pass: NAME, source })?;
         }
         Ok(changed)
     }
 }
 
 /// Simplifies `g`, then its bodies (whose identities may hide a loop-carried
-/// value the body passes through). Weights are collected by the caller.
+/// value the body passes through). Weights are collected and types refreshed
+/// by the caller.
 fn simplify_graph(g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
     let mut changed = false;
     for _ in 0..8 {
@@ -63,8 +66,6 @@ fn simplify_graph(g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError
     }
     if changed {
         crate::dce::dce(g);
-        infer_graph(g, Some(cx.weights))
-            .map_err(|source| PassError::Infer { pass: NAME, source })?;
     }
     Ok(crate::fold::in_bodies(g, cx, simplify_graph)? || changed)
 }
