@@ -185,10 +185,16 @@ fn constant_captures(g: &mut Graph, id: NodeId, cx: &mut PassContext) -> Result<
             sub.replace_uses(Value::of(input), Value::of(c))
                 .map_err(|e| e.to_string())?;
             sub.remove_node(input);
-            // Named after the input it replaces is gone (often the same name).
-            sub.node_mut(c).name = String::new();
-            let name = sub.unique_name(&leaf.name);
-            sub.node_mut(c).name = name;
+            // Its own name unless the body has a node of that name (the input
+            // it replaced often did, and is gone now).
+            let taken = sub
+                .node_ids()
+                .into_iter()
+                .any(|id| id != c && sub.node(id).name == leaf.name);
+            if taken {
+                let name = sub.unique_name(&leaf.name);
+                sub.node_mut(c).name = name;
+            }
         }
     }
     let kept: Vec<Value> = (0..ins.len())
