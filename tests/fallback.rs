@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rlx_onnx::conformance::{compare, Tolerance};
+use rlx_onnx::conformance::Tolerance;
 use rlx_onnx::ir::Tensor;
 use rlx_onnx::partition::{partition, Place};
 use rlx_onnx::testdata::read_data_set;
@@ -52,12 +52,7 @@ fn run(model: CompiledModel, inputs: &[Tensor], ctx: Option<&Arc<Context>>) -> V
 }
 
 fn check(got: &[Tensor], want: &[Tensor], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: output count");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        if let Err(e) = compare(g, w, TOL) {
-            panic!("{what}: output {i}: {e}");
-        }
-    }
+    common::check_outputs(got, want, TOL, what);
 }
 
 #[test]

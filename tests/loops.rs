@@ -7,7 +7,7 @@
 
 mod common;
 
-use rlx_onnx::conformance::{compare, Tolerance};
+use rlx_onnx::conformance::Tolerance;
 use rlx_onnx::ir::{Op, Tensor};
 use rlx_onnx::testdata::read_data_set;
 use rlx_onnx::{CompiledModel, Compiler, OptLevel, Session, SessionOptions, Target};
@@ -25,12 +25,7 @@ fn run(model: CompiledModel, inputs: &[Tensor]) -> Vec<Tensor> {
 }
 
 fn check(got: &[Tensor], want: &[Tensor], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: output count");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        if let Err(e) = compare(g, w, TOL) {
-            panic!("{what}: output {i}: {e}");
-        }
-    }
+    common::check_outputs(got, want, TOL, what);
 }
 
 #[test]

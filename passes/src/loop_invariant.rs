@@ -319,7 +319,10 @@ fn hoist(g: &mut Graph, id: NodeId, cx: &mut PassContext) -> Result<bool, String
         ));
         body.replace_uses(v, Value::of(input))
             .map_err(|e| e.to_string())?;
-        new_ins.push(Value::new(copies[&v.node], v.port));
+        let copy = copies
+            .get(&v.node)
+            .ok_or("a hoisted value without its copy")?;
+        new_ins.push(Value::new(*copy, v.port));
     }
     crate::dce::dce(body);
     g.set_inputs(id, &new_ins).map_err(|e| e.to_string())?;

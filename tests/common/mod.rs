@@ -116,3 +116,19 @@ pub fn wgpu_devices() -> Option<std::sync::Arc<rlx_onnx::Devices>> {
         }
     }
 }
+
+/// Asserts that `got` matches `want` output by output within `tol`, naming
+/// `what` and the output when not.
+pub fn check_outputs(
+    got: &[rlx_onnx::ir::Tensor],
+    want: &[rlx_onnx::ir::Tensor],
+    tol: rlx_onnx::conformance::Tolerance,
+    what: &str,
+) {
+    assert_eq!(got.len(), want.len(), "{what}: output count");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if let Err(e) = rlx_onnx::conformance::compare(g, w, tol) {
+            panic!("{what}: output {i}: {e}");
+        }
+    }
+}
