@@ -32,16 +32,21 @@ fn collapse(dims: &[usize], st: &[isize]) -> (Vec<usize>, Vec<isize>) {
     (d_out, s_out)
 }
 
-/// The source offset of the first element of destination row `r` (a row is
-/// the last dim) over `dims`/`st`.
-fn row_offset(r: usize, dims: &[usize], st: &[isize], base: isize) -> isize {
-    let mut off = base;
-    let mut rem = r;
-    for d in (0..dims.len().saturating_sub(1)).rev() {
+/// The source offset of index `k` over `dims` (row-major) with strides `st`.
+fn index_offset(k: usize, dims: &[usize], st: &[isize]) -> isize {
+    let (mut off, mut rem) = (0, k);
+    for d in (0..dims.len()).rev() {
         off += (rem % dims[d]) as isize * st[d];
         rem /= dims[d];
     }
     off
+}
+
+/// The source offset of the first element of destination row `r` (a row is
+/// the last dim) over `dims`/`st`.
+fn row_offset(r: usize, dims: &[usize], st: &[isize], base: isize) -> isize {
+    let outer = dims.len().saturating_sub(1);
+    base + index_offset(r, &dims[..outer], &st[..outer])
 }
 
 /// `dst[i] = src[base + Σ i_d · strides_d]` over `dims`.
@@ -124,26 +129,16 @@ fn transposed<T: Copy + Send + Sync>(
     let slab = na * mid * nl;
     let outer_dims = &dims[..a];
     let outer_st = &st[..a];
-    let do_slab = |s: usize, out: &mut [T]| {
-        let mut off = base;
-        let mut rem = s;
-        for d in (0..outer_dims.len()).rev() {
-            off += (rem % outer_dims[d]) as isize * outer_st[d];
-            rem /= outer_dims[d];
-        }
+    // Rows i0..i1 of `a` (each with its `mid` x L block) into `out`, from
+    // source offset `off`, tile by tile.
+    let rows = |off: isize, i0: usize, i1: usize, out: &mut [T]| {
         for m in 0..mid {
-            let mut moff = off;
-            let mut rem = m;
-            for d in (0..mid_dims.len()).rev() {
-                moff += (rem % mid_dims[d]) as isize * mid_st[d];
-                rem /= mid_dims[d];
-            }
-            for i0 in (0..na).step_by(TILE) {
-                let i1 = (i0 + TILE).min(na);
+            let moff = off + index_offset(m, mid_dims, mid_st);
+            for t0 in (i0..i1).step_by(TILE) {
                 for j0 in (0..nl).step_by(TILE) {
                     let j1 = (j0 + TILE).min(nl);
-                    for i in i0..i1 {
-                        let row = &mut out[(i * mid + m) * nl..][..nl];
+                    for i in t0..(t0 + TILE).min(i1) {
+                        let row = &mut out[((i - i0) * mid + m) * nl..][..nl];
                         let from = moff + i as isize;
                         for (j, x) in row[j0..j1].iter_mut().enumerate() {
                             *x = src[(from + (j0 + j) as isize * sl) as usize];
@@ -153,35 +148,17 @@ fn transposed<T: Copy + Send + Sync>(
             }
         }
     };
+    let do_slab =
+        |s: usize, out: &mut [T]| rows(base + index_offset(s, outer_dims, outer_st), 0, na, out);
     if parallel && dst.len() / slab > 1 {
         dst.par_chunks_mut(slab)
             .enumerate()
             .for_each(|(s, out)| do_slab(s, out));
     } else if parallel {
-        // One slab: split it by rows of `a` blocks.
-        let rows = TILE * mid * nl;
-        dst.par_chunks_mut(rows).enumerate().for_each(|(b, out)| {
-            let i0 = b * TILE;
-            let i1 = (i0 + TILE).min(na);
-            for m in 0..mid {
-                let mut moff = base;
-                let mut rem = m;
-                for d in (0..mid_dims.len()).rev() {
-                    moff += (rem % mid_dims[d]) as isize * mid_st[d];
-                    rem /= mid_dims[d];
-                }
-                for j0 in (0..nl).step_by(TILE) {
-                    let j1 = (j0 + TILE).min(nl);
-                    for i in i0..i1 {
-                        let row = &mut out[((i - i0) * mid + m) * nl..][..nl];
-                        let from = moff + i as isize;
-                        for (j, x) in row[j0..j1].iter_mut().enumerate() {
-                            *x = src[(from + (j0 + j) as isize * sl) as usize];
-                        }
-                    }
-                }
-            }
-        });
+        // One slab: split it by TILE rows of `a`.
+        dst.par_chunks_mut(TILE * mid * nl)
+            .enumerate()
+            .for_each(|(b, out)| rows(base, b * TILE, (b * TILE + TILE).min(na), out));
     } else {
         for (s, out) in dst.chunks_mut(slab).enumerate() {
             do_slab(s, out);
