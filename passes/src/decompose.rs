@@ -14,13 +14,15 @@
 //!   i32: exact, as every partial sum stays below 2^53;
 //! - `matmul_integer` (one zero point per operand) -> `cast`s to i32, `sub`
 //!   of the zero points, an i32 `matmul`;
+//! - `fused_matmul_integer` -> `matmul_integer`, `cast` to f32, `mul` by the
+//!   scale [+ `add`] [+ activation];
 //! - `dynamic_quantize_linear` -> min/max reductions and elementwise ops, in
 //!   the CPU kernel's order of operations (the same bits).
 
 use rlx_ir::ops::{
     Activation, Binary, BinaryKind, Cast, Clip, Compare, CompareKind, ElementwiseRegion, Gelu,
-    GeluApprox, LayerNorm, MatMul, Operand, Reduce, ReduceKind, RegionFn, RmsNorm, RoundMode,
-    Softmax, SoftmaxKind, Transpose, Unary, UnaryKind, Where,
+    GeluApprox, LayerNorm, MatMul, MatMulInteger, Operand, Reduce, ReduceKind, RegionFn, RmsNorm,
+    RoundMode, Softmax, SoftmaxKind, Transpose, Unary, UnaryKind, Where,
 };
 use rlx_ir::{DType, Graph, NodeId, Op, Value, Weights};
 
@@ -142,6 +144,20 @@ pub fn decompose(g: &mut Graph, w: &mut Weights, id: NodeId) -> Result<Vec<Value
             let a = wide(&mut b, ins[0], ins[2])?;
             let c = wide(&mut b, ins[1], ins[3])?;
             Ok(vec![b.add(MatMul {}, &[a, c])?])
+        }
+        Op::FusedMatMulInteger(f) => {
+            let acc = b.add(MatMulInteger {}, &ins[..4])?;
+            let to_f32 = Cast {
+                to: DType::F32,
+                saturate: false,
+                round_mode: RoundMode::Nearest,
+            };
+            let wide = b.add(to_f32, &[acc])?;
+            let mut t = b.bin(BinaryKind::Mul, wide, ins[4])?;
+            if let Some(bias) = ins.get(5) {
+                t = b.bin(BinaryKind::Add, t, *bias)?;
+            }
+            Ok(vec![b.activation(f.activation, t)?])
         }
         Op::DynamicQuantizeLinear(_) => dynamic_quantize(&mut b, ins[0]),
         op => Err(format!("no decomposition for `{}`", op.name())),

@@ -5,7 +5,9 @@
 //! - `act(matmul(...))` / `act(fused_matmul(...) {activation=none})` ->
 //!   `fused_matmul {activation=act}` for `relu`, `sigmoid`, `tanh`, `gelu`
 //!   (erf or tanh), SiLU written as `mul(x, sigmoid(x))` and HardSwish (the
-//!   region `fuse-hard-activations` forms).
+//!   region `fuse-hard-activations` forms);
+//! - the same epilogue of an 8-bit product, `act(mul(cast(matmul_integer),
+//!   scale) + bias)` -> `fused_matmul_integer` ([`crate::fuse_matmul_integer`]).
 
 use rlx_ir::ops::{Activation, FusedMatMul, GeluApprox, UnaryKind};
 use rlx_ir::{Graph, Op};
@@ -97,6 +99,7 @@ impl Pass for FuseMatMul {
             activate,
             "fused_matmul.activation",
         ));
+        rules.extend(crate::fuse_matmul_integer::rules());
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }

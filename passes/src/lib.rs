@@ -21,6 +21,7 @@ pub mod fuse_hard;
 pub mod fuse_int8_matmul;
 pub mod fuse_layer_norm;
 pub mod fuse_matmul;
+pub mod fuse_matmul_integer;
 pub mod fuse_qdq_matmul;
 pub mod fuse_residual_norm;
 pub mod legalize;

@@ -43,7 +43,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-residual-norm", "residual add + layer_norm/rms_norm -> residual_norm", crate::fuse_residual_norm::FuseResidualNorm),
     reg!("fuse-int8-matmul", "i32 matmul of widened 8-bit operands less their zero points -> matmul_integer (targets that run it)", crate::fuse_int8_matmul::FuseInt8MatMul),
     reg!("fuse-qdq-matmul", "matmul of dequantized 8-bit operands (QDQ) -> matmul_integer scaled (targets that run it)", crate::fuse_qdq_matmul::FuseQdqMatMul),
-    reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul", crate::fuse_matmul::FuseMatMul),
+    reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul; the f32 epilogue of matmul_integer -> fused_matmul_integer", crate::fuse_matmul::FuseMatMul),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
     reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
     reg!("to-f16", "compute in f16 what the target runs in f16, casting at the edges (--precision fp16)", crate::to_f16::ToF16),

@@ -91,7 +91,7 @@ op_attrs! {
     pub struct MatMulInteger {}
 }
 
-/// The shape of a zero point of `what`: one value, or `per` of them.
+/// The shape of a zero point (or a scale) at port `i`: one value, or `per` of them.
 fn zero_point_fits(cx: &InferCx, i: usize, per: &Dim) -> Result<(), InferError> {
     let s = cx.shape(i);
     let one = s.numel().known() == Some(1) && s.rank() <= 1;
@@ -127,6 +127,36 @@ impl OpDef for MatMulInteger {
         zero_point_fits(cx, 2, &a.0[a.rank() - 2])?;
         zero_point_fits(cx, 3, &b.0[b.rank() - 1])?;
         Ok(vec![TensorType::new(DType::I32, matmul_shape(a, b)?)])
+    }
+}
+
+op_attrs! {
+    /// `activation(f32((a - a_zero) @ (b - b_zero)) * scale + bias)`:
+    /// `matmul_integer` with its f32 epilogue (onnxruntime's
+    /// MatMulIntegerToFloat), formed by `fuse-matmul` from the `cast`, `mul`,
+    /// `add` and activation that follow the product. Inputs as
+    /// `matmul_integer`'s, then `scale` and an optional `bias` (f32; one
+    /// value, or one per column of b: `[N]`). Each step rounds as the
+    /// unfused nodes do: the i32 sum to f32, the product, the sum.
+    pub struct FusedMatMulInteger {
+        pub activation: Activation,
+    }
+}
+
+impl OpDef for FusedMatMulInteger {
+    fn arity(&self) -> (usize, usize) {
+        (5, 6)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let product = MatMulInteger {}.infer(cx)?.remove(0);
+        let n = product.shape.0.last().cloned().unwrap_or(Dim::Known(1));
+        for port in 4..6 {
+            if cx.has(port) {
+                cx.expect_dtype(port, &[DType::F32])?;
+                zero_point_fits(cx, port, &n)?;
+            }
+        }
+        Ok(vec![TensorType::new(DType::F32, product.shape)])
     }
 }
 

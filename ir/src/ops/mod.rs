@@ -231,6 +231,7 @@ define_ops! {
         MatMul(MatMul) = "matmul",
         FusedMatMul(FusedMatMul) = "fused_matmul",
         MatMulInteger(MatMulInteger) = "matmul_integer",
+        FusedMatMulInteger(FusedMatMulInteger) = "fused_matmul_integer",
         ElementwiseRegion(ElementwiseRegion) = "elementwise_region",
         Einsum(Einsum) = "einsum",
         Det(Det) = "det",

@@ -500,3 +500,78 @@ fn conv_and_hard_swish_fuse() {
     ));
     check(&["fuse-hard-activations", "fuse-conv"], &src, &want);
 }
+
+/// The f32 epilogue of an 8-bit product (the `cast`, the scale, a bias per
+/// column, the ReLU) becomes one `fused_matmul_integer`; a bias of the
+/// product's shape does not fit the epilogue, and a target without the
+/// fused op keeps the nodes.
+#[test]
+fn int8_epilogue_fuses_into_the_product() {
+    let src = graph(
+        r#"  %0 = input "q" : u8[2,3]
+  %1 = input "s" : f32[]
+  %2 = constant u8[] [128] : u8[]
+  %3 = constant i8[3,2] [1, -2, 3, -128, 127, 0] : i8[3,2]
+  %4 = constant i8[] [0] : i8[]
+  %5 = matmul_integer(%0, %3, %2, %4) : i32[2,2]  # MM
+  %6 = cast(%5) {to=f32, saturate=true, round_mode=up} : f32[2,2]  # Cast
+  %7 = mul(%1, %6) : f32[2,2]  # Scale
+  %8 = constant f32[2] [0.5, -1.5] : f32[2]
+  %9 = add(%7, %8) : f32[2,2]  # Bias
+  %10 = relu(%9) : f32[2,2]  # Relu
+  output "y" = %10
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "q" : u8[2,3]
+  %1 = input "s" : f32[]
+  %2 = constant u8[] [128] : u8[]
+  %3 = constant i8[3,2] [1, -2, 3, -128, 127, 0] : i8[3,2]
+  %4 = constant i8[] [0] : i8[]
+  %5 = constant f32[2] [0.5, -1.5] : f32[2]
+  %6 = fused_matmul_integer(%0, %3, %2, %4, %1, %5) {activation=relu} : f32[2,2]  # MM, Cast, Scale, Bias, Relu
+  output "y" = %6
+"#,
+    );
+    check(&["fuse-matmul", "dce"], &src, &want);
+    // Legalization for a target without it takes it apart again.
+    let apart = run(
+        &["legalize"],
+        &want,
+        Some(&Without(&["fused_matmul_integer"])),
+    )
+    .unwrap();
+    let mut ops: Vec<&str> = apart
+        .node_ids()
+        .iter()
+        .map(|&id| apart.node(id).op.name())
+        .collect();
+    ops.retain(|o| !matches!(*o, "input" | "constant"));
+    assert_eq!(ops, ["matmul_integer", "cast", "mul", "add", "relu"]);
+    let kept = run(
+        &["fuse-matmul", "dce"],
+        &src,
+        Some(&Without(&["fused_matmul_integer"])),
+    )
+    .unwrap();
+    assert!(kept
+        .node_ids()
+        .iter()
+        .all(|&id| kept.node(id).op.name() != "fused_matmul_integer"));
+    // A bias of the product's whole shape stays an `add` after the fused
+    // scale.
+    let full = src.replace(
+        "constant f32[2] [0.5, -1.5] : f32[2]",
+        "constant f32[2,2] [0.5, -1.5, 1.0, 2.0] : f32[2,2]",
+    );
+    let g = run(&["fuse-matmul", "dce"], &full, None).unwrap();
+    let ops: Vec<&str> = g
+        .node_ids()
+        .iter()
+        .map(|&id| g.node(id).op.name())
+        .collect();
+    assert!(
+        ops.contains(&"fused_matmul_integer") && ops.contains(&"add") && ops.contains(&"relu"),
+        "{ops:?}"
+    );
+}

@@ -7,11 +7,21 @@
 //! a tile of 8 rows x 32 columns stays in 16 registers over the whole `k`.
 //! Without VNNI, a portable loop computes the same sums. Arithmetic wraps
 //! (as i32 products of 8-bit values never do below 2^16 terms).
+//!
+//! An [`Epilogue`] finishes each tile as it leaves the registers: the zero
+//! points' correction and, for `fused_matmul_integer`, the conversion to
+//! f32, the scale, the bias and the activation.
+
+use rlx_ir::ops::Activation;
 
 /// Columns per panel: one 512-bit register of i32.
 pub const PANEL: usize = 16;
 /// Rows per tile of the VNNI microkernel.
 pub const TILE_ROWS: usize = 8;
+
+/// Products of at most this many columns take [`narrow`]: one column or a
+/// few would waste most of a 16-column panel.
+pub const NARROW: usize = 4;
 
 /// `k` rounded up to the 4-byte groups `vpdpbusd` takes.
 pub fn k_groups(k: usize) -> usize {
@@ -27,6 +37,9 @@ pub struct PackedB {
     data: Vec<i8>,
     /// `Σ_k B[k][j]` per column.
     pub col_sums: Vec<i32>,
+    /// With at most [`NARROW`] columns, each column's `k` bytes again,
+    /// contiguous and zero to a multiple of 64, for [`narrow`].
+    columns: Vec<i8>,
 }
 
 impl PackedB {
@@ -47,11 +60,22 @@ impl PackedB {
                 }
             }
         }
+        let mut columns = Vec::new();
+        if n <= NARROW {
+            let k64 = k.div_ceil(64) * 64;
+            columns = vec![0i8; n * k64];
+            for j in 0..n {
+                for kk in 0..k {
+                    columns[j * k64 + kk] = b(kk, j);
+                }
+            }
+        }
         PackedB {
             k,
             n,
             data,
             col_sums,
+            columns,
         }
     }
 
@@ -78,16 +102,77 @@ pub fn vnni() -> bool {
     }
 }
 
+/// How a sum `s` of row `i` and column `j` of `A·B` is stored:
+/// `s - za_i·col_terms_j - row_sums_i·zb_j` (the exact `(a - za)·(b - zb)`
+/// of [`super::matmul_integer`]'s shifted operands) as i32 or, with
+/// `float`, as the bits of the f32 `act(f32(·) · scale_j + bias_j)`, each
+/// step rounded as the separate `cast`, `mul` and `add` round.
+pub struct Epilogue<'a> {
+    /// `a`'s zero point: one, or one per row of the call.
+    pub za: &'a [i32],
+    /// `Σ_k A[i][k]` per row of the call.
+    pub row_sums: &'a [i32],
+    /// `Σ_k B[k][j] - k·zb_j` per column of `B` (`b.n` of them).
+    pub col_terms: &'a [i32],
+    /// `b`'s zero point per column of `B`.
+    pub zb: &'a [i32],
+    pub float: Option<FloatOut<'a>>,
+}
+
+/// The f32 part of an [`Epilogue`].
+#[derive(Clone)]
+pub struct FloatOut<'a> {
+    /// Per column of `B`.
+    pub scale: &'a [f32],
+    /// Per column of `B`.
+    pub bias: Option<&'a [f32]>,
+    pub act: Activation,
+}
+
+impl Epilogue<'_> {
+    fn za(&self, i: usize) -> i32 {
+        self.za[if self.za.len() == 1 { 0 } else { i }]
+    }
+
+    /// Finishes `m` rows of raw sums in place (`c`'s column 0 is `B`'s
+    /// column `col0`, `width` columns): the portable paths' epilogue.
+    pub fn finish_rows(&self, m: usize, c: &mut [i32], ldc: usize, col0: usize, width: usize) {
+        for i in 0..m {
+            let row = &mut c[i * ldc..i * ldc + width];
+            let (za, rs) = (self.za(i), self.row_sums[i]);
+            for (jj, v) in row.iter_mut().enumerate() {
+                let j = col0 + jj;
+                *v = v
+                    .wrapping_sub(za.wrapping_mul(self.col_terms[j]))
+                    .wrapping_sub(rs.wrapping_mul(self.zb[j]));
+            }
+            if let Some(f) = &self.float {
+                for (jj, v) in row.iter_mut().enumerate() {
+                    let j = col0 + jj;
+                    let mut x = *v as f32 * f.scale[j];
+                    if let Some(b) = f.bias {
+                        x += b[j];
+                    }
+                    *v = x.to_bits() as i32;
+                }
+                let row: &mut [f32] = bytemuck::cast_slice_mut(row);
+                super::matmul::activate(f.act, row);
+            }
+        }
+    }
+}
+
 /// `C = A · B` for `m` rows of `a` (row `i` at `a[i * k_groups(b.k)..]`,
 /// zero past `b.k`) into `c` (row stride `ldc`, at least `b.n` wide).
 /// `use_vnni` must only be true where [`vnni`] is.
 pub fn gemm(a: &[u8], m: usize, b: &PackedB, c: &mut [i32], ldc: usize, use_vnni: bool) {
-    gemm_panels(a, m, b, 0..b.n.div_ceil(PANEL), c, ldc, use_vnni);
+    gemm_panels(a, m, b, 0..b.n.div_ceil(PANEL), c, ldc, use_vnni, None);
 }
 
 /// [`gemm`] for the columns of panels `panels` only: `c`'s column 0 is
 /// the first panel's (a task's share of the columns, for splitting a
-/// product over threads).
+/// product over threads), each sum finished by `epi` where given.
+#[allow(clippy::too_many_arguments)]
 pub fn gemm_panels(
     a: &[u8],
     m: usize,
@@ -96,6 +181,7 @@ pub fn gemm_panels(
     c: &mut [i32],
     ldc: usize,
     use_vnni: bool,
+    epi: Option<&Epilogue>,
 ) {
     let k4 = k_groups(b.k);
     let width = (panels.end * PANEL)
@@ -106,16 +192,29 @@ pub fn gemm_panels(
             && a.len() >= m * k4
             && ldc >= width
             && (m == 0 || c.len() >= (m - 1) * ldc + width)
+            && epi.is_none_or(|e| {
+                e.row_sums.len() >= m
+                    && (e.za.len() == 1 || e.za.len() >= m)
+                    && e.col_terms.len() >= b.n
+                    && e.zb.len() >= b.n
+                    && e.float.as_ref().is_none_or(|f| {
+                        f.scale.len() >= b.n && f.bias.is_none_or(|v| v.len() >= b.n)
+                    })
+            })
     );
     #[cfg(target_arch = "x86_64")]
     if use_vnni {
         // SAFETY: the caller checked `vnni()`; the slices hold `m` rows of
         // `k4` bytes and `m` rows of `ldc >= width` outputs (asserted above).
-        unsafe { vnni_gemm(a, m, b, panels, c, ldc) };
+        unsafe { vnni_gemm(a, m, b, panels, c, ldc, epi) };
         return;
     }
     let _ = use_vnni;
+    let col0 = panels.start * PANEL;
     portable(a, m, b, panels, c, ldc);
+    if let Some(e) = epi {
+        e.finish_rows(m, c, ldc, col0, width);
+    }
 }
 
 fn portable(
@@ -150,7 +249,7 @@ fn portable(
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn vnni_gemm(
     a: &[u8],
     m: usize,
@@ -158,30 +257,124 @@ unsafe fn vnni_gemm(
     range: std::ops::Range<usize>,
     c: &mut [i32],
     ldc: usize,
+    epi: Option<&Epilogue>,
 ) {
-    let panels = range.end;
-    let mut i = 0;
-    while i < m {
-        let rows = TILE_ROWS.min(m - i);
-        if rows < TILE_ROWS {
-            // SAFETY: the rows lie inside `a` and `c`.
-            unsafe { few_rows(a, i, rows, b, range, c, ldc) };
-            break;
-        }
-        let mut p = range.start;
-        while p < panels {
-            let two = p + 1 < panels;
+    // Panel pairs outer, row tiles inner: a pair of panels (`32 x k` bytes)
+    // stays in L1 while the rows (a block of them, packed by the caller)
+    // stream past it.
+    let full = m - m % TILE_ROWS;
+    let mut p = range.start;
+    while p < range.end {
+        let two = p + 1 < range.end;
+        let mut i = 0;
+        while i < full {
             // SAFETY: the tile's rows and panels lie inside `a`, `b` and `c`.
             unsafe {
                 if two {
-                    tile::<TILE_ROWS, 2>(a, i, b, p, range.start, c, ldc);
+                    tile::<TILE_ROWS, 2>(a, i, b, p, range.start, c, ldc, epi);
                 } else {
-                    tile::<TILE_ROWS, 1>(a, i, b, p, range.start, c, ldc);
+                    tile::<TILE_ROWS, 1>(a, i, b, p, range.start, c, ldc, epi);
                 }
             }
-            p += if two { 2 } else { 1 };
+            i += TILE_ROWS;
         }
-        i += rows;
+        p += if two { 2 } else { 1 };
+    }
+    if full < m {
+        // SAFETY: the rows lie inside `a` and `c`.
+        unsafe { few_rows(a, full, m - full, b, range, c, ldc, epi) };
+    }
+}
+
+/// `C = A·B` for a `B` of at most [`NARROW`] columns, by dot products
+/// along `k`: the `m` rows of `a` as stored (`k` bytes each, less 128 —
+/// XOR 0x80 — first where `flip`, as [`super::matmul_integer`] shifts an
+/// i8 `a`), 64 byte pairs per `vpdpbusd`, no packing. Writes the raw sums
+/// to `c` (row stride `ldc`) and each row's byte sum to `row_sums`, for
+/// [`Epilogue::finish_rows`].
+#[allow(clippy::too_many_arguments)]
+pub fn narrow(
+    a: &[u8],
+    m: usize,
+    flip: bool,
+    b: &PackedB,
+    c: &mut [i32],
+    ldc: usize,
+    row_sums: &mut [i32],
+    use_vnni: bool,
+) {
+    let (k, n) = (b.k, b.n);
+    let k64 = k.div_ceil(64) * 64;
+    assert!(
+        n <= NARROW
+            && b.columns.len() == n * k64
+            && a.len() >= m * k
+            && row_sums.len() >= m
+            && ldc >= n
+            && (m == 0 || c.len() >= (m - 1) * ldc + n)
+    );
+    #[cfg(target_arch = "x86_64")]
+    if use_vnni {
+        // SAFETY: the caller checked `vnni()`; the sizes are asserted above.
+        unsafe { narrow_vnni(a, m, flip, b, c, ldc, row_sums) };
+        return;
+    }
+    let _ = use_vnni;
+    for i in 0..m {
+        let row = &a[i * k..(i + 1) * k];
+        let byte = |v: u8| i32::from(if flip { v ^ 0x80 } else { v });
+        row_sums[i] = row.iter().map(|&v| byte(v)).sum();
+        for j in 0..n {
+            let col = &b.columns[j * k64..j * k64 + k];
+            c[i * ldc + j] = row
+                .iter()
+                .zip(col)
+                .fold(0i32, |s, (&x, &w)| s.wrapping_add(byte(x) * i32::from(w)));
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn narrow_vnni(
+    a: &[u8],
+    m: usize,
+    flip: bool,
+    b: &PackedB,
+    c: &mut [i32],
+    ldc: usize,
+    row_sums: &mut [i32],
+) {
+    use std::arch::x86_64::*;
+    let (k, n) = (b.k, b.n);
+    let k64 = k.div_ceil(64) * 64;
+    let ones = _mm512_set1_epi8(1);
+    let flip_v = _mm512_set1_epi8(if flip { i8::MIN } else { 0 });
+    for i in 0..m {
+        let row = a.as_ptr().add(i * k);
+        let mut sum = _mm512_setzero_si512();
+        let mut acc = [_mm512_setzero_si512(); NARROW];
+        for c0 in (0..k).step_by(64) {
+            let len = (k - c0).min(64);
+            let mask: __mmask64 = if len == 64 { !0 } else { (1u64 << len) - 1 };
+            // Bytes past `k` stay 0 (not 0 XOR 0x80).
+            let av = _mm512_maskz_mov_epi8(
+                mask,
+                _mm512_xor_si512(
+                    _mm512_maskz_loadu_epi8(mask, row.add(c0) as *const i8),
+                    flip_v,
+                ),
+            );
+            sum = _mm512_dpbusd_epi32(sum, av, ones);
+            for (j, acc) in acc.iter_mut().enumerate().take(n) {
+                let bv = _mm512_loadu_si512(b.columns.as_ptr().add(j * k64 + c0) as *const _);
+                *acc = _mm512_dpbusd_epi32(*acc, av, bv);
+            }
+        }
+        row_sums[i] = _mm512_reduce_add_epi32(sum);
+        for (j, acc) in acc.iter().enumerate().take(n) {
+            c[i * ldc + j] = _mm512_reduce_add_epi32(*acc);
+        }
     }
 }
 
@@ -189,7 +382,7 @@ unsafe fn vnni_gemm(
 /// at a time over eight panels at once, so that eight independent
 /// `vpdpbusd` chains hide the instruction's latency.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn few_rows(
     a: &[u8],
     i: usize,
@@ -198,6 +391,7 @@ unsafe fn few_rows(
     range: std::ops::Range<usize>,
     c: &mut [i32],
     ldc: usize,
+    epi: Option<&Epilogue>,
 ) {
     const WIDE: usize = 8;
     for r in i..i + rows {
@@ -205,11 +399,11 @@ unsafe fn few_rows(
         // SAFETY: as for `tile`, one row.
         unsafe {
             while p + WIDE <= range.end {
-                tile::<1, WIDE>(a, r, b, p, range.start, c, ldc);
+                tile::<1, WIDE>(a, r, b, p, range.start, c, ldc, epi);
                 p += WIDE;
             }
             while p < range.end {
-                tile::<1, 1>(a, r, b, p, range.start, c, ldc);
+                tile::<1, 1>(a, r, b, p, range.start, c, ldc, epi);
                 p += 1;
             }
         }
@@ -217,9 +411,10 @@ unsafe fn few_rows(
 }
 
 /// Rows `i..i + R` of `C`, columns of panels `p..p + P`; `c`'s column 0 is
-/// panel `first`'s.
+/// panel `first`'s. Row indices of `a`, `c` and `epi` are the call's.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn tile<const R: usize, const P: usize>(
     a: &[u8],
     i: usize,
@@ -228,6 +423,7 @@ unsafe fn tile<const R: usize, const P: usize>(
     first: usize,
     c: &mut [i32],
     ldc: usize,
+    epi: Option<&Epilogue>,
 ) {
     use std::arch::x86_64::*;
     let k4 = k_groups(b.k);
@@ -252,9 +448,44 @@ unsafe fn tile<const R: usize, const P: usize>(
         } else {
             (1u16 << cols) - 1
         };
+        let Some(e) = epi else {
+            for r in 0..R {
+                let at = (i + r) * ldc + j - first * PANEL;
+                _mm512_mask_storeu_epi32(c.as_mut_ptr().add(at), mask, acc[r][q]);
+            }
+            continue;
+        };
+        let terms = _mm512_maskz_loadu_epi32(mask, e.col_terms.as_ptr().add(j));
+        let zb = _mm512_maskz_loadu_epi32(mask, e.zb.as_ptr().add(j));
+        let float = e.float.as_ref().map(|f| {
+            let bias = f
+                .bias
+                .map(|v| _mm512_maskz_loadu_ps(mask, v.as_ptr().add(j)));
+            (
+                _mm512_maskz_loadu_ps(mask, f.scale.as_ptr().add(j)),
+                bias,
+                f.act,
+            )
+        });
         for r in 0..R {
+            let za = _mm512_set1_epi32(e.za(i + r));
+            let sums = _mm512_set1_epi32(e.row_sums[i + r]);
+            let v = _mm512_sub_epi32(
+                _mm512_sub_epi32(acc[r][q], _mm512_mullo_epi32(za, terms)),
+                _mm512_mullo_epi32(sums, zb),
+            );
+            let v = match float {
+                None => v,
+                Some((scale, bias, act)) => {
+                    let mut x = _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
+                    if let Some(bias) = bias {
+                        x = _mm512_add_ps(x, bias);
+                    }
+                    _mm512_castps_si512(super::microkernel::activate(act, x))
+                }
+            };
             let at = (i + r) * ldc + j - first * PANEL;
-            _mm512_mask_storeu_epi32(c.as_mut_ptr().add(at), mask, acc[r][q]);
+            _mm512_mask_storeu_epi32(c.as_mut_ptr().add(at), mask, v);
         }
     }
 }
@@ -306,7 +537,7 @@ mod tests {
                     }
                     let (j0, j1) = (p0 * PANEL, (p1 * PANEL).min(n));
                     let mut part = vec![-1i32; m * (j1 - j0)];
-                    gemm_panels(&ap, m, &pb, p0..p1, &mut part, j1 - j0, use_vnni);
+                    gemm_panels(&ap, m, &pb, p0..p1, &mut part, j1 - j0, use_vnni, None);
                     for i in 0..m {
                         assert_eq!(
                             part[i * (j1 - j0)..(i + 1) * (j1 - j0)],

@@ -1,10 +1,13 @@
-//! MatMulInteger on 8-bit operands: `(a - a_zero) @ (b - b_zero)` in i32.
+//! MatMulInteger on 8-bit operands: `(a - a_zero) @ (b - b_zero)` in i32,
+//! and `fused_matmul_integer`, the same product finished in f32 (scale,
+//! bias, activation) by the GEMM's epilogue.
 //!
 //! The product runs on bytes ([`int8_gemm`]): `a` as unsigned (an i8 `a` is
 //! shifted by +128, and its zero point with it), `b` as signed (a u8 `b` by
 //! -128). With `a' = a + sa`, `b' = b + sb` and the zero points shifted
 //! alike, `Σ (a - za)(b - zb) = Σ a'b' - za'·colsum(b') - zb'·rowsum(a') +
-//! k·za'·zb'`: exact in wrapping i32, as ONNX's i32 result is. A constant `b`
+//! k·za'·zb'`: exact in wrapping i32, as ONNX's i32 result is, and applied
+//! to each tile as it is stored ([`int8_gemm::Epilogue`]). A constant `b`
 //! (a weight) is packed once, when the kernel is built; rows of `a` are
 //! packed into scratch per run and split across threads in blocks.
 //!
@@ -12,10 +15,11 @@
 //! slices of `k` short enough that every partial sum is an exact integer.
 
 use rayon::prelude::*;
-use rlx_ir::DType;
+use rlx_ir::ops::Activation;
+use rlx_ir::{DType, Op};
 
 use super::gemm::gemm;
-use super::int8_gemm::{self, k_groups, PackedB};
+use super::int8_gemm::{self, k_groups, Epilogue, FloatOut, PackedB};
 use super::layout::{broadcast_strides, offset_of};
 use super::matmul::MatMulGeom;
 use crate::kernel::{Kernel, KernelError, Spec};
@@ -43,9 +47,14 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Some(t) => Some(pack_all(&g, t.bytes(), b_signed)),
         None => None,
     };
+    let fused = match spec.op() {
+        Op::FusedMatMulInteger(f) => Some(f.activation),
+        _ => None,
+    };
     Ok(Box::new(MatMulIntegerKernel {
         label: format!(
-            "matmul_integer.{}{} {}x[{}x{}x{}]",
+            "{}.{}{} {}x[{}x{}x{}]",
+            spec.op().name(),
             spec.inputs[0].dtype,
             spec.inputs[1].dtype,
             g.batches(),
@@ -57,6 +66,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         b_signed,
         packed,
         vnni: int8_gemm::vnni(),
+        fused,
         g,
     }))
 }
@@ -90,6 +100,8 @@ struct MatMulIntegerKernel {
     /// The constant `b`, packed.
     packed: Option<Vec<PackedB>>,
     vnni: bool,
+    /// `fused_matmul_integer`'s activation: f32 out, scaled.
+    fused: Option<Activation>,
 }
 
 /// The zero points of an operand as i32 (one, or one per row or column),
@@ -109,6 +121,14 @@ fn zero_points(z: &TensorRef, want: usize, shift: i32) -> Result<Vec<i32>, Kerne
         .collect())
 }
 
+/// The per-column terms of one matrix of `b` (see [`Epilogue`]), `n` each.
+struct Columns<'a> {
+    b: &'a PackedB,
+    col_terms: Vec<i32>,
+    zb: &'a [i32],
+    float: Option<FloatOut<'a>>,
+}
+
 /// One block of rows of one product.
 struct Block<'a> {
     /// The rows of `a`, `rows x k` bytes as stored.
@@ -116,8 +136,7 @@ struct Block<'a> {
     /// The index of the block's first row in its matrix.
     row0: usize,
     za: &'a [i32],
-    zb: &'a [i32],
-    b: &'a PackedB,
+    cols: &'a Columns<'a>,
     /// Tasks the block's columns are split into (1: none).
     col_tasks: usize,
 }
@@ -128,6 +147,25 @@ impl MatMulIntegerKernel {
         let k4 = k_groups(k);
         let rows = out.len() / n;
         let mut sums = [0i32; BLOCK];
+        let c = blk.cols;
+        let za = if blk.za.len() == 1 {
+            blk.za
+        } else {
+            &blk.za[blk.row0..blk.row0 + rows]
+        };
+        if n <= int8_gemm::NARROW {
+            let (flip, sums) = (self.a_signed, &mut sums[..rows]);
+            int8_gemm::narrow(blk.a, rows, flip, c.b, out, n, sums, self.vnni);
+            let epi = Epilogue {
+                za,
+                row_sums: sums,
+                col_terms: &c.col_terms,
+                zb: c.zb,
+                float: c.float.clone(),
+            };
+            epi.finish_rows(rows, out, n, 0, n);
+            return;
+        }
         for r in 0..rows {
             let src = &blk.a[r * k..(r + 1) * k];
             let dst = &mut packed_a[r * k4..(r + 1) * k4];
@@ -141,34 +179,29 @@ impl MatMulIntegerKernel {
             dst[k..].fill(0);
             sums[r] = dst[..k].iter().map(|&v| i32::from(v)).sum();
         }
+        let epi = Epilogue {
+            za,
+            row_sums: &sums[..rows],
+            col_terms: &c.col_terms,
+            zb: c.zb,
+            float: c.float.clone(),
+        };
         if self.vnni {
-            columns(packed_a, rows, blk.b, blk.col_tasks, out);
+            columns(packed_a, rows, c.b, blk.col_tasks, out, &epi);
         } else {
-            float_gemm(packed_a, rows, blk.b, out);
-        }
-        let kk = k as i32;
-        for r in 0..rows {
-            let za = blk.za[if blk.za.len() == 1 { 0 } else { blk.row0 + r }];
-            let rs = sums[r];
-            let row = &mut out[r * n..(r + 1) * n];
-            for (j, o) in row.iter_mut().enumerate() {
-                let zb = blk.zb[if blk.zb.len() == 1 { 0 } else { j }];
-                *o = o
-                    .wrapping_sub(za.wrapping_mul(blk.b.col_sums[j]))
-                    .wrapping_sub(zb.wrapping_mul(rs))
-                    .wrapping_add(kk.wrapping_mul(za).wrapping_mul(zb));
-            }
+            float_gemm(packed_a, rows, c.b, out);
+            epi.finish_rows(rows, out, n, 0, n);
         }
     }
 }
 
-/// `C = A·B` (VNNI) with the panels of `B` split over `tasks` threads,
-/// each into a buffer of its own, copied into place after.
-fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32]) {
+/// `C = A·B` (VNNI), finished by `epi`, with the panels of `B` split over
+/// `tasks` threads, each into a buffer of its own, copied into place after.
+fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32], epi: &Epilogue) {
     let n = b.n;
     let panels = n.div_ceil(int8_gemm::PANEL);
     if tasks <= 1 {
-        int8_gemm::gemm(a, rows, b, c, n, true);
+        int8_gemm::gemm_panels(a, rows, b, 0..panels, c, n, true, Some(epi));
         return;
     }
     let per = panels.div_ceil(tasks);
@@ -178,7 +211,7 @@ fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32]) {
             let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
             let (j0, j1) = (p0 * int8_gemm::PANEL, (p1 * int8_gemm::PANEL).min(n));
             let mut part = vec![0i32; rows * (j1 - j0)];
-            int8_gemm::gemm_panels(a, rows, b, p0..p1, &mut part, j1 - j0, true);
+            int8_gemm::gemm_panels(a, rows, b, p0..p1, &mut part, j1 - j0, true, Some(epi));
             (j0, j1 - j0, part)
         })
         .collect();
@@ -186,6 +219,18 @@ fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32]) {
         for (row, src) in c.chunks_exact_mut(n).zip(part.chunks_exact(w)) {
             row[j0..j0 + w].copy_from_slice(src);
         }
+    }
+}
+
+/// A scale or bias input as `n` values, one per column.
+fn per_column(t: &TensorRef, n: usize) -> Result<Vec<f32>, KernelError> {
+    let v: &[f32] = t.slice()?;
+    match v.len() {
+        1 => Ok(vec![v[0]; n]),
+        len if len == n => Ok(v.to_vec()),
+        len => Err(KernelError::Value(format!(
+            "a scale or bias of {len} values where 1 or {n} fit"
+        ))),
     }
 }
 
@@ -259,7 +304,12 @@ impl Kernel for MatMulIntegerKernel {
             }
         };
         let a = ins[0].bytes;
-        let out = outs[0].slice::<i32>()?;
+        // The fused op's f32 results are stored as their bits.
+        let out: &mut [i32] = match self.fused {
+            None => outs[0].slice::<i32>()?,
+            Some(_) => bytemuck::try_cast_slice_mut(&mut *outs[0].bytes)
+                .map_err(|e| KernelError::Internal(format!("f32 output: {e}")))?,
+        };
         let batches = g.batches();
         if out.len() != batches * m * n || a.len() != g.a_batch.iter().product::<usize>() * m * k {
             return Err(KernelError::Internal("matmul_integer operand sizes".into()));
@@ -267,8 +317,47 @@ impl Kernel for MatMulIntegerKernel {
         if m == 0 || n == 0 {
             return Ok(());
         }
+        let float = match self.fused {
+            None => None,
+            Some(act) => Some((
+                per_column(&ins[4], n)?,
+                ins.get(5).map(|b| per_column(b, n)).transpose()?,
+                act,
+            )),
+        };
+        let float_out = || {
+            float.as_ref().map(|(scale, bias, act)| FloatOut {
+                scale,
+                bias: bias.as_deref(),
+                act: *act,
+            })
+        };
+        let zb = if zb.len() == 1 { vec![zb[0]; n] } else { zb };
+        let columns: Vec<Columns> = packed
+            .iter()
+            .map(|b| Columns {
+                b,
+                col_terms: (b.col_sums.iter().zip(&zb))
+                    .map(|(&s, &z)| s.wrapping_sub((k as i32).wrapping_mul(z)))
+                    .collect(),
+                zb: &zb,
+                float: float_out(),
+            })
+            .collect();
         if k == 0 {
+            // Every sum is 0; the fused op still scales, adds and activates.
             out.fill(0);
+            let rows = batches * m;
+            let (za, sums) = (vec![0; 1], vec![0; rows]);
+            let c = &columns[0];
+            let epi = Epilogue {
+                za: &za,
+                row_sums: &sums,
+                col_terms: &c.col_terms,
+                zb: c.zb,
+                float: float_out(),
+            };
+            epi.finish_rows(rows, out, n, 0, n);
             return Ok(());
         }
         let k4 = k_groups(k);
@@ -288,8 +377,7 @@ impl Kernel for MatMulIntegerKernel {
                 a: &a[(at * m + row0) * k..(at * m + row0 + rows) * k],
                 row0,
                 za: &za,
-                zb: &zb,
-                b: &packed[bt],
+                cols: &columns[bt],
                 col_tasks: split,
             };
             self.block(&blk, packed_a, o);
@@ -379,6 +467,9 @@ mod tests {
             (2, 3, 5, 7, 1),
             (3, 70, 37, 50, 3),
             (1, 130, 600, 33, 1),
+            // `narrow`: a few columns, `k` past one and two 64-byte steps.
+            (2, 9, 130, 3, 2),
+            (1, 5, 64, 1, 1),
         ];
         for (batches, m, k, n, b_batches) in cases {
             for (at, bt) in [
@@ -398,12 +489,21 @@ mod tests {
                 let a: Vec<i32> = (0..batches * m * k).map(|i| val(at, i, 37)).collect();
                 let b: Vec<i32> = (0..b_batches * k * n).map(|i| val(bt, i, 91)).collect();
                 let za: Vec<i32> = (0..m).map(|i| val(at, i, 53)).collect();
-                let zb: Vec<i32> = vec![val(bt, 5, 29)];
+                // One zero point for `b`, or one per column (even `m`).
+                let zb: Vec<i32> = if m % 2 == 0 {
+                    (0..n).map(|j| val(bt, j + 5, 29)).collect()
+                } else {
+                    vec![val(bt, 5, 29)]
+                };
                 let want = reference(&a, &b, &za, &zb, batches, b_batches, m, k, n);
                 let a_t = tensor(at, &[batches, m, k], &a);
                 let b_t = tensor(bt, &[b_batches, k, n], &b);
                 let za_t = tensor(at, &[m], &za);
-                let zb_t = tensor(bt, &[], &zb);
+                let zb_t = if zb.len() == 1 {
+                    tensor(bt, &[], &zb)
+                } else {
+                    tensor(bt, &[n], &zb)
+                };
                 let g = MatMulGeom::new(a_t.dims(), b_t.dims()).unwrap();
                 for (constant, vnni) in [
                     (true, false),
@@ -417,6 +517,7 @@ mod tests {
                         b_signed: bt == DType::I8,
                         packed: constant.then(|| pack_all(&g, b_t.bytes(), bt == DType::I8)),
                         vnni,
+                        fused: None,
                         g: g.clone(),
                     };
                     let mut out = vec![0i32; batches * m * n];
@@ -434,6 +535,81 @@ mod tests {
                         "{batches}x{m}x{k}x{n} {at}x{bt} const={constant} vnni={vnni}"
                     );
                 }
+            }
+        }
+    }
+
+    /// `fused_matmul_integer` stores what `cast`, `mul`, `add` and the
+    /// activation give the i32 product, bit for bit: scales and biases of
+    /// one value and one per column, every block and panel path.
+    #[test]
+    fn fused_epilogue_is_the_unfused_nodes() {
+        use crate::kernels::vmath;
+        for (m, k, n) in [(70, 37, 50), (9, 130, 3), (130, 600, 33), (3, 0, 20)] {
+            let a: Vec<i32> = (0..m * k).map(|i| (i * 37 % 256) as i32).collect();
+            let b: Vec<i32> = (0..k * n).map(|i| (i * 91 % 256) as i32 - 128).collect();
+            let (za, zb) = (vec![7], vec![-3]);
+            let ints = reference(&a, &b, &za, &zb, 1, 1, m, k, n);
+            let a_t = tensor(DType::U8, &[m, k], &a);
+            let b_t = tensor(DType::I8, &[k, n], &b);
+            let za_t = tensor(DType::U8, &[], &za);
+            let zb_t = tensor(DType::I8, &[], &zb);
+            let scales: Vec<f32> = (0..n).map(|j| 0.013 * (j as f32 + 1.0)).collect();
+            let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.7 - 11.0).collect();
+            let g = MatMulGeom::new(a_t.dims(), b_t.dims()).unwrap();
+            for (act, per_col, with_bias, vnni) in [
+                (Activation::Relu, true, true, int8_gemm::vnni()),
+                (Activation::Tanh, false, true, int8_gemm::vnni()),
+                (Activation::None, true, false, int8_gemm::vnni()),
+                (Activation::Relu, true, true, false),
+                (Activation::Tanh, false, false, false),
+            ] {
+                let scale = if per_col { scales.clone() } else { vec![0.02] };
+                let scale_t = rlx_ir::Tensor::from_f32(&[scale.len()], &scale).unwrap();
+                let bias_t = rlx_ir::Tensor::from_f32(&[n], &bias).unwrap();
+                let want: Vec<u32> = ints
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let j = i % n;
+                        let mut x = v as f32 * scale[if per_col { j } else { 0 }];
+                        if with_bias {
+                            x += bias[j];
+                        }
+                        match act {
+                            Activation::Relu => vmath::relu(x),
+                            Activation::Tanh => vmath::tanh(x),
+                            _ => x,
+                        }
+                        .to_bits()
+                    })
+                    .collect();
+                let kern = MatMulIntegerKernel {
+                    label: String::new(),
+                    a_signed: false,
+                    b_signed: true,
+                    packed: Some(pack_all(&g, b_t.bytes(), true)),
+                    vnni,
+                    fused: Some(act),
+                    g: g.clone(),
+                };
+                let mut out = vec![0f32; m * n];
+                let out_dims = [m, n];
+                let mut scratch = vec![0u8; kern.scratch_bytes()];
+                let mut ins: Vec<TensorRef> = [&a_t, &b_t, &za_t, &zb_t, &scale_t]
+                    .map(TensorRef::of)
+                    .into();
+                if with_bias {
+                    ins.push(TensorRef::of(&bias_t));
+                }
+                let mut outs = [TensorMut {
+                    dtype: DType::F32,
+                    dims: &out_dims,
+                    bytes: bytemuck::cast_slice_mut(&mut out),
+                }];
+                kern.run(&ins, &mut outs, &mut scratch).unwrap();
+                let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "{m}x{k}x{n} {act:?} vnni={vnni}");
             }
         }
     }

@@ -190,6 +190,9 @@ pub unsafe fn run<A: Panel, B: Panel>(shape: Shape, kc: usize, a: &A, b: &B, til
 }
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) use avx512::activate;
+
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
 
@@ -445,7 +448,7 @@ mod avx512 {
     /// `act` on 16 lanes: ReLU in the register, the rest through the
     /// `vmath` functions, vectorized over a copy of the lanes.
     #[inline(always)]
-    unsafe fn activate(act: Activation, v: __m512) -> __m512 {
+    pub(crate) unsafe fn activate(act: Activation, v: __m512) -> __m512 {
         match act {
             Activation::None => v,
             Activation::Relu => relu_keep_nan(v),

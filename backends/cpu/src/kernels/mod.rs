@@ -107,7 +107,7 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         | Op::Gelu(_) => elementwise::build,
         Op::Cast(_) | Op::BitCast(_) => cast::build,
         Op::MatMul(_) | Op::FusedMatMul(_) => matmul::build,
-        Op::MatMulInteger(_) => matmul_integer::build,
+        Op::MatMulInteger(_) | Op::FusedMatMulInteger(_) => matmul_integer::build,
         Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build,
         Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) | Op::MaxUnpool(_) => pool::build,
         Op::DeformConv(_) => deform_conv::build,
