@@ -272,27 +272,42 @@ pub(super) fn direction(
                     for (p, (a, r)) in pre.iter_mut().zip(x.iter().zip(hrb)) {
                         *p = a + r;
                     }
+                    let peep = (!dw.peep.is_empty()).then(|| dw.peep.split_at(hs));
+                    {
+                        let (i, rest) = pre.split_at_mut(hs);
+                        let (fg, ct) = rest[hs..].split_at_mut(hs);
+                        if let Some((pi, rest)) = peep {
+                            let pf = &rest[hs..];
+                            for j in 0..hs {
+                                i[j] += pi[j] * cb[j];
+                                fg[j] += pf[j] * cb[j];
+                            }
+                        }
+                        if rc.clip.is_some() {
+                            for v in i.iter_mut().chain(fg.iter_mut()).chain(ct.iter_mut()) {
+                                *v = clip(*v);
+                            }
+                        }
+                    }
+                    // Without peepholes, clipping or coupled gates, `o`
+                    // needs nothing of the new C: i, o and f (adjacent)
+                    // take `f` in one call.
+                    let together = peep.is_none() && rc.clip.is_none() && !rc.input_forget;
+                    if together {
+                        apply_slice(f, &mut pre[..3 * hs]);
+                    }
                     let (i, rest) = pre.split_at_mut(hs);
                     let (o, rest) = rest.split_at_mut(hs);
                     let (fg, ct) = rest.split_at_mut(hs);
-                    let peep = (!dw.peep.is_empty()).then(|| dw.peep.split_at(hs));
-                    if let Some((pi, rest)) = peep {
-                        let pf = &rest[hs..];
-                        for j in 0..hs {
-                            i[j] += pi[j] * cb[j];
-                            fg[j] += pf[j] * cb[j];
+                    if !together {
+                        apply_slice(f, i);
+                        if rc.input_forget {
+                            for (fg, i) in fg.iter_mut().zip(i.iter()) {
+                                *fg = 1.0 - i;
+                            }
+                        } else {
+                            apply_slice(f, fg);
                         }
-                    }
-                    for v in i.iter_mut().chain(fg.iter_mut()).chain(ct.iter_mut()) {
-                        *v = clip(*v);
-                    }
-                    apply_slice(f, i);
-                    if rc.input_forget {
-                        for (fg, i) in fg.iter_mut().zip(i.iter()) {
-                            *fg = 1.0 - i;
-                        }
-                    } else {
-                        apply_slice(f, fg);
                     }
                     apply_slice(gact, ct);
                     for j in 0..hs {
@@ -304,10 +319,12 @@ pub(super) fn direction(
                             o[j] += po[j] * cb[j];
                         }
                     }
-                    for v in o.iter_mut() {
-                        *v = clip(*v);
+                    if !together {
+                        for v in o.iter_mut() {
+                            *v = clip(*v);
+                        }
+                        apply_slice(f, o);
                     }
-                    apply_slice(f, o);
                     ct.copy_from_slice(cb);
                     apply_slice(hact, ct);
                     for j in 0..hs {
