@@ -7,6 +7,10 @@
 
 /// Rows taken together by the AVX-512 path.
 const ROWS: usize = 8;
+/// Rows at most this long go sixteen at a time, their sums reduced
+/// together ([`block16`]): with one or two vectors of products per row, one
+/// horizontal sum per row would cost more than the products.
+const SHORT: usize = 64;
 
 /// `out[i] = dot(m[(first + i) * n ..][..n], v)` for every `i` of `out`.
 ///
@@ -49,6 +53,12 @@ fn dot8(row: &[f32], v: &[f32]) -> f32 {
 unsafe fn rows_avx512(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
     let base = m.as_ptr().add(first * n);
     let mut i = 0;
+    if n <= SHORT {
+        while i + 16 <= out.len() {
+            block16(base.add(i * n), n, v.as_ptr(), &mut out[i..i + 16]);
+            i += 16;
+        }
+    }
     while i + ROWS <= out.len() {
         block::<ROWS>(base.add(i * n), n, v.as_ptr(), &mut out[i..i + ROWS]);
         i += ROWS;
@@ -88,6 +98,56 @@ unsafe fn block<const R: usize>(m: *const f32, n: usize, v: *const f32, out: &mu
     for (o, a) in out.iter_mut().zip(acc) {
         *o = _mm512_reduce_add_ps(a);
     }
+}
+
+/// Sixteen rows of at most [`SHORT`] from `m` (row stride `n`) against
+/// `v`: sixteen accumulators, then one transposing sum tree that leaves
+/// row `r`'s total in lane `r` (4 levels of 8, 4, 2 and 2 adds instead of
+/// sixteen horizontal sums).
+///
+/// # Safety
+/// AVX-512 F and FMA; `m` holds 16 rows of `n`, `v` holds `n`; `out` has 16.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn block16(m: *const f32, n: usize, v: *const f32, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let mut a = [_mm512_setzero_ps(); 16];
+    let mut k = 0;
+    while k < n {
+        let left = n - k;
+        let mask: __mmask16 = if left >= 16 {
+            !0
+        } else {
+            ((1u32 << left) - 1) as __mmask16
+        };
+        let x = _mm512_maskz_loadu_ps(mask, v.add(k));
+        for (r, acc) in a.iter_mut().enumerate() {
+            *acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, m.add(r * n + k)), x, *acc);
+        }
+        k += 16;
+    }
+    // Per 128-bit lane: rows 2i and 2i+1 interleaved, elements 0+2 and 1+3.
+    let t: [__m512; 8] = std::array::from_fn(|i| {
+        let (x, y) = (a[2 * i], a[2 * i + 1]);
+        _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y))
+    });
+    // Per 128-bit lane: the lane's sums of rows 4j..4j+4.
+    let q: [__m512; 4] = std::array::from_fn(|j| {
+        let (x, y) = (t[2 * j], t[2 * j + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_ps::<0x44>(x, y),
+            _mm512_shuffle_ps::<0xEE>(x, y),
+        )
+    });
+    // Lanes 0+1 and 2+3, then across the halves: row r in lane r.
+    let pair = |x: __m512, y: __m512| {
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(x, y),
+            _mm512_shuffle_f32x4::<0xDD>(x, y),
+        )
+    };
+    let sums = pair(pair(q[0], q[1]), pair(q[2], q[3]));
+    _mm512_storeu_ps(out.as_mut_ptr(), sums);
 }
 
 /// Products below this many multiply-adds stay on one thread.
@@ -145,8 +205,8 @@ mod tests {
     /// width, against a plain f64 sum.
     #[test]
     fn products_match_plain_sums() {
-        for n in [1, 7, 16, 17, 64, 100, 256] {
-            for rows_n in [1, 3, 8, 9, 20] {
+        for n in [1, 7, 16, 17, 25, 64, 100, 256] {
+            for rows_n in [1, 3, 8, 9, 20, 33] {
                 let first = 2;
                 let m: Vec<f32> = (0..(first + rows_n) * n)
                     .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
