@@ -314,7 +314,7 @@ impl Kernel for MatMulIntegerKernel {
         if out.len() != batches * m * n || a.len() != g.a_batch.iter().product::<usize>() * m * k {
             return Err(KernelError::Internal("matmul_integer operand sizes".into()));
         }
-        if m == 0 || n == 0 {
+        if m == 0 || n == 0 || batches == 0 {
             return Ok(());
         }
         let float = match self.fused {
