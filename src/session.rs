@@ -190,11 +190,10 @@ impl Devices {
 
 /// Where a session's kernels run.
 pub(crate) enum Threads {
-    /// A pool of the session's own; kernels split large work over it.
-    Pool(rayon::ThreadPool),
-    /// One thread: the calling one, with every kernel sequential. Handing a
-    /// run to a one-thread pool and waiting for it costs two thread wake-ups,
-    /// microseconds that are most of a small model's run.
+    /// Workers of the session's own; runs happen on the calling thread and
+    /// kernels split large work over it and the workers.
+    Pool(rlx_cpu::par::Pool),
+    /// One thread: the calling one, with every kernel sequential.
     Inline,
 }
 
@@ -203,9 +202,7 @@ impl Threads {
         if threads <= 1 {
             return Ok(Threads::Inline);
         }
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
+        rlx_cpu::par::Pool::new(threads)
             .map(Threads::Pool)
             .map_err(|e| Error::Threads(e.to_string()))
     }
@@ -213,13 +210,13 @@ impl Threads {
     /// The session's threads.
     pub(crate) fn count(&self) -> usize {
         match self {
-            Threads::Pool(pool) => pool.current_num_threads(),
+            Threads::Pool(pool) => pool.threads(),
             Threads::Inline => 1,
         }
     }
 
     /// Runs `f` with the session's threads.
-    pub(crate) fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    pub(crate) fn run<R>(&self, f: impl FnOnce() -> R) -> R {
         match self {
             Threads::Pool(pool) => pool.install(f),
             Threads::Inline => rlx_cpu::par::inline(f),
@@ -344,9 +341,10 @@ impl Session {
         Ok(e)
     }
 
-    /// Runs once and returns, per planned step, (kernel label, ONNX origin,
-    /// time): host time per CPU step, device time (GPU timestamps) per GPU
-    /// dispatch; `None` when the graph runs node by node (data-dependent shapes).
+    /// Runs and returns, per planned step, (kernel label, ONNX origin,
+    /// time): host time per CPU step (the median of several runs), device
+    /// time (GPU timestamps) per GPU dispatch; `None` when the graph runs
+    /// node by node (data-dependent shapes).
     pub fn profile(
         &self,
         inputs: &[(&str, &Tensor)],
@@ -575,6 +573,9 @@ fn is_static(g: &Graph) -> bool {
     })
 }
 
+/// Runs a CPU profile takes the median of, per step.
+const PROFILE_RUNS: usize = 9;
+
 /// One profiled step: (kernel label, ONNX origin, time).
 type Timed = (String, String, std::time::Duration);
 
@@ -639,8 +640,19 @@ fn profile(exec: &Executable, ordered: &[&Tensor]) -> Result<Option<Vec<Timed>>>
         }
     };
     let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
-    let mut times = Vec::new();
-    p.run_timed(&refs, Some(&mut times))?;
+    // Each step's median over several runs: one run's times on many threads
+    // swing with the machine.
+    let mut runs: Vec<Vec<std::time::Duration>> = Vec::with_capacity(PROFILE_RUNS);
+    for _ in 0..PROFILE_RUNS {
+        let mut t = Vec::new();
+        p.run_timed(&refs, Some(&mut t))?;
+        runs.push(t);
+    }
+    let times = (0..p.schedule.steps.len()).map(|i| {
+        let mut ts: Vec<_> = runs.iter().filter_map(|r| r.get(i).copied()).collect();
+        ts.sort();
+        ts.get(ts.len() / 2).copied().unwrap_or_default()
+    });
     Ok(Some(
         p.schedule
             .steps

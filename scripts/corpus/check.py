@@ -3,7 +3,7 @@
 fetch.py) with the case's tolerance, and compares the outcome with
 tests/expected/corpus.txt (`name  reason` per case expected to fail).
 
-    python3 scripts/corpus/check.py [--binary PATH] [--cache DIR] [--target cpu|cuda|wgpu]
+    python3 scripts/corpus/check.py [--binary PATH] [--cache DIR] [--target cpu|cuda|wgpu] [--threads N]
                                     [--only NAME[,NAME]]
 
 Other targets compare with tests/expected/corpus-<target>.txt. Exits 1 when a
@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(REPO, "target", "debug", "rlx-onnx"))
     ap.add_argument("--cache", default=os.environ.get("RLX_CORPUS_CACHE", os.path.join(REPO, ".cache", "corpus")))
     ap.add_argument("--target", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="CPU worker threads of rlx-onnx")
     ap.add_argument("--only", default="", help="comma-separated model names")
     args = ap.parse_args()
     only = [n for n in args.only.split(",") if n]
@@ -57,7 +58,8 @@ def main():
             continue
         rtol, atol, _ = TOLERANCE.get(name, (1e-3, 1e-7, ""))
         t = time.time()
-        r = subprocess.run([args.binary, "check", case, "--target", args.target, "--rtol", str(rtol), "--atol", str(atol)],
+        r = subprocess.run([args.binary, "check", case, "--target", args.target, "--rtol", str(rtol), "--atol", str(atol),
+                            "--threads", str(args.threads)],
                            capture_output=True, text=True, timeout=900)
         secs = time.time() - t
         ok = r.returncode == 0

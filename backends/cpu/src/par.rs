@@ -1,16 +1,202 @@
-//! How many threads a kernel may use.
+//! The CPU backend's threads: a session's [`Pool`] and the fork-join calls
+//! kernels split their work with.
 //!
-//! A session with more than one thread runs its kernels inside its rayon pool
-//! and they split large work over it. A session with one thread runs them on
-//! the calling thread under [`inline`]: handing a run to a pool thread and
-//! waiting for it costs two wake-ups, several microseconds, which is a small
-//! model's whole run. Kernels ask [`parallel`] (or [`threads`]) before they
-//! split work, so that inside [`inline`] nothing reaches rayon's global pool.
+//! A session with `n > 1` threads owns a pool of `n - 1` workers; its runs
+//! happen on the calling thread inside [`Pool::install`], and a kernel that
+//! splits its work ([`for_each`] and the helpers over it) hands the tasks to
+//! the workers and takes a share itself. Between tasks a worker spins for up
+//! to [`SPIN`] before it sleeps: a model's parallel steps come microseconds
+//! apart, and waking a sleeping thread costs tens of microseconds on a
+//! virtual machine (the idle vCPU has halted), more than many steps take.
+//! That is what onnxruntime's spinning pool does, and what rayon's pool,
+//! used here before, did not (its workers sleep after a few yields).
+//!
+//! A run with one thread, and every task of a split, runs its kernels
+//! sequentially: inside a task, or inside [`inline`], [`threads`] is 1, so
+//! nested splits run in place and no call waits on a thread that waits on it.
 
+use std::any::Any;
 use std::cell::Cell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long an idle worker spins, yielding now and then, before it sleeps.
+pub const SPIN: Duration = Duration::from_micros(500);
 
 thread_local! {
     static INLINE: Cell<bool> = const { Cell::new(false) };
+    static CURRENT: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+}
+
+/// A session's worker threads. Dropping it stops and joins them.
+pub struct Pool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+/// What the caller and the workers share.
+struct Shared {
+    /// The caller and its workers.
+    threads: usize,
+    /// The job being handed out, or null; a `*const Job`.
+    slot: AtomicPtr<()>,
+    /// Bumped once per job; a worker that sees it change looks at `slot`.
+    epoch: AtomicU64,
+    /// Workers between reading `slot` and finishing with the job there.
+    busy: AtomicUsize,
+    /// Workers asleep on `wake`.
+    sleeping: AtomicUsize,
+    lock: Mutex<bool>,
+    wake: Condvar,
+    /// One job at a time: runs of one session from several threads take turns
+    /// per split.
+    dispatch: Mutex<()>,
+}
+
+/// One split: `tasks` calls of `f`, handed out in order.
+struct Job<'a> {
+    f: &'a (dyn Fn(usize) + Sync),
+    tasks: usize,
+    next: AtomicUsize,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl Job<'_> {
+    /// Takes tasks until none are left; a panic stops the handing out and is
+    /// kept for the caller.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, SeqCst);
+            if i >= self.tasks {
+                return;
+            }
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| (self.f)(i))) {
+                self.next.store(self.tasks, SeqCst);
+                let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(p);
+            }
+        }
+    }
+}
+
+impl Pool {
+    /// A pool for `threads` threads in all: the caller and `threads - 1`
+    /// workers.
+    pub fn new(threads: usize) -> std::io::Result<Pool> {
+        let threads = threads.max(1);
+        let shared = Arc::new(Shared {
+            threads,
+            slot: AtomicPtr::new(std::ptr::null_mut()),
+            epoch: AtomicU64::new(0),
+            busy: AtomicUsize::new(0),
+            sleeping: AtomicUsize::new(0),
+            lock: Mutex::new(false),
+            wake: Condvar::new(),
+            dispatch: Mutex::new(()),
+        });
+        let mut pool = Pool {
+            shared: shared.clone(),
+            workers: Vec::with_capacity(threads - 1),
+        };
+        for i in 1..threads {
+            let shared = shared.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("rlx-cpu-{i}"))
+                .spawn(move || worker(&shared))?;
+            pool.workers.push(handle);
+        }
+        Ok(pool)
+    }
+
+    /// The caller and the workers.
+    pub fn threads(&self) -> usize {
+        self.shared.threads
+    }
+
+    /// Runs `f` on this thread with kernels splitting their work over the pool.
+    pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(*const Shared, bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+                INLINE.with(|c| c.set(self.1));
+            }
+        }
+        let _restore = Restore(
+            CURRENT.with(|c| c.replace(Arc::as_ptr(&self.shared))),
+            INLINE.with(|c| c.replace(false)),
+        );
+        f()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        *self.shared.lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.wake.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pool({} threads)", self.shared.threads)
+    }
+}
+
+/// A worker: waits for a new epoch (spinning, then asleep), works on the job
+/// in the slot, and waits again.
+fn worker(shared: &Shared) {
+    INLINE.with(|c| c.set(true));
+    let mut seen = shared.epoch.load(SeqCst);
+    loop {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let now = shared.epoch.load(SeqCst);
+            if now != seen {
+                seen = now;
+                break;
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 64 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if start.elapsed() < SPIN {
+                // Lets another runnable thread have this core when the
+                // machine has fewer cores than threads.
+                std::thread::yield_now();
+                continue;
+            }
+            let mut stop = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            shared.sleeping.fetch_add(1, SeqCst);
+            while !*stop && shared.epoch.load(SeqCst) == seen {
+                stop = shared.wake.wait(stop).unwrap_or_else(|e| e.into_inner());
+            }
+            shared.sleeping.fetch_sub(1, SeqCst);
+            if *stop {
+                return;
+            }
+            drop(stop);
+            seen = shared.epoch.load(SeqCst);
+            break;
+        }
+        shared.busy.fetch_add(1, SeqCst);
+        let job = shared.slot.load(SeqCst) as *const Job;
+        if !job.is_null() {
+            // SAFETY: the caller keeps the job alive until it has taken it
+            // out of the slot and seen `busy` at zero; this worker counted
+            // itself in `busy` before reading the slot.
+            unsafe { (*job).work() };
+        }
+        shared.busy.fetch_sub(1, SeqCst);
+    }
 }
 
 /// Runs `f` on this thread with every kernel sequential.
@@ -25,13 +211,15 @@ pub fn inline<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The threads a kernel may split its work over: 1 inside [`inline`], else
-/// the current rayon pool's.
+/// The threads a kernel may split its work over: 1 inside [`inline`] or a
+/// task, or outside [`Pool::install`]; else the installed pool's.
 pub fn threads() -> usize {
-    if INLINE.with(Cell::get) {
+    let pool = CURRENT.with(Cell::get);
+    if INLINE.with(Cell::get) || pool.is_null() {
         1
     } else {
-        rayon::current_num_threads()
+        // SAFETY: `install` keeps the pool alive while it is current.
+        unsafe { (*pool).threads }
     }
 }
 
@@ -40,16 +228,148 @@ pub fn parallel() -> bool {
     threads() > 1
 }
 
+/// Calls `f(i)` for every `i` in `0..tasks`, over the pool's threads when
+/// [`parallel`] (the caller takes tasks too), else in order on this thread.
+/// Tasks are handed out one at a time in order, so fewer, larger tasks cost
+/// less; each task runs with kernels sequential.
+pub fn for_each(tasks: usize, f: impl Fn(usize) + Sync) {
+    let pool = CURRENT.with(Cell::get);
+    if tasks <= 1 || !parallel() {
+        (0..tasks).for_each(f);
+        return;
+    }
+    // SAFETY: `install` keeps the pool alive while it is current.
+    let shared = unsafe { &*pool };
+    let _turn = shared.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+    let job = Job {
+        f: &f,
+        tasks,
+        next: AtomicUsize::new(0),
+        panic: Mutex::new(None),
+    };
+    shared.slot.store(&job as *const Job as *mut (), SeqCst);
+    shared.epoch.fetch_add(1, SeqCst);
+    let asleep = shared.sleeping.load(SeqCst);
+    if asleep > 0 {
+        let _lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if tasks - 1 >= asleep {
+            shared.wake.notify_all();
+        } else {
+            (1..tasks).for_each(|_| shared.wake.notify_one());
+        }
+    }
+    inline(|| job.work());
+    shared.slot.store(std::ptr::null_mut(), SeqCst);
+    while shared.busy.load(SeqCst) != 0 {
+        std::hint::spin_loop();
+    }
+    let panic = job.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(p) = panic {
+        resume_unwind(p);
+    }
+}
+
+/// A pointer that tasks may share; each task touches a disjoint part.
+struct Shareable<T>(*mut T);
+impl<T> Clone for Shareable<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Shareable<T> {}
+// SAFETY: the functions below hand each task a disjoint part of the memory.
+unsafe impl<T: Send> Send for Shareable<T> {}
+unsafe impl<T: Send> Sync for Shareable<T> {}
+
+impl<T> Shareable<T> {
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// In bounds of the slice this came from, and no other live reference to
+    /// those elements.
+    unsafe fn part<'a>(self, start: usize, len: usize) -> &'a mut [T] {
+        std::slice::from_raw_parts_mut(self.0.add(start), len)
+    }
+}
+
+/// Calls `f(c, chunk)` for the chunks of `per` elements of `data` (the last
+/// may be shorter), over the pool when [`parallel`].
+pub fn chunks_mut<T: Send>(data: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let per = per.max(1);
+    let (len, base) = (data.len(), Shareable(data.as_mut_ptr()));
+    for_each(len.div_ceil(per), |c| {
+        let start = c * per;
+        // SAFETY: chunk `c` is `start..start + per` clipped to the slice; the
+        // chunks are disjoint and `data` is borrowed mutably throughout.
+        f(c, unsafe { base.part(start, per.min(len - start)) })
+    });
+}
+
+/// [`chunks_mut`] over two slices in step: chunk `c` of `a` (`pa` elements)
+/// with chunk `c` of `b` (`pb` elements), as many chunks as the shorter has.
+pub fn chunks_mut2<A: Send, B: Send>(
+    a: &mut [A],
+    pa: usize,
+    b: &mut [B],
+    pb: usize,
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    let (pa, pb) = (pa.max(1), pb.max(1));
+    let (la, lb) = (a.len(), b.len());
+    let (ba, bb) = (Shareable(a.as_mut_ptr()), Shareable(b.as_mut_ptr()));
+    let n = la.div_ceil(pa).min(lb.div_ceil(pb));
+    for_each(n, |c| {
+        let (sa, sb) = (c * pa, c * pb);
+        // SAFETY: as in `chunks_mut`, for each slice.
+        let (x, y) = unsafe { (ba.part(sa, pa.min(la - sa)), bb.part(sb, pb.min(lb - sb))) };
+        f(c, x, y)
+    });
+}
+
+/// `[f(0), .., f(tasks - 1)]`, computed over the pool when [`parallel`].
+pub fn map<R: Send>(tasks: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let mut out: Vec<Option<R>> = (0..tasks).map(|_| None).collect();
+    chunks_mut(&mut out, 1, |i, o| o[0] = Some(f(i)));
+    out.into_iter().flatten().collect()
+}
+
+/// Runs `a` and `b`, on two threads when [`parallel`].
+pub fn join<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    /// A call made once, by whichever task takes it, and its result.
+    struct Once<F, R>(Mutex<(Option<F>, Option<R>)>);
+    impl<F: FnOnce() -> R, R> Once<F, R> {
+        fn call(&self) {
+            let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(f) = s.0.take() {
+                s.1 = Some(f());
+            }
+        }
+        fn result(self) -> R {
+            let s = self.0.into_inner().unwrap_or_else(|e| e.into_inner());
+            match s.1 {
+                Some(r) => r,
+                None => unreachable!("for_each returns after every task ran"),
+            }
+        }
+    }
+    let (ra, rb) = (
+        Once(Mutex::new((Some(a), None))),
+        Once(Mutex::new((Some(b), None))),
+    );
+    for_each(2, |i| if i == 0 { ra.call() } else { rb.call() });
+    (ra.result(), rb.result())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn inline_is_sequential_and_restores() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
+        let pool = Pool::new(2).unwrap();
         pool.install(|| {
             assert_eq!(threads(), 2);
             inline(|| {
@@ -59,5 +379,68 @@ mod tests {
             });
             assert!(parallel());
         });
+        assert_eq!(threads(), 1, "outside install");
+    }
+
+    /// Every task runs once, on several threads, nested splits run in place,
+    /// and the pool serves splits after its workers went to sleep.
+    #[test]
+    fn every_task_runs_once() {
+        let pool = Pool::new(4).unwrap();
+        for round in 0..3 {
+            let counts: Vec<AtomicUsize> = (0..1000).map(|_| AtomicUsize::new(0)).collect();
+            let names = Mutex::new(std::collections::HashSet::new());
+            pool.install(|| {
+                for_each(counts.len(), |i| {
+                    assert_eq!(threads(), 1, "a task's kernels are sequential");
+                    for_each(3, |_| {});
+                    counts[i].fetch_add(1, SeqCst);
+                    let name = std::thread::current().name().map(str::to_owned);
+                    names.lock().unwrap().insert(name);
+                    std::hint::black_box((0..200).sum::<usize>());
+                });
+            });
+            assert!(counts.iter().all(|c| c.load(SeqCst) == 1), "round {round}");
+            assert!(!names.lock().unwrap().is_empty());
+            if round == 1 {
+                std::thread::sleep(SPIN * 4);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_map_and_join() {
+        let pool = Pool::new(3).unwrap();
+        pool.install(|| {
+            let mut v = vec![0usize; 1001];
+            chunks_mut(&mut v, 10, |c, s| s.iter_mut().for_each(|x| *x = c));
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i / 10));
+            let (mut a, mut b) = (vec![0u8; 7], vec![0u32; 30]);
+            chunks_mut2(&mut a, 2, &mut b, 10, |c, x, y| {
+                x.fill(c as u8 + 1);
+                y.fill(c as u32 + 1);
+            });
+            assert_eq!(a, [1, 1, 2, 2, 3, 3, 0]);
+            assert_eq!(b.iter().filter(|&&x| x == 3).count(), 10);
+            assert_eq!(map(5, |i| i * i), [0, 1, 4, 9, 16]);
+            assert_eq!(join(|| 1, || "b"), (1, "b"));
+        });
+    }
+
+    #[test]
+    fn a_panicking_task_reaches_the_caller() {
+        let pool = Pool::new(2).unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            pool.install(|| for_each(8, |i| assert!(i != 5, "task five")))
+        }));
+        assert!(r.is_err());
+        // The pool still works.
+        let n = AtomicUsize::new(0);
+        pool.install(|| {
+            for_each(8, |_| {
+                n.fetch_add(1, SeqCst);
+            })
+        });
+        assert_eq!(n.load(SeqCst), 8);
     }
 }

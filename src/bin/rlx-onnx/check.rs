@@ -1,4 +1,4 @@
-//! `rlx-onnx check CASE_DIR [--target T] [--rtol R --atol A]`: runs a directory
+//! `rlx-onnx check CASE_DIR [--target T] [--rtol R --atol A] [--threads N]`: runs a directory
 //! in the ONNX backend-test layout and reports the error of every output.
 //! An element passes when |got - expected| <= atol + rtol * |expected|.
 
@@ -25,6 +25,10 @@ pub struct Args {
     /// tests' 1e-7 is for single ops).
     #[arg(long, default_value_t = 1e-5)]
     atol: f64,
+    /// Worker threads of the CPU backend (its kernels split their work over
+    /// them above one).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -44,7 +48,7 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let out_names = model.output_names();
     let session = Session::with_devices(
         model,
-        SessionOptions { threads: 1 },
+        SessionOptions { threads: a.threads },
         crate::common::devices(),
     )?;
     let tol = Tolerance {

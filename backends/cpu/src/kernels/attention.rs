@@ -4,11 +4,13 @@
 //! f64 inputs or `softmax_precision` f64).
 
 use num_traits::{Float, ToPrimitive};
-use rayon::prelude::*;
 use rlx_ir::ops::Attention;
 use rlx_ir::{DType, Op};
 
 use super::gemm::{gemm, gemm_strided, GemmElem};
+
+/// The fewest query rows an attention task takes when heads are split.
+const MIN_BLOCK_ROWS: usize = 16;
 use super::layout::broadcast_strides;
 use super::num::{Comp, Real};
 use super::vmath;
@@ -328,12 +330,22 @@ where
     let softcap = a.softcap as f64;
     let group = hq / hkv;
     let zero = <T::C as Comp>::from_f64c(0.0);
-    // One (b, query head) at a time: its output rows and, when asked, its
-    // QK values.
-    let head = |bh: usize| -> (Vec<T::C>, Vec<T::C>) {
+    let sq_all = sq;
+    // One block of query rows of one (b, query head) at a time: its output
+    // rows and, when asked, its QK values. Heads are split into blocks of
+    // rows when there are fewer heads than threads.
+    let blocks = crate::par::threads()
+        .div_ceil(b * hq)
+        .min(sq.div_ceil(MIN_BLOCK_ROWS))
+        .max(1);
+    let per_block = sq.div_ceil(blocks);
+    let head = |task: usize| -> (Vec<T::C>, Vec<T::C>) {
+        let (bh, blk) = (task / blocks, task % blocks);
+        let i0 = (blk * per_block).min(sq);
+        let sq = (sq - i0).min(per_block);
         let (bi, h) = (bh / hq, bh % hq);
         let kvh = bi * hkv + h / group;
-        let qs = &q[bh * sq * dk..(bh + 1) * sq * dk];
+        let qs = &q[(bh * sq_all + i0) * dk..(bh * sq_all + i0 + sq) * dk];
         let ks = &k[kvh * total * dk..(kvh + 1) * total * dk];
         let vs = &v[kvh * total * dv..(kvh + 1) * total * dv];
         let mut sc = vec![zero; sq * total];
@@ -355,7 +367,7 @@ where
         // rows at a time, vectorized.
         if !want_qk && softcap == 0.0 && !softmax_f64 {
             if let Some(scf) = (&mut sc as &mut dyn std::any::Any).downcast_mut::<Vec<f32>>() {
-                softmax_rows_f32(scf, total, |i, row| bias.row(bi, h, i, row));
+                softmax_rows_f32(scf, total, |i, row| bias.row(bi, h, i0 + i, row));
                 let mut yo = vec![zero; sq * dv];
                 gemm(sq, dv, total, &sc, total, vs, dv, &mut yo, dv, false);
                 return (yo, qko);
@@ -373,7 +385,7 @@ where
                 } else {
                     raw
                 };
-                let b = bias.at(bi, h, i, j);
+                let b = bias.at(bi, h, i0 + i, j);
                 masked &= b == f64::NEG_INFINITY;
                 let biased = capped + b;
                 row[j] = biased;
@@ -416,11 +428,7 @@ where
         gemm(sq, dv, total, &sc, total, vs, dv, &mut yo, dv, false);
         (yo, qko)
     };
-    let heads: Vec<(Vec<T::C>, Vec<T::C>)> = if crate::par::parallel() {
-        (0..b * hq).into_par_iter().map(head).collect()
-    } else {
-        (0..b * hq).map(head).collect()
-    };
+    let heads: Vec<(Vec<T::C>, Vec<T::C>)> = crate::par::map(b * hq * blocks, head);
     let y: Vec<T::C> = heads.iter().flat_map(|(y, _)| y.iter().copied()).collect();
     let qk: Vec<T::C> = heads.iter().flat_map(|(_, q)| q.iter().copied()).collect();
     // Y back to the input layout.

@@ -103,6 +103,16 @@ impl ConvGeom {
     pub fn col_rows(&self) -> usize {
         self.c / self.group * self.kernel_size()
     }
+    /// One group whose single output position reads every input element:
+    /// each kernel dim spans its input dim, with no pads or dilation.
+    pub fn is_fully_connected(&self) -> bool {
+        self.group == 1
+            && self.spatial_out() == 1
+            && self.input == self.kernel
+            && self.pads.iter().all(|&p| p == 0)
+            && self.dilations.iter().all(|&d| d == 1)
+    }
+
     pub fn is_pointwise(&self) -> bool {
         self.kernel.iter().all(|&k| k == 1)
             && self.strides.iter().all(|&s| s == 1)
@@ -250,6 +260,11 @@ struct ConvKernel {
     /// Constant f32 weights of another convolution packed for the
     /// microkernels (im2col tiles), one per group.
     packed: Option<Vec<PackedA>>,
+    /// Constant f32 weights (`[M, C·K]` as stored) of a convolution whose
+    /// one output position sees the whole input: a fully connected layer
+    /// written as a conv (a 1x1 conv after global pooling). It runs as dot
+    /// products of the weight rows with the input, split over the rows.
+    fc: Option<Vec<f32>>,
 }
 
 struct ConvTransposeKernel {
@@ -275,10 +290,15 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             }
             _ => None,
         };
-        let plan = weights.and_then(|w| ConvPlan::new(&g, w));
-        let packed = match plan {
-            None => weights.and_then(|w| pack_weights(&g, w)),
-            Some(_) => None,
+        let fc = weights
+            .filter(|_| g.is_fully_connected())
+            .map(<[f32]>::to_vec);
+        let plan = weights
+            .filter(|_| fc.is_none())
+            .and_then(|w| ConvPlan::new(&g, w));
+        let packed = match (&plan, &fc) {
+            (None, None) => weights.and_then(|w| pack_weights(&g, w)),
+            _ => None,
         };
         Ok(Box::new(ConvKernel {
             dtype,
@@ -286,6 +306,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             act,
             plan,
             packed,
+            fc,
         }))
     };
     match spec.op() {
@@ -350,7 +371,9 @@ impl Kernel for ConvKernel {
 
     fn label(&self) -> String {
         let g = &self.g;
-        let how = if let Some(plan) = &self.plan {
+        let how = if self.fc.is_some() {
+            "fully connected".into()
+        } else if let Some(plan) = &self.plan {
             format!("direct {}", plan.describe())
         } else if super::depthwise::applies(g) {
             "depthwise".into()
@@ -394,6 +417,18 @@ impl Kernel for ConvKernel {
         outs: &mut [TensorMut],
         scratch: &mut [u8],
     ) -> Result<(), KernelError> {
+        if let Some(w) = &self.fc {
+            let residual = ins.get(3).map(|r| r.slice::<f32>()).transpose()?;
+            return fully_connected(
+                &self.g,
+                w,
+                ins[0].slice()?,
+                bias(ins)?,
+                residual,
+                self.act,
+                outs[0].slice()?,
+            );
+        }
         if self.plan.is_some() || self.packed.is_some() {
             let residual = ins.get(3).map(|r| r.slice::<f32>()).transpose()?;
             if residual.is_some_and(|r| r.len() != outs[0].numel()) {
@@ -687,6 +722,52 @@ impl ConvKernel {
         }
         Ok(())
     }
+}
+
+/// Rows of the product a task of [`fully_connected`] takes, at least.
+const FC_ROWS: usize = 32;
+
+/// `y[n, m] = act(bias[m] + dot(w[m, :], x[n, :]) + residual[n, m])`: a
+/// convolution with one output position that sees its whole input.
+fn fully_connected(
+    g: &ConvGeom,
+    w: &[f32],
+    x: &[f32],
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> Result<(), KernelError> {
+    let k = g.c * g.spatial_in();
+    if x.len() != g.n * k
+        || y.len() != g.n * g.m
+        || w.len() != g.m * k
+        || bias.is_some_and(|b| b.len() < g.m)
+        || residual.is_some_and(|r| r.len() != y.len())
+    {
+        return Err(KernelError::Internal(
+            "fully connected conv operand sizes".into(),
+        ));
+    }
+    let threads = crate::par::threads().min((g.m * k) >> 16).max(1);
+    let per = g.m.div_ceil(threads).next_multiple_of(16).max(FC_ROWS);
+    for (n, yn) in y.chunks_mut(g.m).enumerate() {
+        let xn = &x[n * k..(n + 1) * k];
+        crate::par::chunks_mut(yn, per, |c, out| {
+            let first = c * per;
+            super::gemv::rows(w, k, xn, first, out);
+            // The bias first, then the residual, as the conv epilogue adds them.
+            for (i, o) in out.iter_mut().enumerate() {
+                let m = first + i;
+                *o = bias.map_or(0.0, |b| b[m]) + *o;
+                if let Some(r) = residual {
+                    *o += r[n * g.m + m];
+                }
+            }
+            activate(act, out);
+        });
+    }
+    Ok(())
 }
 
 fn conv_int<T: Int + Default>(

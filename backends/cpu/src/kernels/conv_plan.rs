@@ -19,8 +19,6 @@
 //! each way runs (measured on Zen 5: the transposed product runs near the
 //! FMA peak, in-place rows about 15% below it).
 
-use rayon::prelude::*;
-
 use super::conv::ConvGeom;
 use super::conv_direct::Direct;
 use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile};
@@ -345,7 +343,7 @@ impl ConvPlan {
             if tasks == 1 {
                 run(0);
             } else {
-                (0..tasks).into_par_iter().for_each(run);
+                crate::par::for_each(tasks, run);
             }
         }
     }

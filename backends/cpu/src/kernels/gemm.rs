@@ -33,35 +33,103 @@ pub fn gemm<T: GemmElem>(
             && c.len() >= (m - 1) * ldc + n,
         "gemm operand too small"
     );
-    let work = m * n * k;
-    let par = if work >= 1 << 18 && crate::par::parallel() {
-        gemm::Parallelism::Rayon(crate::par::threads())
-    } else {
-        gemm::Parallelism::None
-    };
     // SAFETY: the assertion above bounds every access the strides allow.
     unsafe {
-        gemm::gemm(
+        split(
             m,
             n,
             k,
-            c.as_mut_ptr(),
-            1,
-            ldc as isize,
+            Operand(c.as_mut_ptr()),
+            (ldc, 1),
             accumulate,
-            a.as_ptr(),
-            1,
-            lda as isize,
-            b.as_ptr(),
-            1,
-            ldb as isize,
-            if accumulate { T::ONE } else { T::ZERO },
-            T::ONE,
-            false,
-            false,
-            false,
-            par,
+            Operand(a.as_ptr().cast_mut()),
+            (lda, 1),
+            Operand(b.as_ptr().cast_mut()),
+            (ldb, 1),
         )
+    }
+}
+
+/// An operand's address, shared by the tasks of one product (each reads or
+/// writes its own part).
+struct Operand<T>(*mut T);
+impl<T> Clone for Operand<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Operand<T> {}
+impl<T> Operand<T> {
+    /// The address (a method, so that closures capture the whole `Operand`).
+    fn at(self, offset: usize) -> *mut T {
+        self.0.wrapping_add(offset)
+    }
+}
+// SAFETY: the tasks of `split` write disjoint blocks of `c` and only read `a`
+// and `b`.
+unsafe impl<T> Send for Operand<T> {}
+unsafe impl<T> Sync for Operand<T> {}
+
+/// `c (+)= a · b` with (row, column) strides, split into blocks of rows (or
+/// of columns, for a wide product) over [`crate::par::threads`], at least
+/// 2^19 multiply-adds each: a small product split over sixteen threads spends
+/// more handing out work than computing.
+///
+/// # Safety
+/// Every element the strides reach for `m`, `n`, `k` is in bounds.
+#[allow(clippy::too_many_arguments)]
+unsafe fn split<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    c: Operand<T>,
+    (c_rs, c_cs): (usize, usize),
+    accumulate: bool,
+    a: Operand<T>,
+    (a_rs, a_cs): (usize, usize),
+    b: Operand<T>,
+    (b_rs, b_cs): (usize, usize),
+) {
+    let block = |(r0, r1): (usize, usize), (j0, j1): (usize, usize)| {
+        // SAFETY: rows r0..r1 and columns j0..j1 are inside the product.
+        unsafe {
+            gemm::gemm(
+                r1 - r0,
+                j1 - j0,
+                k,
+                c.at(r0 * c_rs + j0 * c_cs),
+                c_cs as isize,
+                c_rs as isize,
+                accumulate,
+                a.at(r0 * a_rs),
+                a_cs as isize,
+                a_rs as isize,
+                b.at(j0 * b_cs),
+                b_cs as isize,
+                b_rs as isize,
+                if accumulate { T::ONE } else { T::ZERO },
+                T::ONE,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        }
+    };
+    let tasks = crate::par::threads().min((m * n * k) >> 19).max(1);
+    if tasks == 1 {
+        return block((0, m), (0, n));
+    }
+    if m >= n {
+        let per = m.div_ceil(tasks).next_multiple_of(8);
+        crate::par::for_each(m.div_ceil(per), |t| {
+            block((t * per, ((t + 1) * per).min(m)), (0, n))
+        });
+    } else {
+        let per = n.div_ceil(tasks).next_multiple_of(16);
+        crate::par::for_each(n.div_ceil(per), |t| {
+            block((0, m), (t * per, ((t + 1) * per).min(n)))
+        });
     }
 }
 
@@ -95,36 +163,19 @@ pub fn gemm_strided<T: GemmElem>(
             && c.len() > last(m, n, ldc, 1),
         "gemm operand too small"
     );
-    // At least 2^19 multiply-adds per thread: a small product split over
-    // sixteen threads spends more waking them than computing.
-    let threads = crate::par::threads().min((m * n * k) >> 19);
-    let par = if threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
     // SAFETY: the assertion above bounds every access the strides allow.
     unsafe {
-        gemm::gemm(
+        split(
             m,
             n,
             k,
-            c.as_mut_ptr(),
-            1,
-            ldc as isize,
+            Operand(c.as_mut_ptr()),
+            (ldc, 1),
             accumulate,
-            a.as_ptr(),
-            a_cs as isize,
-            a_rs as isize,
-            b.as_ptr(),
-            b_cs as isize,
-            b_rs as isize,
-            if accumulate { T::ONE } else { T::ZERO },
-            T::ONE,
-            false,
-            false,
-            false,
-            par,
+            Operand(a.as_ptr().cast_mut()),
+            (a_rs, a_cs),
+            Operand(b.as_ptr().cast_mut()),
+            (b_rs, b_cs),
         )
     }
 }

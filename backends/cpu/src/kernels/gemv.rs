@@ -162,11 +162,10 @@ const VEC_MAT_PAR_WORK: usize = 1 << 18;
 /// # Panics
 /// If `b` has fewer than `x.len() * n` elements or `out` is not `n` long.
 pub fn vec_mat(x: &[f32], b: &[f32], n: usize, out: &mut [f32], accumulate: bool) {
-    use rayon::prelude::*;
     assert!(b.len() >= x.len() * n && out.len() == n);
     let threads = crate::par::threads();
     let stripe = if threads > 1 && x.len() * n >= VEC_MAT_PAR_WORK {
-        n.div_ceil(threads).next_multiple_of(16).max(256)
+        n.div_ceil(threads).next_multiple_of(16).max(64)
     } else {
         n.max(1)
     };
@@ -174,9 +173,7 @@ pub fn vec_mat(x: &[f32], b: &[f32], n: usize, out: &mut [f32], accumulate: bool
         super::vmath::vectorized(|| stripe_of(x, b, n, s * stripe, o, accumulate))
     };
     if stripe < n {
-        out.par_chunks_mut(stripe)
-            .enumerate()
-            .for_each(|(s, o)| run(s, o));
+        crate::par::chunks_mut(out, stripe, run);
     } else {
         run(0, out);
     }
@@ -248,10 +245,7 @@ mod tests {
                         .sum::<f64>()
             })
             .collect();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
+        let pool = crate::par::Pool::new(2).unwrap();
         for threads in [1, 2] {
             let mut out = bias.clone();
             let run = || vec_mat(&x, &b, n, &mut out, true);

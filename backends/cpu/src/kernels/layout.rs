@@ -1,7 +1,5 @@
 //! Index arithmetic shared by kernels: strides, broadcasting, parallel loops.
 
-use rayon::prelude::*;
-
 /// Row-major strides of `dims`.
 pub fn strides(dims: &[usize]) -> Vec<usize> {
     rlx_ir::shape::strides_of(dims)
@@ -25,6 +23,12 @@ pub fn broadcast_strides(input: &[usize], out: &[usize]) -> Vec<usize> {
 
 /// Elements above which loops split across threads.
 pub const PAR_MIN: usize = 1 << 15;
+
+/// Elements per task when `len` elements of cheap work split over the
+/// threads: a few tasks per thread, none tiny.
+pub fn per_task(len: usize) -> usize {
+    len.div_ceil(4 * crate::par::threads()).max(PAR_MIN / 16)
+}
 
 /// Calls `f(offsets, out_range)` for each chunk of rows of the innermost dim:
 /// `offsets[k]` is the element offset of operand `k` at the row start.
@@ -76,7 +80,12 @@ pub fn offset_of(mut i: usize, out: &[usize], strides: &[usize]) -> usize {
 /// Maps `out[i] = f(i)` in parallel for large outputs.
 pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
     if out.len() >= PAR_MIN && crate::par::parallel() {
-        out.par_iter_mut().enumerate().for_each(|(i, o)| *o = f(i));
+        let per = per_task(out.len());
+        crate::par::chunks_mut(out, per, |c, o| {
+            for (k, v) in o.iter_mut().enumerate() {
+                *v = f(c * per + k);
+            }
+        });
     } else {
         for (i, o) in out.iter_mut().enumerate() {
             *o = f(i);
@@ -91,7 +100,7 @@ pub fn par_fill_costly<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize) ->
     let cost = cost.max(1);
     if out.len() > 1 && out.len().saturating_mul(cost) >= PAR_MIN && crate::par::parallel() {
         let per = (PAR_MIN / 4 / cost).max(1);
-        out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+        crate::par::chunks_mut(out, per, |c, o| {
             for (k, v) in o.iter_mut().enumerate() {
                 *v = f(c * per + k);
             }
@@ -110,9 +119,13 @@ pub fn par_rows<T: Send>(out: &mut [T], row_len: usize, f: impl Fn(usize, &mut [
         return;
     }
     if out.len() >= PAR_MIN && crate::par::parallel() {
-        out.par_chunks_mut(row_len)
-            .enumerate()
-            .for_each(|(r, s)| f(r, s));
+        // Several rows per task when rows are short.
+        let rows = (per_task(out.len()) / row_len).max(1);
+        crate::par::chunks_mut(out, rows * row_len, |c, block| {
+            for (k, row) in block.chunks_mut(row_len).enumerate() {
+                f(c * rows + k, row);
+            }
+        });
     } else {
         for (r, s) in out.chunks_mut(row_len).enumerate() {
             f(r, s);
@@ -168,9 +181,13 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
     let n = out.len();
     if a.len() == n && b.len() == n {
         if n >= PAR_MIN && crate::par::parallel() {
-            out.par_iter_mut()
-                .zip(a.par_iter().zip(b.par_iter()))
-                .for_each(|(o, (x, y))| *o = f(*x, *y));
+            let per = per_task(n);
+            crate::par::chunks_mut(out, per, |c, o| {
+                let (a, b) = (&a[c * per..], &b[c * per..]);
+                for ((o, x), y) in o.iter_mut().zip(a).zip(b) {
+                    *o = f(*x, *y);
+                }
+            });
         } else {
             for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
                 *o = f(*x, *y);

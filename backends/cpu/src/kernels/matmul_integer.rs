@@ -14,7 +14,6 @@
 //! Without AVX-512 VNNI the same packed operands go through f32 GEMMs over
 //! slices of `k` short enough that every partial sum is an exact integer.
 
-use rayon::prelude::*;
 use rlx_ir::ops::Activation;
 use rlx_ir::{DType, Op};
 
@@ -205,16 +204,13 @@ fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32], epi:
         return;
     }
     let per = panels.div_ceil(tasks);
-    let parts: Vec<(usize, usize, Vec<i32>)> = (0..panels.div_ceil(per))
-        .into_par_iter()
-        .map(|t| {
-            let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
-            let (j0, j1) = (p0 * int8_gemm::PANEL, (p1 * int8_gemm::PANEL).min(n));
-            let mut part = vec![0i32; rows * (j1 - j0)];
-            int8_gemm::gemm_panels(a, rows, b, p0..p1, &mut part, j1 - j0, true, Some(epi));
-            (j0, j1 - j0, part)
-        })
-        .collect();
+    let parts = crate::par::map(panels.div_ceil(per), |t| {
+        let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
+        let (j0, j1) = (p0 * int8_gemm::PANEL, (p1 * int8_gemm::PANEL).min(n));
+        let mut part = vec![0i32; rows * (j1 - j0)];
+        int8_gemm::gemm_panels(a, rows, b, p0..p1, &mut part, j1 - j0, true, Some(epi));
+        (j0, j1 - j0, part)
+    });
     for (j0, w, part) in parts {
         for (row, src) in c.chunks_exact_mut(n).zip(part.chunks_exact(w)) {
             row[j0..j0 + w].copy_from_slice(src);
@@ -235,8 +231,8 @@ fn per_column(t: &TensorRef, n: usize) -> Result<Vec<f32>, KernelError> {
 }
 
 /// How many tasks to split each row block's columns into: enough that
-/// `row_tasks` blocks and their column shares fill the pool, each share
-/// at least two panels.
+/// `row_tasks` blocks at a time and their column shares fill the pool, each
+/// share at least two panels.
 fn col_tasks(row_tasks: usize, n: usize, par: bool) -> usize {
     if !par {
         return 1;
@@ -365,7 +361,11 @@ impl Kernel for MatMulIntegerKernel {
         let b_strides = broadcast_strides(&g.b_batch, &g.batch);
         let scratch = &mut scratch[..batches * m * k4];
         let par = batches * m * n * k >= PAR_WORK && crate::par::parallel();
-        let split = col_tasks(batches * m.div_ceil(BLOCK), n, par);
+        // Row blocks over the threads when there are enough of them; else
+        // the blocks one after another, each with its columns split.
+        let blocks = batches * m.div_ceil(BLOCK);
+        let by_rows = par && blocks >= crate::par::threads();
+        let split = col_tasks(1, n, par && !by_rows);
         let job = |t: usize, r: usize, packed_a: &mut [u8], o: &mut [i32]| {
             let (at, bt) = (
                 offset_of(t, &g.batch, &a_strides),
@@ -382,34 +382,28 @@ impl Kernel for MatMulIntegerKernel {
             };
             self.block(&blk, packed_a, o);
         };
-        let per_batch = |t: usize, o: &mut [i32], s: &mut [u8], par: bool| {
-            if par {
-                o.par_chunks_mut(BLOCK * n)
-                    .zip(s.par_chunks_mut(BLOCK * k4))
-                    .enumerate()
-                    .for_each(|(r, (o, s))| job(t, r, s, o));
-            } else {
-                for (r, (o, s)) in o
-                    .chunks_mut(BLOCK * n)
-                    .zip(s.chunks_mut(BLOCK * k4))
-                    .enumerate()
-                {
-                    job(t, r, s, o);
-                }
-            }
-        };
-        if par {
-            out.par_chunks_mut(m * n)
-                .zip(scratch.par_chunks_mut(m * k4))
-                .enumerate()
-                .for_each(|(t, (o, s))| per_batch(t, o, s, true));
-        } else {
-            for (t, (o, s)) in out
-                .chunks_mut(m * n)
-                .zip(scratch.chunks_mut(m * k4))
+        let mut parts = Vec::with_capacity(blocks);
+        for (t, (o, s)) in out
+            .chunks_mut(m * n)
+            .zip(scratch.chunks_mut(m * k4))
+            .enumerate()
+        {
+            for (r, part) in o
+                .chunks_mut(BLOCK * n)
+                .zip(s.chunks_mut(BLOCK * k4))
                 .enumerate()
             {
-                per_batch(t, o, s, false);
+                parts.push((t, r, part));
+            }
+        }
+        if by_rows {
+            crate::par::chunks_mut(&mut parts, 1, |_, p| {
+                let (t, r, (o, s)) = &mut p[0];
+                job(*t, *r, s, o)
+            });
+        } else {
+            for (t, r, (o, s)) in parts {
+                job(t, r, s, o);
             }
         }
         Ok(())

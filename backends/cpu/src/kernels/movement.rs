@@ -85,6 +85,9 @@ fn concat(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kern
     let inner: usize = out.dims[a + 1..].iter().product();
     let w = out.dtype.size();
     let row = out.dims[a] * inner * w;
+    if out.bytes.len() >= CONCAT_PAR_BYTES && crate::par::parallel() {
+        return concat_split(ins, a, inner * w, row, out.bytes);
+    }
     let mut at = 0;
     for x in ins {
         let chunk = x.dims[a] * inner * w;
@@ -94,6 +97,49 @@ fn concat(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kern
         }
         at += chunk;
     }
+    Ok(())
+}
+
+/// Outputs of at least this many bytes are concatenated by several threads.
+const CONCAT_PAR_BYTES: usize = 1 << 18;
+
+/// [`concat`] with the output cut into equal pieces, one task each: a piece
+/// copies the parts of the inputs that land in it (a concatenation along the
+/// channels of one image is one part per input, however large).
+fn concat_split(
+    ins: &[TensorRef],
+    a: usize,
+    slice: usize,
+    row: usize,
+    out: &mut [u8],
+) -> Result<(), KernelError> {
+    // Where each input's part starts within an output row.
+    let mut starts = Vec::with_capacity(ins.len() + 1);
+    starts.push(0);
+    for x in ins {
+        starts.push(starts[starts.len() - 1] + x.dims[a] * slice);
+    }
+    if starts[ins.len()] != row {
+        return Err(KernelError::Internal(
+            "concat parts do not fill a row".into(),
+        ));
+    }
+    let piece = out.len().div_ceil(2 * crate::par::threads()).max(1 << 14);
+    crate::par::chunks_mut(out, piece, |c, dst| {
+        let (first, end) = (c * piece, c * piece + dst.len());
+        let mut p = first;
+        while p < end {
+            let (o, within) = (p / row, p % row);
+            // The last input starting at or before `within`: the non-empty
+            // one that covers it.
+            let i = starts.partition_point(|&s| s <= within) - 1;
+            let take = (starts[i + 1] - within).min(end - p);
+            let chunk = starts[i + 1] - starts[i];
+            let from = o * chunk + within - starts[i];
+            dst[p - first..p - first + take].copy_from_slice(&ins[i].bytes[from..from + take]);
+            p += take;
+        }
+    });
     Ok(())
 }
 

@@ -222,3 +222,18 @@ impl AnyNum for bf16 {
         bf16::from_f64(v as f64)
     }
 }
+
+/// `v` as f32s when `T` is f32 (a kernel generic over the element type taking
+/// an f32-only fast path).
+pub fn as_f32<T: 'static>(v: &[T]) -> Option<&[f32]> {
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+        // SAFETY: T is f32 (checked above).
+        .then(|| unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len()) })
+}
+
+/// [`as_f32`] for a mutable slice.
+pub fn as_f32_mut<T: 'static>(v: &mut [T]) -> Option<&mut [f32]> {
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+        // SAFETY: T is f32 (checked above).
+        .then(|| unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len()) })
+}

@@ -17,7 +17,6 @@
 
 use std::cell::RefCell;
 
-use rayon::prelude::*;
 use rlx_ir::ops::Activation;
 
 pub use super::microkernel::Shape;
@@ -314,7 +313,7 @@ pub fn gemm(a: &PackedA, b: B, n: usize, out: Out, ep: Epilogue) {
     if row_tasks * col_tasks == 1 {
         run(0);
     } else {
-        (0..row_tasks * col_tasks).into_par_iter().for_each(run);
+        crate::par::for_each(row_tasks * col_tasks, run);
     }
 }
 

@@ -416,7 +416,13 @@ fn global_typed<T: Real>(
     let sin: usize = x.dims[2..].iter().product();
     let y = out.slice::<T>()?;
     let pw = pw as f64;
-    super::layout::par_fill(y, |plane| {
+    if let (Some(src), Some(y)) = (super::num::as_f32(src), super::num::as_f32_mut(y)) {
+        if kind != GlobalPoolKind::Lp {
+            global_f32(kind, src, sin, y);
+            return Ok(());
+        }
+    }
+    super::layout::par_fill_costly(y, sin, |plane| {
         let xs = &src[plane * sin..(plane + 1) * sin];
         T::from_f64(match kind {
             GlobalPoolKind::Avg => xs.iter().map(|v| v.to_f64()).sum::<f64>() / sin.max(1) as f64,
@@ -432,6 +438,35 @@ fn global_typed<T: Real>(
         })
     });
     Ok(())
+}
+
+/// Global average or max pooling of f32 planes: sixteen running sums (or
+/// maxima) per plane, in vector registers, planes split over the threads.
+fn global_f32(kind: GlobalPoolKind, src: &[f32], sin: usize, y: &mut [f32]) {
+    super::layout::par_fill_costly(y, sin, |plane| {
+        let xs = &src[plane * sin..(plane + 1) * sin];
+        super::vmath::vectorized(|| {
+            let mut lanes = [0f32; 16];
+            let chunks = xs.chunks_exact(16);
+            let tail = chunks.remainder();
+            if kind == GlobalPoolKind::Avg {
+                for c in chunks {
+                    lanes.iter_mut().zip(c).for_each(|(l, v)| *l += v);
+                }
+                let sum = lanes.iter().chain(tail).map(|&v| f64::from(v)).sum::<f64>();
+                (sum / sin.max(1) as f64) as f32
+            } else {
+                lanes = [f32::NEG_INFINITY; 16];
+                for c in chunks {
+                    lanes.iter_mut().zip(c).for_each(|(l, &v)| *l = l.max(v));
+                }
+                lanes
+                    .iter()
+                    .chain(tail)
+                    .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+            }
+        })
+    });
 }
 
 fn global_pool(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {

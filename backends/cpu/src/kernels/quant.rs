@@ -400,10 +400,11 @@ pub(super) fn range_with_zero(x: &[f32]) -> (f32, f32) {
         range_portable(x)
     };
     if x.len() >= super::layout::PAR_MIN && crate::par::parallel() {
-        use rayon::prelude::*;
-        x.par_chunks(CHUNK)
-            .map(part)
-            .reduce(|| (0.0, 0.0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+        crate::par::map(x.len().div_ceil(CHUNK), |c| {
+            part(&x[c * CHUNK..((c + 1) * CHUNK).min(x.len())])
+        })
+        .into_iter()
+        .fold((0.0, 0.0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
     } else {
         part(x)
     }

@@ -10,7 +10,6 @@
 //! quantizes its activations to uint8 first ([`quantize_u8`]) and scales the
 //! integer sums back.
 
-use rayon::prelude::*;
 use rlx_ir::ops::{Recurrent, RecurrentKind, RnnActivation, RnnDirection};
 
 use super::gemm::gemm_strided;
@@ -77,9 +76,9 @@ fn apply_slice(a: Act, xs: &mut [f32]) {
 /// parallel when there are enough and the product is large enough.
 fn gemv(m: &[f32], n: usize, v: &[f32], out: &mut [f32]) {
     if out.len() >= 2 * GEMV_CHUNK && out.len() * n >= GEMV_PAR_WORK && crate::par::parallel() {
-        out.par_chunks_mut(GEMV_CHUNK)
-            .enumerate()
-            .for_each(|(c, o)| gemv::rows(m, n, v, c * GEMV_CHUNK, o));
+        crate::par::chunks_mut(out, GEMV_CHUNK, |c, o| {
+            gemv::rows(m, n, v, c * GEMV_CHUNK, o)
+        });
     } else {
         gemv::rows(m, n, v, 0, out);
     }
@@ -527,17 +526,20 @@ pub(super) fn run(
         })
         .collect();
     let rows = g.seq * g.batch;
-    let one = |d: usize| {
-        let xw = project(rc, x, rows, input, hs, &weights[d]);
-        direction(rc, g, lens, &xw, &weights[d], reversed(rc, d))
-    };
-    let results: Vec<DirOut> = if dirs == 2 && crate::par::parallel() {
-        let (a, b) = rayon::join(|| one(0), || one(1));
+    // The input projections (GEMMs over every step, split over the pool),
+    // then the recurrences: the two directions on two threads when a step's
+    // product is too small to split, else one after the other, each step
+    // split over the pool.
+    let xws: Vec<Vec<f32>> = (0..dirs)
+        .map(|d| project(rc, x, rows, input, hs, &weights[d]))
+        .collect();
+    let one = |d: usize| direction(rc, g, lens, &xws[d], &weights[d], reversed(rc, d));
+    let split_steps = gh >= 2 * GEMV_CHUNK && gh * hs >= GEMV_PAR_WORK;
+    let results: Vec<DirOut> = if dirs == 2 && crate::par::parallel() && !split_steps {
+        let (a, b) = crate::par::join(|| one(0), || one(1));
         vec![a, b]
-    } else if dirs == 2 {
-        vec![one(0), one(1)]
     } else {
-        vec![one(0)]
+        (0..dirs).map(one).collect()
     };
     if let Some(o) = outs.get_mut(0) {
         let y = o.slice::<f32>()?;

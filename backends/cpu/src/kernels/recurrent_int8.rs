@@ -8,8 +8,6 @@
 //! instead of L3. The sums equal those of the f32 path (integers below 2^24
 //! are exact in f32), so results do not change.
 
-use rayon::prelude::*;
-
 use super::int8_gemm::{self, k_groups, PackedB};
 
 /// One direction's weights as packed signed bytes.
@@ -212,9 +210,7 @@ pub(super) fn product(a: &[f32], rows: usize, b: &PackedB, w_scale: &[f32], out:
     // Row blocks in parallel: the input projection over every time step.
     const ROWS: usize = 2 * int8_gemm::TILE_ROWS;
     if rows > ROWS && crate::par::parallel() {
-        out.par_chunks_mut(ROWS * n)
-            .enumerate()
-            .for_each(|(i, o)| block(i * ROWS, o));
+        crate::par::chunks_mut(out, ROWS * n, |i, o| block(i * ROWS, o));
     } else {
         block(0, out);
     }

@@ -197,6 +197,12 @@ fn arg_typed<T: AnyNum>(
     let n = x.dims[ax];
     let inner: usize = x.dims[ax + 1..].iter().product();
     let y = out.slice::<i64>()?;
+    if let (Some(src), 1) = (super::num::as_f32(src), inner) {
+        par_fill_costly(y, n, |o| {
+            arg_row_f32(kind, last, &src[o * n..(o + 1) * n]) as i64
+        });
+        return Ok(());
+    }
     par_fill_costly(y, n, |o| {
         let (outer, inn) = (o / inner.max(1), o % inner.max(1));
         let base = outer * n * inner + inn;
@@ -214,6 +220,54 @@ fn arg_typed<T: AnyNum>(
         best as i64
     });
     Ok(())
+}
+
+/// The index [`arg_typed`]'s loop picks in one contiguous f32 row: the
+/// extreme value first, sixteen lanes at a time, then its first (or last)
+/// place. A row with a NaN or an infinity takes the loop itself, whose
+/// comparisons decide those.
+fn arg_row_f32(kind: ArgReduceKind, last: bool, row: &[f32]) -> usize {
+    let found = super::vmath::vectorized(|| {
+        let max = kind == ArgReduceKind::Max;
+        let mut lanes = [if max {
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        }; 16];
+        let mut check = [0f32; 16];
+        let chunks = row.chunks_exact(16);
+        let tail = chunks.remainder();
+        for c in chunks {
+            for ((l, k), &v) in lanes.iter_mut().zip(&mut check).zip(c) {
+                *l = if max { l.max(v) } else { l.min(v) };
+                *k += v * 0.0;
+            }
+        }
+        let pick = |a: f32, b: f32| if max { a.max(b) } else { a.min(b) };
+        let best = lanes.iter().chain(tail).fold(lanes[0], |a, &v| pick(a, v));
+        let finite = check.iter().chain(tail).all(|v| v.is_finite());
+        finite.then_some(best)
+    });
+    let Some(best) = found else {
+        let mut at = 0usize;
+        for (k, &v) in row.iter().enumerate().skip(1) {
+            let b = row[at];
+            let better = match kind {
+                ArgReduceKind::Max => v > b || (last && v == b),
+                ArgReduceKind::Min => v < b || (last && v == b),
+            };
+            if better {
+                at = k;
+            }
+        }
+        return at;
+    };
+    let at = if last {
+        row.iter().rposition(|&v| v == best)
+    } else {
+        row.iter().position(|&v| v == best)
+    };
+    at.unwrap_or(0)
 }
 
 fn arg_reduce(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {

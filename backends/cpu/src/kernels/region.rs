@@ -6,7 +6,6 @@
 //! f32/f16/bf16, f64 for f64), with the formulas of the elementwise kernels.
 
 use num_traits::Float;
-use rayon::prelude::*;
 use rlx_ir::ops::{BinaryKind as B, Operand, Program, RegionFn, UnaryKind as U};
 use rlx_ir::{DType, Op};
 
@@ -160,9 +159,14 @@ impl RegionKernel {
             self.block(&srcs, u * unit, by_row, block, scratch)
         };
         if n >= PAR_MIN && crate::par::parallel() {
-            o.par_chunks_mut(unit)
-                .enumerate()
-                .for_each_init(new, |s, (u, block)| work(s, u, block));
+            // Several units per task, each task with its own scratch.
+            let units = (super::layout::per_task(n) / unit).max(1);
+            crate::par::chunks_mut(o, units * unit, |c, part| {
+                let mut s = new();
+                for (k, block) in part.chunks_mut(unit).enumerate() {
+                    work(&mut s, c * units + k, block);
+                }
+            });
         } else {
             let mut s = new();
             for (u, block) in o.chunks_mut(unit).enumerate() {

@@ -5,8 +5,6 @@
 //! on another dim than the last) goes tile by tile so both sides stay in
 //! cache, and anything else (a broadcast row) element by element.
 
-use rayon::prelude::*;
-
 use super::layout::PAR_MIN;
 
 /// Square tiles of a transposed copy: 16 rows of 16 elements on each side.
@@ -97,9 +95,7 @@ pub fn strided_copy<T: Copy + Send + Sync>(
 /// pool when `parallel`.
 fn chunks<T: Send>(dst: &mut [T], per: usize, parallel: bool, f: impl Fn(usize, &mut [T]) + Sync) {
     if parallel {
-        dst.par_chunks_mut(per)
-            .enumerate()
-            .for_each(|(c, s)| f(c, s));
+        crate::par::chunks_mut(dst, per, f);
     } else {
         for (c, s) in dst.chunks_mut(per).enumerate() {
             f(c, s);
@@ -151,14 +147,12 @@ fn transposed<T: Copy + Send + Sync>(
     let do_slab =
         |s: usize, out: &mut [T]| rows(base + index_offset(s, outer_dims, outer_st), 0, na, out);
     if parallel && dst.len() / slab > 1 {
-        dst.par_chunks_mut(slab)
-            .enumerate()
-            .for_each(|(s, out)| do_slab(s, out));
+        crate::par::chunks_mut(dst, slab, do_slab);
     } else if parallel {
         // One slab: split it by TILE rows of `a`.
-        dst.par_chunks_mut(TILE * mid * nl)
-            .enumerate()
-            .for_each(|(b, out)| rows(base, b * TILE, (b * TILE + TILE).min(na), out));
+        crate::par::chunks_mut(dst, TILE * mid * nl, |b, out| {
+            rows(base, b * TILE, (b * TILE + TILE).min(na), out)
+        });
     } else {
         for (s, out) in dst.chunks_mut(slab).enumerate() {
             do_slab(s, out);
@@ -216,10 +210,7 @@ mod tests {
             let mut dst = vec![0u32; dims.iter().product()];
             crate::par::inline(|| strided_copy(&src, 0, &st, &mut dst, &dims));
             assert_eq!(dst, want, "{sd:?} {perm:?}");
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(3)
-                .build()
-                .unwrap();
+            let pool = crate::par::Pool::new(3).unwrap();
             let mut dst = vec![0u32; dims.iter().product()];
             pool.install(|| strided_copy(&src, 0, &st, &mut dst, &dims));
             assert_eq!(dst, want, "{sd:?} {perm:?} on three threads");

@@ -3,7 +3,6 @@
 //! or max) in f64. The forest is laid out once, at build, as flat node
 //! records.
 
-use rayon::prelude::*;
 use rlx_ir::ops::{TreeAggregate, TreeBranch, TreeEnsemble};
 use rlx_ir::Op;
 
@@ -161,9 +160,24 @@ impl Kernel for Forest {
         let t = self.n_targets;
         let mut ys = vec![0f64; n * t];
         if f > 0 && crate::par::parallel() {
-            xs.par_chunks(f)
-                .zip(ys.par_chunks_mut(t))
-                .try_for_each(|(row, out)| self.row(row, out))?;
+            // Rows in a few tasks per thread; the first error wins.
+            let per = n.div_ceil(4 * crate::par::threads()).max(1);
+            let failed = std::sync::Mutex::new(None);
+            crate::par::chunks_mut(&mut ys, per * t, |c, outs| {
+                for (k, out) in outs.chunks_mut(t).enumerate() {
+                    let r = c * per + k;
+                    if let Err(e) = self.row(&xs[r * f..(r + 1) * f], out) {
+                        failed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                        return;
+                    }
+                }
+            });
+            if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                return Err(e);
+            }
         } else if f > 0 {
             for (row, out) in xs.chunks(f).zip(ys.chunks_mut(t)) {
                 self.row(row, out)?;
