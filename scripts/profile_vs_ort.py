@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -37,6 +38,7 @@ def ort_profile(path, data, threads, runs, top):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort_profile")
     session = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     feeds = {}
     for k, i in enumerate(session.get_inputs()):

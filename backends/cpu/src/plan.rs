@@ -54,19 +54,18 @@ impl Work {
         }
     }
 
-    /// Whether the step is too small to split over `threads`: waking a
-    /// sleeping pool costs more the more threads it has (on the lent
-    /// machine's 16-core Xeon, up to 0.1 ms per parallel step whatever its
-    /// size: a Cast of 196K values took 0.14 ms), so the bar grows with the
-    /// count: 2M multiply-adds or 1 MiB moved on sixteen threads. Twice
-    /// those bars made most light models slower there (steps that do gain
-    /// from the pool, and a pool that sleeps longer between them).
+    /// Whether the step is too small to split over `threads`: below 64K
+    /// multiply-adds or 64 KiB moved, handing out tasks (a microsecond or
+    /// two to the pool's spinning workers, see [`crate::par`]) and the
+    /// cache lines the threads then share cost more than they save. The bar
+    /// does not grow with the thread count: the workers are awake.
     pub fn serial(self, threads: usize) -> bool {
-        match self {
-            Work::Products(p) => p < (1u64 << 17) * threads as u64,
-            Work::Bytes(b) => b < (1usize << 16) * threads,
-            Work::Unknown => false,
-        }
+        threads <= 1
+            || match self {
+                Work::Products(p) => p < 1 << 16,
+                Work::Bytes(b) => b < 1 << 16,
+                Work::Unknown => false,
+            }
     }
 }
 
