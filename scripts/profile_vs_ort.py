@@ -60,7 +60,7 @@ def ort_profile(path, data, threads, runs, top):
     for us, op in medians.values():
         by_op[op] += us
     print(f"  onnxruntime {ort.__version__}, {threads} thread(s): node total {sum(us for us, _ in medians.values()):.0f} us")
-    for op, us in sorted(by_op.items(), key=lambda kv: -kv[1])[:8]:
+    for op, us in sorted(by_op.items(), key=lambda kv: -kv[1])[:16]:
         print(f"    {us:9.1f} us  {op}")
     print("    slowest nodes:")
     for name, (us, op) in sorted(medians.items(), key=lambda kv: -kv[1][0])[:top]:

@@ -148,8 +148,21 @@ fn rescale(sums: &mut [f32], n: usize, a_scale: f32, w_scale: &[f32]) {
 }
 
 /// Runs one direction over the projected inputs `xw` (`[rows, gh]`, row of
-/// `(t, b)` at `g.x(t, b) / input`).
+/// `(t, b)` at `g.x(t, b) / input`), compiled for AVX-512 where the CPU has
+/// it: a small layer's step is mostly the gate arithmetic between the calls.
 pub(super) fn direction(
+    rc: &Recurrent,
+    g: &Geom,
+    lens: &[usize],
+    xw: &[f32],
+    dw: &DirWeights,
+    reverse: bool,
+) -> DirOut {
+    super::vmath::vectorized(|| steps(rc, g, lens, xw, dw, reverse))
+}
+
+#[inline(always)]
+fn steps(
     rc: &Recurrent,
     g: &Geom,
     lens: &[usize],

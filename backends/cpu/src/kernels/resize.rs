@@ -122,6 +122,18 @@ fn resize(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kern
     }
     let fill = r.extrapolation_value as f64;
     let gathers: Option<Vec<Vec<usize>>> = passes.iter().map(|(_, t)| gather_index(t)).collect();
+    // Nearest neighbours over the last two axes (an upsampling of images):
+    // one pass over the output, whatever the element type (f32 included:
+    // a weight of exactly 1 copies the value).
+    let rank = x.dims.len();
+    if let (Some([hi, wi]), 4, [(h, _), (w, _)]) =
+        (gathers.as_deref(), x.dtype.size(), passes.as_slice())
+    {
+        if rank >= 2 && *h == rank - 2 && *w == rank - 1 {
+            gather_2d(x.slice::<u32>()?, x.dims, hi, wi, outs[0].slice::<u32>()?);
+            return Ok(());
+        }
+    }
     match (x.dtype, gathers) {
         (DType::F32, _) => {
             let fill = fill as f32;
@@ -275,6 +287,56 @@ fn mix_axis(src: &[f32], dims: &[usize], axis: usize, taps: &[Taps], fill: f32, 
                     }
                 }
             },
+        }
+    });
+}
+
+/// Nearest-neighbour resampling of the last two axes of `src` (dims
+/// `dims`): output row `y` of a plane is source row `rows[y]` gathered
+/// through `cols`. A row that repeats the one before is copied from it, and
+/// an integer upsampling of the columns writes each source value that many
+/// times, both vectorizable.
+fn gather_2d<T: Copy + Send + Sync>(
+    src: &[T],
+    dims: &[usize],
+    rows: &[usize],
+    cols: &[usize],
+    dst: &mut [T],
+) {
+    let r = dims.len();
+    let (ih, iw) = (dims[r - 2], dims[r - 1]);
+    let (oh, ow) = (rows.len(), cols.len());
+    let repeat = (iw > 0 && ow % iw == 0)
+        .then_some(ow / iw)
+        .filter(|&k| cols.iter().enumerate().all(|(j, &i)| i == j / k));
+    par_rows(dst, oh * ow, |p, plane| {
+        let sp = &src[p * ih * iw..(p + 1) * ih * iw];
+        for y in 0..oh {
+            let sy = rows[y];
+            if y > 0 && rows[y - 1] == sy {
+                plane.copy_within((y - 1) * ow..y * ow, y * ow);
+                continue;
+            }
+            let line = &sp[sy * iw..(sy + 1) * iw];
+            let out = &mut plane[y * ow..(y + 1) * ow];
+            match repeat {
+                Some(2) => {
+                    for (o, &v) in out.chunks_exact_mut(2).zip(line) {
+                        o[0] = v;
+                        o[1] = v;
+                    }
+                }
+                Some(k) => {
+                    for (o, &v) in out.chunks_exact_mut(k).zip(line) {
+                        o.fill(v);
+                    }
+                }
+                None => {
+                    for (o, &i) in out.iter_mut().zip(cols) {
+                        *o = line[i];
+                    }
+                }
+            }
         }
     });
 }
@@ -433,6 +495,32 @@ mod tests {
         assert_eq!(run1(&r, &[2.0, 4.0, 8.0], 1, 0.5), vec![3.0]);
         // Target length exactly 1: x_ori = 0.
         assert_eq!(run1(&r, &[2.0, 4.0, 8.0], 1, 1.0 / 3.0), vec![2.0]);
+    }
+
+    /// The fused nearest pass over the last two axes against one gather
+    /// per axis: integer upsampling (2 and 3), a fractional one and a
+    /// downsampling, repeated and skipped rows.
+    #[test]
+    fn nearest_2d_matches_one_gather_per_axis() {
+        let dims = [2, 3, 4, 5];
+        let src: Vec<u32> = (0..dims.iter().product::<usize>() as u32).collect();
+        let cases: [(Vec<usize>, Vec<usize>); 3] = [
+            (
+                (0..8).map(|y| y / 2).collect(),
+                (0..10).map(|x| x / 2).collect(),
+            ),
+            (vec![0, 0, 0, 1, 1, 1, 3], (0..15).map(|x| x / 3).collect()),
+            (vec![3, 1], vec![0, 2, 2, 4, 1, 3, 0]),
+        ];
+        for (rows, cols) in cases {
+            let mut mid = vec![0u32; 2 * 3 * rows.len() * 5];
+            gather_axis(&src, &dims, 2, &rows, &mut mid);
+            let mut want = vec![0u32; 2 * 3 * rows.len() * cols.len()];
+            gather_axis(&mid, &[2, 3, rows.len(), 5], 3, &cols, &mut want);
+            let mut got = vec![0u32; want.len()];
+            gather_2d(&src, &dims, &rows, &cols, &mut got);
+            assert_eq!(got, want, "rows {rows:?} cols {cols:?}");
+        }
     }
 
     #[test]
