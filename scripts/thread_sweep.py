@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""How rlx-onnx (CPU) and onnxruntime scale with threads, model by model.
+
+For each model and thread count: `rlx-onnx bench --threads N` (median of 50 runs),
+then onnxruntime with N intra-op threads, spinning between ops (its default) and
+not (`session.intra_op.allow_spinning = 0`), medians of 50 runs each. The gap
+between ORT's two columns is what waking sleeping threads costs on the machine.
+
+Usage: python3 scripts/thread_sweep.py [--binary PATH] [--threads 1,4,16] MODEL...
+MODEL is an .onnx file or a case directory (model.onnx + test_data_set_0/).
+"""
+import argparse
+import os
+import subprocess
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rlx_median(binary, path, data, threads):
+    cmd = [binary, "bench", path, "--threads", str(threads), "--iters", "50"]
+    if data:
+        cmd += ["--inputs", data]
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines() if line.startswith("median:")]
+    return float(lines[0].split()[1]) if lines else float("nan")
+
+
+def ort_median(path, data, threads, spin):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    session = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    feeds = {}
+    for k, i in enumerate(session.get_inputs()):
+        pb = os.path.join(data, f"input_{k}.pb") if data else ""
+        if os.path.exists(pb):
+            feeds[i.name] = numpy_helper.to_array(onnx.load_tensor(pb))
+            continue
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        feeds[i.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    for _ in range(5):
+        session.run(None, feeds)
+    times = []
+    for _ in range(50):
+        t = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--threads", default="1,4,16")
+    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "rlx-onnx"))
+    args = ap.parse_args()
+    for target in args.models:
+        if os.path.isdir(target):
+            path, data = os.path.join(target, "model.onnx"), os.path.join(target, "test_data_set_0")
+        else:
+            path, data = target, None
+        print(f"== {os.path.basename(target.rstrip('/'))}  (median ms)")
+        for t in [int(v) for v in args.threads.split(",")]:
+            rlx = rlx_median(args.binary, path, data, t)
+            spin, idle = ort_median(path, data, t, True), ort_median(path, data, t, False)
+            print(f"  threads {t:2d}: rlx {rlx:8.3f}  ort {spin:8.3f}  ort without spinning {idle:8.3f}"
+                  f"  rlx/ort {rlx / spin:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
