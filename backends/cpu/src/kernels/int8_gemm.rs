@@ -206,7 +206,7 @@ pub fn gemm_panels(
     if use_vnni {
         // SAFETY: the caller checked `vnni()`; the slices hold `m` rows of
         // `k4` bytes and `m` rows of `ldc >= width` outputs (asserted above).
-        unsafe { vnni_gemm(a, m, b, panels, c, ldc, epi) };
+        unsafe { vnni_gemm(a, m, b, panels, c.as_mut_ptr(), ldc, epi) };
         return;
     }
     let _ = use_vnni;
@@ -215,6 +215,42 @@ pub fn gemm_panels(
     if let Some(e) = epi {
         e.finish_rows(m, c, ldc, col0, width);
     }
+}
+
+/// [`gemm_panels`] on the VNNI path into `c`, which points at the output's
+/// column `panels.start * PANEL` of row 0 (rows `ldc` apart): tasks that each
+/// take their own panels of one output write it in place.
+///
+/// # Safety
+/// The CPU has VNNI ([`vnni`]); `a` holds `m` rows of `k_groups(b.k)` bytes;
+/// `c` is valid for writes of `m` rows of the panels' width at stride `ldc`,
+/// and nothing else reads or writes those elements during the call.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_panels_into(
+    a: &[u8],
+    m: usize,
+    b: &PackedB,
+    panels: std::ops::Range<usize>,
+    c: *mut i32,
+    ldc: usize,
+    epi: Option<&Epilogue>,
+) {
+    assert!(
+        panels.end <= b.n.div_ceil(PANEL)
+            && a.len() >= m * k_groups(b.k)
+            && epi.is_none_or(|e| {
+                e.row_sums.len() >= m
+                    && (e.za.len() == 1 || e.za.len() >= m)
+                    && e.col_terms.len() >= b.n
+                    && e.zb.len() >= b.n
+                    && e.float.as_ref().is_none_or(|f| {
+                        f.scale.len() >= b.n && f.bias.is_none_or(|v| v.len() >= b.n)
+                    })
+            })
+    );
+    // SAFETY: as the caller promises; the operands are checked above.
+    unsafe { vnni_gemm(a, m, b, panels, c, ldc, epi) }
 }
 
 fn portable(
@@ -255,7 +291,7 @@ unsafe fn vnni_gemm(
     m: usize,
     b: &PackedB,
     range: std::ops::Range<usize>,
-    c: &mut [i32],
+    c: *mut i32,
     ldc: usize,
     epi: Option<&Epilogue>,
 ) {
@@ -389,7 +425,7 @@ unsafe fn few_rows(
     rows: usize,
     b: &PackedB,
     range: std::ops::Range<usize>,
-    c: &mut [i32],
+    c: *mut i32,
     ldc: usize,
     epi: Option<&Epilogue>,
 ) {
@@ -421,7 +457,7 @@ unsafe fn tile<const R: usize, const P: usize>(
     b: &PackedB,
     p: usize,
     first: usize,
-    c: &mut [i32],
+    c: *mut i32,
     ldc: usize,
     epi: Option<&Epilogue>,
 ) {
@@ -451,7 +487,7 @@ unsafe fn tile<const R: usize, const P: usize>(
         let Some(e) = epi else {
             for r in 0..R {
                 let at = (i + r) * ldc + j - first * PANEL;
-                _mm512_mask_storeu_epi32(c.as_mut_ptr().add(at), mask, acc[r][q]);
+                _mm512_mask_storeu_epi32(c.add(at), mask, acc[r][q]);
             }
             continue;
         };
@@ -485,7 +521,7 @@ unsafe fn tile<const R: usize, const P: usize>(
                 }
             };
             let at = (i + r) * ldc + j - first * PANEL;
-            _mm512_mask_storeu_epi32(c.as_mut_ptr().add(at), mask, v);
+            _mm512_mask_storeu_epi32(c.add(at), mask, v);
         }
     }
 }

@@ -195,26 +195,47 @@ impl MatMulIntegerKernel {
 }
 
 /// `C = A·B` (VNNI), finished by `epi`, with the panels of `B` split over
-/// `tasks` threads, each into a buffer of its own, copied into place after.
+/// `tasks` threads, each writing its columns of `c` in place.
 fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32], epi: &Epilogue) {
     let n = b.n;
     let panels = n.div_ceil(int8_gemm::PANEL);
-    if tasks <= 1 {
+    if tasks <= 1 || !cfg!(target_arch = "x86_64") {
         int8_gemm::gemm_panels(a, rows, b, 0..panels, c, n, true, Some(epi));
         return;
     }
+    assert!(c.len() >= rows * n, "matmul_integer output too small");
     let per = panels.div_ceil(tasks);
-    let parts = crate::par::map(panels.div_ceil(per), |t| {
+    let out = SharedOut(c.as_mut_ptr());
+    crate::par::for_each(panels.div_ceil(per), |t| {
         let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
-        let (j0, j1) = (p0 * int8_gemm::PANEL, (p1 * int8_gemm::PANEL).min(n));
-        let mut part = vec![0i32; rows * (j1 - j0)];
-        int8_gemm::gemm_panels(a, rows, b, p0..p1, &mut part, j1 - j0, true, Some(epi));
-        (j0, j1 - j0, part)
+        // SAFETY: the columns of panels p0..p1 of `rows` rows of `n` lie in
+        // `c` (asserted above); tasks take disjoint panels; this runs only
+        // where `vnni()` holds (the caller's `self.vnni`).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            int8_gemm::gemm_panels_into(
+                a,
+                rows,
+                b,
+                p0..p1,
+                out.at(p0 * int8_gemm::PANEL),
+                n,
+                Some(epi),
+            )
+        };
     });
-    for (j0, w, part) in parts {
-        for (row, src) in c.chunks_exact_mut(n).zip(part.chunks_exact(w)) {
-            row[j0..j0 + w].copy_from_slice(src);
-        }
+}
+
+/// The output of [`columns`], shared by its tasks (each writes its own
+/// columns).
+struct SharedOut(*mut i32);
+// SAFETY: tasks write disjoint columns.
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn at(&self, offset: usize) -> *mut i32 {
+        self.0.wrapping_add(offset)
     }
 }
 
@@ -464,7 +485,12 @@ mod tests {
             // `narrow`: a few columns, `k` past one and two 64-byte steps.
             (2, 9, 130, 3, 2),
             (1, 5, 64, 1, 1),
+            // On four threads: two row blocks with their columns split, and
+            // six blocks over the threads.
+            (1, 70, 300, 200, 1),
+            (2, 130, 600, 33, 1),
         ];
+        let pool = crate::par::Pool::new(4).unwrap();
         for (batches, m, k, n, b_batches) in cases {
             for (at, bt) in [
                 (DType::U8, DType::I8),
@@ -514,20 +540,30 @@ mod tests {
                         fused: None,
                         g: g.clone(),
                     };
-                    let mut out = vec![0i32; batches * m * n];
                     let out_dims = [batches, m, n];
-                    let mut scratch = vec![0u8; kern.scratch_bytes()];
-                    let ins = [&a_t, &b_t, &za_t, &zb_t].map(TensorRef::of);
-                    let mut outs = [TensorMut {
-                        dtype: DType::I32,
-                        dims: &out_dims,
-                        bytes: bytemuck::cast_slice_mut(&mut out),
-                    }];
-                    kern.run(&ins, &mut outs, &mut scratch).unwrap();
-                    assert_eq!(
-                        out, want,
-                        "{batches}x{m}x{k}x{n} {at}x{bt} const={constant} vnni={vnni}"
-                    );
+                    let run = |pool: Option<&crate::par::Pool>| {
+                        let mut out = vec![0i32; batches * m * n];
+                        let mut scratch = vec![0u8; kern.scratch_bytes()];
+                        let ins = [&a_t, &b_t, &za_t, &zb_t].map(TensorRef::of);
+                        let mut outs = [TensorMut {
+                            dtype: DType::I32,
+                            dims: &out_dims,
+                            bytes: bytemuck::cast_slice_mut(&mut out),
+                        }];
+                        let mut go = || kern.run(&ins, &mut outs, &mut scratch).unwrap();
+                        match pool {
+                            Some(p) => p.install(go),
+                            None => go(),
+                        }
+                        out
+                    };
+                    for pool in [None, Some(&pool)] {
+                        assert_eq!(
+                            run(pool),
+                            want,
+                            "{batches}x{m}x{k}x{n} {at}x{bt} const={constant} vnni={vnni} pool={pool:?}"
+                        );
+                    }
                 }
             }
         }

@@ -396,6 +396,81 @@ mod avx512 {
     /// Partial sums of a vector of outputs, one per window row.
     const CHAINS: usize = 3;
 
+    /// A 3×3 maximum at stride 2, separably: each input row's maxima over
+    /// three columns at stride 2 once (every other input row is shared by
+    /// two windows), then three of those rows per output row, where the
+    /// window by taps permutes and compares nine strided vectors per output
+    /// vector. A NaN tap makes its output NaN, as in [`Max`].
+    ///
+    /// # Safety
+    /// As [`plane`]: `base` (rows of `cols`) holds every tap of the outputs
+    /// plus `SLACK` floats, which the strided loads here read no further
+    /// than the window's own do.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn max3s2(g: &Geom, base: *const f32, cols: usize, out: &mut [f32]) {
+        let [oh, ow] = g.output;
+        let width = ow.div_ceil(16) * 16;
+        // Three rows of column maxima, input row `i` at `(i % 3) * width`.
+        let mut rows = vec![0f32; 3 * width];
+        let at = |i: usize| (i % 3) * width;
+        if oh > 0 {
+            column_maxima(base, ow, rows.as_mut_ptr());
+        }
+        for r in 0..oh {
+            for i in [2 * r + 1, 2 * r + 2] {
+                column_maxima(base.add(i * cols), ow, rows.as_mut_ptr().add(at(i)));
+            }
+            let h = rows.as_ptr();
+            let [x, y, z] = [0, 1, 2].map(|t| h.add(at(2 * r + t)));
+            let orow = out.as_mut_ptr().add(r * ow);
+            let mut j = 0;
+            while j < ow {
+                let v = max3(
+                    _mm512_loadu_ps(x.add(j)),
+                    _mm512_loadu_ps(y.add(j)),
+                    _mm512_loadu_ps(z.add(j)),
+                );
+                let keep = lanes(ow - j);
+                if keep == 0xffff {
+                    _mm512_storeu_ps(orow.add(j), v);
+                } else {
+                    _mm512_mask_storeu_ps(orow.add(j), keep, v);
+                }
+                j += 16;
+            }
+        }
+    }
+
+    /// `dst[j] = max(line[2j], line[2j + 1], line[2j + 2])` for `j < n`,
+    /// sixteen at a time (lanes past `n` up to the next 16 are written too).
+    #[inline(always)]
+    unsafe fn column_maxima(line: *const f32, n: usize, dst: *mut f32) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let mut j = 0;
+        while j < n {
+            let at = line.add(2 * j);
+            let (a, b) = (_mm512_loadu_ps(at), _mm512_loadu_ps(at.add(16)));
+            let (c, d) = (_mm512_loadu_ps(at.add(2)), _mm512_loadu_ps(at.add(18)));
+            let v = max3(
+                _mm512_permutex2var_ps(a, even, b),
+                _mm512_permutex2var_ps(a, odd, b),
+                _mm512_permutex2var_ps(c, even, d),
+            );
+            _mm512_storeu_ps(dst.add(j), v);
+            j += 16;
+        }
+    }
+
+    /// The lane-wise maximum of three vectors; NaN where any of them is.
+    #[inline(always)]
+    unsafe fn max3(x: __m512, y: __m512, z: __m512) -> __m512 {
+        let m = _mm512_max_ps(_mm512_max_ps(x, y), z);
+        let bad =
+            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, y) | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(z, z);
+        _mm512_mask_blend_ps(bad, m, _mm512_set1_ps(f32::NAN))
+    }
+
     #[target_feature(enable = "avx512f,fma")]
     unsafe fn by_stride<W: Window>(
         g: &Geom,
@@ -426,6 +501,9 @@ mod avx512 {
         let base = data.as_ptr();
         match reduce {
             Reduce::Dot { w, bias, relu } => by_stride(g, base, cols, out, &Dot { w, bias, relu }),
+            Reduce::Max if g.kernel == [3, 3] && g.strides == [2, 2] && g.dilations == [1, 1] => {
+                max3s2(g, base, cols, out)
+            }
             Reduce::Max => by_stride(g, base, cols, out, &Max),
             Reduce::Mean { rows, cols: cs } => {
                 by_stride(g, base, cols, out, &Mean { rows, cols: cs })
