@@ -11,6 +11,13 @@
 //! That is what onnxruntime's spinning pool does, and what rayon's pool,
 //! used here before, did not (its workers sleep after a few yields).
 //!
+//! A split of `t` tasks over `n` threads wakes `w = min(t, n) - 1` workers
+//! (workers `1..=w`); they and the caller take tasks from one counter. The
+//! others do not touch the split, and a worker announces that it is inside
+//! one with a flag on a cache line of its own: on the lent 16-core Xeon,
+//! sixteen threads incrementing one shared count per split cost 5 us, most
+//! of a small step.
+//!
 //! A run with one thread, and every task of a split, runs its kernels
 //! sequentially: inside a task, or inside [`inline`], [`threads`] is 1, so
 //! nested splits run in place and no call waits on a thread that waits on it.
@@ -18,7 +25,7 @@
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -37,22 +44,27 @@ pub struct Pool {
     workers: Vec<JoinHandle<()>>,
 }
 
+/// A value alone on its cache lines (two: adjacent-line prefetch).
+#[repr(align(128))]
+struct Own<T>(T);
+
 /// What the caller and the workers share.
 struct Shared {
     /// The caller and its workers.
     threads: usize,
-    /// The job being handed out, or null; a `*const Job`.
+    /// The job of the current split, or null; a `*const Job`.
     slot: AtomicPtr<()>,
-    /// Bumped once per job; a worker that sees it change looks at `slot`.
-    epoch: AtomicU64,
-    /// Workers between reading `slot` and finishing with the job there.
-    busy: AtomicUsize,
+    /// `split << 32 | threads taking part`, bumped once per split.
+    signal: Own<AtomicU64>,
+    /// Per worker (index 1..threads; 0 is the caller's and unused): up from
+    /// before the worker reads `slot` until it is done with the job there.
+    busy: Box<[Own<AtomicBool>]>,
     /// Workers asleep on `wake`.
     sleeping: AtomicUsize,
     lock: Mutex<bool>,
     wake: Condvar,
-    /// One job at a time: runs of one session from several threads take turns
-    /// per split.
+    /// One split at a time: runs of one session from several threads take
+    /// turns per split.
     dispatch: Mutex<()>,
 }
 
@@ -86,12 +98,12 @@ impl Pool {
     /// A pool for `threads` threads in all: the caller and `threads - 1`
     /// workers.
     pub fn new(threads: usize) -> std::io::Result<Pool> {
-        let threads = threads.max(1);
+        let threads = threads.clamp(1, u32::MAX as usize);
         let shared = Arc::new(Shared {
             threads,
             slot: AtomicPtr::new(std::ptr::null_mut()),
-            epoch: AtomicU64::new(0),
-            busy: AtomicUsize::new(0),
+            signal: Own(AtomicU64::new(0)),
+            busy: (0..threads).map(|_| Own(AtomicBool::new(false))).collect(),
             sleeping: AtomicUsize::new(0),
             lock: Mutex::new(false),
             wake: Condvar::new(),
@@ -105,7 +117,7 @@ impl Pool {
             let shared = shared.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("rlx-cpu-{i}"))
-                .spawn(move || worker(&shared))?;
+                .spawn(move || worker(&shared, i))?;
             pool.workers.push(handle);
         }
         Ok(pool)
@@ -149,19 +161,22 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-/// A worker: waits for a new epoch (spinning, then asleep), works on the job
-/// in the slot, and waits again.
-fn worker(shared: &Shared) {
+/// Worker `me`: waits for the next split (spinning, then asleep) and, when
+/// it takes part, raises its flag, works on the job in the slot, and lowers
+/// the flag.
+fn worker(shared: &Shared, me: usize) {
     INLINE.with(|c| c.set(true));
-    let mut seen = shared.epoch.load(SeqCst);
+    let split = |signal: u64| signal >> 32;
+    // Splits are numbered from 1: one published before this thread got
+    // here is still to be seen.
+    let mut seen = 0;
     loop {
         let start = Instant::now();
         let mut spins = 0u32;
-        loop {
-            let now = shared.epoch.load(SeqCst);
-            if now != seen {
-                seen = now;
-                break;
+        let signal = loop {
+            let now = shared.signal.0.load(SeqCst);
+            if split(now) != seen {
+                break now;
             }
             spins = spins.wrapping_add(1);
             if spins % 64 != 0 {
@@ -176,26 +191,28 @@ fn worker(shared: &Shared) {
             }
             let mut stop = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
             shared.sleeping.fetch_add(1, SeqCst);
-            while !*stop && shared.epoch.load(SeqCst) == seen {
+            while !*stop && split(shared.signal.0.load(SeqCst)) == seen {
                 stop = shared.wake.wait(stop).unwrap_or_else(|e| e.into_inner());
             }
             shared.sleeping.fetch_sub(1, SeqCst);
             if *stop {
                 return;
             }
-            drop(stop);
-            seen = shared.epoch.load(SeqCst);
-            break;
+            break shared.signal.0.load(SeqCst);
+        };
+        seen = split(signal);
+        if me < (signal & u64::from(u32::MAX)) as usize {
+            let flag = &shared.busy[me].0;
+            flag.store(true, SeqCst);
+            let job = shared.slot.load(SeqCst) as *const Job;
+            if !job.is_null() {
+                // SAFETY: the caller keeps the job alive until it has taken
+                // it out of the slot and seen every flag down; this worker
+                // raised its flag before reading the slot.
+                unsafe { (*job).work() };
+            }
+            flag.store(false, SeqCst);
         }
-        shared.busy.fetch_add(1, SeqCst);
-        let job = shared.slot.load(SeqCst) as *const Job;
-        if !job.is_null() {
-            // SAFETY: the caller keeps the job alive until it has taken it
-            // out of the slot and seen `busy` at zero; this worker counted
-            // itself in `busy` before reading the slot.
-            unsafe { (*job).work() };
-        }
-        shared.busy.fetch_sub(1, SeqCst);
     }
 }
 
@@ -241,6 +258,7 @@ pub fn for_each(tasks: usize, f: impl Fn(usize) + Sync) {
     // SAFETY: `install` keeps the pool alive while it is current.
     let shared = unsafe { &*pool };
     let _turn = shared.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+    let width = tasks.min(shared.threads);
     let job = Job {
         f: &f,
         tasks,
@@ -248,20 +266,21 @@ pub fn for_each(tasks: usize, f: impl Fn(usize) + Sync) {
         panic: Mutex::new(None),
     };
     shared.slot.store(&job as *const Job as *mut (), SeqCst);
-    shared.epoch.fetch_add(1, SeqCst);
-    let asleep = shared.sleeping.load(SeqCst);
-    if asleep > 0 {
+    let split = (shared.signal.0.load(SeqCst) >> 32) + 1;
+    shared.signal.0.store(split << 32 | width as u64, SeqCst);
+    if shared.sleeping.load(SeqCst) > 0 {
         let _lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-        if tasks - 1 >= asleep {
-            shared.wake.notify_all();
-        } else {
-            (1..tasks).for_each(|_| shared.wake.notify_one());
-        }
+        shared.wake.notify_all();
     }
     inline(|| job.work());
     shared.slot.store(std::ptr::null_mut(), SeqCst);
-    while shared.busy.load(SeqCst) != 0 {
-        std::hint::spin_loop();
+    // Every worker's flag, not only this split's: one still on an earlier
+    // split may have read the slot after this job went in. A flag that is
+    // down stays in this core's cache; only those that moved cost a miss.
+    for flag in &shared.busy[1..] {
+        while flag.0.load(SeqCst) {
+            std::hint::spin_loop();
+        }
     }
     let panic = job.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(p) = panic {
@@ -424,6 +443,48 @@ mod tests {
             assert_eq!(b.iter().filter(|&&x| x == 3).count(), 10);
             assert_eq!(map(5, |i| i * i), [0, 1, 4, 9, 16]);
             assert_eq!(join(|| 1, || "b"), (1, "b"));
+        });
+    }
+
+    /// What a split costs: empty tasks handed to awake workers, and the
+    /// same after a pause longer than [`SPIN`]. A measurement, not a check
+    /// (`cargo test --release -p rlx-cpu --lib dispatch_cost -- --ignored
+    /// --nocapture`).
+    #[test]
+    #[ignore = "prints timings; run by hand on the machine in question"]
+    fn dispatch_cost() {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let pool = Pool::new(threads).unwrap();
+        pool.install(|| {
+            let n = AtomicUsize::new(0);
+            for tasks in [2, threads, 4 * threads] {
+                for _ in 0..100 {
+                    for_each(tasks, |_| {
+                        n.fetch_add(1, SeqCst);
+                    });
+                }
+                let runs = 10_000;
+                let t = Instant::now();
+                for _ in 0..runs {
+                    for_each(tasks, |_| {
+                        n.fetch_add(1, SeqCst);
+                    });
+                }
+                let awake = t.elapsed() / runs;
+                let mut asleep = Duration::ZERO;
+                for _ in 0..20 {
+                    std::thread::sleep(SPIN * 3);
+                    let t = Instant::now();
+                    for_each(tasks, |_| {
+                        n.fetch_add(1, SeqCst);
+                    });
+                    asleep += t.elapsed();
+                }
+                println!(
+                    "{threads} threads, {tasks} tasks: {awake:?} per split awake, {:?} after sleeping",
+                    asleep / 20
+                );
+            }
         });
     }
 

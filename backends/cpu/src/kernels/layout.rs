@@ -25,9 +25,10 @@ pub fn broadcast_strides(input: &[usize], out: &[usize]) -> Vec<usize> {
 pub const PAR_MIN: usize = 1 << 15;
 
 /// Elements per task when `len` elements of cheap work split over the
-/// threads: a few tasks per thread, none tiny.
+/// threads: two tasks per thread (each task handed out costs a contended
+/// increment), none tiny.
 pub fn per_task(len: usize) -> usize {
-    len.div_ceil(4 * crate::par::threads()).max(PAR_MIN / 16)
+    len.div_ceil(2 * crate::par::threads()).max(PAR_MIN / 16)
 }
 
 /// Calls `f(offsets, out_range)` for each chunk of rows of the innermost dim:
@@ -95,11 +96,12 @@ pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
 
 /// [`par_fill`] for outputs that each cost `cost` elements of work (a
 /// reduction over `cost` values): split when the total work is large, in jobs
-/// of about `PAR_MIN / 4` elements of work, however few the outputs.
+/// of at least `PAR_MIN / 4` elements of work (however few the outputs) and
+/// at most two per thread.
 pub fn par_fill_costly<T: Send>(out: &mut [T], cost: usize, f: impl Fn(usize) -> T + Sync) {
     let cost = cost.max(1);
     if out.len() > 1 && out.len().saturating_mul(cost) >= PAR_MIN && crate::par::parallel() {
-        let per = (PAR_MIN / 4 / cost).max(1);
+        let per = (PAR_MIN / 4 / cost).max(out.len().div_ceil(2 * crate::par::threads()));
         crate::par::chunks_mut(out, per, |c, o| {
             for (k, v) in o.iter_mut().enumerate() {
                 *v = f(c * per + k);

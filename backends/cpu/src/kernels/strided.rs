@@ -67,8 +67,7 @@ pub fn strided_copy<T: Copy + Send + Sync>(
             let o = row_offset(r, &dims, &st, base) as usize;
             out.copy_from_slice(&src[o..o + inner]);
         };
-        // Rows of at least a few KiB each, so short rows do not make short jobs.
-        let per = (4096 / (inner * std::mem::size_of::<T>()).max(1)).max(1) * inner;
+        let per = rows_per_task::<T>(dst.len(), inner);
         chunks(dst, per, parallel, |c, out| {
             for (k, r) in out.chunks_mut(inner).enumerate() {
                 row(c * (per / inner) + k, r);
@@ -80,7 +79,7 @@ pub fn strided_copy<T: Copy + Send + Sync>(
         transposed(src, base, &dims, &st, a, dst, parallel);
         return;
     }
-    let per = (4096 / (inner * std::mem::size_of::<T>()).max(1)).max(1) * inner;
+    let per = rows_per_task::<T>(dst.len(), inner);
     chunks(dst, per, parallel, |c, out| {
         for (k, row) in out.chunks_mut(inner).enumerate() {
             let off = row_offset(c * (per / inner) + k, &dims, &st, base);
@@ -89,6 +88,16 @@ pub fn strided_copy<T: Copy + Send + Sync>(
             }
         }
     });
+}
+
+/// Elements per task of a copy by rows of `inner`: whole rows, at least a few
+/// KiB (short rows make no short jobs) and at most two tasks per thread (each
+/// task handed out costs a contended increment).
+fn rows_per_task<T>(len: usize, inner: usize) -> usize {
+    let inner = inner.max(1);
+    let kib = (4096 / (inner * std::mem::size_of::<T>()).max(1)).max(1);
+    let share = len.div_ceil(inner).div_ceil(2 * crate::par::threads());
+    kib.max(share) * inner
 }
 
 /// Runs `f(chunk index, chunk)` over `dst` in chunks of `per` elements, on the
