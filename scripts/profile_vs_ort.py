@@ -34,12 +34,8 @@ def model_and_inputs(target):
     return target, None
 
 
-def ort_profile(path, data, threads, runs, top):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort_profile")
-    session = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+def ort_feeds(session, data):
+    """The session's inputs from `data`'s input_N.pb where there is one, else floats in [-1, 1)."""
     feeds = {}
     for k, i in enumerate(session.get_inputs()):
         pb = os.path.join(data, f"input_{k}.pb") if data else ""
@@ -48,6 +44,16 @@ def ort_profile(path, data, threads, runs, top):
             continue
         shape = [d if isinstance(d, int) else 1 for d in i.shape]
         feeds[i.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    return feeds
+
+
+def ort_profile(path, data, threads, runs, top):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort_profile")
+    session = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    feeds = ort_feeds(session, data)
     for _ in range(runs):
         session.run(None, feeds)
     events = json.load(open(session.end_profiling()))

@@ -15,9 +15,9 @@ import subprocess
 import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
-from onnx import numpy_helper
+
+from profile_vs_ort import ort_feeds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,14 +36,7 @@ def ort_median(path, data, threads, spin):
     so.intra_op_num_threads = threads
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     session = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    feeds = {}
-    for k, i in enumerate(session.get_inputs()):
-        pb = os.path.join(data, f"input_{k}.pb") if data else ""
-        if os.path.exists(pb):
-            feeds[i.name] = numpy_helper.to_array(onnx.load_tensor(pb))
-            continue
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    feeds = ort_feeds(session, data)
     for _ in range(5):
         session.run(None, feeds)
     times = []

@@ -183,24 +183,13 @@ pub fn gemm_panels(
     use_vnni: bool,
     epi: Option<&Epilogue>,
 ) {
-    let k4 = k_groups(b.k);
     let width = (panels.end * PANEL)
         .min(b.n)
         .saturating_sub(panels.start * PANEL);
     assert!(
-        panels.end <= b.n.div_ceil(PANEL)
-            && a.len() >= m * k4
+        operands_fit(a, m, b, &panels, epi)
             && ldc >= width
             && (m == 0 || c.len() >= (m - 1) * ldc + width)
-            && epi.is_none_or(|e| {
-                e.row_sums.len() >= m
-                    && (e.za.len() == 1 || e.za.len() >= m)
-                    && e.col_terms.len() >= b.n
-                    && e.zb.len() >= b.n
-                    && e.float.as_ref().is_none_or(|f| {
-                        f.scale.len() >= b.n && f.bias.is_none_or(|v| v.len() >= b.n)
-                    })
-            })
     );
     #[cfg(target_arch = "x86_64")]
     if use_vnni {
@@ -215,6 +204,28 @@ pub fn gemm_panels(
     if let Some(e) = epi {
         e.finish_rows(m, c, ldc, col0, width);
     }
+}
+
+/// Whether `a` (`m` packed rows), the panels and the epilogue's per-row and
+/// per-column terms hold what a product over `panels` reads.
+fn operands_fit(
+    a: &[u8],
+    m: usize,
+    b: &PackedB,
+    panels: &std::ops::Range<usize>,
+    epi: Option<&Epilogue>,
+) -> bool {
+    panels.end <= b.n.div_ceil(PANEL)
+        && a.len() >= m * k_groups(b.k)
+        && epi.is_none_or(|e| {
+            e.row_sums.len() >= m
+                && (e.za.len() == 1 || e.za.len() >= m)
+                && e.col_terms.len() >= b.n
+                && e.zb.len() >= b.n
+                && e.float
+                    .as_ref()
+                    .is_none_or(|f| f.scale.len() >= b.n && f.bias.is_none_or(|v| v.len() >= b.n))
+        })
 }
 
 /// [`gemm_panels`] on the VNNI path into `c`, which points at the output's
@@ -236,19 +247,7 @@ pub unsafe fn gemm_panels_into(
     ldc: usize,
     epi: Option<&Epilogue>,
 ) {
-    assert!(
-        panels.end <= b.n.div_ceil(PANEL)
-            && a.len() >= m * k_groups(b.k)
-            && epi.is_none_or(|e| {
-                e.row_sums.len() >= m
-                    && (e.za.len() == 1 || e.za.len() >= m)
-                    && e.col_terms.len() >= b.n
-                    && e.zb.len() >= b.n
-                    && e.float.as_ref().is_none_or(|f| {
-                        f.scale.len() >= b.n && f.bias.is_none_or(|v| v.len() >= b.n)
-                    })
-            })
-    );
+    assert!(operands_fit(a, m, b, &panels, epi));
     // SAFETY: as the caller promises; the operands are checked above.
     unsafe { vnni_gemm(a, m, b, panels, c, ldc, epi) }
 }
