@@ -163,7 +163,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--opt-level", default="2")
-    ap.add_argument("--models", default="")
+    ap.add_argument("--models", default="", help="comma-separated parts of model names (light_squeezenet, corpus_yolo26n, ...)")
     ap.add_argument("--corpus", action="store_true", help="also the real-model corpus (.cache/corpus, from scripts/corpus/fetch.py)")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads of both")
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "rlx-onnx"))
@@ -179,7 +179,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         suites = [models(), recurrent(tmp), int8_ffn(tmp)] + ([corpus()] if args.corpus else [])
         for name, path, feeds in (case for suite in suites for case in suite):
-            if wanted and name not in wanted:
+            if wanted and not any(w in name for w in wanted):
                 continue
             o, r = [], []
             for _ in range(args.rounds):
@@ -189,6 +189,8 @@ def main():
             ratios.append(rm / om)
             print(f"{name:<24} {om:>10.3f} {rm:>10.3f} {rm / om:>8.3f}")
             sys.stdout.flush()
+    if not ratios:
+        sys.exit("no model matched --models")
     print(f"{'geometric mean':<24} {'':>10} {'':>10} {math.exp(sum(map(math.log, ratios)) / len(ratios)):>8.3f}")
 
 

@@ -10,7 +10,7 @@ use rlx_cpu::tensor::TensorRef;
 use rlx_cpu::{PlannedExecutable, Schedule};
 use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
 use rlx_ir::{Graph, Tensor, Weights};
-use rlx_passes::plan_memory;
+use rlx_passes::{plan_memory, plan_memory_with, MemoryOptions};
 
 use crate::compile::{run_passes, CompiledModel, Fallback, Precision, Target};
 use crate::error::{Error, InputError, Result};
@@ -524,7 +524,12 @@ impl Session {
                 cache: BodyCache::new(self.model.limits.run_limits()),
             });
         }
-        let mem = plan_memory(&g)?;
+        // The CPU schedule skips concatenations whose inputs are written in
+        // place; the GPU plans run every node.
+        let opts = MemoryOptions {
+            concat_in_place: target == Target::Cpu,
+        };
+        let mem = plan_memory_with(&g, &opts)?;
         self.model.limits.check_arena(mem.arena_bytes)?;
         match target {
             Target::Wgpu => {

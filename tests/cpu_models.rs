@@ -220,14 +220,18 @@ fn memory_plans_never_overlap_live_tensors() {
             // runs such a graph, without a memory plan.
             continue;
         }
-        let plan = rlx_onnx::passes::plan_memory(&g).unwrap();
-        plan.check_no_overlap()
-            .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
-        assert!(
-            plan.arena_bytes <= plan.total_bytes.next_multiple_of(64) * 2,
-            "{}",
-            case.display()
-        );
+        // As the GPU backends plan, and as the CPU one does (concatenations in place).
+        for concat_in_place in [false, true] {
+            let opts = rlx_onnx::passes::MemoryOptions { concat_in_place };
+            let plan = rlx_onnx::passes::plan_memory_with(&g, &opts).unwrap();
+            plan.check_no_overlap()
+                .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+            assert!(
+                plan.arena_bytes <= plan.total_bytes.next_multiple_of(64) * 2,
+                "{}",
+                case.display()
+            );
+        }
     }
 }
 

@@ -42,5 +42,5 @@ mod tests;
 pub use manager::{
     verify_by_default, OptLevel, Pass, PassContext, PassError, PassManager, UnsupportedNode,
 };
-pub use memory::{plan_memory, MemoryPlan, Slot};
+pub use memory::{plan_memory, plan_memory_with, MemoryOptions, MemoryPlan, Slot};
 pub use target::{Backend, Evaluator, Reason};

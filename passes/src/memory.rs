@@ -6,8 +6,16 @@
 //! Offsets are assigned greedily, largest buffer first, at the lowest aligned
 //! offset that no time-overlapping buffer occupies (the TFLite "greedy by size"
 //! strategy). Constants and weights are not in the arena.
+//!
+//! With [`MemoryOptions::concat_in_place`], a concatenation whose inputs are
+//! consecutive pieces of its output (everything before the axis of size 1,
+//! as the channels of one image are) has its inputs written there by their
+//! producers: each input is a piece of the concatenation's buffer, which
+//! lives from the first piece's definition on, and the concatenation itself
+//! is [`MemoryPlan::in_place`], no step. A piece may itself be such a
+//! concatenation (DenseNet's growing blocks nest so), at the sum of offsets.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use rlx_ir::{Graph, NodeId, Op, Value};
@@ -33,12 +41,24 @@ pub struct Buffer {
     pub last: usize,
 }
 
+/// What the planner may do beyond giving every written value a buffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// Place a concatenation's inputs in its output where they are
+    /// consecutive pieces of it, and list it in [`MemoryPlan::in_place`]: a
+    /// backend that plans with this skips those nodes.
+    pub concat_in_place: bool,
+}
+
 /// The memory plan of a concrete graph in a given schedule order.
 #[derive(Debug, Clone)]
 pub struct MemoryPlan {
     pub order: Vec<NodeId>,
     pub slots: HashMap<Value, Slot>,
     pub buffers: Vec<Buffer>,
+    /// Concatenations whose inputs their producers wrote in place (see
+    /// [`MemoryOptions::concat_in_place`]): nothing is left to run for them.
+    pub in_place: HashSet<NodeId>,
     /// Arena size: the peak of simultaneously live bytes after packing.
     pub arena_bytes: usize,
     /// Sum of all buffer sizes (what one slot per tensor would need).
@@ -70,8 +90,77 @@ pub fn plan_memory(g: &Graph) -> Result<MemoryPlan, PlanError> {
     plan_memory_in(g, order)
 }
 
+/// Plans `g` in its canonical topological order, with `opts`.
+pub fn plan_memory_with(g: &Graph, opts: &MemoryOptions) -> Result<MemoryPlan, PlanError> {
+    let order = g
+        .topo_order()
+        .map_err(|e| PlanError::Graph(e.to_string()))?;
+    plan_memory_in_with(g, order, opts)
+}
+
 /// Plans `g` for the schedule `order` (every node once, inputs first).
 pub fn plan_memory_in(g: &Graph, order: Vec<NodeId>) -> Result<MemoryPlan, PlanError> {
+    plan_memory_in_with(g, order, &MemoryOptions::default())
+}
+
+/// The concatenations of `order` that can take their inputs in place, and
+/// where: each piece's root buffer -> (the concatenation's value, byte
+/// offset in it). A concatenation qualifies when every input is a distinct
+/// value with a buffer of its own (not a constant, a view or a piece of
+/// another concatenation) and the inputs are consecutive in the output.
+fn concat_pieces(
+    g: &Graph,
+    order: &[NodeId],
+    root: &HashMap<Value, Value>,
+) -> (HashMap<Value, (Value, usize)>, HashSet<NodeId>) {
+    let mut pieces: HashMap<Value, (Value, usize)> = HashMap::new();
+    let mut in_place = HashSet::new();
+    let outputs: HashSet<Value> = g.outputs().iter().map(|o| o.value).collect();
+    for &id in order {
+        let node = g.node(id);
+        let Op::Concat(c) = &node.op else { continue };
+        let Some(dims) = node.outputs[0].shape.as_known() else {
+            continue;
+        };
+        let rank = dims.len() as i64;
+        let axis = if c.axis < 0 { c.axis + rank } else { c.axis };
+        if !(0..rank).contains(&axis) || dims[..axis as usize].iter().product::<usize>() != 1 {
+            continue;
+        }
+        let ins = g.inputs_of(id);
+        let mut seen = HashSet::new();
+        let own = |v: &Value| {
+            root.get(v) == Some(v)
+                && !pieces.contains_key(v)
+                && !outputs.contains(v)
+                && !matches!(g.node(v.node).op, Op::Input(_))
+        };
+        if !ins.iter().all(|v| own(v) && seen.insert(*v)) {
+            continue;
+        }
+        let Some(sizes) = ins
+            .iter()
+            .map(|v| g.ty(*v).byte_size())
+            .collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        let mut at = 0;
+        for (v, bytes) in ins.iter().zip(sizes) {
+            pieces.insert(*v, (Value::of(id), at));
+            at += bytes;
+        }
+        in_place.insert(id);
+    }
+    (pieces, in_place)
+}
+
+/// [`plan_memory_in`] with `opts`.
+pub fn plan_memory_in_with(
+    g: &Graph,
+    order: Vec<NodeId>,
+    opts: &MemoryOptions,
+) -> Result<MemoryPlan, PlanError> {
     let step: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     // Root buffer of every value: views resolve to their input's root.
     let mut root: HashMap<Value, Value> = HashMap::new();
@@ -124,9 +213,30 @@ pub fn plan_memory_in(g: &Graph, order: Vec<NodeId>) -> Result<MemoryPlan, PlanE
             }
         }
     }
+    let (pieces, in_place) = if opts.concat_in_place {
+        concat_pieces(g, &order, &root)
+    } else {
+        Default::default()
+    };
+    // The buffer a root lives in (itself, or a concatenation it is a piece
+    // of), and its byte offset there.
+    let place = |r: Value| {
+        let (mut at, mut offset) = (r, 0);
+        while let Some(&(c, o)) = pieces.get(&at) {
+            at = c;
+            offset += o;
+        }
+        (at, offset)
+    };
+    // A concatenation's buffer lives as long as any of its pieces.
+    let mut lives: HashMap<Value, (usize, usize)> = HashMap::new();
+    for (&r, &(first, last)) in &interval {
+        let span = lives.entry(place(r).0).or_insert((first, last));
+        *span = (span.0.min(first), span.1.max(last));
+    }
     // Sizes.
     let mut roots: Vec<(Value, usize, usize, usize)> = Vec::new();
-    for (&r, &(first, last)) in &interval {
+    for (&r, &(first, last)) in &lives {
         let node = g.node(r.node);
         let bytes = node.outputs[usize::from(r.port)]
             .byte_size()
@@ -163,10 +273,11 @@ pub fn plan_memory_in(g: &Graph, order: Vec<NodeId>) -> Result<MemoryPlan, PlanE
         let bytes = g.node(r.node).outputs[usize::from(r.port)]
             .byte_size()
             .unwrap_or(0);
+        let (buffer, within) = place(r);
         slots.insert(
             v,
             Slot::Arena {
-                offset: offsets[&r],
+                offset: offsets[&buffer] + within,
                 bytes,
             },
         );
@@ -187,6 +298,7 @@ pub fn plan_memory_in(g: &Graph, order: Vec<NodeId>) -> Result<MemoryPlan, PlanE
         order,
         slots,
         buffers,
+        in_place,
         arena_bytes,
         total_bytes,
     })

@@ -81,6 +81,9 @@ impl Schedule {
 /// A complete CPU schedule.
 pub struct Schedule {
     pub steps: Vec<Step>,
+    /// Concatenations whose inputs were written in place (see
+    /// [`rlx_passes::MemoryOptions::concat_in_place`]): no step runs them.
+    pub in_place: Vec<String>,
     /// Arena slot of each graph input (in input order).
     pub input_slots: Vec<Option<Slot>>,
     pub output_names: Vec<String>,
@@ -124,6 +127,7 @@ pub fn plan_with(
 ) -> Result<Schedule, RunError> {
     let mut consts = HashMap::new();
     let mut steps = Vec::new();
+    let mut in_place = Vec::new();
     for &id in &mem.order {
         let node = g.node(id);
         match &node.op {
@@ -140,6 +144,10 @@ pub fn plan_with(
                 continue;
             }
             op if is_view(op) => continue,
+            _ if mem.in_place.contains(&id) => {
+                in_place.push(node.name.clone());
+                continue;
+            }
             _ => {}
         }
         let ins = g.inputs_of(id);
@@ -195,6 +203,7 @@ pub fn plan_with(
         .unwrap_or(0);
     Ok(Schedule {
         steps,
+        in_place,
         input_slots,
         output_names,
         outputs,
@@ -243,6 +252,9 @@ impl fmt::Display for Schedule {
                 outs.join(", "),
                 s.origin.join(", ")
             )?;
+        }
+        for name in &self.in_place {
+            writeln!(f, "  concat {name}: inputs written in place")?;
         }
         for (n, o) in self.output_names.iter().zip(&self.outputs) {
             writeln!(f, "  output {n:?} = {o}")?;

@@ -5,6 +5,7 @@
 mod fusion;
 mod generic;
 mod loops;
+mod memory;
 
 use rlx_ir::text::{parse_graph, print_graph};
 use rlx_ir::{Graph, Node, Op, TensorType, Weights};

@@ -418,6 +418,9 @@ mod avx512 {
         if part.mask == u16::MAX {
             return _mm512_loadu_ps(src.add(part.col));
         }
+        if is_prefix(part.mask) {
+            return _mm512_maskz_loadu_ps(part.mask, src.add(part.col));
+        }
         let packed = _mm512_maskz_loadu_ps(prefix(part.mask.count_ones()), src.add(part.col));
         _mm512_maskz_expand_ps(part.mask, packed)
     }
@@ -429,11 +432,19 @@ mod avx512 {
         if part.mask == u16::MAX {
             return _mm512_storeu_ps(dst.add(part.col), v);
         }
-        if part.mask == 0 {
-            return;
+        if is_prefix(part.mask) {
+            // Nothing to compress (also no lane at all).
+            return _mm512_mask_storeu_ps(dst.add(part.col), part.mask, v);
         }
         let packed = _mm512_maskz_compress_ps(part.mask, v);
         _mm512_mask_storeu_ps(dst.add(part.col), prefix(part.mask.count_ones()), packed);
+    }
+
+    /// Whether `mask` keeps the first lanes only: then its kept lanes are
+    /// already consecutive.
+    #[inline(always)]
+    fn is_prefix(mask: u16) -> bool {
+        mask & mask.wrapping_add(1) == 0
     }
 
     #[inline(always)]
