@@ -59,6 +59,8 @@ pub fn available() -> bool {
 thread_local! {
     /// The bordered copy of one input plane.
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Rows of column maxima of a separable 3×3 maximum.
+    static MAXIMA: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Floats read past the bordered plane by a row's last vector: the second
@@ -408,10 +410,30 @@ mod avx512 {
     /// than the window's own do.
     #[target_feature(enable = "avx512f")]
     unsafe fn max3s2(g: &Geom, base: *const f32, cols: usize, out: &mut [f32]) {
-        let [oh, ow] = g.output;
+        let ow = g.output[1];
         let width = ow.div_ceil(16) * 16;
-        // Three rows of column maxima, input row `i` at `(i % 3) * width`.
-        let mut rows = vec![0f32; 3 * width];
+        // Three rows of column maxima, input row `i` at `(i % 3) * width`
+        // (this thread's, kept from plane to plane).
+        super::MAXIMA.with_borrow_mut(|rows| {
+            rows.resize(rows.len().max(3 * width), 0.0);
+            max3s2_rows(g, base, cols, out, rows, width)
+        })
+    }
+
+    /// [`max3s2`] with its rows of column maxima in `rows`.
+    ///
+    /// # Safety
+    /// As [`max3s2`]; `rows` holds three rows of `width`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn max3s2_rows(
+        g: &Geom,
+        base: *const f32,
+        cols: usize,
+        out: &mut [f32],
+        rows: &mut [f32],
+        width: usize,
+    ) {
+        let [oh, ow] = g.output;
         let at = |i: usize| (i % 3) * width;
         if oh > 0 {
             column_maxima(base, ow, rows.as_mut_ptr());
