@@ -1,5 +1,6 @@
 //! MatMul and FusedMatMul (bias + activation epilogue). Floats go through the
-//! `gemm` crate (f16/bf16 via f32 in scratch); integers use a wrapping loop.
+//! `gemm` crate (f16/bf16 via f32 in scratch), or for f32 against constant
+//! weights through [`PackedW`]; integers use a wrapping loop.
 //! A batched left operand against a 2-D right one is one flat product.
 
 use half::{bf16, f16};
@@ -8,7 +9,9 @@ use rlx_ir::{DType, Op};
 
 use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::layout::{broadcast_into, broadcast_strides, offset_of, par_rows};
+use super::microkernel::Shape;
 use super::num::{Comp, Int};
+use super::weights_gemm::PackedW;
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -97,6 +100,18 @@ struct MatMulKernel {
     /// A constant i32 `b` in f32 with its largest magnitude, for the exact
     /// float paths of integer products (see [`MatMulKernel::run_i32`]).
     b_f32: Option<(Vec<f32>, f64)>,
+    /// A constant f32 `b` packed for the microkernels, where that pays.
+    packed_b: Option<PackedW>,
+}
+
+/// Whether a product of `rows` rows against constant `b` (k×n) goes through
+/// [`PackedW`]: deep enough that packing `X` is small beside the product,
+/// and `n` close to a multiple of the tile width (measured against the
+/// `gemm` crate, `weights_gemm::speed`: 1.1x faster on an LSTM's and a BERT
+/// FFN's products, slower where a narrow last panel wastes a tenth).
+fn packs_b(rows: usize, k: usize, n: usize) -> bool {
+    let nr = Shape::for_product(rows.max(1), n).nr();
+    rows >= 2 && k >= 128 && n.div_ceil(nr) * nr * 20 <= n * 21
 }
 
 /// Sums of products below this magnitude are exact in f64.
@@ -144,6 +159,20 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             .filter(|(_, max)| *max < F32_EXACT),
         _ => None,
     };
+    let rows = g.batches() * g.m;
+    let packed_b = match spec.consts.get(1) {
+        Some(Some(t))
+            if dtype == DType::F32
+                && g.folds_into_rows()
+                && spec.in_dims(1).len() == 2
+                && packs_b(rows, g.k, g.n) =>
+        {
+            t.as_slice::<f32>()
+                .ok()
+                .and_then(|b| PackedW::new(b, g.k, g.n, (g.n, 1), rows))
+        }
+        _ => None,
+    };
     Ok(Box::new(MatMulKernel {
         dtype,
         g,
@@ -151,6 +180,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         bias_dims: bias.then(|| spec.in_dims(2)),
         out_dims: spec.out_dims(0),
         b_f32,
+        packed_b,
     }))
 }
 
@@ -166,8 +196,13 @@ impl Kernel for MatMulKernel {
         } else {
             String::new()
         };
+        let packed = if self.packed_b.is_some() {
+            " weights packed"
+        } else {
+            ""
+        };
         format!(
-            "matmul.{} {}x[{}x{}x{}]{fused}",
+            "matmul.{} {}x[{}x{}x{}]{fused}{packed}",
             self.dtype,
             g.batches(),
             g.m,
@@ -230,6 +265,25 @@ impl MatMulKernel {
             }
             _ => false,
         };
+        if let (Some(packed), true) = (&self.packed_b, self.dtype == DType::F32) {
+            // Constant weights packed when the kernel was built; ReLU goes
+            // with the stores, any other activation after.
+            let (x, y) = (
+                bytemuck::cast_slice::<T, f32>(a),
+                bytemuck::cast_slice_mut::<T, f32>(out),
+            );
+            let relu = matches!(self.act, Activation::Relu);
+            let act = if relu {
+                Activation::Relu
+            } else {
+                Activation::None
+            };
+            packed.product(x, g.batches() * g.m, y, accumulate, act);
+            if !relu {
+                activate(self.act, out);
+            }
+            return Ok(());
+        }
         if g.folds_into_rows() && g.batches() * g.m == 1 && self.dtype == DType::F32 {
             // One row: a vector-matrix product, split over columns.
             let (x, w) = (

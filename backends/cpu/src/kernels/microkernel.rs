@@ -190,7 +190,7 @@ pub unsafe fn run<A: Panel, B: Panel>(shape: Shape, kc: usize, a: &A, b: &B, til
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use avx512::activate;
+pub(crate) use avx512::{activate, transpose16};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -365,7 +365,7 @@ mod avx512 {
 
     /// The transpose of a 16×16 block: `out[j]` lane `i` is `rows[i]` lane `j`.
     #[inline(always)]
-    pub(super) unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    pub(crate) unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
         let pd = _mm512_castps_pd;
         let ps = _mm512_castpd_ps;
         // Pairs of rows interleaved by element, then by pairs of elements:

@@ -51,6 +51,7 @@ pub mod tensor_scatter;
 pub mod tfidf;
 pub mod tree;
 pub mod vmath;
+pub mod weights_gemm;
 pub mod window2d;
 
 use rlx_ir::{Node, Op, TensorType};

@@ -245,6 +245,10 @@ struct RecurrentKernel {
 pub(super) struct Prepared {
     /// `[input, gates*hidden]` per direction; empty when W is not constant.
     pub w_t: Vec<Vec<f32>>,
+    /// W per direction packed as the right operand of the projection
+    /// ([`super::weights_gemm`]); empty when W is not constant or the CPU
+    /// has no AVX-512 (then `w_t` serves).
+    pub w_packed: Vec<super::weights_gemm::PackedW>,
     /// A quantized layer's W and R as integers in f32, when constant.
     pub w_int: Option<Vec<f32>>,
     pub r_int: Option<Vec<f32>>,
@@ -291,7 +295,16 @@ fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
         w_int = ints(1, wz);
         r_int = ints(2, rz);
     }
+    let steps = spec.in_dims(0).iter().take(2).product::<usize>();
+    let w_packed = match (&w_int, constant(1)) {
+        (Some(w), Some(t)) => packed_w(w, t.dims(), steps),
+        (None, Some(t)) if !rc.quantized => t
+            .as_slice::<f32>()
+            .map_or_else(|_| Vec::new(), |w| packed_w(w, t.dims(), steps)),
+        _ => Vec::new(),
+    };
     let w_t = match (&w_int, constant(1)) {
+        _ if !w_packed.is_empty() => Vec::new(),
         (Some(w), Some(t)) => transposed(w, t.dims()),
         (None, Some(t)) if !rc.quantized => t
             .as_slice::<f32>()
@@ -311,10 +324,29 @@ fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
     };
     Prepared {
         w_t,
+        w_packed,
         w_int,
         r_int,
         packed: packed.unwrap_or_default(),
     }
+}
+
+/// `W [dirs, gh, input]` per direction as the right operand of the
+/// projection of `steps` rows; empty unless every direction packs.
+fn packed_w(w: &[f32], dims: &[usize], steps: usize) -> Vec<super::weights_gemm::PackedW> {
+    let &[dirs, gh, input] = dims else {
+        return Vec::new();
+    };
+    if w.len() != dirs * gh * input {
+        return Vec::new();
+    }
+    (0..dirs)
+        .map(|d| {
+            let wd = &w[d * gh * input..(d + 1) * gh * input];
+            super::weights_gemm::PackedW::new(wd, input, gh, (1, input), steps)
+        })
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
 }
 
 /// `W [dirs, gh, input]` as `[input, gh]` per direction.

@@ -30,6 +30,8 @@ pub(super) struct DirWeights<'a> {
     pub w: &'a [f32],
     /// `w` transposed, `[input, gates*hidden]`, when the kernel made it.
     pub w_t: Option<&'a [f32]>,
+    /// `w` packed as the projection's right operand, when the kernel made it.
+    pub w_packed: Option<&'a super::weights_gemm::PackedW>,
     /// `[gates*hidden, hidden]`.
     pub r: &'a [f32],
     /// Per row of `w` and `r`: the scale of a quantized layer; empty for f32.
@@ -375,6 +377,14 @@ pub(super) fn project(
         quantized = q;
         (&quantized[..], s)
     };
+    if let Some(packed) = dw.w_packed {
+        packed.product(x, rows, &mut xw, false, rlx_ir::ops::Activation::None);
+        if !dw.w_scale.is_empty() {
+            rescale(&mut xw, gh, xscale, dw.w_scale);
+        }
+        add_bias(rc, hs, dw, &mut xw);
+        return xw;
+    }
     // `Wᵀ` read in place where the kernel transposed it once.
     let (w, w_strides) = match dw.w_t {
         Some(t) => (t, (gh, 1)),
@@ -527,6 +537,10 @@ pub(super) fn run(
                 .get(d)
                 .map(|t| &t[..])
                 .filter(|t| t.len() == gh * input),
+            w_packed: prepared
+                .w_packed
+                .get(d)
+                .filter(|p| p.depth() == input && p.columns() == gh),
             r: part(r, d, gh * hs),
             w_scale: part(w_scale, d, gh),
             r_scale: part(r_scale, d, gh),

@@ -1,0 +1,360 @@
+//! f32 GEMM against a constant right operand packed once, when the kernel is
+//! built: `C[m×n] (+)= X[m×k] · W[k×n]`, with `X` the activations (the rows
+//! of a MatMul's left operand, a recurrent layer's time steps) and `W` the
+//! weights.
+//!
+//! The mirror of [`super::packed_gemm`], whose constant operand is the left
+//! one: here the weights are the microkernel's `B` panels ([`Shape::nr`]
+//! columns by the product's depth, zero past the last column) and `X` is
+//! packed per run into `MR`-row panels. Tiles go to `C` by rows with plain
+//! vector stores (the last panel's columns under a mask), so nothing is
+//! transposed. The weights stream from memory once per depth block: groups
+//! of panels that fit L2 sweep every row panel of `X`, which is packed
+//! first and stays in cache.
+
+use std::cell::RefCell;
+
+use rlx_ir::ops::Activation;
+
+use super::microkernel::{self, AlignedBuf, Packed, Shape, Store, Tile};
+use super::packed_gemm::{self, Cols};
+
+/// Depth of one block, at most: a 14×512 panel of `X` is 28 KiB (L1), a
+/// 512×32 panel of `W` 64 KiB (L2).
+const KC: usize = 512;
+/// Bytes of the weight panels swept over all of `X` at a time (within L2).
+const GROUP_BYTES: usize = 256 << 10;
+
+/// `W` (k×n) in panels of `nr` columns: panel `j` holds `w[t, j*nr + l]`
+/// at `(j * k + t) * nr + l`, zero past column `n`.
+#[derive(Debug, Clone)]
+pub struct PackedW {
+    k: usize,
+    n: usize,
+    shape: Shape,
+    data: AlignedBuf,
+}
+
+impl PackedW {
+    /// Packs `W` (k×n), element `(t, j)` at `w[t * strides.0 + j * strides.1]`
+    /// (a MatMul's `[k, n]` is `(n, 1)`, a recurrent layer's `[n, k]` is
+    /// `(1, k)`), for products of about `m` rows; `None` when this CPU has
+    /// no AVX-512 microkernel or `w` is too short.
+    pub fn new(
+        w: &[f32],
+        k: usize,
+        n: usize,
+        strides: (usize, usize),
+        m: usize,
+    ) -> Option<PackedW> {
+        if !packed_gemm::available() || k == 0 || n == 0 {
+            return None;
+        }
+        let last = (k - 1) * strides.0 + (n - 1) * strides.1;
+        if last >= w.len() {
+            return None;
+        }
+        let shape = Shape::for_product(m.max(1), n);
+        let nr = shape.nr();
+        let panels = n.div_ceil(nr);
+        let mut data = AlignedBuf::zeroed(panels * k * nr);
+        for (p, panel) in data.as_mut_slice().chunks_mut(k * nr).enumerate() {
+            for (t, row) in panel.chunks_mut(nr).enumerate() {
+                for (l, v) in row.iter_mut().enumerate().take(n.saturating_sub(p * nr)) {
+                    *v = w[t * strides.0 + (p * nr + l) * strides.1];
+                }
+            }
+        }
+        Some(PackedW { k, n, shape, data })
+    }
+
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+
+    pub fn columns(&self) -> usize {
+        self.n
+    }
+
+    fn panels(&self) -> usize {
+        self.n.div_ceil(self.shape.nr())
+    }
+
+    /// Depth steps `k0..` of panel `j`.
+    fn panel(&self, j: usize, k0: usize) -> Packed {
+        let nr = self.shape.nr();
+        Packed {
+            ptr: self.data.as_slice()[(j * self.k + k0) * nr..].as_ptr(),
+            width: nr,
+        }
+    }
+
+    /// `C = act(C + X · W)` when `accumulate`, else `act(X · W)`: `x` holds
+    /// `m` rows of `k` (row stride `k`), `c` holds `m` rows of `n`. ReLU is
+    /// applied as tiles are stored; any other activation is the caller's.
+    /// Threads: [`crate::par::threads`], over groups of weight panels.
+    pub fn product(&self, x: &[f32], m: usize, c: &mut [f32], accumulate: bool, act: Activation) {
+        let (k, n) = (self.k, self.n);
+        assert!(
+            x.len() >= m * k && c.len() >= m * n,
+            "weights gemm operand too small"
+        );
+        assert!(
+            matches!(act, Activation::None | Activation::Relu),
+            "weights gemm stores ReLU only"
+        );
+        if m == 0 {
+            return;
+        }
+        let (mr, nr) = (self.shape.mr, self.shape.nr());
+        let rows = m.div_ceil(mr);
+        PACKED_X.with_borrow_mut(|buf| {
+            let need = rows * k * mr;
+            if buf.len() < need + 16 {
+                buf.resize(need + 16, 0.0);
+            }
+            let off = buf.as_ptr().align_offset(64).min(15);
+            let packed = &mut buf[off..off + need];
+            pack_x(x, m, k, mr, packed);
+            let packed = &packed[..];
+            let panels = self.panels();
+            let group = (GROUP_BYTES / (4 * k.min(KC) * nr)).clamp(1, panels);
+            let groups = panels.div_ceil(group);
+            let kblocks = k.div_ceil(KC);
+            let kc = k.div_ceil(kblocks);
+            let out = SharedOut(c.as_mut_ptr());
+            for kb in 0..kblocks {
+                let (k0, depth) = (kb * kc, kc.min(k - kb * kc));
+                let last = kb + 1 == kblocks;
+                let run = |gi: usize| {
+                    let js = gi * group..((gi + 1) * group).min(panels);
+                    for r in 0..rows {
+                        let a = Packed {
+                            ptr: packed[(r * k + k0) * mr..].as_ptr(),
+                            width: mr,
+                        };
+                        for j in js.clone() {
+                            let t = Tile {
+                                c: out.at(r * mr * n),
+                                ldc: n,
+                                rows: mr.min(m - r * mr),
+                                store: Store::Rows(Cols::Dense.parts(j * nr, n)),
+                                load_c: accumulate || kb > 0,
+                                bias: None,
+                                residual: None,
+                                act: if last { act } else { Activation::None },
+                            };
+                            // SAFETY: the CPU has AVX-512 (checked when
+                            // packed); both panels hold `depth` rows from
+                            // `k0`; the tile's kept elements lie in `c`
+                            // (asserted above); groups write disjoint columns.
+                            unsafe {
+                                microkernel::run(self.shape, depth, &a, &self.panel(j, k0), &t)
+                            };
+                        }
+                    }
+                };
+                let flops = m * n * depth;
+                if groups == 1 || flops < 1 << 20 || crate::par::threads() == 1 {
+                    (0..groups).for_each(run);
+                } else {
+                    crate::par::for_each(groups, run);
+                }
+            }
+        });
+    }
+}
+
+thread_local! {
+    /// `X` packed in `MR`-row panels, this thread's, reused from run to run.
+    static PACKED_X: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `x` (m×k) into panels of `mr` rows: panel `r` holds `x[r*mr + i, t]` at
+/// `(r * k + t) * mr + i`, zero past row `m`. Sixteen steps of a panel at a
+/// time are one 16×16 transpose in registers.
+fn pack_x(x: &[f32], m: usize, k: usize, mr: usize, packed: &mut [f32]) {
+    assert!(mr <= 16 && x.len() >= m * k, "weights gemm: bad packing");
+    for (r, panel) in packed.chunks_mut(k * mr).enumerate() {
+        let rows = mr.min(m - r * mr);
+        let x = &x[r * mr * k..(r * mr + rows) * k];
+        // SAFETY: the microkernel's CPU check (AVX-512F) passed when the
+        // weights were packed; `x` holds `rows` rows of `k`, `panel` `k` of `mr`.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            pack_panel(x, rows, k, mr, panel)
+        };
+    }
+}
+
+/// One panel of [`pack_x`]: `rows` rows of `x` (row stride `k`).
+///
+/// # Safety
+/// AVX-512F is present; `x` holds `rows * k` floats, `panel` `k * mr`, `rows <= mr <= 16`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_panel(x: &[f32], rows: usize, k: usize, mr: usize, panel: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let keep = ((1u32 << mr) - 1) as __mmask16;
+    let mut t = 0;
+    while t < k {
+        let lanes = (k - t).min(16);
+        let part = ((1u32 << lanes) - 1) as __mmask16;
+        let mut block = [_mm512_setzero_ps(); 16];
+        for (i, v) in block.iter_mut().enumerate().take(rows) {
+            *v = _mm512_maskz_loadu_ps(part, x.as_ptr().add(i * k + t));
+        }
+        let cols = microkernel::transpose16(block);
+        for (j, v) in cols.iter().enumerate().take(lanes) {
+            _mm512_mask_storeu_ps(panel.as_mut_ptr().add((t + j) * mr), keep, *v);
+        }
+        t += 16;
+    }
+}
+
+/// The output pointer shared by tasks writing disjoint columns.
+struct SharedOut(*mut f32);
+// SAFETY: only used for disjoint writes (see `PackedW::product`).
+unsafe impl Sync for SharedOut {}
+impl SharedOut {
+    fn at(&self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, c0: &[f32]) -> Vec<f32> {
+        (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                let s: f64 = (0..k)
+                    .map(|t| x[i * k + t] as f64 * w[t * n + j] as f64)
+                    .sum();
+                c0[e] + s as f32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_definition_on_every_edge() {
+        if !packed_gemm::available() {
+            return;
+        }
+        let pool = crate::par::Pool::new(3).unwrap();
+        // Rows and columns off every tile width, depths across blocks.
+        for (m, k, n) in [
+            (1, 1, 1),
+            (5, 7, 3),
+            (14, 33, 32),
+            (29, 600, 50),
+            (64, 512, 200),
+            (3, 1100, 17),
+        ] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7) % 19) as f32 * 0.1 - 0.9)
+                .collect();
+            let w: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 5) % 11) as f32 * 0.05 - 0.25)
+                .collect();
+            let c0: Vec<f32> = (0..m * n).map(|i| (i % 3) as f32).collect();
+            let w_t: Vec<f32> = (0..n * k).map(|e| w[(e % k) * n + e / k]).collect();
+            for (packed, name) in [
+                (PackedW::new(&w, k, n, (n, 1), m).unwrap(), "[k, n]"),
+                (PackedW::new(&w_t, k, n, (1, k), m).unwrap(), "[n, k]"),
+            ] {
+                for accumulate in [false, true] {
+                    let start = if accumulate {
+                        c0.clone()
+                    } else {
+                        vec![0.0; m * n]
+                    };
+                    let want = naive(&x, &w, m, k, n, &start);
+                    for threads in [1, 3] {
+                        let mut c = if accumulate {
+                            c0.clone()
+                        } else {
+                            vec![f32::NAN; m * n]
+                        };
+                        let run = || packed.product(&x, m, &mut c, accumulate, Activation::None);
+                        if threads == 1 {
+                            crate::par::inline(run);
+                        } else {
+                            pool.install(run);
+                        }
+                        for (e, (a, b)) in c.iter().zip(&want).enumerate() {
+                            assert!(
+                                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                                "{name} {m}x{k}x{n} accumulate={accumulate} threads={threads} at {e}: {a} vs {b}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn relu_is_applied_as_tiles_are_stored() {
+        if !packed_gemm::available() {
+            return;
+        }
+        let (m, k, n) = (9, 20, 40);
+        let x: Vec<f32> = (0..m * k).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 9) as f32 - 4.0).collect();
+        let packed = PackedW::new(&w, k, n, (n, 1), m).unwrap();
+        let mut c = vec![f32::NAN; m * n];
+        crate::par::inline(|| packed.product(&x, m, &mut c, false, Activation::Relu));
+        let want = naive(&x, &w, m, k, n, &vec![0.0; m * n]);
+        for (a, b) in c.iter().zip(&want) {
+            assert_eq!(*a, b.max(0.0));
+        }
+    }
+}
+
+/// Timings against the `gemm` crate on the products this path takes:
+/// `cargo test --release -p rlx-cpu --lib weights_gemm::speed -- --ignored --nocapture`.
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    #[test]
+    #[ignore = "a timing table, not a test"]
+    fn against_the_gemm_crate() {
+        // A bidirectional LSTM's input projection, an ALBERT FFN, a BERT FFN.
+        for (m, k, n) in [
+            (64, 512, 1024),
+            (256, 116, 468),
+            (256, 468, 116),
+            (128, 768, 3072),
+        ] {
+            let x: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+            let w: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.01).collect();
+            let mut c = vec![0f32; m * n];
+            let packed = PackedW::new(&w, k, n, (n, 1), m).unwrap();
+            let time = |f: &mut dyn FnMut()| {
+                let t = std::time::Instant::now();
+                let mut runs = 0;
+                while t.elapsed().as_secs_f64() < 0.3 {
+                    f();
+                    runs += 1;
+                }
+                t.elapsed().as_secs_f64() / runs as f64
+            };
+            let flops = 2.0 * (m * n * k) as f64;
+            let ours = crate::par::inline(|| {
+                time(&mut || packed.product(&x, m, &mut c, false, Activation::None))
+            });
+            let theirs = crate::par::inline(|| {
+                time(&mut || super::super::gemm::gemm(m, n, k, &x, k, &w, n, &mut c, n, false))
+            });
+            println!(
+                "{m}x{k}x{n}: packed weights {:.1} GFLOP/s, gemm crate {:.1} GFLOP/s",
+                flops / ours / 1e9,
+                flops / theirs / 1e9
+            );
+        }
+    }
+}
