@@ -510,7 +510,7 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
             Activation::Sigmoid => map_in_place(o, |v| vmath::sigmoid(v)),
             Activation::Tanh => map_in_place(o, |v| vmath::tanh(v)),
             Activation::Silu => map_in_place(o, |v| vmath::silu(v)),
-            Activation::GeluErf => map_in_place(o, |v| vmath::gelu_erf(v)),
+            Activation::GeluErf => super::gelu_lanes::gelu_erf_slice(o),
             Activation::GeluTanh => map_in_place(o, |v| vmath::gelu_tanh(v)),
             Activation::HardSwish => map_in_place(o, |v| vmath::hard_swish(v)),
         }

@@ -10,6 +10,7 @@ pub mod data;
 pub mod deform_conv;
 pub mod depthwise;
 pub mod elementwise;
+pub mod gelu_lanes;
 pub mod gemm;
 mod gemv;
 pub mod generators;

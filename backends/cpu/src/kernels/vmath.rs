@@ -8,11 +8,11 @@
 // The coefficients are Cephes' as published, digits beyond f32 included.
 #![allow(clippy::excessive_precision)]
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
+pub(super) const LOG2E: f32 = std::f32::consts::LOG2_E;
+pub(super) const LN2_HI: f32 = 0.693_359_4;
+pub(super) const LN2_LO: f32 = -2.121_944_4e-4;
 /// Adding then subtracting 1.5 * 2^23 rounds an f32 to the nearest integer.
-const ROUND: f32 = 12_582_912.0;
+pub(super) const ROUND: f32 = 12_582_912.0;
 
 /// `x` rounded half to even, for `|x| < 2^22` (the rounding mode's own
 /// rounding of the sum; no libm call, so loops over it vectorize).
