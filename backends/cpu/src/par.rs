@@ -382,6 +382,26 @@ pub fn join<A: Send, B: Send>(
     (ra.result(), rb.result())
 }
 
+/// An output that the tasks of one split share, each writing a part of its
+/// own (disjoint tiles, rows or columns): the pointer crosses threads, the
+/// caller keeps the disjointness (every use is an `unsafe` write).
+pub(crate) struct Disjoint<T>(*mut T);
+
+// SAFETY: tasks only write disjoint parts through it (see the type's doc).
+unsafe impl<T> Send for Disjoint<T> {}
+unsafe impl<T> Sync for Disjoint<T> {}
+
+impl<T> Disjoint<T> {
+    pub(crate) fn new(out: &mut [T]) -> Disjoint<T> {
+        Disjoint(out.as_mut_ptr())
+    }
+
+    /// The element `i` places from the start.
+    pub(crate) fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

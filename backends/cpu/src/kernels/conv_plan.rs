@@ -23,6 +23,7 @@ use super::conv::ConvGeom;
 use super::conv_direct::Direct;
 use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile};
 use super::packed_gemm::{self, Epilogue, Out, PackedA, B};
+use crate::par::Disjoint;
 
 /// Tiles of the transposed product whose staged lines are used across the
 /// weight panels before the next tiles (one tile alone, so that its lines
@@ -316,7 +317,7 @@ impl ConvPlan {
         } else {
             crate::par::threads().min(flops >> 19).min(units).max(1)
         };
-        let (out, sums) = (SharedOut(y.as_mut_ptr()), SharedOut(partial.as_mut_ptr()));
+        let (out, sums) = (Disjoint::new(y), Disjoint::new(partial));
         // Units in the order (block of tiles, panel, tile in block): a
         // block's staged lines stay in cache across the panels.
         let unit = |u: usize| {
@@ -375,16 +376,6 @@ fn depth_block(k: usize, shape: Shape) -> usize {
     let most = (PANEL_BLOCK_BYTES / (4 * shape.nr())).max(1);
     let blocks = k.div_ceil(most);
     k.div_ceil(blocks.max(1))
-}
-
-/// The output pointer shared by tasks writing disjoint tiles.
-struct SharedOut(*mut f32);
-// SAFETY: only used for disjoint writes (see `run_columns`).
-unsafe impl Sync for SharedOut {}
-impl SharedOut {
-    fn at(&self, i: usize) -> *mut f32 {
-        self.0.wrapping_add(i)
-    }
 }
 
 /// The transposed product's position tiles of `mr` positions: along each

@@ -4,9 +4,14 @@
 //! dependent operations (two polynomials, a division, an exponential)
 //! that leaves the FMA units idle; an FFN's GELU took as long as its GEMM.
 
+// The coefficients are `vmath::erf`'s, digits beyond f32 included.
+#![allow(clippy::excessive_precision)]
+
 use super::vmath;
 
 /// `x = gelu_erf(x)` for every element of `xs`, in parallel chunks.
+// A closure, not the function item: see `vmath::map`.
+#[allow(clippy::redundant_closure)]
 pub fn gelu_erf_slice(xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if vmath::avx512() {

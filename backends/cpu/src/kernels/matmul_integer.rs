@@ -22,6 +22,7 @@ use super::int8_gemm::{self, k_groups, Epilogue, FloatOut, PackedB};
 use super::layout::{broadcast_strides, offset_of};
 use super::matmul::MatMulGeom;
 use crate::kernel::{Kernel, KernelError, Spec};
+use crate::par::Disjoint;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Rows of `a` one task packs and multiplies.
@@ -205,7 +206,7 @@ fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32], epi:
     }
     assert!(c.len() >= rows * n, "matmul_integer output too small");
     let per = panels.div_ceil(tasks);
-    let out = SharedOut(c.as_mut_ptr());
+    let out = Disjoint::new(c);
     crate::par::for_each(panels.div_ceil(per), |t| {
         let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
         // SAFETY: the columns of panels p0..p1 of `rows` rows of `n` lie in
@@ -224,19 +225,6 @@ fn columns(a: &[u8], rows: usize, b: &PackedB, tasks: usize, c: &mut [i32], epi:
             )
         };
     });
-}
-
-/// The output of [`columns`], shared by its tasks (each writes its own
-/// columns).
-struct SharedOut(*mut i32);
-// SAFETY: tasks write disjoint columns.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn at(&self, offset: usize) -> *mut i32 {
-        self.0.wrapping_add(offset)
-    }
 }
 
 /// A scale or bias input as `n` values, one per column.

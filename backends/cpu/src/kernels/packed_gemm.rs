@@ -21,6 +21,7 @@ use rlx_ir::ops::Activation;
 
 pub use super::microkernel::Shape;
 use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Store, Tile};
+use crate::par::Disjoint;
 
 /// Depth of one packed block, at most: a 32×256 panel of `B` is 32 KiB,
 /// within L1. A product's depth is split into blocks of equal depth.
@@ -291,7 +292,7 @@ pub fn gemm(a: &PackedA, b: B, n: usize, out: Out, ep: Epilogue) {
     let row_tasks = (tasks / col_tasks).clamp(1, m.div_ceil(mr));
     let cols_per = n.div_ceil(nr).div_ceil(col_tasks) * nr;
     let rows_per = m.div_ceil(mr).div_ceil(row_tasks) * mr;
-    let c = SharedOut(out.c.as_mut_ptr());
+    let c = Disjoint::new(out.c);
     let run = |t: usize| {
         let (rt, ct) = (t / col_tasks, t % col_tasks);
         let (r0, j0) = (rt * rows_per, ct * cols_per);
@@ -300,7 +301,7 @@ pub fn gemm(a: &PackedA, b: B, n: usize, out: Out, ep: Epilogue) {
         }
         let (r1, j1) = ((r0 + rows_per).min(m), (j0 + cols_per).min(n));
         let dst = Dst {
-            c: c.get(),
+            c: c.at(0),
             ldc,
             cols,
             n,
@@ -314,16 +315,6 @@ pub fn gemm(a: &PackedA, b: B, n: usize, out: Out, ep: Epilogue) {
         run(0);
     } else {
         crate::par::for_each(row_tasks * col_tasks, run);
-    }
-}
-
-/// The output pointer shared by tasks writing disjoint tiles.
-struct SharedOut(*mut f32);
-// SAFETY: only used for disjoint writes (see `gemm`).
-unsafe impl Sync for SharedOut {}
-impl SharedOut {
-    fn get(&self) -> *mut f32 {
-        self.0
     }
 }
 

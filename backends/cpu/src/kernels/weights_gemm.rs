@@ -18,6 +18,7 @@ use rlx_ir::ops::Activation;
 
 use super::microkernel::{self, AlignedBuf, Packed, Shape, Store, Tile};
 use super::packed_gemm::{self, Cols};
+use crate::par::Disjoint;
 
 /// Depth of one block, at most: a 14×512 panel of `X` is 28 KiB (L1), a
 /// 512×32 panel of `W` 64 KiB (L2).
@@ -122,7 +123,7 @@ impl PackedW {
             let groups = panels.div_ceil(group);
             let kblocks = k.div_ceil(KC);
             let kc = k.div_ceil(kblocks);
-            let out = SharedOut(c.as_mut_ptr());
+            let out = Disjoint::new(c);
             for kb in 0..kblocks {
                 let (k0, depth) = (kb * kc, kc.min(k - kb * kc));
                 let last = kb + 1 == kblocks;
@@ -209,16 +210,6 @@ unsafe fn pack_panel(x: &[f32], rows: usize, k: usize, mr: usize, panel: &mut [f
             _mm512_mask_storeu_ps(panel.as_mut_ptr().add((t + j) * mr), keep, *v);
         }
         t += 16;
-    }
-}
-
-/// The output pointer shared by tasks writing disjoint columns.
-struct SharedOut(*mut f32);
-// SAFETY: only used for disjoint writes (see `PackedW::product`).
-unsafe impl Sync for SharedOut {}
-impl SharedOut {
-    fn at(&self, i: usize) -> *mut f32 {
-        self.0.wrapping_add(i)
     }
 }
 
