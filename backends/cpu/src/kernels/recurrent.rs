@@ -331,44 +331,43 @@ fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
     }
 }
 
-/// `W [dirs, gh, input]` per direction as the right operand of the
-/// projection of `steps` rows; empty unless every direction packs.
-fn packed_w(w: &[f32], dims: &[usize], steps: usize) -> Vec<super::weights_gemm::PackedW> {
+/// `f(W_d, gh, input)` for each direction `d` of `W [dirs, gh, input]`;
+/// empty unless `W` has those dims and every direction gives a value.
+fn per_direction<T>(
+    w: &[f32],
+    dims: &[usize],
+    f: impl Fn(&[f32], usize, usize) -> Option<T>,
+) -> Vec<T> {
     let &[dirs, gh, input] = dims else {
         return Vec::new();
     };
-    if w.len() != dirs * gh * input {
+    if gh * input == 0 || w.len() != dirs * gh * input {
         return Vec::new();
     }
-    (0..dirs)
-        .map(|d| {
-            let wd = &w[d * gh * input..(d + 1) * gh * input];
-            super::weights_gemm::PackedW::new(wd, input, gh, (1, input), steps)
-        })
+    w.chunks_exact(gh * input)
+        .map(|wd| f(wd, gh, input))
         .collect::<Option<Vec<_>>>()
         .unwrap_or_default()
 }
 
-/// `W [dirs, gh, input]` as `[input, gh]` per direction.
+/// `W` per direction as the right operand of the projection of `steps` rows.
+fn packed_w(w: &[f32], dims: &[usize], steps: usize) -> Vec<super::weights_gemm::PackedW> {
+    per_direction(w, dims, |wd, gh, input| {
+        super::weights_gemm::PackedW::new(wd, input, gh, (1, input), steps)
+    })
+}
+
+/// `W` per direction transposed, `[input, gh]`.
 fn transposed(w: &[f32], dims: &[usize]) -> Vec<Vec<f32>> {
-    let &[dirs, gh, input] = dims else {
-        return Vec::new();
-    };
-    if w.len() != dirs * gh * input {
-        return Vec::new();
-    }
-    (0..dirs)
-        .map(|d| {
-            let wd = &w[d * gh * input..(d + 1) * gh * input];
-            let mut t = vec![0f32; gh * input];
-            for (j, row) in wd.chunks_exact(input).enumerate() {
-                for (k, &v) in row.iter().enumerate() {
-                    t[k * gh + j] = v;
-                }
+    per_direction(w, dims, |wd, gh, input| {
+        let mut t = vec![0f32; gh * input];
+        for (j, row) in wd.chunks_exact(input).enumerate() {
+            for (k, &v) in row.iter().enumerate() {
+                t[k * gh + j] = v;
             }
-            t
-        })
-        .collect()
+        }
+        Some(t)
+    })
 }
 
 fn recurrent_with(
