@@ -28,7 +28,8 @@ use crate::par::Disjoint;
 /// Tiles of the transposed product whose staged lines are used across the
 /// weight panels before the next tiles (one tile alone, so that its lines
 /// stay in L1, measured slower even where every depth step reads another
-/// plane).
+/// plane; 8, 32 and 128 measured within 2% of each other on 3x3
+/// convolutions of 13x13 to 56x56, 128 ahead by a hair).
 const TILES_PER_BLOCK: usize = 128;
 /// Bytes of a weight panel's depth block of the transposed product, at
 /// most: a deeper product is split in blocks that stay in L2.
@@ -590,13 +591,7 @@ mod speed {
     use super::*;
 
     /// (input channels, output channels, size, kernel, stride, pad)
-    const CASES: [(usize, usize, usize, usize, usize, usize); 4] = [
-        (32, 64, 28, 3, 1, 1),
-        (64, 64, 56, 3, 1, 1),
-        (16, 64, 55, 3, 1, 1),
-        (128, 256, 13, 3, 1, 1),
-    ];
-    const _CASES: [(usize, usize, usize, usize, usize, usize); 13] = [
+    const CASES: [(usize, usize, usize, usize, usize, usize); 13] = [
         (3, 64, 224, 7, 2, 3),
         (3, 24, 224, 3, 2, 1),
         (64, 64, 56, 3, 1, 1),
@@ -639,7 +634,7 @@ mod speed {
             let bias = vec![0.1f32; g.m];
             let mut y = vec![0f32; g.m * g.spatial_out()];
             let flops = g.flops(g.spatial_out()) as f64;
-            for plan in super::tests::plans(&g, &w, false).into_iter().take(1) {
+            for plan in super::tests::plans(&g, &w, false) {
                 let mut staging = vec![0f32; plan.scratch_floats()];
                 let ep = Epilogue {
                     bias: Some(&bias),
