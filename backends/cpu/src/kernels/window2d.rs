@@ -7,7 +7,9 @@
 //! taps (two loads and a permute at stride 2, a gather at larger strides)
 //! and is stored once. 3×3 and 5×5 windows are unrolled, a partial sum per
 //! window row; a 3×3 window at stride 1 loads each row's vector once and
-//! shifts it for the other two taps.
+//! shifts it for the other two taps. 2×2 and 3×3 maxima at stride 2 (the
+//! pools of most CNNs) read the plane in place whatever their pads, as
+//! maxima over columns, then over rows.
 
 use std::cell::RefCell;
 
@@ -86,6 +88,16 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
         ),
         Reduce::Max => {}
     }
+    if let (Reduce::Max, Some(side)) = (reduce, clamped_max(g)) {
+        assert!(available(), "window2d::plane needs AVX-512");
+        // SAFETY: AVX-512F is present; every output's window holds a row of
+        // the plane (`clamped_max`); `x` holds ih*iw floats, `out` oh*ow.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            avx512::max_s2_in_place(g, &x[..ih * iw], out, side)
+        };
+        return;
+    }
     let (rows, width) = g.padded();
     if g.pads == [0, 0] && (rows, width) == (ih, iw) && x.len() >= ih * iw + SLACK {
         assert!(available(), "window2d::plane needs AVX-512");
@@ -124,6 +136,22 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
             avx512::plane(g, buf, cols, out, reduce)
         };
     });
+}
+
+/// The side of a 2×2 or 3×3 maximum at stride 2 that reads its plane in
+/// place: rows past the plane clamped to its edge (a maximum may take a row
+/// twice), columns past it loaded as -inf. `None` for other windows, and
+/// where some window holds no row of the plane.
+fn clamped_max(g: &Geom) -> Option<usize> {
+    let side = g.kernel[0];
+    let fits = g.kernel == [side, side]
+        && (side == 2 || side == 3)
+        && g.strides == [2, 2]
+        && g.dilations == [1, 1]
+        && g.pads[0] < side
+        && g.pads[1] < side
+        && 2 * (g.output[0] - 1) < g.input[0] + g.pads[0];
+    fits.then_some(side)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -398,82 +426,100 @@ mod avx512 {
     /// Partial sums of a vector of outputs, one per window row.
     const CHAINS: usize = 3;
 
-    /// A 3×3 maximum at stride 2, separably: each input row's maxima over
-    /// three columns at stride 2 once (every other input row is shared by
-    /// two windows), then three of those rows per output row, where the
-    /// window by taps permutes and compares nine strided vectors per output
-    /// vector. A NaN tap makes its output NaN, as in [`Max`].
+    /// A 2×2 or 3×3 (`side`) maximum at stride 2 over plane `x` in place.
+    /// Rows before or after the plane are its first or last (see
+    /// [`super::clamped_max`]); columns outside it load as -inf. A NaN tap
+    /// makes its output NaN, as in [`Max`].
     ///
     /// # Safety
-    /// As [`plane`]: `base` (rows of `cols`) holds every tap of the outputs
-    /// plus `SLACK` floats, which the strided loads here read no further
-    /// than the window's own do.
+    /// AVX-512F is present; `x` is the `g.input` plane, `out` holds the
+    /// output plane; [`super::clamped_max`] accepts `g` with this `side`.
     #[target_feature(enable = "avx512f")]
-    unsafe fn max3s2(g: &Geom, base: *const f32, cols: usize, out: &mut [f32]) {
-        let ow = g.output[1];
-        let width = ow.div_ceil(16) * 16;
-        // Three rows of column maxima, input row `i` at `(i % 3) * width`
-        // (this thread's, kept from plane to plane).
+    pub unsafe fn max_s2_in_place(g: &Geom, x: &[f32], out: &mut [f32], side: usize) {
+        if side == 2 {
+            return max2s2(g, x, out);
+        }
+        let width = g.output[1].div_ceil(16) * 16;
         super::MAXIMA.with_borrow_mut(|rows| {
             rows.resize(rows.len().max(3 * width), 0.0);
-            max3s2_rows(g, base, cols, out, rows, width)
+            max3s2(g, x, out, rows, width)
         })
     }
 
-    /// [`max3s2`] with its rows of column maxima in `rows`.
-    ///
-    /// # Safety
-    /// As [`max3s2`]; `rows` holds three rows of `width`.
+    /// The input row of window row `t` of output row `r`, clamped to the plane.
+    #[inline(always)]
+    fn clamped_row(g: &Geom, r: usize, t: usize) -> usize {
+        let i = (2 * r + t) as isize - g.pads[0] as isize;
+        i.clamp(0, g.input[0] as isize - 1) as usize
+    }
+
+    /// A 2×2 maximum at stride 2: per 16 outputs, the maxima of the two
+    /// rows' vectors, then of their even and odd lanes.
     #[target_feature(enable = "avx512f")]
-    unsafe fn max3s2_rows(
-        g: &Geom,
-        base: *const f32,
-        cols: usize,
-        out: &mut [f32],
-        rows: &mut [f32],
-        width: usize,
-    ) {
-        let [oh, ow] = g.output;
-        let at = |i: usize| (i % 3) * width;
-        if oh > 0 {
-            column_maxima(base, ow, rows.as_mut_ptr());
-        }
+    unsafe fn max2s2(g: &Geom, x: &[f32], out: &mut [f32]) {
+        let ([_, iw], [oh, ow]) = (g.input, g.output);
+        let (even, odd) = lane_parities();
         for r in 0..oh {
-            for i in [2 * r + 1, 2 * r + 2] {
-                column_maxima(base.add(i * cols), ow, rows.as_mut_ptr().add(at(i)));
-            }
-            let h = rows.as_ptr();
-            let [x, y, z] = [0, 1, 2].map(|t| h.add(at(2 * r + t)));
+            let [l0, l1] = [0, 1].map(|t| x.as_ptr().add(clamped_row(g, r, t) * iw));
             let orow = out.as_mut_ptr().add(r * ow);
             let mut j = 0;
             while j < ow {
-                let v = max3(
-                    _mm512_loadu_ps(x.add(j)),
-                    _mm512_loadu_ps(y.add(j)),
-                    _mm512_loadu_ps(z.add(j)),
+                let s = (2 * j) as isize - g.pads[1] as isize;
+                let a = max2(edge_load(l0, s, iw), edge_load(l1, s, iw));
+                let b = max2(edge_load(l0, s + 16, iw), edge_load(l1, s + 16, iw));
+                let v = max2(
+                    _mm512_permutex2var_ps(a, even, b),
+                    _mm512_permutex2var_ps(a, odd, b),
                 );
-                let keep = lanes(ow - j);
-                if keep == 0xffff {
-                    _mm512_storeu_ps(orow.add(j), v);
-                } else {
-                    _mm512_mask_storeu_ps(orow.add(j), keep, v);
-                }
+                store(orow.add(j), ow - j, v);
                 j += 16;
             }
         }
     }
 
-    /// `dst[j] = max(line[2j], line[2j + 1], line[2j + 2])` for `j < n`,
-    /// sixteen at a time (lanes past `n` up to the next 16 are written too).
+    /// A 3×3 maximum at stride 2, separably: each input row's maxima over
+    /// three columns at stride 2 once (every other input row is shared by
+    /// two windows) into `rows` (input row `i`'s at `(i % 3) * width`), then
+    /// three of those rows per output row, where the window by taps would
+    /// permute and compare nine strided vectors per output vector.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn max3s2(g: &Geom, x: &[f32], out: &mut [f32], rows: &mut [f32], width: usize) {
+        let ([_, iw], [oh, ow]) = (g.input, g.output);
+        // Which input row each slot holds.
+        let mut held = [usize::MAX; 3];
+        for r in 0..oh {
+            let at = [0, 1, 2].map(|t| {
+                let i = clamped_row(g, r, t);
+                let slot = i % 3;
+                if held[slot] != i {
+                    let line = x.as_ptr().add(i * iw);
+                    column_maxima(line, iw, g.pads[1], ow, rows.as_mut_ptr().add(slot * width));
+                    held[slot] = i;
+                }
+                slot * width
+            });
+            let h = rows.as_ptr();
+            let orow = out.as_mut_ptr().add(r * ow);
+            let mut j = 0;
+            while j < ow {
+                let [p, q, s] = at.map(|o| _mm512_loadu_ps(h.add(o + j)));
+                store(orow.add(j), ow - j, max3(p, q, s));
+                j += 16;
+            }
+        }
+    }
+
+    /// `dst[j]` = the maximum of `line[2j - left ..][..3]`, columns outside
+    /// `0..iw` as -inf, for `j < n`, sixteen at a time (lanes past `n` up to
+    /// the next 16 are written too).
     #[inline(always)]
-    unsafe fn column_maxima(line: *const f32, n: usize, dst: *mut f32) {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    unsafe fn column_maxima(line: *const f32, iw: usize, left: usize, n: usize, dst: *mut f32) {
+        let (even, odd) = lane_parities();
         let mut j = 0;
         while j < n {
-            let at = line.add(2 * j);
-            let (a, b) = (_mm512_loadu_ps(at), _mm512_loadu_ps(at.add(16)));
-            let (c, d) = (_mm512_loadu_ps(at.add(2)), _mm512_loadu_ps(at.add(18)));
+            let s = (2 * j) as isize - left as isize;
+            let (a, b) = (edge_load(line, s, iw), edge_load(line, s + 16, iw));
+            let (c, d) = (edge_load(line, s + 2, iw), edge_load(line, s + 18, iw));
             let v = max3(
                 _mm512_permutex2var_ps(a, even, b),
                 _mm512_permutex2var_ps(a, odd, b),
@@ -482,6 +528,47 @@ mod avx512 {
             _mm512_storeu_ps(dst.add(j), v);
             j += 16;
         }
+    }
+
+    /// The permutes that pick the even and the odd lanes of two vectors.
+    #[inline(always)]
+    unsafe fn lane_parities() -> (__m512i, __m512i) {
+        (
+            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+            _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
+        )
+    }
+
+    /// 16 floats of a row of `iw` from column `s` on, -inf outside the row.
+    #[inline(always)]
+    unsafe fn edge_load(line: *const f32, s: isize, iw: usize) -> __m512 {
+        if s >= 0 && s as usize + 16 <= iw {
+            return _mm512_loadu_ps(line.add(s as usize));
+        }
+        let lo = (-s).clamp(0, 16) as u32;
+        let hi = (iw as isize - s).clamp(0, 16) as u32;
+        let keep = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as u16;
+        // Lanes outside `keep` are not read (masked loads do not fault).
+        let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
+        _mm512_mask_loadu_ps(ninf, keep, line.wrapping_offset(s))
+    }
+
+    /// Stores the first `n` (all, from 16 on) lanes of `v` at `at`.
+    #[inline(always)]
+    unsafe fn store(at: *mut f32, n: usize, v: __m512) {
+        let keep = lanes(n);
+        if keep == 0xffff {
+            _mm512_storeu_ps(at, v);
+        } else {
+            _mm512_mask_storeu_ps(at, keep, v);
+        }
+    }
+
+    /// The lane-wise maximum of two vectors; NaN where either is.
+    #[inline(always)]
+    unsafe fn max2(x: __m512, y: __m512) -> __m512 {
+        let bad = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, y);
+        _mm512_mask_blend_ps(bad, _mm512_max_ps(x, y), _mm512_set1_ps(f32::NAN))
     }
 
     /// The lane-wise maximum of three vectors; NaN where any of them is.
@@ -523,9 +610,6 @@ mod avx512 {
         let base = data.as_ptr();
         match reduce {
             Reduce::Dot { w, bias, relu } => by_stride(g, base, cols, out, &Dot { w, bias, relu }),
-            Reduce::Max if g.kernel == [3, 3] && g.strides == [2, 2] && g.dilations == [1, 1] => {
-                max3s2(g, base, cols, out)
-            }
             Reduce::Max => by_stride(g, base, cols, out, &Max),
             Reduce::Mean { rows, cols: cs } => {
                 by_stride(g, base, cols, out, &Mean { rows, cols: cs })
@@ -578,6 +662,61 @@ mod tests {
             }
         }
         y
+    }
+
+    #[test]
+    fn strided_maxima_read_in_place_with_any_pads() {
+        if !available() {
+            return;
+        }
+        // (input, side, begin pads, output): end pads as the output needs
+        // (ceil mode), planes narrower than a vector, and ones whose rows
+        // take interior vectors and both edges.
+        let cases = [
+            ([112, 112], 3, [0, 0], [56, 56]),
+            ([112, 112], 3, [1, 1], [56, 56]),
+            ([19, 33], 3, [1, 1], [10, 17]),
+            ([7, 5], 3, [2, 2], [5, 4]),
+            ([50, 155], 2, [0, 0], [25, 77]),
+            ([13, 71], 2, [1, 1], [7, 36]),
+            ([3, 3], 2, [0, 0], [2, 2]),
+            ([1, 40], 3, [0, 1], [1, 20]),
+        ];
+        for (input, side, pads, output) in cases {
+            let g = Geom {
+                input,
+                output,
+                kernel: [side, side],
+                strides: [2, 2],
+                dilations: [1, 1],
+                pads,
+            };
+            assert_eq!(clamped_max(&g), Some(side), "{g:?}");
+            let mut x: Vec<f32> = (0..input[0] * input[1])
+                .map(|i| ((i * 7) % 19) as f32 * 0.1 - 0.9)
+                .collect();
+            let nan_at = (input[1] + 1).min(x.len() - 1);
+            x[nan_at] = f32::NAN;
+            // The maximum by its definition over the taps inside the plane,
+            // NaN winning.
+            let mut want = vec![f32::NEG_INFINITY; output[0] * output[1]];
+            for (o, w) in want.iter_mut().enumerate() {
+                let (r, c) = (o / output[1], o % output[1]);
+                for (a, b) in (0..side).flat_map(|a| (0..side).map(move |b| (a, b))) {
+                    let i = (2 * r + a) as isize - pads[0] as isize;
+                    let j = (2 * c + b) as isize - pads[1] as isize;
+                    if (0..input[0] as isize).contains(&i) && (0..input[1] as isize).contains(&j) {
+                        let v = x[i as usize * input[1] + j as usize];
+                        *w = if v.is_nan() || w.is_nan() { f32::NAN } else { w.max(v) };
+                    }
+                }
+            }
+            let mut y = vec![0.0; want.len()];
+            plane(&g, &x, &mut y, Reduce::Max);
+            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                assert!(a == b || a.is_nan() && b.is_nan(), "{g:?} at {i}: {a} vs {b}");
+            }
+        }
     }
 
     #[test]
