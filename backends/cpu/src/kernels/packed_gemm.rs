@@ -416,14 +416,20 @@ unsafe fn block(
                 let mut ic = r0;
                 while ic < r1 {
                     let mc = mc_rows.min(r1 - ic);
-                    for jr in (0..nc).step_by(nr) {
-                        let panel = Packed {
-                            ptr: packed[jr * kc..(jr + nr) * kc].as_ptr(),
-                            width: nr,
-                        };
-                        let parts = dst.cols.parts(jc + jr, dst.n);
-                        for row in (ic..ic + mc).step_by(mr) {
-                            let ap = a.panel(kb, row / mr, kc);
+                    // Row tiles outside, the block's panels inside: each row
+                    // of C (and of the residual) is then walked along, a few
+                    // streams the prefetchers follow, where panels outside
+                    // touched two lines of every row of the block in turn (a
+                    // 32->128 1x1 convolution on 56x56 in ResNet-50 ran 10-30%
+                    // faster this way, its output and residual from L3).
+                    for row in (ic..ic + mc).step_by(mr) {
+                        let ap = a.panel(kb, row / mr, kc);
+                        for jr in (0..nc).step_by(nr) {
+                            let panel = Packed {
+                                ptr: packed[jr * kc..(jr + nr) * kc].as_ptr(),
+                                width: nr,
+                            };
+                            let parts = dst.cols.parts(jc + jr, dst.n);
                             let t = tile(row, parts, kb);
                             microkernel::run(shape, kc, &ap, &panel, &t);
                         }
