@@ -8,8 +8,9 @@
 //! and is stored once. 3×3 and 5×5 windows are unrolled, a partial sum per
 //! window row; a 3×3 window at stride 1 loads each row's vector once and
 //! shifts it for the other two taps. 2×2 and 3×3 maxima at stride 2 (the
-//! pools of most CNNs) read the plane in place whatever their pads, as
-//! maxima over columns, then over rows.
+//! pools of most CNNs) are maxima over columns, then over rows; they read a
+//! padded plane in place too (rows clamped to it, columns past it as -inf)
+//! where its copy would not stay in L1.
 
 use std::cell::RefCell;
 
@@ -69,6 +70,9 @@ thread_local! {
 /// load at stride 2, and room.
 const SLACK: usize = 64;
 
+/// Bytes of a bordered copy that stays in L1 (see [`plane`]'s maxima).
+const BORDERED_MAX_BYTES: usize = 32 << 10;
+
 /// Computes one output plane `out` (output rows × cols) from the input plane
 /// at the start of `x` (which may go on: the planes after it). A window that
 /// stays inside the input (no pads) reads the plane in place when `x` has
@@ -88,18 +92,27 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
         ),
         Reduce::Max => {}
     }
-    if let (Reduce::Max, Some(side)) = (reduce, clamped_max(g)) {
-        assert!(available(), "window2d::plane needs AVX-512");
-        // SAFETY: AVX-512F is present; every output's window holds a row of
-        // the plane (`clamped_max`); `x` holds ih*iw floats, `out` oh*ow.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            avx512::max_s2_in_place(g, &x[..ih * iw], out, side)
-        };
-        return;
-    }
     let (rows, width) = g.padded();
-    if g.pads == [0, 0] && (rows, width) == (ih, iw) && x.len() >= ih * iw + SLACK {
+    let in_place = g.pads == [0, 0] && (rows, width) == (ih, iw) && x.len() >= ih * iw + SLACK;
+    // A 3×3 maximum at stride 2 reads its plane clamped where the plane
+    // would be copied and is larger than L1: a bordered copy of a small
+    // plane, then windows over the copy, measured faster than clamped reads
+    // (MTCNN's 48x48 pools 11 vs 16 us), a large one slower (ResNet-50's
+    // stem pool on 112x112 220 vs 122 us). 2×2 ones always read clamped.
+    if let (Reduce::Max, Some(side)) = (reduce, clamped_max(g)) {
+        if side == 2 || !in_place && rows * width * 4 > BORDERED_MAX_BYTES {
+            assert!(available(), "window2d::plane needs AVX-512");
+            // SAFETY: AVX-512F is present; every output's window holds a
+            // row of the plane (`clamped_max`); `x` holds ih*iw floats (and
+            // may go on), `out` oh*ow.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                avx512::max_s2_in_place(g, x, out, side)
+            };
+            return;
+        }
+    }
+    if in_place {
         assert!(available(), "window2d::plane needs AVX-512");
         // SAFETY: AVX-512F is present; `x` holds every tap of the outputs in
         // rows of `iw` (no window leaves the input) plus SLACK floats of
@@ -432,8 +445,10 @@ mod avx512 {
     /// makes its output NaN, as in [`Max`].
     ///
     /// # Safety
-    /// AVX-512F is present; `x` is the `g.input` plane, `out` holds the
-    /// output plane; [`super::clamped_max`] accepts `g` with this `side`.
+    /// AVX-512F is present; `x` starts with the `g.input` plane (and may go
+    /// on: the next planes, over-read where no kept lane depends on them),
+    /// `out` holds the output plane; [`super::clamped_max`] accepts `g` with
+    /// this `side`.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn max_s2_in_place(g: &Geom, x: &[f32], out: &mut [f32], side: usize) {
         if side == 2 {
@@ -442,7 +457,7 @@ mod avx512 {
         let width = g.output[1].div_ceil(16) * 16;
         super::MAXIMA.with_borrow_mut(|rows| {
             rows.resize(rows.len().max(3 * width), 0.0);
-            max3s2(g, x, out, rows, width)
+            max3s2_clamped(g, x, out, rows, width)
         })
     }
 
@@ -458,15 +473,31 @@ mod avx512 {
     #[target_feature(enable = "avx512f")]
     unsafe fn max2s2(g: &Geom, x: &[f32], out: &mut [f32]) {
         let ([_, iw], [oh, ow]) = (g.input, g.output);
+        let left = g.pads[1];
         let (even, odd) = lane_parities();
         for r in 0..oh {
-            let [l0, l1] = [0, 1].map(|t| x.as_ptr().add(clamped_row(g, r, t) * iw));
+            let [i0, i1] = [0, 1].map(|t| clamped_row(g, r, t));
+            let [l0, l1] = [i0, i1].map(|i| x.as_ptr().add(i * iw));
+            // Floats readable from the lower of the two rows on.
+            let room = x.len() - i0.max(i1) * iw;
             let orow = out.as_mut_ptr().add(r * ow);
             let mut j = 0;
             while j < ow {
-                let s = (2 * j) as isize - g.pads[1] as isize;
-                let a = max2(edge_load(l0, s, iw), edge_load(l1, s, iw));
-                let b = max2(edge_load(l0, s + 16, iw), edge_load(l1, s + 16, iw));
+                let kept = (j + 16).min(ow) - 1;
+                let (a, b) =
+                    if 2 * j >= left && 2 * j - left + 32 <= room && 2 * kept + 2 <= iw + left {
+                        let (p0, p1) = (l0.add(2 * j - left), l1.add(2 * j - left));
+                        (
+                            max2(_mm512_loadu_ps(p0), _mm512_loadu_ps(p1)),
+                            max2(_mm512_loadu_ps(p0.add(16)), _mm512_loadu_ps(p1.add(16))),
+                        )
+                    } else {
+                        let s = (2 * j) as isize - left as isize;
+                        (
+                            max2(edge_load(l0, s, iw), edge_load(l1, s, iw)),
+                            max2(edge_load(l0, s + 16, iw), edge_load(l1, s + 16, iw)),
+                        )
+                    };
                 let v = max2(
                     _mm512_permutex2var_ps(a, even, b),
                     _mm512_permutex2var_ps(a, odd, b),
@@ -483,26 +514,27 @@ mod avx512 {
     /// three of those rows per output row, where the window by taps would
     /// permute and compare nine strided vectors per output vector.
     #[target_feature(enable = "avx512f")]
-    unsafe fn max3s2(g: &Geom, x: &[f32], out: &mut [f32], rows: &mut [f32], width: usize) {
+    unsafe fn max3s2_clamped(g: &Geom, x: &[f32], out: &mut [f32], rows: &mut [f32], width: usize) {
         let ([_, iw], [oh, ow]) = (g.input, g.output);
-        // Which input row each slot holds.
-        let mut held = [usize::MAX; 3];
+        // Input rows `..done` have their maxima made (the last three kept).
+        let mut done = 0;
         for r in 0..oh {
-            let at = [0, 1, 2].map(|t| {
-                let i = clamped_row(g, r, t);
-                let slot = i % 3;
-                if held[slot] != i {
-                    let line = x.as_ptr().add(i * iw);
-                    column_maxima(line, iw, g.pads[1], ow, rows.as_mut_ptr().add(slot * width));
-                    held[slot] = i;
-                }
-                slot * width
-            });
+            let last = clamped_row(g, r, 2);
+            while done <= last {
+                let line = x.as_ptr().add(done * iw);
+                let room = x.len() - done * iw;
+                let dst = rows.as_mut_ptr().add(done % 3 * width);
+                column_maxima_clamped(line, (iw, room), g.pads[1], ow, dst);
+                done += 1;
+            }
             let h = rows.as_ptr();
+            let [a, b, c] = [0, 1, 2].map(|t| clamped_row(g, r, t) % 3 * width);
             let orow = out.as_mut_ptr().add(r * ow);
             let mut j = 0;
             while j < ow {
-                let [p, q, s] = at.map(|o| _mm512_loadu_ps(h.add(o + j)));
+                let p = _mm512_loadu_ps(h.add(a + j));
+                let q = _mm512_loadu_ps(h.add(b + j));
+                let s = _mm512_loadu_ps(h.add(c + j));
                 store(orow.add(j), ow - j, max3(p, q, s));
                 j += 16;
             }
@@ -513,18 +545,47 @@ mod avx512 {
     /// `0..iw` as -inf, for `j < n`, sixteen at a time (lanes past `n` up to
     /// the next 16 are written too).
     #[inline(always)]
-    unsafe fn column_maxima(line: *const f32, iw: usize, left: usize, n: usize, dst: *mut f32) {
+    unsafe fn column_maxima_clamped(
+        line: *const f32,
+        (iw, room): (usize, usize),
+        left: usize,
+        n: usize,
+        dst: *mut f32,
+    ) {
         let (even, odd) = lane_parities();
-        let mut j = 0;
-        while j < n {
-            let s = (2 * j) as isize - left as isize;
-            let (a, b) = (edge_load(line, s, iw), edge_load(line, s + 16, iw));
-            let (c, d) = (edge_load(line, s + 2, iw), edge_load(line, s + 18, iw));
-            let v = max3(
+        let maxima = |a: __m512, b: __m512, c: __m512, d: __m512| {
+            max3(
                 _mm512_permutex2var_ps(a, even, b),
                 _mm512_permutex2var_ps(a, odd, b),
                 _mm512_permutex2var_ps(c, even, d),
-            );
+            )
+        };
+        // Vectors whose kept lanes read only the row, and whose 34 columns
+        // are in the plane (`room` floats from `line` on), load plainly;
+        // those at the row's ends, masked.
+        let inside = |j: usize| {
+            let kept = (j + 16).min(n) - 1;
+            2 * j >= left && 2 * j - left + 34 <= room && 2 * kept + 3 <= iw + left
+        };
+        let mut j = 0;
+        while j < n {
+            let v = if inside(j) {
+                let at = line.add(2 * j - left);
+                maxima(
+                    _mm512_loadu_ps(at),
+                    _mm512_loadu_ps(at.add(16)),
+                    _mm512_loadu_ps(at.add(2)),
+                    _mm512_loadu_ps(at.add(18)),
+                )
+            } else {
+                let s = (2 * j) as isize - left as isize;
+                maxima(
+                    edge_load(line, s, iw),
+                    edge_load(line, s + 16, iw),
+                    edge_load(line, s + 2, iw),
+                    edge_load(line, s + 18, iw),
+                )
+            };
             _mm512_storeu_ps(dst.add(j), v);
             j += 16;
         }
@@ -571,6 +632,92 @@ mod avx512 {
         _mm512_mask_blend_ps(bad, _mm512_max_ps(x, y), _mm512_set1_ps(f32::NAN))
     }
 
+    /// A 3×3 maximum at stride 2, separably: each input row's maxima over
+    /// three columns at stride 2 once (every other input row is shared by
+    /// two windows), then three of those rows per output row, where the
+    /// window by taps permutes and compares nine strided vectors per output
+    /// vector. A NaN tap makes its output NaN, as in [`Max`].
+    ///
+    /// # Safety
+    /// As [`plane`]: `base` (rows of `cols`) holds every tap of the outputs
+    /// plus `SLACK` floats, which the strided loads here read no further
+    /// than the window's own do.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn max3s2(g: &Geom, base: *const f32, cols: usize, out: &mut [f32]) {
+        let ow = g.output[1];
+        let width = ow.div_ceil(16) * 16;
+        // Three rows of column maxima, input row `i` at `(i % 3) * width`
+        // (this thread's, kept from plane to plane).
+        super::MAXIMA.with_borrow_mut(|rows| {
+            rows.resize(rows.len().max(3 * width), 0.0);
+            max3s2_rows(g, base, cols, out, rows, width)
+        })
+    }
+
+    /// [`max3s2`] with its rows of column maxima in `rows`.
+    ///
+    /// # Safety
+    /// As [`max3s2`]; `rows` holds three rows of `width`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn max3s2_rows(
+        g: &Geom,
+        base: *const f32,
+        cols: usize,
+        out: &mut [f32],
+        rows: &mut [f32],
+        width: usize,
+    ) {
+        let [oh, ow] = g.output;
+        let at = |i: usize| (i % 3) * width;
+        if oh > 0 {
+            column_maxima(base, ow, rows.as_mut_ptr());
+        }
+        for r in 0..oh {
+            for i in [2 * r + 1, 2 * r + 2] {
+                column_maxima(base.add(i * cols), ow, rows.as_mut_ptr().add(at(i)));
+            }
+            let h = rows.as_ptr();
+            let [x, y, z] = [0, 1, 2].map(|t| h.add(at(2 * r + t)));
+            let orow = out.as_mut_ptr().add(r * ow);
+            let mut j = 0;
+            while j < ow {
+                let v = max3(
+                    _mm512_loadu_ps(x.add(j)),
+                    _mm512_loadu_ps(y.add(j)),
+                    _mm512_loadu_ps(z.add(j)),
+                );
+                let keep = lanes(ow - j);
+                if keep == 0xffff {
+                    _mm512_storeu_ps(orow.add(j), v);
+                } else {
+                    _mm512_mask_storeu_ps(orow.add(j), keep, v);
+                }
+                j += 16;
+            }
+        }
+    }
+
+    /// `dst[j] = max(line[2j], line[2j + 1], line[2j + 2])` for `j < n`,
+    /// sixteen at a time (lanes past `n` up to the next 16 are written too).
+    #[inline(always)]
+    unsafe fn column_maxima(line: *const f32, n: usize, dst: *mut f32) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let mut j = 0;
+        while j < n {
+            let at = line.add(2 * j);
+            let (a, b) = (_mm512_loadu_ps(at), _mm512_loadu_ps(at.add(16)));
+            let (c, d) = (_mm512_loadu_ps(at.add(2)), _mm512_loadu_ps(at.add(18)));
+            let v = max3(
+                _mm512_permutex2var_ps(a, even, b),
+                _mm512_permutex2var_ps(a, odd, b),
+                _mm512_permutex2var_ps(c, even, d),
+            );
+            _mm512_storeu_ps(dst.add(j), v);
+            j += 16;
+        }
+    }
+
     /// The lane-wise maximum of three vectors; NaN where any of them is.
     #[inline(always)]
     unsafe fn max3(x: __m512, y: __m512, z: __m512) -> __m512 {
@@ -610,6 +757,9 @@ mod avx512 {
         let base = data.as_ptr();
         match reduce {
             Reduce::Dot { w, bias, relu } => by_stride(g, base, cols, out, &Dot { w, bias, relu }),
+            Reduce::Max if g.kernel == [3, 3] && g.strides == [2, 2] && g.dilations == [1, 1] => {
+                max3s2(g, base, cols, out)
+            }
             Reduce::Max => by_stride(g, base, cols, out, &Max),
             Reduce::Mean { rows, cols: cs } => {
                 by_stride(g, base, cols, out, &Mean { rows, cols: cs })
@@ -707,14 +857,36 @@ mod tests {
                     let j = (2 * c + b) as isize - pads[1] as isize;
                     if (0..input[0] as isize).contains(&i) && (0..input[1] as isize).contains(&j) {
                         let v = x[i as usize * input[1] + j as usize];
-                        *w = if v.is_nan() || w.is_nan() { f32::NAN } else { w.max(v) };
+                        *w = if v.is_nan() || w.is_nan() {
+                            f32::NAN
+                        } else {
+                            w.max(v)
+                        };
                     }
                 }
             }
-            let mut y = vec![0.0; want.len()];
-            plane(&g, &x, &mut y, Reduce::Max);
-            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                assert!(a == b || a.is_nan() && b.is_nan(), "{g:?} at {i}: {a} vs {b}");
+            // The plane alone, and followed by NaNs (the next planes): what
+            // is over-read must not reach an output.
+            let mut more = x.clone();
+            more.extend([f32::NAN; 40]);
+            for x in [&x, &more] {
+                // As `plane` picks (a small plane's bordered copy), and read
+                // clamped whatever the size.
+                let mut y = vec![0.0; want.len()];
+                plane(&g, x, &mut y, Reduce::Max);
+                let mut z = vec![0.0; want.len()];
+                // SAFETY: AVX-512F is present (`available`); `clamped_max`
+                // accepts `g`; `x` starts with the plane, `z` is the output.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    avx512::max_s2_in_place(&g, x, &mut z, side)
+                };
+                for (i, (a, b)) in y.iter().chain(&z).zip(want.iter().cycle()).enumerate() {
+                    assert!(
+                        a == b || a.is_nan() && b.is_nan(),
+                        "{g:?} at {i}: {a} vs {b}"
+                    );
+                }
             }
         }
     }
