@@ -203,6 +203,11 @@ impl Direct {
                 padded.resize(cols * sw, 0.0);
                 for big in 0..rows * sh {
                     let (a, ph) = (big / sh, big % sh);
+                    // Rows of a phase no tap reads (a 1x1 convolution at
+                    // stride 2 reads every other row) are not copied.
+                    if !self.phases.iter().any(|p| p[0] == ph) {
+                        continue;
+                    }
                     let src = big.checked_sub(pt).filter(|&r| r < ih);
                     if let Some(r) = src {
                         bordered(&xc[r * iw..(r + 1) * iw], pl, padded);

@@ -5,8 +5,9 @@
 //! output channels, `K` input channels times taps, `P` output positions),
 //! with `X` never made: [`Direct`] stages the input so that its columns are
 //! read in place. It is tiled one of three ways:
-//! - [`Product::Packed`]: a pointwise convolution's `X` is its input, packed
-//!   panel by panel ([`packed_gemm`]), tiles of `MR` channels by `NR` positions;
+//! - [`Product::Packed`]: a pointwise convolution's `X` is its input (every
+//!   s-th column of it at stride s), packed panel by panel ([`packed_gemm`]),
+//!   tiles of `MR` channels by `NR` positions;
 //! - [`Product::Rows`]: the same tiles with `X`'s rows read in place from the
 //!   staging (wide positions, the padding columns dropped on store);
 //! - [`Product::Columns`]: the transposed product, tiles of `MR` positions by
@@ -23,6 +24,7 @@ use super::conv::ConvGeom;
 use super::conv_direct::Direct;
 use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile};
 use super::packed_gemm::{self, Epilogue, Out, PackedA, B};
+use super::vmath::vectorized;
 use crate::par::Disjoint;
 
 /// Tiles of the transposed product whose staged lines are used across the
@@ -39,6 +41,14 @@ const PANEL_BLOCK_BYTES: usize = 512 << 10;
 /// default, since a block past the first reloads the output (a 512->1000
 /// 1x1 convolution on 13x13 ran 8% faster in one block than in two).
 const POINTWISE_KC: usize = 512;
+
+/// The ways a product is tiled (see [`Product`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Packed,
+    Rows,
+    Columns,
+}
 
 /// How one group's product is tiled, and its weights packed for it.
 #[derive(Debug, Clone)]
@@ -129,6 +139,11 @@ const COLUMNS_ONE_TAP_SPEED: usize = 125;
 /// convolutions ran at 50% of the peak this way, 65% packed).
 const COLUMNS_ONE_TAP_FEW_SPEED: usize = 200;
 const ONE_TAP_PANELS: usize = 4;
+/// The same at a stride, over up to [`STRIDED_ONE_TAP_PANELS`] panels:
+/// 256->128, 512->256 and 128->256 1x1 convolutions at stride 2 (4 to 8
+/// panels) ran 12-20% slower by columns than packed, 512->1024 (21 or
+/// more) 10% faster.
+const STRIDED_ONE_TAP_PANELS: usize = 8;
 
 /// The cost of a product, in hundredths of a cycle: `fmas` padded
 /// multiply-adds at `speed` (32 per cycle at the peak), and `tiles` tiles
@@ -150,35 +165,53 @@ impl ConvPlan {
             return None;
         }
         let pointwise = g.is_pointwise();
+        // A 1x1 convolution at a stride, unpadded: packed, its columns
+        // gathered from the input as they are packed.
+        let subsampled = !pointwise && g.kernel_size() == 1 && g.pads.iter().all(|&p| p == 0);
         let n = if pointwise {
             g.spatial_out()
         } else {
             direct.columns()
         };
         let pad = |v: usize, t: usize| v.div_ceil(t) * t;
-        // (cost, shape, columns?)
-        let mut best: Option<(usize, Shape, bool)> = None;
-        let mut consider = |cost: usize, shape: Shape, columns: bool| {
+        let mut best: Option<(usize, Shape, Way)> = None;
+        let mut consider = |cost: usize, shape: Shape, way: Way| {
             if best.is_none_or(|(c, _, _)| cost < c) {
-                best = Some((cost, shape, columns));
+                best = Some((cost, shape, way));
             }
+        };
+        // The input is copied once by every way of a one-tap product: staged,
+        // or packed.
+        let copied = if pointwise || subsampled {
+            k * g.spatial_out() * 25
+        } else {
+            0
         };
         for shape in Shape::ALL {
             let (mr, nr, nv) = (shape.mr, shape.nr(), shape.nv);
-            // By rows: tiles of mr channels by nr (wide) positions, each
-            // stored with plain vector stores; a packed operand is copied.
-            let tiles = mg.div_ceil(mr) * n.div_ceil(nr);
-            let fmas = pad(mg, mr) * pad(n, nr) * k;
-            let rows = if pointwise {
-                cost(fmas, PACKED_SPEED, tiles, 40 + 30 * nv) + k * n * 25
-            } else {
-                cost(fmas, ROWS_SPEED, tiles, 40 + 30 * nv)
-            };
-            consider(rows, shape, false);
+            // Packed: tiles of mr channels by nr positions, each stored with
+            // plain vector stores (a cycle for each of its mr * nv vectors
+            // and the epilogue's work on it, measured: 8x48 and 6x64 tiles
+            // ran up to 10% ahead of 14x32 on equal padded work).
+            if pointwise || subsampled {
+                let n = g.spatial_out();
+                let tiles = mg.div_ceil(mr) * n.div_ceil(nr);
+                let fmas = pad(mg, mr) * pad(n, nr) * k;
+                let packed = cost(fmas, PACKED_SPEED, tiles, 40 + 4 * mr * nv) + copied;
+                consider(packed, shape, Way::Packed);
+            }
+            // By rows: the same tiles over the wide positions, read in place.
+            if !pointwise {
+                let tiles = mg.div_ceil(mr) * n.div_ceil(nr);
+                let fmas = pad(mg, mr) * pad(n, nr) * k;
+                let rows = cost(fmas, ROWS_SPEED, tiles, 40 + 30 * nv) + copied;
+                consider(rows, shape, Way::Rows);
+            }
             // By columns: tiles of mr positions by nr channels, each
             // transposed (16×16 blocks) as it is stored.
             let panels = mg.div_ceil(nr);
-            let speed = if g.kernel_size() == 1 && panels < ONE_TAP_PANELS {
+            let few = panels < ONE_TAP_PANELS || subsampled && panels <= STRIDED_ONE_TAP_PANELS;
+            let speed = if g.kernel_size() == 1 && few {
                 COLUMNS_ONE_TAP_FEW_SPEED
             } else if g.kernel_size() == 1 {
                 COLUMNS_ONE_TAP_SPEED
@@ -190,30 +223,30 @@ impl ConvPlan {
             let positions = position_tiles(&direct, mr).len();
             let fmas = positions * mr * pad(mg, nr) * k;
             let tiles = positions * panels;
-            // A pointwise product stages its input as the packed one packs it.
-            let staging = if pointwise { k * n * 25 } else { 0 };
             consider(
-                cost(fmas, speed, tiles, 50 + 120 * nv) + staging,
+                cost(fmas, speed, tiles, 50 + 120 * nv) + copied,
                 shape,
-                true,
+                Way::Columns,
             );
         }
-        let (_, shape, columns) = best?;
+        let (_, shape, way) = best?;
         let products = (0..g.group)
             .map(|grp| {
                 let wg = &w[grp * mg * k..(grp + 1) * mg * k];
-                Some(if columns {
-                    Product::Columns(Panels::new(wg, mg, k, shape.nr()))
-                } else if pointwise {
-                    Product::Packed(PackedA::with_depth(wg, (mg, k, k), shape, POINTWISE_KC)?)
-                } else {
+                Some(match way {
+                    Way::Columns => Product::Columns(Panels::new(wg, mg, k, shape.nr())),
+                    Way::Packed => {
+                        Product::Packed(PackedA::with_depth(wg, (mg, k, k), shape, POINTWISE_KC)?)
+                    }
                     // Rows read in place: one depth block (splitting it
                     // reloads every tile of the output, which measured slower).
-                    Product::Rows(PackedA::with_depth(wg, (mg, k, k), shape, usize::MAX)?)
+                    Way::Rows => {
+                        Product::Rows(PackedA::with_depth(wg, (mg, k, k), shape, usize::MAX)?)
+                    }
                 })
             })
             .collect::<Option<Vec<_>>>()?;
-        let tiles = if columns {
+        let tiles = if way == Way::Columns {
             position_tiles(&direct, shape.mr)
         } else {
             Vec::new()
@@ -272,9 +305,15 @@ impl ConvPlan {
                 act: ep.act,
             };
             match product {
-                Product::Packed(w) => {
+                Product::Packed(w) if g.is_pointwise() => {
                     let b = B::Rows { b: xg, ldb: sout };
                     packed_gemm::gemm(w, b, sout, Out::dense(yg, sout), ep);
+                }
+                Product::Packed(w) => {
+                    let fill = |c: usize, j0: usize, row: &mut [f32]| {
+                        subsampled(g, &xg[c * sin..(c + 1) * sin], j0, row)
+                    };
+                    packed_gemm::gemm(w, B::Fill(&fill), sout, Out::dense(yg, sout), ep);
                 }
                 Product::Rows(w) => self.direct.run_rows(w, xg, yg, ep, staging),
                 Product::Columns(w) => {
@@ -368,6 +407,32 @@ impl ConvPlan {
                 crate::par::for_each(tasks, run);
             }
         }
+    }
+}
+
+/// Output positions `j0..` of a strided 1x1 convolution (unpadded) from
+/// input plane `x`: `row[i]` is the input under position `j0 + i`.
+fn subsampled(g: &ConvGeom, x: &[f32], j0: usize, row: &mut [f32]) {
+    let ([iw, ow], [sh, sw]) = ([g.input[1], g.output[1]], [g.strides[0], g.strides[1]]);
+    let (mut r, mut c) = (j0 / ow, j0 % ow);
+    let mut rest = row;
+    while !rest.is_empty() {
+        let n = (ow - c).min(rest.len());
+        let (seg, tail) = rest.split_at_mut(n);
+        let line = &x[r * sh * iw + c * sw..];
+        if sw == 2 && line.len() >= 2 * n {
+            // Every other column: a deinterleave, vectorized.
+            vectorized(|| {
+                for (o, pair) in seg.iter_mut().zip(line.chunks_exact(2)) {
+                    *o = pair[0];
+                }
+            });
+        } else {
+            for (o, v) in seg.iter_mut().zip(line.iter().step_by(sw)) {
+                *o = *v;
+            }
+        }
+        (r, c, rest) = (r + 1, 0, tail);
     }
 }
 
@@ -498,7 +563,8 @@ mod tests {
         let mut all = vec![chosen.clone()];
         for shape in Shape::ALL {
             for way in 0..3 {
-                if way == 0 && !g.is_pointwise() {
+                let one_tap = g.kernel_size() == 1 && g.pads.iter().all(|&p| p == 0);
+                if way == 0 && !one_tap {
                     continue;
                 }
                 let products = (0..g.group)
@@ -540,6 +606,8 @@ mod tests {
             geom(3, 8, 1, [20, 17], [7, 7], [2, 2], [1, 1], [3, 3]),
             geom(4, 6, 2, [8, 9], [3, 3], [1, 1], [2, 2], [2, 2]),
             geom(6, 15, 1, [10, 12], [1, 1], [2, 2], [1, 1], [0, 0]),
+            geom(5, 20, 1, [9, 7], [1, 1], [3, 2], [1, 1], [0, 0]),
+            geom(40, 33, 1, [13, 13], [1, 1], [2, 2], [1, 1], [0, 0]),
             geom(2, 3, 1, [1, 40], [1, 5], [1, 3], [1, 1], [0, 2]),
             geom(8, 29, 1, [5, 6], [2, 3], [3, 1], [1, 2], [0, 1]),
             geom(24, 70, 1, [7, 7], [1, 1], [1, 1], [1, 1], [0, 0]),
@@ -591,7 +659,14 @@ mod speed {
     use super::*;
 
     /// (input channels, output channels, size, kernel, stride, pad)
-    const CASES: [(usize, usize, usize, usize, usize, usize); 13] = [
+    const CASES: [(usize, usize, usize, usize, usize, usize); 20] = [
+        (256, 128, 28, 1, 2, 0),
+        (512, 256, 14, 1, 2, 0),
+        (128, 256, 56, 1, 2, 0),
+        (512, 1024, 14, 1, 2, 0),
+        (32, 128, 56, 1, 1, 0),
+        (128, 32, 56, 1, 1, 0),
+        (1024, 256, 7, 1, 1, 0),
         (3, 64, 224, 7, 2, 3),
         (3, 24, 224, 3, 2, 1),
         (64, 64, 56, 3, 1, 1),
