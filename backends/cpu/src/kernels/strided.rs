@@ -153,6 +153,21 @@ fn transposed<T: Copy + Send + Sync>(
             }
         }
     };
+    if mid == 1 && sl == na as isize && (2..=4).contains(&na) {
+        // A few interleaved rows (NHWC to NCHW of 2 to 4 channels): each
+        // slab's source is contiguous; split it member by member (one task
+        // per slab: this runs at memory speed).
+        let slab_of = |s: usize, out: &mut [T]| {
+            let off = (base + index_offset(s, outer_dims, outer_st)) as usize;
+            deinterleave(&src[off..off + slab], out, na);
+        };
+        if parallel && dst.len() / slab > 1 {
+            crate::par::chunks_mut(dst, slab, slab_of);
+        } else {
+            dst.chunks_mut(slab).enumerate().for_each(|(s, out)| slab_of(s, out));
+        }
+        return;
+    }
     let do_slab =
         |s: usize, out: &mut [T]| rows(base + index_offset(s, outer_dims, outer_st), 0, na, out);
     if parallel && dst.len() / slab > 1 {
@@ -167,6 +182,35 @@ fn transposed<T: Copy + Send + Sync>(
             do_slab(s, out);
         }
     }
+}
+
+/// `out[i][j] = src[j * n + i]`: `n` (2 to 4) rows of `out` from as many
+/// interleaved in `src`.
+fn deinterleave<T: Copy>(src: &[T], out: &mut [T], n: usize) {
+    let nl = out.len() / n.max(1);
+    for (i, row) in out.chunks_exact_mut(nl.max(1)).enumerate() {
+        match (n, i) {
+            (2, 0) => member::<T, 2, 0>(src, row),
+            (2, _) => member::<T, 2, 1>(src, row),
+            (3, 0) => member::<T, 3, 0>(src, row),
+            (3, 1) => member::<T, 3, 1>(src, row),
+            (3, _) => member::<T, 3, 2>(src, row),
+            (_, 0) => member::<T, 4, 0>(src, row),
+            (_, 1) => member::<T, 4, 1>(src, row),
+            (_, 2) => member::<T, 4, 2>(src, row),
+            _ => member::<T, 4, 3>(src, row),
+        }
+    }
+}
+
+/// `row[j] = src[j * N + I]`, both known here, so the loop vectorizes as
+/// loads of whole groups and shuffles.
+fn member<T: Copy, const N: usize, const I: usize>(src: &[T], row: &mut [T]) {
+    super::vmath::vectorized(|| {
+        for (o, group) in row.iter_mut().zip(src.chunks_exact(N)) {
+            *o = group[I];
+        }
+    });
 }
 
 #[cfg(test)]
@@ -200,7 +244,12 @@ mod tests {
     fn transposes_expands_and_slices_match_the_definition() {
         let src: Vec<u32> = (0..70_000).collect();
         // (source dims, permutation); the last two are large enough to split.
-        let perms: [(&[usize], &[usize]); 9] = [
+        let perms: [(&[usize], &[usize]); 13] = [
+            // NHWC to NCHW of 2 to 4 channels (interleaved rows), batched too.
+            (&[1, 50, 155, 3], &[0, 3, 1, 2]),
+            (&[2, 7, 9, 2], &[0, 3, 1, 2]),
+            (&[1, 30, 31, 4], &[0, 3, 1, 2]),
+            (&[3, 100, 3], &[0, 2, 1]),
             (&[1, 1, 50, 128], &[0, 3, 2, 1]),
             (&[1, 128, 50, 1], &[0, 3, 2, 1]),
             (&[37, 41], &[1, 0]),
