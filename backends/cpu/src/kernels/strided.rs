@@ -164,7 +164,9 @@ fn transposed<T: Copy + Send + Sync>(
         if parallel && dst.len() / slab > 1 {
             crate::par::chunks_mut(dst, slab, slab_of);
         } else {
-            dst.chunks_mut(slab).enumerate().for_each(|(s, out)| slab_of(s, out));
+            dst.chunks_mut(slab)
+                .enumerate()
+                .for_each(|(s, out)| slab_of(s, out));
         }
         return;
     }
