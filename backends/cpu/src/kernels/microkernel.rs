@@ -189,6 +189,34 @@ pub unsafe fn run<A: Panel, B: Panel>(shape: Shape, kc: usize, a: &A, b: &B, til
     unreachable!("PackedA::new refuses CPUs without the microkernel");
 }
 
+/// As [`run`], for a tile of fewer rows than a shape of two vectors of
+/// columns has (`shape.mr` from [`SHORT_ROWS`] up, `shape.nv` 2), or of a
+/// shape of [`Shape::ALL`]: the transposed product of a convolution splits
+/// an output row into tiles of near-equal rows this way.
+///
+/// # Safety
+/// As [`run`]; `shape` is one of [`Shape::ALL`] or two vectors wide with
+/// `SHORT_ROWS..=14` rows.
+#[inline(always)]
+pub unsafe fn run_short<A: Panel, B: Panel>(shape: Shape, kc: usize, a: &A, b: &B, tile: &Tile) {
+    #[cfg(target_arch = "x86_64")]
+    match (shape.mr, shape.nv) {
+        (13, 2) => avx512::kernel::<A, B, 13, 2>(kc, a, b, tile),
+        (11, 2) => avx512::kernel::<A, B, 11, 2>(kc, a, b, tile),
+        (10, 2) => avx512::kernel::<A, B, 10, 2>(kc, a, b, tile),
+        (9, 2) => avx512::kernel::<A, B, 9, 2>(kc, a, b, tile),
+        (8, 2) => avx512::kernel::<A, B, 8, 2>(kc, a, b, tile),
+        (7, 2) => avx512::kernel::<A, B, 7, 2>(kc, a, b, tile),
+        (6, 2) => avx512::kernel::<A, B, 6, 2>(kc, a, b, tile),
+        _ => run(shape, kc, a, b, tile),
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("PackedA::new refuses CPUs without the microkernel");
+}
+
+/// The fewest rows of a two-vector tile [`run_short`] has a kernel for.
+pub const SHORT_ROWS: usize = 6;
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) use avx512::{activate, transpose16};
 
