@@ -14,6 +14,7 @@
 //! size take the same path; only the staging differs.
 
 use std::cell::RefCell;
+use std::ops::Range;
 
 use super::conv::ConvGeom;
 use super::layout::par_rows;
@@ -35,6 +36,8 @@ pub struct Direct {
     plane_len: usize,
     /// The phases some tap reads, `(ph, pw)`, in staging order.
     phases: Vec<[usize; 2]>,
+    /// Per tap `(kh, kw)`: its phase's slot and its offset in the plane.
+    taps: Vec<(usize, usize)>,
     /// Per row `(c, kh, kw)` of the product's `B`: its offset in the staging.
     offsets: Vec<u32>,
     /// Output rows and columns.
@@ -75,20 +78,8 @@ impl Direct {
                 taps.push((slot, th / strides[0] * plane[1] + tw / strides[1]));
             }
         }
-        // Planes start an odd number of cache lines apart: the same tap of
-        // successive channels then falls in different L1 sets (at a stride
-        // of a power of two lines they would evict each other).
-        let lines = (plane[0] * plane[1]).div_ceil(16);
-        let plane_len = 16 * (lines | 1);
-        let mut offsets = Vec::with_capacity(channels * taps.len());
-        for c in 0..channels {
-            for &(slot, within) in &taps {
-                let off = (c * phases.len() + slot)
-                    .checked_mul(plane_len)?
-                    .checked_add(within)?;
-                offsets.push(u32::try_from(off).ok()?);
-            }
-        }
+        let plane_len = plane_floats(plane[0] * plane[1]);
+        let offsets = tap_offsets(channels, phases.len(), &taps, plane_len)?;
         let n = (output[0] - 1) * plane[1] + output[1];
         let last = offsets.iter().max().map_or(0, |&o| o as usize);
         let staged = (phases.len() * channels * plane_len).max(last + n + NR_MAX);
@@ -101,10 +92,63 @@ impl Direct {
             plane,
             plane_len,
             phases,
+            taps,
             offsets,
             output,
             staged,
         })
+    }
+
+    /// The staging of bands of as many output rows as stage in about
+    /// `bytes` (two at least): the phase rows those read, in planes laid
+    /// out as the whole staging's. `None` where one band would be all rows.
+    pub fn band(&self, bytes: usize) -> Option<Band> {
+        let halo = self
+            .taps
+            .iter()
+            .map(|&(_, within)| within / self.plane[1])
+            .max()?;
+        let row = 4 * self.channels * self.phases.len() * self.plane[1];
+        let rows = (bytes / row.max(1)).saturating_sub(halo).max(2);
+        if rows >= self.output[0] {
+            return None;
+        }
+        let plane_rows = (rows + halo).min(self.plane[0]);
+        let plane_len = plane_floats(plane_rows * self.plane[1]);
+        let offsets = tap_offsets(self.channels, self.phases.len(), &self.taps, plane_len)?;
+        let last = offsets.iter().max().map_or(0, |&o| o as usize);
+        let n = (rows - 1) * self.plane[1] + self.output[1];
+        let floats = (self.phases.len() * self.channels * plane_len).max(last + n + NR_MAX);
+        u32::try_from(floats).ok()?;
+        Some(Band {
+            rows,
+            plane_rows,
+            plane_len,
+            offsets,
+            floats,
+        })
+    }
+
+    /// Stages the phase rows that output rows `r0..` of `band` read (as
+    /// [`Direct::stage`]) into the front of `staging`.
+    pub fn stage_band<'s>(
+        &self,
+        band: &Band,
+        x: &[f32],
+        r0: usize,
+        staging: &'s mut [f32],
+    ) -> &'s [f32] {
+        let staging = &mut staging[..band.floats];
+        let slots = self.phases.len();
+        let sin = self.input[0] * self.input[1];
+        let (body, tail) = staging.split_at_mut(self.channels * slots * band.plane_len);
+        tail.fill(0.0);
+        let rows = r0..(r0 + band.plane_rows).min(self.plane[0]);
+        par_rows(body, slots * band.plane_len, |c, planes| {
+            let xc = &x[c * sin..(c + 1) * sin];
+            self.stage_channel(xc, planes, rows.clone(), band.plane_len);
+        });
+        staging
     }
 
     /// Floats of scratch a run needs.
@@ -140,7 +184,8 @@ impl Direct {
 
     /// `y = act(bias + w * x + residual)` for one image and group, the
     /// weights as the product's rows: `x` the group's input channels, `y`
-    /// (and `residual`) its output channels.
+    /// (and `residual`) its output channels. With a `band`, band by band:
+    /// each staged just before its product runs.
     pub fn run_rows(
         &self,
         w: &PackedA,
@@ -148,83 +193,169 @@ impl Direct {
         y: &mut [f32],
         ep: Epilogue,
         staging: &mut [f32],
+        band: Option<&Band>,
     ) {
-        let staging = self.stage(x, staging);
-        let sout = self.output[0] * self.output[1];
-        let out = Out {
-            c: y,
-            ldc: sout,
-            cols: Cols::Wide {
-                pitch: self.plane[1],
-                valid: self.output[1],
-            },
+        let [oh, ow] = self.output;
+        let sout = oh * ow;
+        let cols = Cols::Wide {
+            pitch: self.plane[1],
+            valid: ow,
         };
-        let b = B::InPlace {
-            base: staging,
-            offsets: &self.offsets,
+        let Some(band) = band else {
+            let staging = self.stage(x, staging);
+            let out = Out {
+                c: y,
+                ldc: sout,
+                cols,
+            };
+            let b = B::InPlace {
+                base: staging,
+                offsets: &self.offsets,
+            };
+            return packed_gemm::gemm(w, b, self.columns(), out, ep);
         };
-        packed_gemm::gemm(w, b, self.columns(), out, ep);
+        for r0 in (0..oh).step_by(band.rows) {
+            let rows = band.rows.min(oh - r0);
+            let base = r0 * ow;
+            let staged = self.stage_band(band, x, r0, staging);
+            let out = Out {
+                c: &mut y[base..],
+                ldc: sout,
+                cols,
+            };
+            let b = B::InPlace {
+                base: staged,
+                offsets: &band.offsets,
+            };
+            let ep = Epilogue {
+                residual: ep.residual.map(|r| &r[base..]),
+                ..ep
+            };
+            packed_gemm::gemm(w, b, (rows - 1) * self.plane[1] + ow, out, ep);
+        }
     }
 
     /// Writes the phase planes of `x` (zero where they fall on padding) and
     /// zeros past them into the front of `staging`; returns that part.
     pub fn stage<'s>(&self, x: &[f32], staging: &'s mut [f32]) -> &'s [f32] {
         let staging = &mut staging[..self.staged];
-        let [ih, iw] = self.input;
-        let [rows, cols] = self.plane;
-        let [sh, sw] = self.strides;
-        let [pt, pl] = self.pads;
-        let (sin, slots) = (ih * iw, self.phases.len());
+        let sin = self.input[0] * self.input[1];
+        let slots = self.phases.len();
         let (body, tail) = staging.split_at_mut(self.channels * slots * self.plane_len);
         tail.fill(0.0);
         // A channel's planes are contiguous: one task per channel.
         par_rows(body, slots * self.plane_len, |c, planes| {
-            for plane in planes.chunks_mut(self.plane_len) {
-                plane[rows * cols..].fill(0.0);
-            }
             let xc = &x[c * sin..(c + 1) * sin];
-            if sw == 1 {
-                // One phase column: each input row is copied once, in place.
-                for big in 0..rows * sh {
-                    let (a, ph) = (big / sh, big % sh);
-                    let src = big.checked_sub(pt).filter(|&r| r < ih);
-                    for slot in (0..slots).filter(|&s| self.phases[s][0] == ph) {
-                        let at = slot * self.plane_len + a * cols;
-                        let row = &mut planes[at..at + cols];
-                        match src {
-                            Some(r) => bordered(&xc[r * iw..(r + 1) * iw], pl, row),
-                            None => row.fill(0.0),
-                        }
-                    }
-                }
-                return;
-            }
-            PADDED.with_borrow_mut(|padded| {
-                padded.resize(cols * sw, 0.0);
-                for big in 0..rows * sh {
-                    let (a, ph) = (big / sh, big % sh);
-                    // Rows of a phase no tap reads (a 1x1 convolution at
-                    // stride 2 reads every other row) are not copied.
-                    if !self.phases.iter().any(|p| p[0] == ph) {
-                        continue;
-                    }
-                    let src = big.checked_sub(pt).filter(|&r| r < ih);
-                    if let Some(r) = src {
-                        bordered(&xc[r * iw..(r + 1) * iw], pl, padded);
-                    }
-                    for slot in (0..slots).filter(|&s| self.phases[s][0] == ph) {
-                        let at = slot * self.plane_len + a * cols;
-                        let row = &mut planes[at..at + cols];
-                        match src {
-                            Some(_) => pick(padded, sw, self.phases[slot][1], row),
-                            None => row.fill(0.0),
-                        }
-                    }
-                }
-            });
+            self.stage_channel(xc, planes, 0..self.plane[0], self.plane_len);
         });
         staging
     }
+
+    /// Phase rows `rows` of channel `xc`: row `a` of each phase's plane
+    /// (`plane_len` floats each, in `planes`) at `(a - rows.start) * pitch`,
+    /// zeros past the last.
+    fn stage_channel(&self, xc: &[f32], planes: &mut [f32], rows: Range<usize>, plane_len: usize) {
+        let [ih, iw] = self.input;
+        let cols = self.plane[1];
+        let [sh, sw] = self.strides;
+        let [pt, pl] = self.pads;
+        let slots = self.phases.len();
+        for plane in planes.chunks_mut(plane_len) {
+            plane[rows.len() * cols..].fill(0.0);
+        }
+        let at = |slot: usize, a: usize| slot * plane_len + (a - rows.start) * cols;
+        if sw == 1 {
+            // One phase column: each input row is copied once, in place.
+            for big in rows.start * sh..rows.end * sh {
+                let (a, ph) = (big / sh, big % sh);
+                let src = big.checked_sub(pt).filter(|&r| r < ih);
+                for slot in (0..slots).filter(|&s| self.phases[s][0] == ph) {
+                    let row = &mut planes[at(slot, a)..at(slot, a) + cols];
+                    match src {
+                        Some(r) => bordered(&xc[r * iw..(r + 1) * iw], pl, row),
+                        None => row.fill(0.0),
+                    }
+                }
+            }
+            return;
+        }
+        PADDED.with_borrow_mut(|padded| {
+            padded.resize(cols * sw, 0.0);
+            for big in rows.start * sh..rows.end * sh {
+                let (a, ph) = (big / sh, big % sh);
+                // Rows of a phase no tap reads (a 1x1 convolution at stride
+                // 2 reads every other row) are not copied.
+                if !self.phases.iter().any(|p| p[0] == ph) {
+                    continue;
+                }
+                let src = big.checked_sub(pt).filter(|&r| r < ih);
+                if let Some(r) = src {
+                    bordered(&xc[r * iw..(r + 1) * iw], pl, padded);
+                }
+                for slot in (0..slots).filter(|&s| self.phases[s][0] == ph) {
+                    let row = &mut planes[at(slot, a)..at(slot, a) + cols];
+                    match src {
+                        Some(_) => pick(padded, sw, self.phases[slot][1], row),
+                        None => row.fill(0.0),
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// The staging of a band of output rows ([`Direct::band`]): the phase rows
+/// they read, in planes of their own length.
+#[derive(Debug, Clone)]
+pub struct Band {
+    /// Output rows per band, at most.
+    pub rows: usize,
+    /// Phase rows staged per plane.
+    plane_rows: usize,
+    plane_len: usize,
+    /// As [`Direct::offsets`], in the band's planes.
+    offsets: Vec<u32>,
+    /// Floats of a band's staging.
+    pub floats: usize,
+}
+
+impl Band {
+    /// Per input channel and tap: its offset in the band's staging.
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+
+    /// The largest of [`Band::offsets`].
+    pub fn max_offset(&self) -> usize {
+        self.offsets.iter().max().map_or(0, |&o| o as usize)
+    }
+}
+
+/// Floats of a plane of `n`: planes start an odd number of cache lines
+/// apart, so the same tap of successive channels falls in different L1 sets
+/// (at a stride of a power of two lines they would evict each other).
+fn plane_floats(n: usize) -> usize {
+    16 * (n.div_ceil(16) | 1)
+}
+
+/// Per input channel and tap, its offset in a staging of `slots` planes of
+/// `plane_len` per channel; `None` past 32 bits.
+fn tap_offsets(
+    channels: usize,
+    slots: usize,
+    taps: &[(usize, usize)],
+    plane_len: usize,
+) -> Option<Vec<u32>> {
+    let mut offsets = Vec::with_capacity(channels * taps.len());
+    for c in 0..channels {
+        for &(slot, within) in taps {
+            let off = (c * slots + slot)
+                .checked_mul(plane_len)?
+                .checked_add(within)?;
+            offsets.push(u32::try_from(off).ok()?);
+        }
+    }
+    Some(offsets)
 }
 
 thread_local! {

@@ -21,8 +21,10 @@
 //! each way runs (measured on Zen 5: the transposed product runs near the
 //! FMA peak, in-place rows about 15% below it).
 
+use std::cell::RefCell;
+
 use super::conv::ConvGeom;
-use super::conv_direct::Direct;
+use super::conv_direct::{Band, Direct};
 use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile};
 use super::packed_gemm::{self, Epilogue, Out, PackedA, B};
 use super::vmath::vectorized;
@@ -37,6 +39,13 @@ const TILES_PER_BLOCK: usize = 128;
 /// Bytes of a weight panel's depth block of the transposed product, at
 /// most: a deeper product is split in blocks that stay in L2.
 const PANEL_BLOCK_BYTES: usize = 512 << 10;
+/// Bytes of staging past which the transposed product runs in bands of
+/// output rows, each staged just before its tiles run, into a buffer of
+/// about [`BAND_BYTES`] per thread: the staging then stays in L2 between
+/// its writes and reads (a 64->64 3x3 convolution at stride 2 on 160x160
+/// stages 6.6 MB at once).
+const BANDED_BYTES: usize = 1 << 20;
+const BAND_BYTES: usize = 384 << 10;
 
 /// Depth of a pointwise product's blocks, at most: deeper than the GEMM's
 /// default, since a block past the first reloads the output (a 512->1000
@@ -137,6 +146,8 @@ pub struct ConvPlan {
     max_start: usize,
     /// Depth of the transposed product's blocks.
     kc: usize,
+    /// The bands the transposed product runs in, if it does.
+    band: Option<Band>,
 }
 
 /// Time per padded multiply-add of each way, in hundredths of the FMA
@@ -189,6 +200,7 @@ impl ConvPlan {
             direct.columns()
         };
         let pad = |v: usize, t: usize| v.div_ceil(t) * t;
+        let banded = 4 * direct.scratch_floats() > BANDED_BYTES;
         let mut best: Option<(usize, Shape, Way)> = None;
         let mut consider = |cost: usize, shape: Shape, way: Way| {
             if best.is_none_or(|(c, _, _)| cost < c) {
@@ -236,6 +248,10 @@ impl ConvPlan {
                 COLUMNS_SPEED
             };
             for tiling in [Tiling::Rows, Tiling::Wide] {
+                // A staging run in bands is tiled by rows.
+                if tiling == Tiling::Wide && banded {
+                    continue;
+                }
                 let tiles = position_tiles(&direct, shape, tiling);
                 // Shorter tiles run a little slower (measured: 6 rows at
                 // 94% of 14 rows' speed).
@@ -269,13 +285,22 @@ impl ConvPlan {
             Way::Columns(tiling) => position_tiles(&direct, shape, tiling),
             _ => Vec::new(),
         };
+        let kc = depth_block(k, shape);
+        // Bands of whole output rows (a prefix of the row tiles each, by
+        // columns); the products by rows are never split in depth.
+        let band = if banded && (way == Way::Rows || way == Way::Columns(Tiling::Rows) && kc == k) {
+            direct.band(BAND_BYTES)
+        } else {
+            None
+        };
         Some(ConvPlan {
             max_start: tiles.iter().map(|t| t.start).max().unwrap_or(0),
-            kc: depth_block(k, shape),
+            kc,
             direct,
             shape,
             products,
             tiles,
+            band,
         })
     }
 
@@ -291,10 +316,12 @@ impl ConvPlan {
     }
 
     /// Floats of scratch a run needs: the staging, then the transposed
-    /// product's partial sums when its depth is split.
+    /// product's partial sums when its depth is split (none in bands: each
+    /// thread stages its bands in a buffer of its own).
     pub fn scratch_floats(&self) -> usize {
         match self.products.first() {
             Some(Product::Packed(_)) | None => 0,
+            Some(Product::Rows(_) | Product::Columns(_)) if self.band.is_some() => 0,
             Some(Product::Rows(_)) => self.direct.scratch_floats(),
             Some(Product::Columns(w)) => {
                 let partial = if self.kc < w.k {
@@ -333,7 +360,14 @@ impl ConvPlan {
                     };
                     packed_gemm::gemm(w, B::Fill(&fill), sout, Out::dense(yg, sout), ep);
                 }
-                Product::Rows(w) => self.direct.run_rows(w, xg, yg, ep, staging),
+                Product::Rows(w) => match &self.band {
+                    Some(band) => BAND.with_borrow_mut(|staging| {
+                        staging.resize(band.floats, 0.0);
+                        self.direct.run_rows(w, xg, yg, ep, staging, Some(band))
+                    }),
+                    None => self.direct.run_rows(w, xg, yg, ep, staging, None),
+                },
+                Product::Columns(w) if self.band.is_some() => self.run_bands(w, xg, yg, ep),
                 Product::Columns(w) => {
                     let (staging, partial) = staging.split_at_mut(self.direct.scratch_floats());
                     let staged = self.direct.stage(xg, staging);
@@ -430,6 +464,82 @@ impl ConvPlan {
             }
         }
     }
+}
+
+impl ConvPlan {
+    /// The transposed product in bands of output rows, over the pool's
+    /// threads a band at a time: each stages the input rows its band reads
+    /// into its thread's buffer and runs the band's tiles over every panel.
+    fn run_bands(&self, w: &Panels, x: &[f32], y: &mut [f32], ep: Epilogue) {
+        let Some(band) = &self.band else { return };
+        let [oh, ow] = self.direct.output();
+        let sout = oh * ow;
+        let per_row = self.tiles.len() / oh;
+        let offsets = band.offsets();
+        assert!(
+            y.len() >= w.channels * sout
+                && ep.bias.is_none_or(|b| b.len() >= w.channels)
+                && ep.residual.is_none_or(|r| r.len() >= w.channels * sout)
+                && offsets.len() >= w.k
+                && w.k == self.kc
+                && per_row * oh == self.tiles.len()
+                && band.max_offset() + self.tiles[per_row * band.rows - 1].start + self.shape.mr
+                    <= band.floats,
+            "transposed conv operand too small"
+        );
+        // As many rounds of bands over the threads as the band size needs,
+        // the rows shared out evenly.
+        let threads = crate::par::threads();
+        let rounds = oh.div_ceil(threads * band.rows);
+        let rows = oh.div_ceil(threads * rounds);
+        let out = Disjoint::new(y);
+        crate::par::for_each(oh.div_ceil(rows), |b| {
+            let (r0, n) = (b * rows, rows.min(oh - b * rows));
+            BAND.with_borrow_mut(|staging| {
+                staging.resize(band.floats, 0.0);
+                let staged = self.direct.stage_band(band, x, r0, staging);
+                let base = r0 * ow;
+                for p in 0..w.count() {
+                    let ch0 = p * w.nr;
+                    let b = w.panel(p, 0);
+                    for tile in &self.tiles[..n * per_row] {
+                        let a = InPlace {
+                            base: staged[tile.start..].as_ptr(),
+                            offsets: offsets.as_ptr(),
+                        };
+                        let t = Tile {
+                            c: out.at(ch0 * sout + base),
+                            ldc: sout,
+                            rows: tile.mr,
+                            store: Store::Columns {
+                                positions: tile.positions,
+                                lanes: w.nr.min(w.channels - ch0),
+                                partial: std::ptr::null_mut(),
+                                spill: false,
+                            },
+                            load_c: false,
+                            bias: ep.bias.map(|b| b[ch0..].as_ptr()),
+                            residual: ep.residual.map(|r| r[ch0 * sout + base..].as_ptr()),
+                            act: ep.act,
+                        };
+                        let shape = Shape {
+                            mr: tile.mr,
+                            ..self.shape
+                        };
+                        // SAFETY: the staged band, the panel and the band's
+                        // rows of `y` are in bounds (asserted above); bands
+                        // write disjoint rows.
+                        unsafe { microkernel::run_short(shape, w.k, &a, &b, &t) };
+                    }
+                }
+            })
+        });
+    }
+}
+
+thread_local! {
+    /// This thread's staging of a band of output rows.
+    static BAND: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Output positions `j0..` of a strided 1x1 convolution (unpadded) from
@@ -597,8 +707,9 @@ mod tests {
         let (mg, k) = (g.m / g.group, g.col_rows());
         let mut all = vec![chosen.clone()];
         for shape in Shape::ALL {
-            // Packed, by rows, by columns tiled wide and by output rows.
-            for way in 0..4 {
+            // Packed, by rows, by columns tiled wide and by output rows, and
+            // the last two in bands of two output rows.
+            for way in 0..6 {
                 let one_tap = g.kernel_size() == 1 && g.pads.iter().all(|&p| p == 0);
                 if way == 0 && !one_tap {
                     continue;
@@ -608,24 +719,30 @@ mod tests {
                         let wg = &w[grp * mg * k..(grp + 1) * mg * k];
                         match way {
                             0 => Product::Packed(PackedA::new(wg, mg, k, k, shape).unwrap()),
-                            1 => Product::Rows(PackedA::new(wg, mg, k, k, shape).unwrap()),
+                            1 | 5 => Product::Rows(PackedA::new(wg, mg, k, k, shape).unwrap()),
                             _ => Product::Columns(Panels::new(wg, mg, k, shape.nr())),
                         }
                     })
                     .collect();
                 let tiling = if way == 2 { Tiling::Wide } else { Tiling::Rows };
+                let kc = if split && k > 100 {
+                    37
+                } else {
+                    depth_block(k, shape)
+                };
+                let banded = way == 5 || way == 4 && kc == k && shape.nv == 2;
+                if way == 4 && !banded {
+                    continue;
+                }
                 let tiles = position_tiles(&chosen.direct, shape, tiling);
                 all.push(ConvPlan {
                     max_start: tiles.iter().map(|t| t.start).max().unwrap_or(0),
-                    kc: if split && k > 100 {
-                        37
-                    } else {
-                        depth_block(k, shape)
-                    },
+                    kc,
                     direct: chosen.direct.clone(),
                     shape,
                     products,
                     tiles,
+                    band: chosen.direct.band(1).filter(|_| banded),
                 });
             }
         }
@@ -653,6 +770,7 @@ mod tests {
             geom(20, 40, 1, [6, 19], [3, 3], [1, 1], [1, 1], [1, 1]),
             geom(9, 70, 1, [3, 25], [3, 3], [1, 1], [1, 1], [1, 1]),
         ];
+        let pool = crate::par::Pool::new(3).unwrap();
         for g in cases {
             let ks = g.kernel_size();
             let x: Vec<f32> = (0..g.c * g.spatial_in())
@@ -675,13 +793,20 @@ mod tests {
                         residual: Some(&residual),
                         act,
                     };
-                    plan.run(&g, &x, &mut y, ep, &mut staging);
-                    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                        assert!(
-                            (a - b).abs() <= 1e-5,
-                            "{g:?} {act} {} at {i}: {a} vs {b}",
-                            plan.describe()
-                        );
+                    for threads in [1, 3] {
+                        y.fill(f32::NAN);
+                        if threads == 1 {
+                            plan.run(&g, &x, &mut y, ep, &mut staging);
+                        } else {
+                            pool.install(|| plan.run(&g, &x, &mut y, ep, &mut staging));
+                        }
+                        for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                            assert!(
+                                (a - b).abs() <= 1e-5,
+                                "{g:?} {act} {} on {threads} threads at {i}: {a} vs {b}",
+                                plan.describe()
+                            );
+                        }
                     }
                 }
             }
@@ -699,7 +824,7 @@ mod speed {
     use super::*;
 
     /// (input channels, output channels, rows and columns, kernel, stride, pad)
-    const CASES: [(usize, usize, [usize; 2], usize, usize, usize); 23] = [
+    const CASES: [(usize, usize, [usize; 2], usize, usize, usize); 26] = [
         (256, 128, [28, 28], 1, 2, 0),
         (512, 256, [14, 14], 1, 2, 0),
         (128, 256, [56, 56], 1, 2, 0),
@@ -725,6 +850,11 @@ mod speed {
         (32, 64, [25, 77], 3, 1, 1),
         (64, 128, [12, 38], 3, 1, 1),
         (128, 256, [6, 19], 3, 1, 1),
+        // A YOLO's stride-2 3x3s on planes whose staging passes L2 (run in
+        // bands).
+        (3, 16, [640, 640], 3, 2, 1),
+        (16, 32, [320, 320], 3, 2, 1),
+        (64, 64, [160, 160], 3, 2, 1),
     ];
 
     #[test]
