@@ -158,7 +158,7 @@ const PACKED_SPEED: usize = 112;
 const ROWS_SPEED: usize = 122;
 const COLUMNS_SPEED: usize = 110;
 const COLUMNS_SPLIT_SPEED: usize = 116;
-const COLUMNS_ONE_TAP_SPEED: usize = 125;
+const COLUMNS_ONE_TAP_SPEED: usize = 120;
 /// One tap over fewer than [`ONE_TAP_PANELS`] weight panels: each staged
 /// tile, a line from every input channel's plane, is read for only one or
 /// two panels, so the product waits on those lines (256->32 and 512->64 1x1
