@@ -11,7 +11,9 @@
 //! columns, computed and dropped on store), and the im2col row of input
 //! channel and tap `(c, kh, kw)` is the staged buffer from one offset on: the
 //! GEMM reads it in place ([`B::InPlace`]). Strides, dilations and pads of any
-//! size take the same path; only the staging differs.
+//! size take the same path; only the staging differs. A staging too large to
+//! stay in L2 is made in bands of output rows ([`Band`]): each band's phase
+//! rows, in planes of its own length, just before its product reads them.
 
 use std::cell::RefCell;
 use std::ops::Range;
