@@ -367,12 +367,14 @@ impl ConvPlan {
                     }),
                     None => self.direct.run_rows(w, xg, yg, ep, staging, None),
                 },
-                Product::Columns(w) if self.band.is_some() => self.run_bands(w, xg, yg, ep),
-                Product::Columns(w) => {
-                    let (staging, partial) = staging.split_at_mut(self.direct.scratch_floats());
-                    let staged = self.direct.stage(xg, staging);
-                    self.run_columns(w, staged, partial, yg, ep);
-                }
+                Product::Columns(w) => match &self.band {
+                    Some(band) => self.run_bands(w, band, xg, yg, ep),
+                    None => {
+                        let (staging, partial) = staging.split_at_mut(self.direct.scratch_floats());
+                        let staged = self.direct.stage(xg, staging);
+                        self.run_columns(w, staged, partial, yg, ep);
+                    }
+                },
             }
         }
     }
@@ -470,8 +472,7 @@ impl ConvPlan {
     /// The transposed product in bands of output rows, over the pool's
     /// threads a band at a time: each stages the input rows its band reads
     /// into its thread's buffer and runs the band's tiles over every panel.
-    fn run_bands(&self, w: &Panels, x: &[f32], y: &mut [f32], ep: Epilogue) {
-        let Some(band) = &self.band else { return };
+    fn run_bands(&self, w: &Panels, band: &Band, x: &[f32], y: &mut [f32], ep: Epilogue) {
         let [oh, ow] = self.direct.output();
         let sout = oh * ow;
         let per_row = self.tiles.len() / oh;
