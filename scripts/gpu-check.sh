@@ -15,7 +15,10 @@
 #   precision and the golden transformer's three sizes against PyTorch, with
 #   ResNet-50's fp16 profile: two minutes, for a change aimed at those), cpu16
 #   (scripts/bench_vs_ort.py with 16 threads: rlx-onnx on the CPU against
-#   onnxruntime on this machine's 16 cores, alternating).
+#   onnxruntime on this machine's 16 cores, alternating), transformers
+#   (scripts/transformer_bench.py: BERT, GPT-2, ViT, a GQA decoder and a long
+#   encoder, both exporters, against PyTorch eager, CUDA graphs and
+#   torch.compile; arguments after the stage go to the script).
 #   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +27,7 @@ out=${OUT:-/tmp/rlx-gpu-out}; mkdir -p "$out"
 # The test binaries find golden/ through the path they were built in.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 bin=/tmp/rlx-gpu-bin; mkdir -p "$bin" /tmp/rlx-data
-for f in rlx-onnx cuda_parity rlx_cuda; do xz -dc "gpu-bin/$f.xz" > "$bin/$f"; chmod +x "$bin/$f"; done
+for f in rlx-onnx cuda_parity cuda_attention rlx_cuda; do xz -dc "gpu-bin/$f.xz" > "$bin/$f"; chmod +x "$bin/$f"; done
 tar xJf gpu-bin/testdata.tar.xz -C /tmp/rlx-data
 export RLX_ONNX_TESTDATA=/tmp/rlx-data PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -36,6 +39,8 @@ if [[ $stage == all || $stage == tests ]]; then
   INSTA_WORKSPACE_ROOT=/work/main "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
   echo "== parity with the CPU backend"
   "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|max error|test result|skipping"
+  echo "== attention kernels against the CPU"
+  "$bin/cuda_attention" --nocapture 2>&1 | tee "$out/attention.log" | grep -E "^test |test result|panicked|^[a-z0-9_]+ (f32|f16|bf16)"
 fi
 
 # The node cases under $1/node on cuda against the expected list $2; $3 names
@@ -194,6 +199,15 @@ if [[ $stage == cpu16 ]]; then
   echo "== CPU, 16 threads: rlx-onnx against onnxruntime (median ms, alternating)"
   python3 scripts/bench_vs_ort.py --threads 16 --rounds 2 --iters 20 --binary "$bin/rlx-onnx" 2>&1 \
     | grep -v onnxruntime: | tee "$out/cpu16.txt"
+fi
+
+# Transformers against PyTorch (scripts/transformer_bench.py; arguments after
+# the stage go to it): not part of `all`.
+if [[ $stage == transformers ]]; then
+  shift
+  echo "== transformers on cuda against PyTorch (ms)"
+  python3 scripts/transformer_bench.py --binary "$bin/rlx-onnx" --out "$out" "$@" > "$out/transformers.log" 2>&1
+  grep -aE '^(\||sdpa|  \{|[a-z0-9_]+ (script|dynamo) )' "$out/transformers.log"
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then

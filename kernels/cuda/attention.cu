@@ -1,25 +1,19 @@
-// Attention: scaled dot-product attention (ONNX opset 23) with the CPU
-// backend's semantics. One warp per (batch, query head, query row), 4 rows
-// per block; keys go by in tiles of 32 with an online softmax (running max
-// m and sum l, rescaled per tile), so any key length runs in fixed memory.
-// Each lane scores one key of the tile and accumulates up to 8 output
-// features (head sizes up to 256), reading V rows coalesced.
+// Attention, the row kernel: one warp per (batch, query head, query row), 4
+// rows per block; keys go by in tiles of 32 with an online softmax (running
+// max m and sum l, rescaled per tile), so any key length runs in fixed
+// memory. Each lane scores one key of the tile and accumulates up to 8
+// output features (head sizes up to 256), reading V rows coalesced. It
+// serves what the tiled kernels (flash_attention.cu) do not: the QK output
+// and f64. Score rules: attention.cuh.
 //
 // AttentionParams (rlx-gpu kernels/attention.rs): hq, group (query heads per
 // key head), sq, keys, dk, dv, element strides (b, h, s) q_s, k_s, v_s, y_s,
 // mask strides (b, h, i, j) mask_s and mask_len, flags, past (the first query
 // row's position), left and right (the key window, -1 unbounded), mode
-// (qk_matmul_output_mode), scale, softcap, rows. Flags: 1 mask, 2 bool mask,
-// 4 causal, 8 nonpad lengths, 16 nonpad is i64, 32 QK output, 64 the first
-// query row sits at nonpad[b] - sq. Scores: raw = (q * scale) . k; capped =
-// softcap * tanh(raw / softcap); biased = capped + mask bias (-inf where
-// masked). A row with every key masked gives zeros, as on the CPU.
+// (qk_matmul_output_mode), scale, softcap, rows.
 
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD 256
-
-template <typename C>
-__device__ __forceinline__ C att_inf() { return (C)__int_as_float(0x7f800000); }
 
 template <typename T, typename C>
 __device__ __forceinline__ void att_score(const AttentionParams& p, const C* qrow, const T* k,
@@ -33,38 +27,10 @@ __device__ __forceinline__ void att_score(const AttentionParams& p, const C* qro
     for (unsigned int d = 0; d < p.dk; ++d) {
         raw += qrow[d] * (C)kr[d];
     }
-    C capped = raw;
-    if (p.softcap > 0.0f) {
-        capped = (C)p.softcap * tanh(raw / (C)p.softcap);
-    }
-    C bias = (C)0;
-    long long np = 0;
-    if (p.flags & 8u) {
-        np = (p.flags & 16u) ? ((const long long*)nonpad)[b] : (long long)nonpad[b];
-        if ((long long)j >= np) bias = -att_inf<C>();
-    }
-    // Query position minus key position, bottom-right aligned.
-    const long long off = (p.flags & 64u) ? np - (long long)p.sq : (long long)p.past;
-    const long long diff = (long long)i + off - (long long)j;
-    if (((p.flags & 4u) && diff < 0) || (p.left >= 0 && diff > p.left) || (p.right >= 0 && -diff > p.right)) {
-        bias = -att_inf<C>();
-    }
-    if (p.flags & 1u) {
-        if (j >= p.mask_len) {
-            bias = -att_inf<C>();
-        } else {
-            unsigned long long mi = (unsigned long long)b * p.mask_s[0] + (unsigned long long)h * p.mask_s[1] +
-                                    (unsigned long long)i * p.mask_s[2] + (unsigned long long)j * p.mask_s[3];
-            if (p.flags & 2u) {
-                if (mask[mi] == 0) bias = -att_inf<C>();
-            } else {
-                bias += (C)((const T*)mask)[mi];
-            }
-        }
-    }
+    const C capped = att_cap<C>(p, raw);
     *raw_out = raw;
     *capped_out = capped;
-    *biased_out = capped + bias;
+    *biased_out = capped + att_bias<T, C>(p, mask, nonpad, b, h, i, j);
 }
 
 template <typename C>

@@ -7,10 +7,18 @@
 //! y = div(d, sqrt(add(v, eps))) [* gamma] [+ beta]
 //! ```
 //!
-//! The axes must be a trailing run of `x`'s dims, both means must keep dims,
+//! and the decomposed RMSNorm (Llama's and T5's, as both PyTorch exporters
+//! write it) becomes one `rms_norm`:
+//!
+//! ```text
+//! s = sqrt(add(reduce_mean(pow(x, 2) | mul(x, x), axes), eps))
+//! y = mul(x, reciprocal(s) | div(1, s)) | div(x, s)   [* gamma]
+//! ```
+//!
+//! The axes must be a trailing run of `x`'s dims, the means must keep dims,
 //! and gamma/beta must cover trailing dims exactly (no widening).
 
-use rlx_ir::ops::LayerNorm;
+use rlx_ir::ops::{LayerNorm, RmsNorm};
 use rlx_ir::{Dim, Graph, Op, Shape, Value};
 
 use crate::fold_batchnorm::rev;
@@ -42,6 +50,25 @@ fn normalized(pow_form: bool) -> Pat {
     op("div", [d(), std])
 }
 
+/// `x / sqrt(mean(x^2) + eps)` in each of its written forms.
+fn rms_normalized() -> Vec<Pat> {
+    let std = || {
+        let mut v = Vec::new();
+        for sq in [op("pow", [any("x"), leaf("two")]), op("mul", [any("x"), any("x")])] {
+            let var = op_if(is_mean, [sq, leaf("axes")]).bind("var");
+            v.push(op("sqrt", [op("add", [var, leaf("eps")]).commutative()]));
+        }
+        v
+    };
+    let mut v = Vec::new();
+    for s in std() {
+        v.push(op("mul", [any("x"), op("reciprocal", [s.clone()])]).commutative());
+        v.push(op("mul", [any("x"), op("div", [leaf("one"), s.clone()])]).commutative());
+        v.push(op("div", [any("x"), s]));
+    }
+    v
+}
+
 fn affine(n: Pat) -> Vec<Pat> {
     let scaled = op("mul", [n.clone(), any("gamma")]).commutative();
     vec![
@@ -57,7 +84,7 @@ impl Pass for FuseLayerNorm {
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let rules: Vec<Rule> = [normalized(true), normalized(false)]
+        let mut rules: Vec<Rule> = [normalized(true), normalized(false)]
             .into_iter()
             .flat_map(affine)
             .map(|pattern| Rule {
@@ -66,6 +93,19 @@ impl Pass for FuseLayerNorm {
                 rewrite,
             })
             .collect();
+        rules.extend(
+            rms_normalized()
+                .into_iter()
+                .flat_map(|n| {
+                    let scaled = op("mul", [n.clone(), any("gamma")]).commutative();
+                    [scaled, n]
+                })
+                .map(|pattern| Rule {
+                    name: "rms_norm.decomposed",
+                    pattern,
+                    rewrite,
+                }),
+        );
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }
@@ -105,9 +145,17 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
         a.dedup();
         Some(a)
     };
-    let (Some(a1), Some(a2)) = (axes_of(m.v("axes")), axes_of(m.v("axes2"))) else {
+    let rms = !m.values.contains_key("axes2");
+    let axes2 = m.values.get("axes2").copied().unwrap_or(m.v("axes"));
+    let (Some(a1), Some(a2)) = (axes_of(m.v("axes")), axes_of(axes2)) else {
         return Ok(false);
     };
+    if m.values
+        .get("one")
+        .is_some_and(|t| splat(g, cx.weights, *t) != Some(1.0))
+    {
+        return Ok(false);
+    }
     let Some(&first) = a1.first() else {
         return Ok(false);
     };
@@ -156,12 +204,21 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
         }
         ins.push(*b);
     }
+    let axis = first as i64 - r as i64;
+    let origin = union_origin(g, &rev(g, m));
+    if rms {
+        let op = RmsNorm {
+            axis,
+            epsilon: eps as f32,
+        };
+        replace_root(g, cx.weights, m.root(), op, &ins, origin)?;
+        return Ok(true);
+    }
     let op = LayerNorm {
-        axis: first as i64 - r as i64,
+        axis,
         epsilon: eps as f32,
         stats: false,
     };
-    let origin = union_origin(g, &rev(g, m));
     replace_root(g, cx.weights, m.root(), op, &ins, origin)?;
     Ok(true)
 }

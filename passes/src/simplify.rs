@@ -5,6 +5,11 @@
 //!   `transpose`, one-input `concat`;
 //! - `x*1`, `1*x`, `x/1`, `x+0`, `0+x`, `x-0` (when the output type is `x`'s);
 //! - `transpose(transpose(x))` -> one transpose (or `x`);
+//! - a `transpose` that moves only dims of size 1 -> a `reshape` (a view);
+//! - `reshape(transpose(reshape(x)))` where the inner reshape merges leading
+//!   dims, the transpose keeps the merged dim first and the outer reshape
+//!   splits it again -> `transpose(reshape(x))` with the reshape a view (the
+//!   batched `[B*H, S, D]` transposes of exported attention become 4-D ones);
 //! - chains of views (`reshape`, `flatten`, `squeeze`, `unsqueeze`) -> one
 //!   `reshape`, or `x` when the shape comes back (a squeeze/unsqueeze pair);
 //! - `cast(cast(x))` -> one cast when the inner cast loses nothing;
@@ -15,7 +20,7 @@ use rlx_ir::ops::{Binary, BinaryKind, Reshape, Transpose};
 use rlx_ir::{DType, Graph, NodeId, Op, Tensor, Value};
 
 use crate::manager::{Pass, PassContext, PassError};
-use crate::rewrite::{constant, remove_dead, replace_root, splat};
+use crate::rewrite::{add_op, constant, remove_dead, replace_root, splat};
 
 pub struct Simplify;
 
@@ -107,6 +112,16 @@ fn simplify_node(
                 forward(g, id, x)?;
                 return Ok(Some("simplify.identity-transpose"));
             }
+            if let (Some(from), Some(to)) = (g.ty(x).shape.as_known(), out.shape.as_known()) {
+                if moves_only_units(&from, &t.perm) {
+                    let origin = g.node(id).origin.clone();
+                    let name = g.node(id).name.clone();
+                    let shape = shape_constant(g, cx, &name, origin.clone(), &to)?;
+                    let op = Reshape { allowzero: false };
+                    replace_root(g, cx.weights, id, op, &[x, shape], origin)?;
+                    return Ok(Some("simplify.unit-transpose"));
+                }
+            }
             if let Op::Transpose(inner) = &g.node(x.node).op {
                 let (p1, p2) = (inner.perm.clone(), t.perm.clone());
                 let Some(perm) = p2
@@ -127,6 +142,9 @@ fn simplify_node(
             if same_as_x {
                 forward(g, id, x)?;
                 return Ok(Some("simplify.noop-view"));
+            }
+            if matches!(op, Op::Reshape(_)) && batched_transpose(g, cx, id, x)? {
+                return Ok(Some("simplify.batched-transpose"));
             }
             let inner = g.node(x.node);
             if is_view(&inner.op) && inner.outputs.len() == 1 {
@@ -208,6 +226,99 @@ fn simplify_node(
         _ => {}
     }
     Ok(None)
+}
+
+/// True if `perm` keeps the order of the dims of `dims` larger than 1 (the
+/// transpose then moves no element).
+fn moves_only_units(dims: &[usize], perm: &[i64]) -> bool {
+    let mut last = None;
+    for &p in perm {
+        let Some(&d) = usize::try_from(p).ok().and_then(|p| dims.get(p)) else {
+            return false;
+        };
+        if d != 1 {
+            if last.is_some_and(|l| l > p) {
+                return false;
+            }
+            last = Some(p);
+        }
+    }
+    true
+}
+
+/// A constant i64 vector of `dims`, for a reshape's shape.
+fn shape_constant(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    name: &str,
+    origin: Vec<String>,
+    dims: &[usize],
+) -> Result<Value, String> {
+    let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    let t = Tensor::from_i64(&[shape.len()], &shape).map_err(|e| e.to_string())?;
+    Ok(constant(g, cx.weights, &format!("{name}.shape"), origin, t))
+}
+
+/// The number of leading dims of `src` that `merged` folds into its first
+/// dim (the rest equal), if it does so.
+fn merged_lead(src: &[usize], merged: &[usize]) -> Option<usize> {
+    let (&first, rest) = merged.split_first()?;
+    let k = src.len().checked_sub(rest.len())?;
+    (k >= 1 && src[k..] == *rest && src[..k].iter().product::<usize>() == first).then_some(k)
+}
+
+/// `reshape(transpose(reshape(src)))` at reshape `id` over `x`, where the
+/// inner reshape merges leading dims of `src`, the transpose keeps that dim
+/// first and the outer reshape splits it again: rewritten to a transpose of
+/// a view of `src`.
+fn batched_transpose(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    id: NodeId,
+    x: Value,
+) -> Result<bool, String> {
+    let Op::Transpose(t) = &g.node(x.node).op else {
+        return Ok(false);
+    };
+    let perm = t.perm.clone();
+    let y = g.inputs_of(x.node)[0];
+    if perm.first() != Some(&0) || !matches!(g.node(y.node).op, Op::Reshape(_)) {
+        return Ok(false);
+    }
+    let src = g.inputs_of(y.node)[0];
+    let dims = |v: Value| g.ty(v).shape.as_known();
+    let (Some(s), Some(yd), Some(xd), Some(out)) = (
+        dims(src),
+        dims(y),
+        dims(x),
+        g.node(id).outputs[0].shape.as_known(),
+    ) else {
+        return Ok(false);
+    };
+    // src = [a.., tail], y = [prod(a), tail], out = [l.., perm(tail)].
+    let (Some(k), Some(l)) = (merged_lead(&s, &yd), merged_lead(&out, &xd)) else {
+        return Ok(false);
+    };
+    let mut view: Vec<usize> = out[..l].to_vec();
+    view.extend_from_slice(&s[k..]);
+    let new_perm: Vec<i64> = (0..l as i64)
+        .chain(perm[1..].iter().map(|p| p + l as i64 - 1))
+        .collect();
+    let origin = merged(g, &[y.node, x.node, id]);
+    let name = g.node(id).name.clone();
+    let shape = shape_constant(g, cx, &name, origin.clone(), &view)?;
+    let v = add_op(
+        g,
+        cx.weights,
+        Reshape { allowzero: false },
+        &format!("{name}.view"),
+        origin.clone(),
+        &[src, shape],
+    )?;
+    let op = Transpose { perm: new_perm };
+    replace_root(g, cx.weights, id, op, &[Value::of(v)], origin)?;
+    remove_dead(g, &[x.node, y.node]);
+    Ok(true)
 }
 
 fn merged(g: &Graph, nodes: &[NodeId]) -> Vec<String> {

@@ -36,7 +36,7 @@ use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Context, ContextOptions, Executable};
-pub use plan::{plan, ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
+pub use plan::{plan, AttentionKernel, ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule, Work};
 
 /// Why planning, compiling or running failed.

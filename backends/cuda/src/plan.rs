@@ -23,6 +23,19 @@ pub struct PlanOptions {
     /// `COMPUTE_32F_FAST_TF32`, cuDNN's tensor-op math): faster, with a
     /// 10-bit mantissa in the products. Off: exact fp32.
     pub tf32: bool,
+    pub attention: AttentionKernel,
+}
+
+/// Which kernel runs an attention that both can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AttentionKernel {
+    /// The tiled kernel (K/V tiles through shared memory, a block per query
+    /// tile; tensor cores for f16/bf16). The default.
+    #[default]
+    Tiled,
+    /// The row kernel (a warp per query row), as before the tiled one: kept
+    /// for the QK output and f64, and to compare against.
+    Rows,
 }
 
 /// Which convolutions run as a cuBLASLt GEMM (their bias and ReLU in its

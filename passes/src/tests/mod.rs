@@ -2,6 +2,7 @@
 //! verification on) and is compared, as a parsed graph, with the expected text.
 //! Node names are not compared (passes pick fresh ones); origins are.
 
+mod exported;
 mod fusion;
 mod generic;
 mod loops;

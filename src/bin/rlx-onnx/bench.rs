@@ -43,6 +43,10 @@ pub struct Args {
     /// tile kernel, or cuBLASLt like every larger one).
     #[arg(long, value_enum, default_value = "tile")]
     cuda_small_gemm: SmallGemmArg,
+    /// CUDA: which kernel runs attention (the tiled one, or the row kernel
+    /// it replaced, to compare).
+    #[arg(long, value_enum, default_value = "tiled")]
+    cuda_attention: AttentionArg,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -61,6 +65,12 @@ enum ConvGemmArg {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum AttentionArg {
+    Tiled,
+    Rows,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum SmallGemmArg {
     Tile,
     Cublaslt,
@@ -69,7 +79,7 @@ enum SmallGemmArg {
 impl Args {
     /// The CUDA plan options the flags choose.
     fn cuda_plan(&self) -> rlx_onnx::cuda::PlanOptions {
-        use rlx_onnx::cuda::{ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
+        use rlx_onnx::cuda::{AttentionKernel, ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
         PlanOptions {
             conv_epilogue: match self.cuda_conv_epilogue {
                 ConvEpilogueArg::Cudnn => ConvEpilogue::Cudnn,
@@ -83,6 +93,10 @@ impl Args {
             small_gemm: match self.cuda_small_gemm {
                 SmallGemmArg::Tile => SmallGemm::Tile,
                 SmallGemmArg::Cublaslt => SmallGemm::Cublaslt,
+            },
+            attention: match self.cuda_attention {
+                AttentionArg::Tiled => AttentionKernel::Tiled,
+                AttentionArg::Rows => AttentionKernel::Rows,
             },
             ..PlanOptions::default()
         }

@@ -225,9 +225,8 @@ where
         Heads::of(&ins[1], a.kv_num_heads, "K")?,
         Heads::of(&ins[2], a.kv_num_heads, "V")?,
     );
-    if ins[0].rank() != ins[1].rank() || ins[0].rank() != ins[2].rank() {
-        return Err(KernelError::Value("Q, K and V ranks differ".into()));
-    }
+    // Each operand is 3-D or 4-D on its own (a 3-D K or V beside a 4-D Q:
+    // `fuse-attention` reads a head split in place); Q's rank is Y's.
     if kg.b != qg.b || vg.b != qg.b || kg.h != vg.h || kg.s != vg.s || kg.d != qg.d {
         return Err(KernelError::Value(format!(
             "Q {qg:?}, K {kg:?} and V {vg:?} do not fit together"

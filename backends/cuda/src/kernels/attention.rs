@@ -1,11 +1,15 @@
-//! Attention on CUDA (ONNX opset 23, `kernels/cuda/attention.cu`): one
-//! flash-style kernel (a warp per query row, keys in tiles of 32 with an
-//! online softmax) reading Q, K and V in place through their strides, with
-//! grouped-query heads, bool or float masks, causality, softcap, per-batch
-//! key lengths and the QK output, planned by rlx-gpu's
-//! `kernels::attention` (the struct the wgpu kernel reads). A KV cache is
-//! first concatenated into the present outputs (or scratch) by slab copies,
-//! as on wgpu; the kernel then reads keys from there.
+//! Attention on CUDA (ONNX opset 23): Q, K and V read in place through their
+//! strides, with grouped-query heads, bool or float masks, causality, key
+//! windows, softcap and per-batch key lengths, planned by rlx-gpu's
+//! `kernels::attention` (the struct the wgpu kernel reads). Two kernels:
+//! - the tiled one (`kernels/cuda/flash_attention.cu`): a block per (batch,
+//!   head, query tile), K/V tiles through shared memory, online softmax;
+//!   tensor cores for f16/bf16, exact FMAs for f32; head sizes up to
+//!   [`FLASH_MAX_HEAD`];
+//! - the row kernel (`kernels/cuda/attention.cu`, a warp per query row) for
+//!   the rest: the QK output, f64, head sizes up to [`MAX_HEAD`].
+//! A KV cache is first concatenated into the present outputs (or scratch) by
+//! slab copies, as on wgpu; the kernel then reads keys from there.
 
 use rlx_gpu::control::{slab_copy, Side};
 use rlx_gpu::geometry::LResult;
@@ -19,7 +23,19 @@ use super::{control, Cx, Source};
 
 pub const SOURCE: Source = Source {
     name: "attention",
-    source: concat!(include_str!("../../../../kernels/cuda/attention.cu")),
+    source: concat!(
+        include_str!("../../../../kernels/cuda/attention.cuh"),
+        include_str!("../../../../kernels/cuda/attention.cu")
+    ),
+    layouts,
+};
+
+pub const FLASH_SOURCE: Source = Source {
+    name: "flash_attention",
+    source: concat!(
+        include_str!("../../../../kernels/cuda/attention.cuh"),
+        include_str!("../../../../kernels/cuda/flash_attention.cu")
+    ),
     layouts,
 };
 
@@ -31,6 +47,27 @@ fn layouts() -> Vec<Layout> {
 pub const MAX_HEAD: usize = 256;
 /// Query rows per block (warps).
 const ROWS_PER_BLOCK: u64 = 4;
+/// Largest head size of the tiled kernels.
+pub const FLASH_MAX_HEAD: usize = 128;
+/// Threads per block of the tiled kernels.
+const FLASH_THREADS: u32 = 128;
+
+/// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its entry and its
+/// query rows per block; `None` where the row kernel runs.
+fn flash_entry(dtype: DType, dk: usize, dv: usize) -> Option<(&'static str, u64)> {
+    let d = dk.max(dv);
+    Some(match (dtype, d) {
+        (DType::F32, 0..=64) => ("flash_attention_f32_d64", 32),
+        (DType::F32, 65..=128) => ("flash_attention_f32_d128", 32),
+        (DType::F16, 0..=32) => ("flash_attention_f16_d32", 64),
+        (DType::F16, 33..=64) => ("flash_attention_f16_d64", 64),
+        (DType::F16, 65..=128) => ("flash_attention_f16_d128", 64),
+        (DType::BF16, 0..=32) => ("flash_attention_bf16_d32", 64),
+        (DType::BF16, 33..=64) => ("flash_attention_bf16_d64", 64),
+        (DType::BF16, 65..=128) => ("flash_attention_bf16_d128", 64),
+        _ => return None,
+    })
+}
 
 fn entry(d: DType) -> LResult<&'static str> {
     Ok(match d {
@@ -258,16 +295,20 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         }
     }
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
-    let m = cx.modules.of(&SOURCE);
-    let blocks = u64::from(params.rows).div_ceil(ROWS_PER_BLOCK);
     let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
-    cx.kernel_params(
-        m,
-        entry,
-        blocks,
-        (32 * ROWS_PER_BLOCK) as u32,
-        operands,
-        &params,
-    );
+    let tiled = cx.opts.attention == crate::AttentionKernel::Tiled && !extras.qk;
+    match flash_entry(dtype, dk, dv).filter(|_| tiled) {
+        Some((flash, rows)) => {
+            let m = cx.modules.of(&FLASH_SOURCE);
+            let blocks = (b * hq) as u64 * (sq as u64).div_ceil(rows);
+            cx.kernel_params(m, flash, blocks, FLASH_THREADS, operands, &params);
+        }
+        None => {
+            let m = cx.modules.of(&SOURCE);
+            let blocks = u64::from(params.rows).div_ceil(ROWS_PER_BLOCK);
+            let block = (32 * ROWS_PER_BLOCK) as u32;
+            cx.kernel_params(m, entry, blocks, block, operands, &params);
+        }
+    }
     Ok(())
 }

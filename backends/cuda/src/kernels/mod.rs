@@ -63,6 +63,7 @@ pub const SOURCES: &[&Source] = &[
     &tile_gemm::SOURCE,
     &pool::SOURCE,
     &attention::SOURCE,
+    &attention::FLASH_SOURCE,
     &reduce::SOURCE,
     &softmax::SOURCE,
     &topk::SOURCE,

@@ -1,0 +1,418 @@
+// Attention, the tiled kernels (flash-style): one block of 128 threads per
+// (batch, query head, tile of query rows). Key and value tiles are staged in
+// shared memory and scored against the whole query tile with an online
+// softmax (running max m and sum l per row, rescaled per tile), so K and V
+// are read once per query tile, not once per query row, and any key length
+// runs in fixed memory.
+// - f16/bf16 (flash_mma): tensor cores, mma.sync m16n8k16 with f32
+//   accumulation. Four warps of 16 query rows; fragments by ldmatrix; the
+//   probabilities P stay in registers as the A operand of P.V.
+// - f32 (flash_f32): exact fp32 FMAs. 32 query rows; each thread holds 4 rows
+//   x 2 keys of the scores and 4 rows x D/16 features of the output; P goes
+//   through shared memory.
+// Q, K, V and Y are read and written through their element strides (3-D
+// [B,S,H*D] or 4-D [B,H,S,D]; query heads share key heads by `group`); head
+// sizes are padded with zeros to the kernel's D. Masks, causality, key
+// windows, key lengths and softcap follow attention.cuh; key tiles that no
+// row of the query tile can see (causal, window, lengths) are skipped. The QK
+// output and f64 run on the row kernel (attention.cu).
+
+#define FA_THREADS 128
+
+struct FaTile {
+    unsigned int b, h, kvh, q0;
+    // Keys [k0, k1) that some row of the tile may see.
+    unsigned int k0, k1;
+};
+
+__device__ __forceinline__ FaTile fa_tile(const AttentionParams& p, const int* nonpad, unsigned int bq) {
+    const unsigned long long blk = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    const unsigned int tiles = (p.sq + bq - 1) / bq;
+    FaTile t;
+    t.q0 = (unsigned int)(blk % tiles) * bq;
+    t.h = (unsigned int)((blk / tiles) % p.hq);
+    t.b = (unsigned int)(blk / ((unsigned long long)tiles * p.hq));
+    t.kvh = t.h / p.group;
+    long long lo = 0, hi = p.keys;
+    long long np = 0;
+    if (p.flags & 8u) {
+        np = (p.flags & 16u) ? ((const long long*)nonpad)[t.b] : (long long)nonpad[t.b];
+        hi = np < hi ? np : hi;
+    }
+    if ((p.flags & 1u) && (long long)p.mask_len < hi) hi = p.mask_len;
+    const long long off = (p.flags & 64u) ? np - (long long)p.sq : (long long)p.past;
+    const long long last = (long long)(t.q0 + bq - 1 < p.sq - 1 ? t.q0 + bq - 1 : p.sq - 1);
+    if (p.flags & 4u) {
+        const long long c = last + off + 1;
+        hi = c < hi ? c : hi;
+    }
+    if (p.right >= 0) {
+        const long long c = last + off + p.right + 1;
+        hi = c < hi ? c : hi;
+    }
+    if (p.left >= 0) {
+        const long long c = (long long)t.q0 + off - p.left;
+        lo = c > lo ? c : lo;
+    }
+    if (hi < 0) hi = 0;
+    if (lo > hi) lo = hi;
+    t.k0 = (unsigned int)lo;
+    t.k1 = (unsigned int)hi;
+    return t;
+}
+
+// Rows [0, R) x features [0, D) of a tile into shared memory (row stride LD),
+// from `g` (row stride `rs` elements): rows past `rows` and features past
+// `cols` are zeros. 16-byte moves where `vec` says the operand allows them.
+template <typename T, int R, int D, int LD>
+__device__ __forceinline__ void fa_stage(T* s, const T* g, unsigned long long rs, unsigned int rows,
+                                         unsigned int cols, bool vec) {
+    constexpr int V = 16 / sizeof(T);
+    if (vec) {
+        for (unsigned int x = threadIdx.x; x < (unsigned int)(R * D / V); x += FA_THREADS) {
+            const unsigned int r = x / (D / V), c = (x % (D / V)) * V;
+            uint4 w = make_uint4(0u, 0u, 0u, 0u);
+            if (r < rows && c < cols) w = *(const uint4*)(g + r * rs + c);
+            *(uint4*)(s + r * LD + c) = w;
+        }
+    } else {
+        for (unsigned int x = threadIdx.x; x < (unsigned int)(R * D); x += FA_THREADS) {
+            const unsigned int r = x / D, c = x % D;
+            s[r * LD + c] = (r < rows && c < cols) ? g[r * rs + c] : T(0.0f);
+        }
+    }
+}
+
+// Whether an operand can move in 16-byte pieces: its base and every stride
+// a multiple of 16 bytes, and its head size whole pieces.
+template <typename T>
+__device__ __forceinline__ bool fa_vec(const T* base, const unsigned int* st, unsigned int d) {
+    constexpr unsigned int V = 16 / sizeof(T);
+    return (((unsigned long long)base) % 16u) == 0u && ((st[0] | st[1] | st[2] | d) % V) == 0u;
+}
+
+template <typename T>
+__device__ __forceinline__ const T* fa_at(const T* x, const unsigned int* st, unsigned int b, unsigned int h,
+                                          unsigned int s) {
+    return x + (unsigned long long)b * st[0] + (unsigned long long)h * st[1] + (unsigned long long)s * st[2];
+}
+
+// The score at (row i, key j) of the tile: the raw product, capped, biased;
+// -inf past the tile's keys or rows.
+template <typename T>
+__device__ __forceinline__ float fa_score(const AttentionParams& p, const unsigned char* mask, const int* nonpad,
+                                          const FaTile& t, bool biased, unsigned int i, unsigned int j, float raw) {
+    if (i >= p.sq || j >= t.k1 || j < t.k0) return -att_inf<float>();
+    float x = att_cap<float>(p, raw);
+    if (biased) x += att_bias<T, float>(p, mask, nonpad, t.b, t.h, i, j);
+    return x;
+}
+
+#define FA_MASKED (-3.0e38f)
+
+// ---------------------------------------------------------------- f32, exact
+
+template <int D>
+__device__ __forceinline__ void flash_f32(float* y, const float* q, const float* k, const float* v,
+                                          const unsigned char* mask, const int* nonpad, const AttentionParams& p) {
+    constexpr int BQ = 32, BK = 32, LD = D + 4, LP = BK + 4, U = D / 64;
+    __shared__ __align__(16) float qs[BQ * LD];
+    __shared__ __align__(16) float kv[BK * LD];
+    __shared__ __align__(16) float ps[BQ * LP];
+    const FaTile t = fa_tile(p, nonpad, BQ);
+    const unsigned int tid = threadIdx.x, ty = tid / 16u, tx = tid % 16u;
+    const bool biased = att_biased(p);
+    const float* qb = fa_at(q, p.q_s, t.b, t.h, t.q0);
+    const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
+    fa_stage<float, BQ, D, LD>(qs, qb, p.q_s[2], qrows, p.dk, fa_vec(q, p.q_s, p.dk));
+    __syncthreads();
+    // Q scaled once, as the row kernel does.
+    for (unsigned int x = tid; x < (unsigned int)(BQ * D); x += FA_THREADS) qs[(x / D) * LD + x % D] *= p.scale;
+    const bool kvec = fa_vec(k, p.k_s, p.dk), vvec = fa_vec(v, p.v_s, p.dv);
+    float m[4], l[4];
+    float4 o[4][U];
+    for (int r = 0; r < 4; ++r) {
+        m[r] = -att_inf<float>();
+        l[r] = 0.0f;
+        for (int u = 0; u < U; ++u) o[r][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (unsigned int j0 = t.k0; j0 < t.k1; j0 += BK) {
+        const unsigned int n = t.k1 - j0 < (unsigned int)BK ? t.k1 - j0 : (unsigned int)BK;
+        __syncthreads();
+        fa_stage<float, BK, D, LD>(kv, fa_at(k, p.k_s, t.b, t.kvh, j0), p.k_s[2], n, p.dk, kvec);
+        __syncthreads();
+        float s[4][2];
+        for (int r = 0; r < 4; ++r) s[r][0] = s[r][1] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < D; d += 4) {
+            const float4 k0 = *(const float4*)&kv[tx * LD + d];
+            const float4 k1 = *(const float4*)&kv[(tx + 16u) * LD + d];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const float4 a = *(const float4*)&qs[(ty * 4u + r) * LD + d];
+                s[r][0] += a.x * k0.x + a.y * k0.y + a.z * k0.z + a.w * k0.w;
+                s[r][1] += a.x * k1.x + a.y * k1.y + a.z * k1.z + a.w * k1.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const unsigned int i = t.q0 + ty * 4u + r;
+            const float x0 = fa_score<float>(p, mask, nonpad, t, biased, i, j0 + tx, s[r][0]);
+            const float x1 = fa_score<float>(p, mask, nonpad, t, biased, i, j0 + tx + 16u, s[r][1]);
+            float mx = x0 > x1 ? x0 : x1;
+            for (int w = 8; w > 0; w >>= 1) {
+                const float z = __shfl_xor_sync(0xffffffffu, mx, w);
+                mx = z > mx ? z : mx;
+            }
+            const float mnew = m[r] > mx ? m[r] : mx;
+            const bool live = mnew > FA_MASKED;
+            const float p0 = (live && x0 > FA_MASKED) ? expf(x0 - mnew) : 0.0f;
+            const float p1 = (live && x1 > FA_MASKED) ? expf(x1 - mnew) : 0.0f;
+            const float alpha = live ? (m[r] > FA_MASKED ? expf(m[r] - mnew) : 0.0f) : 1.0f;
+            l[r] = l[r] * alpha + p0 + p1;
+            for (int u = 0; u < U; ++u) {
+                o[r][u].x *= alpha;
+                o[r][u].y *= alpha;
+                o[r][u].z *= alpha;
+                o[r][u].w *= alpha;
+            }
+            if (live) m[r] = mnew;
+            ps[(ty * 4u + r) * LP + tx] = p0;
+            ps[(ty * 4u + r) * LP + tx + 16u] = p1;
+        }
+        __syncthreads();
+        fa_stage<float, BK, D, LD>(kv, fa_at(v, p.v_s, t.b, t.kvh, j0), p.v_s[2], n, p.dv, vvec);
+        __syncthreads();
+#pragma unroll 2
+        for (int j = 0; j < BK; j += 4) {
+            float4 pr[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) pr[r] = *(const float4*)&ps[(ty * 4u + r) * LP + j];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const float4 v0 = *(const float4*)&kv[(j + 0) * LD + 4u * tx + 64u * u];
+                const float4 v1 = *(const float4*)&kv[(j + 1) * LD + 4u * tx + 64u * u];
+                const float4 v2 = *(const float4*)&kv[(j + 2) * LD + 4u * tx + 64u * u];
+                const float4 v3 = *(const float4*)&kv[(j + 3) * LD + 4u * tx + 64u * u];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    float4& a = o[r][u];
+                    a.x += pr[r].x * v0.x + pr[r].y * v1.x + pr[r].z * v2.x + pr[r].w * v3.x;
+                    a.y += pr[r].x * v0.y + pr[r].y * v1.y + pr[r].z * v2.y + pr[r].w * v3.y;
+                    a.z += pr[r].x * v0.z + pr[r].y * v1.z + pr[r].z * v2.z + pr[r].w * v3.z;
+                    a.w += pr[r].x * v0.w + pr[r].y * v1.w + pr[r].z * v2.w + pr[r].w * v3.w;
+                }
+            }
+        }
+    }
+    for (int r = 0; r < 4; ++r) {
+        float sum = l[r];
+        for (int w = 8; w > 0; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+        const unsigned int i = t.q0 + ty * 4u + r;
+        if (i >= p.sq) continue;
+        float* yr = y + (unsigned long long)t.b * p.y_s[0] + (unsigned long long)t.h * p.y_s[1] +
+                    (unsigned long long)i * p.y_s[2];
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int u = 0; u < U; ++u) {
+            const unsigned int f = 4u * tx + 64u * u;
+            const float w[4] = {o[r][u].x * inv, o[r][u].y * inv, o[r][u].z * inv, o[r][u].w * inv};
+            for (int e = 0; e < 4; ++e) {
+                if (f + e < p.dv) yr[f + e] = w[e];
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------ f16/bf16, tensor cores
+
+__device__ __forceinline__ unsigned int fa_smem(const void* p) {
+    return (unsigned int)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void fa_ldsm4(unsigned int* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem(p)));
+}
+
+__device__ __forceinline__ void fa_ldsm4_t(unsigned int* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem(p)));
+}
+
+// d += a (16x16, row) * b (16x8, col), f32 accumulators.
+template <typename T>
+__device__ __forceinline__ void fa_mma(float* d, const unsigned int* a, unsigned int b0, unsigned int b1);
+
+template <>
+__device__ __forceinline__ void fa_mma<rlx_half>(float* d, const unsigned int* a, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void fa_mma<rlx_bf16>(float* d, const unsigned int* a, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as one register of two halves, `lo` at the lower address.
+template <typename T>
+__device__ __forceinline__ unsigned int fa_pack(float lo, float hi);
+
+template <>
+__device__ __forceinline__ unsigned int fa_pack<rlx_half>(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <>
+__device__ __forceinline__ unsigned int fa_pack<rlx_bf16>(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <typename T, int D, int BK>
+__device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,
+                                          const int* nonpad, const AttentionParams& p) {
+    constexpr int BQ = 64, LD = D + 8, KD = D / 16, NK = BK / 8, ND = D / 8;
+    __shared__ __align__(16) T qs[BQ * LD];
+    __shared__ __align__(16) T ks[BK * LD];
+    __shared__ __align__(16) T vs[BK * LD];
+    const FaTile t = fa_tile(p, nonpad, BQ);
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, tq = lane % 4u;
+    const bool biased = att_biased(p);
+    const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
+    fa_stage<T, BQ, D, LD>(qs, fa_at(q, p.q_s, t.b, t.h, t.q0), p.q_s[2], qrows, p.dk, fa_vec(q, p.q_s, p.dk));
+    __syncthreads();
+    // This warp's 16 query rows as A fragments, kept for every key tile.
+    unsigned int qf[KD][4];
+    // ldmatrix: lanes 0-7, 8-15, 16-23, 24-31 address the rows of matrices 0-3.
+    const unsigned int lr = lane % 8u, lm = lane / 8u;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+        fa_ldsm4(qf[kk], &qs[(warp * 16u + lr + (lm % 2u) * 8u) * LD + kk * 16 + (lm / 2u) * 8u]);
+    }
+    const bool kvec = fa_vec(k, p.k_s, p.dk), vvec = fa_vec(v, p.v_s, p.dv);
+    const float l2e = 1.4426950408889634f;
+    float o[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-att_inf<float>(), -att_inf<float>()}, l[2] = {0.0f, 0.0f};
+    const unsigned int row0 = t.q0 + warp * 16u + g;
+    for (unsigned int j0 = t.k0; j0 < t.k1; j0 += BK) {
+        const unsigned int n = t.k1 - j0 < (unsigned int)BK ? t.k1 - j0 : (unsigned int)BK;
+        __syncthreads();
+        fa_stage<T, BK, D, LD>(ks, fa_at(k, p.k_s, t.b, t.kvh, j0), p.k_s[2], n, p.dk, kvec);
+        fa_stage<T, BK, D, LD>(vs, fa_at(v, p.v_s, t.b, t.kvh, j0), p.v_s[2], n, p.dv, vvec);
+        __syncthreads();
+        float s[NK][4];
+#pragma unroll
+        for (int c = 0; c < NK; ++c) s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+#pragma unroll
+            for (int c = 0; c < NK / 2; ++c) {
+                unsigned int b[4];
+                fa_ldsm4(b, &ks[(c * 16 + lr + (lm / 2u) * 8u) * LD + kk * 16 + (lm % 2u) * 8u]);
+                fa_mma<T>(s[2 * c], qf[kk], b[0], b[1]);
+                fa_mma<T>(s[2 * c + 1], qf[kk], b[2], b[3]);
+            }
+        }
+        // Scores of rows row0 (e < 2) and row0 + 8 (e >= 2), keys c*8 + 2tq + e%2.
+        float mx[2] = {-att_inf<float>(), -att_inf<float>()};
+#pragma unroll
+        for (int c = 0; c < NK; ++c) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float x = fa_score<T>(p, mask, nonpad, t, biased, row0 + (e / 2) * 8u,
+                                            j0 + c * 8u + 2u * tq + (e % 2), s[c][e] * p.scale);
+                s[c][e] = x;
+                mx[e / 2] = x > mx[e / 2] ? x : mx[e / 2];
+            }
+        }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            for (int w = 1; w < 4; w <<= 1) {
+                const float z = __shfl_xor_sync(0xffffffffu, mx[r], w);
+                mx[r] = z > mx[r] ? z : mx[r];
+            }
+            const float mnew = m[r] > mx[r] ? m[r] : mx[r];
+            const bool live = mnew > FA_MASKED;
+            alpha[r] = live ? (m[r] > FA_MASKED ? exp2f((m[r] - mnew) * l2e) : 0.0f) : 1.0f;
+            if (live) m[r] = mnew;
+            mx[r] = live ? mnew : 0.0f;
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int c = 0; c < NK; ++c) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float x = s[c][e];
+                const float pr = x > FA_MASKED && m[e / 2] > FA_MASKED ? exp2f((x - mx[e / 2]) * l2e) : 0.0f;
+                s[c][e] = pr;
+                l[e / 2] += pr;
+            }
+        }
+#pragma unroll
+        for (int n2 = 0; n2 < ND; ++n2) {
+            o[n2][0] *= alpha[0];
+            o[n2][1] *= alpha[0];
+            o[n2][2] *= alpha[1];
+            o[n2][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int c = 0; c < NK / 2; ++c) {
+            // P over keys c*16..c*16+15 as an A fragment: the score tiles 2c and 2c+1.
+            const unsigned int a[4] = {fa_pack<T>(s[2 * c][0], s[2 * c][1]), fa_pack<T>(s[2 * c][2], s[2 * c][3]),
+                                       fa_pack<T>(s[2 * c + 1][0], s[2 * c + 1][1]),
+                                       fa_pack<T>(s[2 * c + 1][2], s[2 * c + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < ND / 2; ++dp) {
+                unsigned int b[4];
+                fa_ldsm4_t(b, &vs[(c * 16 + lr + (lm % 2u) * 8u) * LD + dp * 16 + (lm / 2u) * 8u]);
+                fa_mma<T>(o[2 * dp], a, b[0], b[1]);
+                fa_mma<T>(o[2 * dp + 1], a, b[2], b[3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        for (int w = 1; w < 4; w <<= 1) l[r] += __shfl_xor_sync(0xffffffffu, l[r], w);
+        const unsigned int i = row0 + r * 8u;
+        if (i >= p.sq) continue;
+        T* yr = y + (unsigned long long)t.b * p.y_s[0] + (unsigned long long)t.h * p.y_s[1] +
+                (unsigned long long)i * p.y_s[2];
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+        for (int n2 = 0; n2 < ND; ++n2) {
+            const unsigned int f = n2 * 8u + 2u * tq;
+            if (f < p.dv) yr[f] = T(o[n2][2 * r] * inv);
+            if (f + 1u < p.dv) yr[f + 1u] = T(o[n2][2 * r + 1] * inv);
+        }
+    }
+}
+
+#define FA_ENTRY(name, T, body)                                                                             \
+    extern "C" __global__ void __launch_bounds__(FA_THREADS)                                                \
+        name(T* y, const T* q, const T* k, const T* v, const unsigned char* mask, const int* nonpad, T* qk, \
+             AttentionParams p) {                                                                           \
+        body(y, q, k, v, mask, nonpad, p);                                                                  \
+    }
+FA_ENTRY(flash_attention_f32_d64, float, flash_f32<64>)
+FA_ENTRY(flash_attention_f32_d128, float, flash_f32<128>)
+#define FA_MMA(T, D, BK) flash_mma<T, D, BK>
+FA_ENTRY(flash_attention_f16_d32, rlx_f16, (FA_MMA(rlx_half, 32, 64)))
+FA_ENTRY(flash_attention_f16_d64, rlx_f16, (FA_MMA(rlx_half, 64, 64)))
+FA_ENTRY(flash_attention_f16_d128, rlx_f16, (FA_MMA(rlx_half, 128, 32)))
+FA_ENTRY(flash_attention_bf16_d32, rlx_bf16, (FA_MMA(rlx_bf16, 32, 64)))
+FA_ENTRY(flash_attention_bf16_d64, rlx_bf16, (FA_MMA(rlx_bf16, 64, 64)))
+FA_ENTRY(flash_attention_bf16_d128, rlx_bf16, (FA_MMA(rlx_bf16, 128, 32)))

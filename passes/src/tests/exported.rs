@@ -1,0 +1,175 @@
+//! The transformer forms PyTorch's two ONNX exporters write (transformers 5,
+//! torch 2.11): decomposed `scaled_dot_product_attention` with the scale on
+//! both operands and a NaN guard, `repeat_kv` for grouped-query heads, the
+//! `[B*H, S, D]` batched K transpose, unit-dim transposes of sequence-first
+//! attention, and decomposed RMSNorm. Each case is the exporter's shape of
+//! the pattern, cut to a few dims; `tests/transformers_exported.rs` runs the
+//! whole exported models.
+
+use rlx_ir::ops::Attention;
+use rlx_ir::{Graph, Op};
+
+use super::{graph, run};
+
+fn ops(g: &Graph) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = g
+        .node_ids()
+        .into_iter()
+        .map(|id| g.node(id).op.name())
+        .filter(|n| !matches!(*n, "input" | "constant" | "weight"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn attention(g: &Graph) -> Attention {
+    g.node_ids()
+        .into_iter()
+        .find_map(|id| match &g.node(id).op {
+            Op::Attention(a) => Some(a.clone()),
+            _ => None,
+        })
+        .expect("an attention")
+}
+
+#[test]
+fn sdpa_with_split_scale_nan_guard_and_repeated_kv_heads() {
+    // Q [1,4,3,2]; K and V [1,2,3,2] repeated to 4 heads; scale 0.5 split as
+    // sqrt(0.5) on Q and on K^T; softmax guarded by where(isnan).
+    let src = graph(
+        r#"  %0 = input "q" : f32[1,4,3,2]
+  %1 = input "k" : f32[1,2,3,2]
+  %2 = input "v" : f32[1,2,3,2]
+  %3 = input "mask" : f32[1,1,3,3]
+  %4 = constant i64[1] [2] : i64[1]
+  %5 = unsqueeze(%1, %4) : f32[1,2,1,3,2]  # KU
+  %6 = constant i64[5] [1, 2, 2, 3, 2] : i64[5]
+  %7 = expand(%5, %6) : f32[1,2,2,3,2]  # KE
+  %8 = constant i64[4] [1, 4, 3, 2] : i64[4]
+  %9 = reshape(%7, %8) {allowzero=false} : f32[1,4,3,2]  # KR
+  %10 = transpose(%9) {perm=[0, 1, 3, 2]} : f32[1,4,2,3]  # KT
+  %11 = constant f32[] [0.70710677] : f32[]
+  %12 = mul(%0, %11) : f32[1,4,3,2]  # QS
+  %13 = mul(%10, %11) : f32[1,4,2,3]  # KS
+  %14 = matmul(%12, %13) : f32[1,4,3,3]  # QK
+  %15 = add(%14, %3) : f32[1,4,3,3]  # M
+  %16 = softmax(%15) {axis=-1} : f32[1,4,3,3]  # P
+  %17 = isnan(%16) : bool[1,4,3,3]  # N
+  %18 = constant f32[] [0.0] : f32[]
+  %19 = where(%17, %18, %16) : f32[1,4,3,3]  # G
+  %20 = unsqueeze(%2, %4) : f32[1,2,1,3,2]  # VU
+  %21 = expand(%20, %6) : f32[1,2,2,3,2]  # VE
+  %22 = reshape(%21, %8) {allowzero=false} : f32[1,4,3,2]  # VR
+  %23 = matmul(%19, %22) : f32[1,4,3,2]  # Y
+  output "y" = %23
+"#,
+    );
+    let g = run(&["fuse-attention", "simplify", "dce"], &src, None).unwrap();
+    assert_eq!(ops(&g), ["attention"], "{}", rlx_ir::text::print_graph(&g));
+    let a = attention(&g);
+    assert!((a.scale.unwrap() - 0.5).abs() < 1e-6, "{:?}", a.scale);
+    assert!(a.has_mask);
+}
+
+#[test]
+fn a_nan_guard_other_than_zero_is_not_absorbed() {
+    let src = graph(
+        r#"  %0 = input "q" : f32[1,2,3,2]
+  %1 = input "kt" : f32[1,2,2,3]
+  %2 = input "v" : f32[1,2,3,2]
+  %3 = matmul(%0, %1) : f32[1,2,3,3]  # QK
+  %4 = softmax(%3) {axis=-1} : f32[1,2,3,3]  # P
+  %5 = isnan(%4) : bool[1,2,3,3]  # N
+  %6 = constant f32[] [1.0] : f32[]
+  %7 = where(%5, %6, %4) : f32[1,2,3,3]  # G
+  %8 = matmul(%7, %2) : f32[1,2,3,2]  # Y
+  output "y" = %8
+"#,
+    );
+    let g = run(&["fuse-attention"], &src, None).unwrap();
+    assert!(!ops(&g).contains(&"attention"), "{}", rlx_ir::text::print_graph(&g));
+}
+
+#[test]
+fn batched_k_transposes_become_four_d_ones() {
+    // The dynamo exporter's K^T: [B,H,T,D] -> [B*H,T,D] -> [B*H,D,T] -> [B,H,D,T].
+    let src = graph(
+        r#"  %0 = input "k" : f32[2,3,5,4]
+  %1 = constant i64[3] [6, 5, 4] : i64[3]
+  %2 = reshape(%0, %1) {allowzero=false} : f32[6,5,4]  # R1
+  %3 = transpose(%2) {perm=[0, 2, 1]} : f32[6,4,5]  # T
+  %4 = constant i64[4] [2, 3, 4, 5] : i64[4]
+  %5 = reshape(%3, %4) {allowzero=false} : f32[2,3,4,5]  # R2
+  output "kt" = %5
+"#,
+    );
+    let g = run(&["simplify", "dce"], &src, None).unwrap();
+    let text = rlx_ir::text::print_graph(&g);
+    assert_eq!(ops(&g), ["transpose"], "{text}");
+    assert!(text.contains("perm=[0, 1, 3, 2]"), "{text}");
+}
+
+#[test]
+fn transposes_of_unit_dims_are_views() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[1,17,64]
+  %1 = transpose(%0) {perm=[1, 0, 2]} : f32[17,1,64]  # T
+  %2 = transpose(%0) {perm=[2, 1, 0]} : f32[64,17,1]  # U
+  output "a" = %1
+  output "b" = %2
+"#,
+    );
+    let g = run(&["simplify", "dce"], &src, None).unwrap();
+    // The first keeps every element in place; the second does not.
+    assert_eq!(ops(&g), ["reshape", "transpose"], "{}", rlx_ir::text::print_graph(&g));
+}
+
+#[test]
+fn decomposed_rms_norms_fuse() {
+    for (sq, inv) in [
+        ("mul(%0, %0)", "%6 = reciprocal(%5) : f32[2,1]  # I\n  %7 = mul(%0, %6) : f32[2,4]  # N"),
+        (
+            "pow(%0, %9)",
+            "%6 = div(%8, %5) : f32[2,1]  # I\n  %7 = mul(%6, %0) : f32[2,4]  # N",
+        ),
+    ] {
+        let src = graph(&format!(
+            r#"  %0 = input "x" : f32[2,4]
+  %1 = constant i64[1] [-1] : i64[1]
+  %8 = constant f32[] [1.0] : f32[]
+  %9 = constant f32[] [2.0] : f32[]
+  %2 = {sq} : f32[2,4]  # SQ
+  %3 = reduce_mean(%2, %1) {{keepdims=true, noop_with_empty_axes=false}} : f32[2,1]  # V
+  %10 = constant f32[] [1e-6] : f32[]
+  %4 = add(%3, %10) : f32[2,1]  # E
+  %5 = sqrt(%4) : f32[2,1]  # S
+  {inv}
+  %11 = constant f32[4] [1.0, 2.0, 3.0, 4.0] : f32[4]
+  %12 = mul(%11, %7) : f32[2,4]  # G
+  output "y" = %12
+"#
+        ));
+        let g = run(&["fuse-layer-norm", "dce"], &src, None).unwrap();
+        assert_eq!(ops(&g), ["rms_norm"], "{}", rlx_ir::text::print_graph(&g));
+    }
+}
+
+#[test]
+fn kv_head_splits_are_read_in_place() {
+    // Q comes rotated in 4-D; V is a head split of [B,T,H*D]: V alone is
+    // read in 3-D.
+    let src = graph(
+        r#"  %0 = input "q" : f32[1,2,3,4]
+  %1 = input "k" : f32[1,2,3,4]
+  %2 = input "v" : f32[1,3,8]
+  %3 = constant i64[4] [1, 3, 2, 4] : i64[4]
+  %4 = reshape(%2, %3) {allowzero=false} : f32[1,3,2,4]  # VR
+  %5 = transpose(%4) {perm=[0, 2, 1, 3]} : f32[1,2,3,4]  # VT
+  %6 = attention(%0, %1, %5) {q_num_heads=0, kv_num_heads=0, scale=none, is_causal=true, softcap=0.0, qk_matmul_output_mode=0, has_mask=false, has_past=false, has_nonpad=false, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none} : f32[1,2,3,4]  # A
+  output "y" = %6
+"#,
+    );
+    let g = run(&["fuse-attention", "dce"], &src, None).unwrap();
+    assert_eq!(ops(&g), ["attention"], "{}", rlx_ir::text::print_graph(&g));
+    assert_eq!(attention(&g).kv_num_heads, 2);
+}
