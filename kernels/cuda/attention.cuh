@@ -40,11 +40,6 @@ __device__ __forceinline__ C att_bias(const AttentionParams& p, const unsigned c
     return bias;
 }
 
-// Whether any score of the launch needs att_bias (else only j < keys holds).
-__device__ __forceinline__ bool att_biased(const AttentionParams& p) {
-    return (p.flags & (1u | 4u | 8u)) != 0u || p.left >= 0 || p.right >= 0;
-}
-
 template <typename C>
 __device__ __forceinline__ C att_cap(const AttentionParams& p, C raw) {
     return p.softcap > 0.0f ? (C)p.softcap * tanh(raw / (C)p.softcap) : raw;

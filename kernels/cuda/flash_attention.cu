@@ -21,8 +21,11 @@
 
 struct FaTile {
     unsigned int b, h, kvh, q0;
-    // Keys [k0, k1) that some row of the tile may see.
+    // Keys [k0, k1) that some row of the tile may see (key lengths and the
+    // mask's length already folded in).
     unsigned int k0, k1;
+    // Query position minus query row (bottom-right aligned).
+    long long off;
 };
 
 __device__ __forceinline__ FaTile fa_tile(const AttentionParams& p, const int* nonpad, unsigned int bq) {
@@ -58,6 +61,7 @@ __device__ __forceinline__ FaTile fa_tile(const AttentionParams& p, const int* n
     if (lo > hi) lo = hi;
     t.k0 = (unsigned int)lo;
     t.k1 = (unsigned int)hi;
+    t.off = off;
     return t;
 }
 
@@ -97,15 +101,58 @@ __device__ __forceinline__ const T* fa_at(const T* x, const unsigned int* st, un
     return x + (unsigned long long)b * st[0] + (unsigned long long)h * st[1] + (unsigned long long)s * st[2];
 }
 
-// The score at (row i, key j) of the tile: the raw product, capped, biased;
-// -inf past the tile's keys or rows.
+// One query row's share of the score rules: its position, whether it
+// exists, and where its mask row starts. Built once per row; `fa_apply`
+// then costs a compare or two per score in the common cases.
+struct FaRow {
+    long long pos;
+    unsigned long long mrow;
+    bool live;
+};
+
+__device__ __forceinline__ FaRow fa_row(const AttentionParams& p, const FaTile& t, unsigned int i) {
+    FaRow r;
+    r.live = i < p.sq;
+    r.pos = (long long)i + t.off;
+    r.mrow = (unsigned long long)t.b * p.mask_s[0] + (unsigned long long)t.h * p.mask_s[1] +
+             (unsigned long long)i * p.mask_s[2];
+    return r;
+}
+
+// Whether key tile [j0, j0 + n) needs per-score rules for rows [i0, i1):
+// not when every key is in [k0, k1), no mask, and the causal bound and the
+// window hold for every pair.
+__device__ __forceinline__ bool fa_plain(const AttentionParams& p, const FaTile& t, unsigned int j0, unsigned int n,
+                                         unsigned int i0, unsigned int i1) {
+    if ((p.flags & 1u) || j0 < t.k0 || j0 + n > t.k1 || i1 > p.sq) return false;
+    const long long first = (long long)i0 + t.off, last = (long long)i1 - 1 + t.off;
+    const long long jl = (long long)j0 + n - 1;
+    if ((p.flags & 4u) && jl > first) return false;
+    if (p.right >= 0 && jl - first > p.right) return false;
+    if (p.left >= 0 && last - (long long)j0 > p.left) return false;
+    return true;
+}
+
+// Score x (scaled, before the softcap) of key j for row r: capped, then
+// -inf where a rule hides the key, plus a float mask.
 template <typename T>
-__device__ __forceinline__ float fa_score(const AttentionParams& p, const unsigned char* mask, const int* nonpad,
-                                          const FaTile& t, bool biased, unsigned int i, unsigned int j, float raw) {
-    if (i >= p.sq || j >= t.k1 || j < t.k0) return -att_inf<float>();
-    float x = att_cap<float>(p, raw);
-    if (biased) x += att_bias<T, float>(p, mask, nonpad, t.b, t.h, i, j);
-    return x;
+__device__ __forceinline__ float fa_apply(const AttentionParams& p, const unsigned char* mask, const FaTile& t,
+                                          const FaRow& r, unsigned int j, float x) {
+    if (p.softcap > 0.0f) x = att_cap<float>(p, x);
+    const long long diff = r.pos - (long long)j;
+    bool ok = r.live && j >= t.k0 && j < t.k1;
+    if (p.flags & 4u) ok = ok && diff >= 0;
+    if (p.left >= 0) ok = ok && diff <= p.left;
+    if (p.right >= 0) ok = ok && -diff <= p.right;
+    if ((p.flags & 1u) && ok) {
+        const unsigned long long mi = r.mrow + (unsigned long long)j * p.mask_s[3];
+        if (p.flags & 2u) {
+            ok = mask[mi] != 0;
+        } else {
+            x += (float)((const T*)mask)[mi];
+        }
+    }
+    return ok ? x : -att_inf<float>();
 }
 
 #define FA_MASKED (-3.0e38f)
@@ -121,7 +168,6 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
     __shared__ __align__(16) float ps[BQ * LP];
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int tid = threadIdx.x, ty = tid / 16u, tx = tid % 16u;
-    const bool biased = att_biased(p);
     const float* qb = fa_at(q, p.q_s, t.b, t.h, t.q0);
     const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
     fa_stage<float, BQ, D, LD>(qs, qb, p.q_s[2], qrows, p.dk, fa_vec(q, p.q_s, p.dk));
@@ -129,6 +175,9 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
     // Q scaled once, as the row kernel does.
     for (unsigned int x = tid; x < (unsigned int)(BQ * D); x += FA_THREADS) qs[(x / D) * LD + x % D] *= p.scale;
     const bool kvec = fa_vec(k, p.k_s, p.dk), vvec = fa_vec(v, p.v_s, p.dv);
+    const unsigned int i0 = t.q0 + ty * 4u;
+    FaRow rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = fa_row(p, t, i0 + r);
     float m[4], l[4];
     float4 o[4][U];
     for (int r = 0; r < 4; ++r) {
@@ -154,11 +203,17 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
                 s[r][1] += a.x * k1.x + a.y * k1.y + a.z * k1.z + a.w * k1.w;
             }
         }
+        const bool plain = fa_plain(p, t, j0, BK, i0, i0 + 4u);
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const unsigned int i = t.q0 + ty * 4u + r;
-            const float x0 = fa_score<float>(p, mask, nonpad, t, biased, i, j0 + tx, s[r][0]);
-            const float x1 = fa_score<float>(p, mask, nonpad, t, biased, i, j0 + tx + 16u, s[r][1]);
+            float x0 = s[r][0], x1 = s[r][1];
+            if (!plain) {
+                x0 = fa_apply<float>(p, mask, t, rows[r], j0 + tx, x0);
+                x1 = fa_apply<float>(p, mask, t, rows[r], j0 + tx + 16u, x1);
+            } else if (p.softcap > 0.0f) {
+                x0 = att_cap<float>(p, x0);
+                x1 = att_cap<float>(p, x1);
+            }
             float mx = x0 > x1 ? x0 : x1;
             for (int w = 8; w > 0; w >>= 1) {
                 const float z = __shfl_xor_sync(0xffffffffu, mx, w);
@@ -279,17 +334,67 @@ __device__ __forceinline__ unsigned int fa_pack<rlx_bf16>(float lo, float hi) {
     return r;
 }
 
+// 2^x, the tensor-core path's exponential (ex2.approx: within 2 ulp, far
+// below the half types' rounding of P).
+__device__ __forceinline__ float fa_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Rows [0, R) x features [0, D) of a tile staged by cp.async (16 bytes a
+// copy; rows past `rows`, features past `cols` zero-filled): completes at
+// the next fa_wait. The operand must allow 16-byte moves (fa_vec).
+template <typename T, int R, int D, int LD>
+__device__ __forceinline__ void fa_stage_async(T* s, const T* g, unsigned long long rs, unsigned int rows,
+                                               unsigned int cols) {
+    constexpr int V = 16 / sizeof(T);
+    for (unsigned int x = threadIdx.x; x < (unsigned int)(R * D / V); x += FA_THREADS) {
+        const unsigned int r = x / (D / V), c = (x % (D / V)) * V;
+        const bool in = r < rows && c < cols;
+        const T* src = in ? g + r * rs + c : g;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(fa_smem(s + r * LD + c)), "l"(src),
+                     "r"(in ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;");
+}
+
+__device__ __forceinline__ void fa_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void fa_wait_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+// K and V tiles of keys [j0, j0 + BK) into `ks` and `vs`: by cp.async when
+// both allow 16-byte moves, else by plain loads (complete on return).
+template <typename T, int BK, int D, int LD>
+__device__ __forceinline__ void fa_stage_kv(T* ks, T* vs, const T* k, const T* v, const AttentionParams& p,
+                                            const FaTile& t, unsigned int j0, bool async) {
+    const unsigned int n = t.k1 - j0 < (unsigned int)BK ? t.k1 - j0 : (unsigned int)BK;
+    const T* kb = fa_at(k, p.k_s, t.b, t.kvh, j0);
+    const T* vb = fa_at(v, p.v_s, t.b, t.kvh, j0);
+    if (async) {
+        fa_stage_async<T, BK, D, LD>(ks, kb, p.k_s[2], n, p.dk);
+        fa_stage_async<T, BK, D, LD>(vs, vb, p.v_s[2], n, p.dv);
+    } else {
+        fa_stage<T, BK, D, LD>(ks, kb, p.k_s[2], n, p.dk, fa_vec(k, p.k_s, p.dk));
+        fa_stage<T, BK, D, LD>(vs, vb, p.v_s[2], n, p.dv, fa_vec(v, p.v_s, p.dv));
+    }
+}
+
 template <typename T, int D, int BK>
 __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,
                                           const int* nonpad, const AttentionParams& p) {
     constexpr int BQ = 64, LD = D + 8, KD = D / 16, NK = BK / 8, ND = D / 8;
-    __shared__ __align__(16) T qs[BQ * LD];
-    __shared__ __align__(16) T ks[BK * LD];
-    __shared__ __align__(16) T vs[BK * LD];
+    // Two K/V buffers; the second starts where Q is staged (Q is read into
+    // registers before the second buffer is first filled).
+    constexpr int QE = BQ * LD, KVE = 2 * BK * LD;
+    constexpr int SE = (QE > KVE ? QE : KVE) + KVE;
+    __shared__ __align__(16) T sm[SE];
+    T* const qs = sm + KVE;
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, tq = lane % 4u;
-    const bool biased = att_biased(p);
     const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
+    const bool async = fa_vec(k, p.k_s, p.dk) && fa_vec(v, p.v_s, p.dv);
+    // The first K/V tile goes in flight with Q.
+    if (t.k0 < t.k1) fa_stage_kv<T, BK, D, LD>(sm, sm + BK * LD, k, v, p, t, t.k0, async);
     fa_stage<T, BQ, D, LD>(qs, fa_at(q, p.q_s, t.b, t.h, t.q0), p.q_s[2], qrows, p.dk, fa_vec(q, p.q_s, p.dk));
     __syncthreads();
     // This warp's 16 query rows as A fragments, kept for every key tile.
@@ -300,19 +405,30 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     for (int kk = 0; kk < KD; ++kk) {
         fa_ldsm4(qf[kk], &qs[(warp * 16u + lr + (lm % 2u) * 8u) * LD + kk * 16 + (lm / 2u) * 8u]);
     }
-    const bool kvec = fa_vec(k, p.k_s, p.dk), vvec = fa_vec(v, p.v_s, p.dv);
-    const float l2e = 1.4426950408889634f;
+    __syncthreads();
+    const float l2e = 1.4426950408889634f, sl2 = p.scale * l2e;
     float o[ND][4];
 #pragma unroll
     for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    // Running maxima and sums in the log2 domain.
     float m[2] = {-att_inf<float>(), -att_inf<float>()}, l[2] = {0.0f, 0.0f};
     const unsigned int row0 = t.q0 + warp * 16u + g;
+    const FaRow rows[2] = {fa_row(p, t, row0), fa_row(p, t, row0 + 8u)};
+    unsigned int cur = 0;
     for (unsigned int j0 = t.k0; j0 < t.k1; j0 += BK) {
-        const unsigned int n = t.k1 - j0 < (unsigned int)BK ? t.k1 - j0 : (unsigned int)BK;
+        // Next tile in flight while this one is scored.
+        const bool more = j0 + BK < t.k1;
+        T* const kb = sm + cur * KVE;
+        if (more && async) {
+            T* const nb = sm + (cur ^ 1u) * KVE;
+            fa_stage_kv<T, BK, D, LD>(nb, nb + BK * LD, k, v, p, t, j0 + BK, true);
+        }
+        if (async) {
+            if (more) fa_wait_one(); else fa_wait_all();
+        }
         __syncthreads();
-        fa_stage<T, BK, D, LD>(ks, fa_at(k, p.k_s, t.b, t.kvh, j0), p.k_s[2], n, p.dk, kvec);
-        fa_stage<T, BK, D, LD>(vs, fa_at(v, p.v_s, t.b, t.kvh, j0), p.v_s[2], n, p.dv, vvec);
-        __syncthreads();
+        const T* ks = kb;
+        const T* vs = kb + BK * LD;
         float s[NK][4];
 #pragma unroll
         for (int c = 0; c < NK; ++c) s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.0f;
@@ -326,14 +442,21 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                 fa_mma<T>(s[2 * c + 1], qf[kk], b[2], b[3]);
             }
         }
-        // Scores of rows row0 (e < 2) and row0 + 8 (e >= 2), keys c*8 + 2tq + e%2.
+        // Scores of rows row0 (e < 2) and row0 + 8 (e >= 2), keys c*8 + 2tq + e%2,
+        // scaled to the log2 domain.
+        const bool plain = fa_plain(p, t, j0, BK, row0 - g, row0 - g + 16u);
         float mx[2] = {-att_inf<float>(), -att_inf<float>()};
 #pragma unroll
         for (int c = 0; c < NK; ++c) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float x = fa_score<T>(p, mask, nonpad, t, biased, row0 + (e / 2) * 8u,
-                                            j0 + c * 8u + 2u * tq + (e % 2), s[c][e] * p.scale);
+                float x;
+                if (plain && p.softcap <= 0.0f) {
+                    x = s[c][e] * sl2;
+                } else {
+                    x = fa_apply<T>(p, mask, t, rows[e / 2], j0 + c * 8u + 2u * tq + (e % 2), s[c][e] * p.scale);
+                    x *= l2e;
+                }
                 s[c][e] = x;
                 mx[e / 2] = x > mx[e / 2] ? x : mx[e / 2];
             }
@@ -347,7 +470,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
             }
             const float mnew = m[r] > mx[r] ? m[r] : mx[r];
             const bool live = mnew > FA_MASKED;
-            alpha[r] = live ? (m[r] > FA_MASKED ? exp2f((m[r] - mnew) * l2e) : 0.0f) : 1.0f;
+            alpha[r] = live ? (m[r] > FA_MASKED ? fa_exp2(m[r] - mnew) : 0.0f) : 1.0f;
             if (live) m[r] = mnew;
             mx[r] = live ? mnew : 0.0f;
             l[r] *= alpha[r];
@@ -357,7 +480,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const float x = s[c][e];
-                const float pr = x > FA_MASKED && m[e / 2] > FA_MASKED ? exp2f((x - mx[e / 2]) * l2e) : 0.0f;
+                const float pr = x > FA_MASKED && m[e / 2] > FA_MASKED ? fa_exp2(x - mx[e / 2]) : 0.0f;
                 s[c][e] = pr;
                 l[e / 2] += pr;
             }
@@ -383,6 +506,10 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                 fa_mma<T>(o[2 * dp + 1], a, b[2], b[3]);
             }
         }
+        // Every warp is done with this buffer before it is filled again.
+        __syncthreads();
+        if (more && !async) fa_stage_kv<T, BK, D, LD>(kb, kb + BK * LD, k, v, p, t, j0 + BK, false);
+        if (async) cur ^= 1u;
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -5,8 +5,12 @@
 // in float (double for f64). Parameter struct: NormParams (rlx-gpu
 // norm.rs); helpers in rows.cuh. Rows are `len` contiguous elements; scale
 // and bias repeat every `scale_len` / `bias_len` elements of a row. A warp
-// (`norm_warp_<T>`) or a block (`norm_block_<T>`) per row; the residual
-// forms are `residual_norm_{warp,block}_<T>`.
+// (`norm_warp_<T>`, rows up to NM_WARP_ROW elements, held in registers: the
+// row is read once) or a block (`norm_block_<T>`, longer rows, read three
+// times) per row; the residual forms are `residual_norm_{warp,block}_<T>`.
+
+// Elements a lane holds: rows of up to 32 * NM_LANE elements take a warp.
+#define NM_LANE 32
 
 template <typename T, bool RES>
 __device__ __forceinline__ typename RwAcc<T>::type nm_load(const T* __restrict__ x, const T* __restrict__ r,
@@ -60,10 +64,65 @@ __device__ __forceinline__ void nm_rows(const T* __restrict__ x, const T* __rest
     }
 }
 
+// One row per warp, held in registers (element k of the row in lane k % 32,
+// slot k / 32): the same sums in the same order as nm_rows, one read.
+template <typename T, bool RES>
+__device__ __forceinline__ void nm_rows_warp(const T* __restrict__ x, const T* __restrict__ res,
+                                             const T* __restrict__ scale, const T* __restrict__ bias,
+                                             T* __restrict__ y, T* __restrict__ sum, float* __restrict__ mean_out,
+                                             float* __restrict__ inv_out, const NormParams& p) {
+    typedef typename RwAcc<T>::type A;
+    RwRows r(RW_WARP);
+    const A len = (A)p.len;
+    for (unsigned long long row = r.first; row < p.rows; row += r.step) {
+        const unsigned long long at = row * p.len;
+        A v[NM_LANE];
+        A s = (A)0;
+#pragma unroll
+        for (int c = 0; c < NM_LANE; ++c) {
+            const unsigned int k = r.lane + 32u * c;
+            v[c] = (A)0;
+            if (k < p.len) {
+                v[c] = nm_load<T, RES>(x + at, RES ? res + at : x + at, k);
+                if (RES) rw_store(sum + at + k, v[c]);
+                s += v[c];
+            }
+        }
+        A mean = (A)0;
+        if (RES || p.rms == 0u) {
+            s = rw_sum_warp(s);
+            mean = p.rms ? (A)0 : s / len;
+        }
+        A q = (A)0;
+#pragma unroll
+        for (int c = 0; c < NM_LANE; ++c) {
+            if (r.lane + 32u * c < p.len) {
+                const A d = v[c] - mean;
+                q += d * d;
+            }
+        }
+        q = rw_sum_warp(q);
+        const A inv = rw_rsqrt(q / len + (A)p.eps);
+#pragma unroll
+        for (int c = 0; c < NM_LANE; ++c) {
+            const unsigned int k = r.lane + 32u * c;
+            if (k < p.len) {
+                A o = (v[c] - mean) * inv * (A)rw_up(scale[k % p.scale_len]);
+                if (p.has_bias) o += (A)rw_up(bias[k % p.bias_len]);
+                rw_store(y + at + k, o);
+            }
+        }
+        if (!RES && p.stats && r.lane == 0u) {
+            mean_out[row] = (float)mean;
+            inv_out[row] = (float)inv;
+        }
+    }
+}
+
 #define RLX_NORM(SFX, T)                                                                          \
     extern "C" __global__ void norm_warp_##SFX(const T* x, const T* scale, const T* bias, T* y,    \
                                                float* mean, float* inv_std, NormParams p) {       \
-        nm_rows<T, false>(x, x, scale, bias, y, y, mean, inv_std, p, RW_WARP);                    \
+        nm_rows_warp<T, false>(x, x, scale, bias, y, y, mean, inv_std, p);                        \
     }                                                                                             \
     extern "C" __global__ void norm_block_##SFX(const T* x, const T* scale, const T* bias, T* y,   \
                                                 float* mean, float* inv_std, NormParams p) {      \
@@ -72,7 +131,7 @@ __device__ __forceinline__ void nm_rows(const T* __restrict__ x, const T* __rest
     extern "C" __global__ void residual_norm_warp_##SFX(const T* x, const T* residual,             \
                                                         const T* scale, const T* bias, T* y,      \
                                                         T* sum, NormParams p) {                   \
-        nm_rows<T, true>(x, residual, scale, bias, y, sum, 0, 0, p, RW_WARP);                     \
+        nm_rows_warp<T, true>(x, residual, scale, bias, y, sum, 0, 0, p);                         \
     }                                                                                             \
     extern "C" __global__ void residual_norm_block_##SFX(const T* x, const T* residual,            \
                                                          const T* scale, const T* bias, T* y,     \

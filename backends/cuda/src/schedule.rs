@@ -73,7 +73,8 @@ pub struct Gemm {
     pub a: Range,
     pub b: Range,
     pub c: Range,
-    /// A row vector of `n` f32 added to every row of C (every batch).
+    /// A row vector of `n` elements of C's dtype added to every row of C
+    /// (every batch), in the f32 compute type.
     pub bias: Option<Range>,
     pub act: GemmAct,
     /// The element dtype of A, B and C: f32 (computed in exact fp32), f16

@@ -58,9 +58,15 @@ fn span(
     }
 }
 
+/// Whether cuBLASLt's epilogue takes the bias (of the output's dtype) and
+/// activation of a GEMM on `d`: f32, f16 and bf16 (f64 GEMMs have none).
+fn lt_epilogue(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16 | DType::BF16)
+}
+
 /// Operands of rank 1 or more, all f32, f16, bf16 or f64 alike (a fused
-/// bias and activation run in cuBLASLt's epilogue for f32, in the epilogue
-/// kernel otherwise).
+/// bias and activation run in cuBLASLt's epilogue for f32, f16 and bf16, in
+/// the epilogue kernel for f64).
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     let d = inputs.first().map_or(DType::F32, |t| t.dtype);
     for (i, t) in inputs.iter().enumerate() {
@@ -104,7 +110,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         _ => None,
     };
     let fused = match lt_act {
-        Some(a) if along_n && c.dtype == DType::F32 => Some((bias.as_ref().map(|b| b.range()), a)),
+        Some(a) if along_n && lt_epilogue(c.dtype) => Some((bias.as_ref().map(|b| b.range()), a)),
         _ => None,
     };
     let (lt_bias, lt) = fused.unwrap_or((None, GemmAct::None));
@@ -166,7 +172,7 @@ pub fn gemm_launches(io: &NodeIo, bias: Option<Range>, act: GemmAct) -> LResult<
     }
     same_operand("B", b, dtype)?;
     same_operand("output", c, dtype)?;
-    if dtype != DType::F32 && (bias.is_some() || act != GemmAct::None) {
+    if !lt_epilogue(dtype) && (bias.is_some() || act != GemmAct::None) {
         return Err(format!("a fused matmul on {dtype} has no CUDA lowering"));
     }
     let size = dtype.size();

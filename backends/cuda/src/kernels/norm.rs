@@ -24,9 +24,13 @@ fn layouts() -> Vec<Layout> {
     vec![NormParams::LAYOUT]
 }
 
-/// Threads per block.
+/// Threads per block of a block per row.
 const BLOCK: u32 = 256;
-/// Rows up to this long take a warp each; longer ones a block.
+/// Threads per block of a warp per row: 4 rows a block, so the 128 rows of
+/// a 128-token transformer spread over 32 multiprocessors, not 16.
+const WARP_BLOCK: u32 = 128;
+/// Rows up to this long take a warp each, held in registers (`NM_LANE` in
+/// `norm.cu`: 32 elements a lane); longer ones a block.
 pub const WARP_ROW: u32 = 1024;
 
 /// Float inputs (scale and bias of the same dtype, which the IR checks); a
@@ -72,10 +76,10 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let sfx = float_suffix(x.dtype).ok_or_else(|| format!("norm on {}", x.dtype))?;
     let m = cx.modules.of(&SOURCE);
     let rows = u64::from(p.rows);
-    let (mode, blocks) = if p.len <= WARP_ROW {
-        ("warp", rows.div_ceil(u64::from(BLOCK / 32)))
+    let (mode, blocks, block) = if p.len <= WARP_ROW {
+        ("warp", rows.div_ceil(u64::from(WARP_BLOCK / 32)), WARP_BLOCK)
     } else {
-        ("block", rows)
+        ("block", rows, BLOCK)
     };
     let br = bias.as_ref().map_or(scale.range(), |b| b.range());
     let ops = if residual {
@@ -91,6 +95,6 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     } else {
         format!("norm_{mode}_{sfx}")
     };
-    cx.kernel_params(m, &entry, blocks, BLOCK, ops, &p);
+    cx.kernel_params(m, &entry, blocks, block, ops, &p);
     Ok(())
 }
