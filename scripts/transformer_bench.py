@@ -76,20 +76,20 @@ def build_raw(arch, tiny):
     import transformers as tf
 
     torch.manual_seed(0)
-    small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
     if arch in ("bert", "bert_long"):
         cfg = tf.BertConfig(**(small if tiny else {}),
                             max_position_embeddings=2048 if arch == "bert_long" else 512,
-                            vocab_size=1000 if tiny else 30522)
+                            vocab_size=128 if tiny else 30522)
         m = tf.BertModel(cfg, add_pooling_layer=False)
         return m, cfg.vocab_size, lambda ids, mask: m(input_ids=ids, attention_mask=mask).last_hidden_state
     if arch == "gpt2":
-        cfg = tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=1000) if tiny else tf.GPT2Config()
+        cfg = tf.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=128) if tiny else tf.GPT2Config()
         m = tf.GPT2LMHeadModel(cfg)
         return m, cfg.vocab_size, lambda ids, mask: m(input_ids=ids, attention_mask=mask, use_cache=False).logits
     if arch == "llama":
-        kw = (dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, vocab_size=1000)
+        kw = (dict(hidden_size=32, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, vocab_size=128)
               if tiny else
               dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
                    num_key_value_heads=4, vocab_size=32000))
@@ -102,8 +102,8 @@ def build_raw(arch, tiny):
         if arch == "vit":
             m = torchvision.models.vit_b_16(weights=None)
         else:
-            m = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
-                                                     hidden_dim=64, mlp_dim=128)
+            m = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                     hidden_dim=32, mlp_dim=64)
         # torchvision starts the classifier at zero: outputs would be all zeros.
         torch.nn.init.normal_(m.heads.head.weight, std=0.02)
         return m, None, lambda x: m(x)

@@ -59,9 +59,24 @@ fn case(name: &'static str, q: &[usize], k: &[usize], y: &[usize]) -> Case {
 
 fn cases() -> Vec<Case> {
     let mut v = vec![
-        case("gqa_4d_d64", &[2, 4, 70, 64], &[2, 2, 133, 64], &[2, 4, 70, 64]),
-        case("single_query_d64", &[1, 2, 1, 64], &[1, 2, 300, 64], &[1, 2, 1, 64]),
-        case("long_d64", &[1, 2, 520, 64], &[1, 2, 520, 64], &[1, 2, 520, 64]),
+        case(
+            "gqa_4d_d64",
+            &[2, 4, 70, 64],
+            &[2, 2, 133, 64],
+            &[2, 4, 70, 64],
+        ),
+        case(
+            "single_query_d64",
+            &[1, 2, 1, 64],
+            &[1, 2, 300, 64],
+            &[1, 2, 1, 64],
+        ),
+        case(
+            "long_d64",
+            &[1, 2, 520, 64],
+            &[1, 2, 520, 64],
+            &[1, 2, 520, 64],
+        ),
         case("head16", &[2, 3, 9, 16], &[2, 3, 21, 16], &[2, 3, 9, 16]),
     ];
     let mut c = case("3d_causal_d80", &[2, 37, 320], &[2, 37, 320], &[2, 37, 320]);
@@ -72,22 +87,47 @@ fn cases() -> Vec<Case> {
     c.heads = (4, 2);
     c.causal = true;
     v.push(c);
-    let mut c = case("float_mask_nonpad", &[2, 2, 70, 64], &[2, 2, 90, 64], &[2, 2, 70, 64]);
+    let mut c = case(
+        "float_mask_nonpad",
+        &[2, 2, 70, 64],
+        &[2, 2, 90, 64],
+        &[2, 2, 70, 64],
+    );
     c.mask = Some((vec![2, 1, 70, 90], false));
     c.nonpad = Some(vec![90, 41]);
     c.scale = Some(0.3);
     v.push(c);
-    let mut c = case("bool_mask_rows_masked", &[2, 2, 33, 64], &[2, 2, 47, 64], &[2, 2, 33, 64]);
+    let mut c = case(
+        "bool_mask_rows_masked",
+        &[2, 2, 33, 64],
+        &[2, 2, 47, 64],
+        &[2, 2, 33, 64],
+    );
     c.mask = Some((vec![33, 47], true));
     v.push(c);
-    let mut c = case("padding_mask_d128", &[2, 2, 40, 128], &[2, 2, 40, 128], &[2, 2, 40, 128]);
+    let mut c = case(
+        "padding_mask_d128",
+        &[2, 2, 40, 128],
+        &[2, 2, 40, 128],
+        &[2, 2, 40, 128],
+    );
     c.mask = Some((vec![2, 1, 1, 40], false));
     v.push(c);
-    let mut c = case("window_softcap", &[1, 2, 80, 64], &[1, 2, 80, 64], &[1, 2, 80, 64]);
+    let mut c = case(
+        "window_softcap",
+        &[1, 2, 80, 64],
+        &[1, 2, 80, 64],
+        &[1, 2, 80, 64],
+    );
     c.window = (9, 4);
     c.softcap = 2.0;
     v.push(c);
-    let mut c = case("short_mask", &[1, 2, 20, 32], &[1, 2, 50, 32], &[1, 2, 20, 32]);
+    let mut c = case(
+        "short_mask",
+        &[1, 2, 20, 32],
+        &[1, 2, 50, 32],
+        &[1, 2, 20, 32],
+    );
     c.mask = Some((vec![1, 2, 20, 30], false));
     c.causal = true;
     v.push(c);
@@ -134,7 +174,9 @@ fn graph(c: &Case, d: &str) -> String {
 
 /// Uniform values in [-1, 1) from a 64-bit LCG.
 fn uniform(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             x = x
@@ -148,10 +190,14 @@ fn uniform(n: usize, seed: u64) -> Vec<f32> {
 fn float_tensor(d: DType, dims: &[usize], v: &[f32]) -> Tensor {
     match d {
         DType::F32 => Tensor::from_values(dims, v),
-        DType::F16 => Tensor::from_values(dims, &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>()),
-        DType::BF16 => {
-            Tensor::from_values(dims, &v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
-        }
+        DType::F16 => Tensor::from_values(
+            dims,
+            &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>(),
+        ),
+        DType::BF16 => Tensor::from_values(
+            dims,
+            &v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>(),
+        ),
         d => panic!("no {d} inputs here"),
     }
     .unwrap()
@@ -226,25 +272,47 @@ fn attention_kernels_match_the_cpu() {
         }
     }
     // One device context per kernel choice, so each module compiles once.
-    let gpus: Vec<(AttentionKernel, Arc<Devices>)> = [AttentionKernel::Tiled, AttentionKernel::Rows]
-        .into_iter()
-        .map(|kernel| {
-            let plan = PlanOptions {
-                attention: kernel,
-                ..PlanOptions::default()
-            };
-            let options = ContextOptions {
-                plan,
-                ..ContextOptions::default()
-            };
-            (kernel, Arc::new(Devices::with_cuda_options(options)))
-        })
-        .collect();
+    let gpus: Vec<(AttentionKernel, Arc<Devices>)> =
+        [AttentionKernel::Tiled, AttentionKernel::Rows]
+            .into_iter()
+            .map(|kernel| {
+                let plan = PlanOptions {
+                    attention: kernel,
+                    ..PlanOptions::default()
+                };
+                let options = ContextOptions {
+                    plan,
+                    ..ContextOptions::default()
+                };
+                (kernel, Arc::new(Devices::with_cuda_options(options)))
+            })
+            .collect();
     let mut failures = Vec::new();
     for (d, name, tol) in [
-        (DType::F32, "f32", Tolerance { rtol: 2e-4, atol: 2e-5 }),
-        (DType::F16, "f16", Tolerance { rtol: 1e-2, atol: 2e-3 }),
-        (DType::BF16, "bf16", Tolerance { rtol: 4e-2, atol: 1.5e-2 }),
+        (
+            DType::F32,
+            "f32",
+            Tolerance {
+                rtol: 2e-4,
+                atol: 2e-5,
+            },
+        ),
+        (
+            DType::F16,
+            "f16",
+            Tolerance {
+                rtol: 1e-2,
+                atol: 2e-3,
+            },
+        ),
+        (
+            DType::BF16,
+            "bf16",
+            Tolerance {
+                rtol: 4e-2,
+                atol: 1.5e-2,
+            },
+        ),
     ] {
         for (i, c) in cases().iter().enumerate() {
             let text = graph(c, name);

@@ -14,8 +14,10 @@
 // [B,S,H*D] or 4-D [B,H,S,D]; query heads share key heads by `group`); head
 // sizes are padded with zeros to the kernel's D. Masks, causality, key
 // windows, key lengths and softcap follow attention.cuh; key tiles that no
-// row of the query tile can see (causal, window, lengths) are skipped. The QK
-// output and f64 run on the row kernel (attention.cu).
+// row of the query tile can see (causal, window, lengths) are skipped, tiles
+// every rule passes (fa_plain) skip the rules, and a mask is staged per tile
+// in shared memory by coalesced loads. The QK output and f64 run on the row
+// kernel (attention.cu).
 
 #define FA_THREADS 128
 
@@ -101,12 +103,11 @@ __device__ __forceinline__ const T* fa_at(const T* x, const unsigned int* st, un
     return x + (unsigned long long)b * st[0] + (unsigned long long)h * st[1] + (unsigned long long)s * st[2];
 }
 
-// One query row's share of the score rules: its position, whether it
-// exists, and where its mask row starts. Built once per row; `fa_apply`
-// then costs a compare or two per score in the common cases.
+// One query row's share of the score rules: its position and whether it
+// exists. Built once per row; `fa_apply` then costs a compare or two per
+// score in the common cases.
 struct FaRow {
     long long pos;
-    unsigned long long mrow;
     bool live;
 };
 
@@ -114,9 +115,30 @@ __device__ __forceinline__ FaRow fa_row(const AttentionParams& p, const FaTile& 
     FaRow r;
     r.live = i < p.sq;
     r.pos = (long long)i + t.off;
-    r.mrow = (unsigned long long)t.b * p.mask_s[0] + (unsigned long long)t.h * p.mask_s[1] +
-             (unsigned long long)i * p.mask_s[2];
     return r;
+}
+
+// The mask over rows [i0, i0 + R) x keys [j0, j0 + BK) into shared memory
+// as additive biases of T (a bool mask's false as -inf), read along keys so
+// the loads coalesce; entries past the rows or keys are not read later.
+template <typename T, int R, int BK>
+__device__ __forceinline__ void fa_stage_mask(T* ms, const AttentionParams& p, const unsigned char* mask,
+                                              const FaTile& t, unsigned int i0, unsigned int j0) {
+    const unsigned long long base = (unsigned long long)t.b * p.mask_s[0] + (unsigned long long)t.h * p.mask_s[1];
+    for (unsigned int x = threadIdx.x; x < (unsigned int)(R * BK); x += FA_THREADS) {
+        const unsigned int r = x / BK, c = x % BK, i = i0 + r, j = j0 + c;
+        float v = 0.0f;
+        if (i < p.sq && j < t.k1) {
+            const unsigned long long mi =
+                base + (unsigned long long)i * p.mask_s[2] + (unsigned long long)j * p.mask_s[3];
+            if (p.flags & 2u) {
+                v = mask[mi] != 0 ? 0.0f : -att_inf<float>();
+            } else {
+                v = (float)((const T*)mask)[mi];
+            }
+        }
+        ms[x] = T(v);
+    }
 }
 
 // Whether key tile [j0, j0 + n) needs per-score rules for rows [i0, i1):
@@ -134,25 +156,16 @@ __device__ __forceinline__ bool fa_plain(const AttentionParams& p, const FaTile&
 }
 
 // Score x (scaled, before the softcap) of key j for row r: capped, then
-// -inf where a rule hides the key, plus a float mask.
-template <typename T>
-__device__ __forceinline__ float fa_apply(const AttentionParams& p, const unsigned char* mask, const FaTile& t,
-                                          const FaRow& r, unsigned int j, float x) {
+// -inf where a rule hides the key, plus the staged mask bias `mb`.
+__device__ __forceinline__ float fa_apply(const AttentionParams& p, const FaTile& t, const FaRow& r, unsigned int j,
+                                          float x, float mb) {
     if (p.softcap > 0.0f) x = att_cap<float>(p, x);
     const long long diff = r.pos - (long long)j;
     bool ok = r.live && j >= t.k0 && j < t.k1;
     if (p.flags & 4u) ok = ok && diff >= 0;
     if (p.left >= 0) ok = ok && diff <= p.left;
     if (p.right >= 0) ok = ok && -diff <= p.right;
-    if ((p.flags & 1u) && ok) {
-        const unsigned long long mi = r.mrow + (unsigned long long)j * p.mask_s[3];
-        if (p.flags & 2u) {
-            ok = mask[mi] != 0;
-        } else {
-            x += (float)((const T*)mask)[mi];
-        }
-    }
-    return ok ? x : -att_inf<float>();
+    return ok ? x + mb : -att_inf<float>();
 }
 
 #define FA_MASKED (-3.0e38f)
@@ -166,6 +179,7 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
     __shared__ __align__(16) float qs[BQ * LD];
     __shared__ __align__(16) float kv[BK * LD];
     __shared__ __align__(16) float ps[BQ * LP];
+    __shared__ float msk[BQ * BK];
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int tid = threadIdx.x, ty = tid / 16u, tx = tid % 16u;
     const float* qb = fa_at(q, p.q_s, t.b, t.h, t.q0);
@@ -189,6 +203,7 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
         const unsigned int n = t.k1 - j0 < (unsigned int)BK ? t.k1 - j0 : (unsigned int)BK;
         __syncthreads();
         fa_stage<float, BK, D, LD>(kv, fa_at(k, p.k_s, t.b, t.kvh, j0), p.k_s[2], n, p.dk, kvec);
+        if (p.flags & 1u) fa_stage_mask<float, BQ, BK>(msk, p, mask, t, t.q0, j0);
         __syncthreads();
         float s[4][2];
         for (int r = 0; r < 4; ++r) s[r][0] = s[r][1] = 0.0f;
@@ -208,8 +223,10 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
         for (int r = 0; r < 4; ++r) {
             float x0 = s[r][0], x1 = s[r][1];
             if (!plain) {
-                x0 = fa_apply<float>(p, mask, t, rows[r], j0 + tx, x0);
-                x1 = fa_apply<float>(p, mask, t, rows[r], j0 + tx + 16u, x1);
+                const bool mk = (p.flags & 1u) != 0u;
+                const float* mr = msk + (ty * 4u + r) * BK;
+                x0 = fa_apply(p, t, rows[r], j0 + tx, x0, mk ? mr[tx] : 0.0f);
+                x1 = fa_apply(p, t, rows[r], j0 + tx + 16u, x1, mk ? mr[tx + 16u] : 0.0f);
             } else if (p.softcap > 0.0f) {
                 x0 = att_cap<float>(p, x0);
                 x1 = att_cap<float>(p, x1);
@@ -388,6 +405,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     constexpr int QE = BQ * LD, KVE = 2 * BK * LD;
     constexpr int SE = (QE > KVE ? QE : KVE) + KVE;
     __shared__ __align__(16) T sm[SE];
+    __shared__ T msk[BQ * BK];
     T* const qs = sm + KVE;
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, tq = lane % 4u;
@@ -423,6 +441,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
             T* const nb = sm + (cur ^ 1u) * KVE;
             fa_stage_kv<T, BK, D, LD>(nb, nb + BK * LD, k, v, p, t, j0 + BK, true);
         }
+        if (p.flags & 1u) fa_stage_mask<T, BQ, BK>(msk, p, mask, t, t.q0, j0);
         if (async) {
             if (more) fa_wait_one(); else fa_wait_all();
         }
@@ -454,7 +473,9 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                 if (plain && p.softcap <= 0.0f) {
                     x = s[c][e] * sl2;
                 } else {
-                    x = fa_apply<T>(p, mask, t, rows[e / 2], j0 + c * 8u + 2u * tq + (e % 2), s[c][e] * p.scale);
+                    const unsigned int jl = c * 8u + 2u * tq + (e % 2);
+                    const float mb = (p.flags & 1u) ? (float)msk[(warp * 16u + g + (e / 2) * 8u) * BK + jl] : 0.0f;
+                    x = fa_apply(p, t, rows[e / 2], j0 + jl, s[c][e] * p.scale, mb);
                     x *= l2e;
                 }
                 s[c][e] = x;

@@ -45,8 +45,14 @@ fn is_softmax(op: &Op) -> bool {
 }
 
 fn patterns() -> Vec<Pat> {
-    let qs = [op("mul", [any("q"), leaf("q_scale")]).commutative(), any("q")];
-    let ks = [op("mul", [any("kt"), leaf("k_scale")]).commutative(), any("kt")];
+    let qs = [
+        op("mul", [any("q"), leaf("q_scale")]).commutative(),
+        any("q"),
+    ];
+    let ks = [
+        op("mul", [any("kt"), leaf("k_scale")]).commutative(),
+        any("kt"),
+    ];
     let mut v = Vec::new();
     for q in &qs {
         for kt in &ks {
@@ -59,10 +65,7 @@ fn patterns() -> Vec<Pat> {
             for s in scaled {
                 for masked in [op("add", [s.clone(), any("mask")]).commutative(), s] {
                     let p = || op_if(is_softmax, [masked.clone()]).bind("softmax");
-                    let guarded = op(
-                        "where",
-                        [op("isnan", [p()]), leaf("nan_zero"), p()],
-                    );
+                    let guarded = op("where", [op("isnan", [p()]), leaf("nan_zero"), p()]);
                     v.push(op("matmul", [guarded, any("v")]));
                     v.push(op("matmul", [p(), any("v")]));
                 }
@@ -116,6 +119,10 @@ fn split_of(g: &Graph, v: Value) -> Option<(Value, i64)> {
 fn kv_heads_in_place(g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
     let mut changed = false;
     for id in g.node_ids() {
+        // An earlier rewrite may have removed it.
+        if !g.contains(id) {
+            continue;
+        }
         let Op::Attention(a) = &g.node(id).op else {
             continue;
         };
@@ -191,7 +198,13 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     // broadcasts nothing.
     let operand_scale = |name: &str, x: Value| match m.values.get(name) {
         None => Some(1.0),
-        Some(s) if g.ty(*s).dtype == g.ty(x).dtype && g.ty(*s).shape.as_known().is_some_and(|d| d.iter().product::<usize>() == 1) => {
+        Some(s)
+            if g.ty(*s).dtype == g.ty(x).dtype
+                && g.ty(*s)
+                    .shape
+                    .as_known()
+                    .is_some_and(|d| d.iter().product::<usize>() == 1) =>
+        {
             splat(g, cx.weights, *s)
         }
         Some(_) => None,
@@ -231,6 +244,7 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     let origin = union_origin(g, &nodes);
     // Grouped-query heads repeated for the products: read the shared ones.
     let identity = perm == [0, 1, 2, 3];
+    let v_read = v;
     let (k_src, v, repeated) = match (repeat_kv(g, k_src), repeat_kv(g, v)) {
         (Some((k1, rk)), Some((v1, rv))) if identity && rk == rv => (k1, v1, true),
         _ => (k_src, v, false),
@@ -260,7 +274,9 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
         }
         return Err(e);
     }
-    remove_dead(g, &[kt.node]);
+    // The repeats are dead now: drop them, so the heads they read are read
+    // by attention alone (and `attention.heads` may take their splits).
+    remove_dead(g, &[kt.node, v_read.node]);
     if repeated {
         cx.count("attention.shared-kv-heads");
     }
@@ -389,11 +405,25 @@ fn heads_in_place(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool
         return Ok(true);
     }
     let name = g.node(m.root()).name.clone();
-    let y = add_op(g, cx.weights, op, &format!("{name}.attention"), origin.clone(), &ins)?;
+    let y = add_op(
+        g,
+        cx.weights,
+        op,
+        &format!("{name}.attention"),
+        origin.clone(),
+        &ins,
+    )?;
     let shape: Vec<i64> = view.iter().map(|&d| d as i64).collect();
     let t = Tensor::from_i64(&[shape.len()], &shape).map_err(|e| e.to_string())?;
     let shape = constant(g, cx.weights, &format!("{name}.shape"), origin.clone(), t);
     let reshape = Reshape { allowzero: false };
-    replace_root(g, cx.weights, m.root(), reshape, &[Value::of(y), shape], origin)?;
+    replace_root(
+        g,
+        cx.weights,
+        m.root(),
+        reshape,
+        &[Value::of(y), shape],
+        origin,
+    )?;
     Ok(true)
 }

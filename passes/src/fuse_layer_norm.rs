@@ -54,7 +54,10 @@ fn normalized(pow_form: bool) -> Pat {
 fn rms_normalized() -> Vec<Pat> {
     let std = || {
         let mut v = Vec::new();
-        for sq in [op("pow", [any("x"), leaf("two")]), op("mul", [any("x"), any("x")])] {
+        for sq in [
+            op("pow", [any("x"), leaf("two")]),
+            op("mul", [any("x"), any("x")]),
+        ] {
             let var = op_if(is_mean, [sq, leaf("axes")]).bind("var");
             v.push(op("sqrt", [op("add", [var, leaf("eps")]).commutative()]));
         }

@@ -16,7 +16,7 @@ use cudarc::driver::{
     CudaStream, DevicePtr, PinnedHostSlice,
 };
 use cudarc::nvrtc::Ptx;
-use rlx_ir::tensor::{AlignedBuf, Bytes};
+use rlx_ir::tensor::Bytes;
 use rlx_ir::Tensor;
 
 use crate::compile::{nvrtc_available, CompileOptions, Compiler};
@@ -35,12 +35,6 @@ pub struct ContextOptions {
     /// How plans for this device are made.
     pub plan: crate::PlanOptions,
 }
-
-/// Outputs of at least this many bytes are copied straight into their
-/// tensor (the driver pipelines the copy through its own pinned buffers)
-/// instead of through the pinned staging and a second host copy: GPT-2's
-/// 25.7 MB of logits came down in 2.6 ms the staged way.
-const DIRECT_READBACK: usize = 1 << 20;
 
 /// A CUDA device, its stream, and the modules compiled for it.
 pub struct Context {
@@ -458,9 +452,6 @@ impl Executable {
                 .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
             for (o, &at) in s.outputs.iter().zip(&self.staging_at[n_in..]) {
                 let n = o.bytes as usize;
-                if n >= DIRECT_READBACK {
-                    continue;
-                }
                 // SAFETY: as above; synchronized before the staging is read.
                 unsafe {
                     dr::memcpy_dtoh_async(&mut staging[at..at + n], self.base + o.offset, cs)
@@ -479,19 +470,12 @@ impl Executable {
             .iter()
             .zip(&self.staging_at[n_in..])
             .map(|(o, &at)| {
-                let n = o.bytes as usize;
-                let bytes = if n >= DIRECT_READBACK {
-                    let mut buf = AlignedBuf::zeroed(n);
-                    // SAFETY: the range lies in the buffer (planned) and the
-                    // stream that wrote it is synchronized.
-                    unsafe { dr::memcpy_dtoh_sync(buf.as_mut_bytes(), self.base + o.offset) }
-                        .map_err(|e| CudaError::Device(format!("copying outputs: {e:?}")))?;
-                    buf.freeze()
-                } else {
-                    Bytes::copy_from(&staging[at..at + n])
-                };
-                Tensor::new(o.dtype, o.dims.clone(), bytes)
-                    .map_err(|e| CudaError::Internal(e.to_string()))
+                Tensor::new(
+                    o.dtype,
+                    o.dims.clone(),
+                    Bytes::copy_from(&staging[at..at + o.bytes as usize]),
+                )
+                .map_err(|e| CudaError::Internal(e.to_string()))
             })
             .collect()
     }

@@ -87,7 +87,11 @@ fn a_nan_guard_other_than_zero_is_not_absorbed() {
 "#,
     );
     let g = run(&["fuse-attention"], &src, None).unwrap();
-    assert!(!ops(&g).contains(&"attention"), "{}", rlx_ir::text::print_graph(&g));
+    assert!(
+        !ops(&g).contains(&"attention"),
+        "{}",
+        rlx_ir::text::print_graph(&g)
+    );
 }
 
 #[test]
@@ -121,13 +125,21 @@ fn transposes_of_unit_dims_are_views() {
     );
     let g = run(&["simplify", "dce"], &src, None).unwrap();
     // The first keeps every element in place; the second does not.
-    assert_eq!(ops(&g), ["reshape", "transpose"], "{}", rlx_ir::text::print_graph(&g));
+    assert_eq!(
+        ops(&g),
+        ["reshape", "transpose"],
+        "{}",
+        rlx_ir::text::print_graph(&g)
+    );
 }
 
 #[test]
 fn decomposed_rms_norms_fuse() {
     for (sq, inv) in [
-        ("mul(%0, %0)", "%6 = reciprocal(%5) : f32[2,1]  # I\n  %7 = mul(%0, %6) : f32[2,4]  # N"),
+        (
+            "mul(%0, %0)",
+            "%6 = reciprocal(%5) : f32[2,1]  # I\n  %7 = mul(%0, %6) : f32[2,4]  # N",
+        ),
         (
             "pow(%0, %9)",
             "%6 = div(%8, %5) : f32[2,1]  # I\n  %7 = mul(%6, %0) : f32[2,4]  # N",
@@ -172,4 +184,42 @@ fn kv_head_splits_are_read_in_place() {
     let g = run(&["fuse-attention", "dce"], &src, None).unwrap();
     assert_eq!(ops(&g), ["attention"], "{}", rlx_ir::text::print_graph(&g));
     assert_eq!(attention(&g).kv_num_heads, 2);
+}
+
+#[test]
+fn split_half_rotations_become_rotary_embeddings_on_the_projection() {
+    // x3 [1,2,4] split into 2 heads of 2; cos/sin [1,1,2,2] with equal halves.
+    let src = graph(
+        r#"  %0 = input "x" : f32[1,2,4]
+  %1 = constant i64[4] [1, 2, 2, 2] : i64[4]
+  %2 = reshape(%0, %1) {allowzero=false} : f32[1,2,2,2]  # R
+  %3 = transpose(%2) {perm=[0, 2, 1, 3]} : f32[1,2,2,2]  # T
+  %4 = constant f32[1,1,2,2] [0.5, 0.5, 0.25, 0.25] : f32[1,1,2,2]
+  %5 = constant f32[1,1,2,2] [0.75, 0.75, 0.125, 0.125] : f32[1,1,2,2]
+  %6 = constant i64[1] [0] : i64[1]
+  %7 = constant i64[1] [1] : i64[1]
+  %8 = constant i64[1] [9223372036854775807] : i64[1]
+  %9 = constant i64[1] [-1] : i64[1]
+  %10 = slice(%3, %7, %8, %9, %7) : f32[1,2,2,1]  # HI
+  %11 = neg(%10) : f32[1,2,2,1]  # N
+  %12 = slice(%3, %6, %7, %9, %7) : f32[1,2,2,1]  # LO
+  %13 = concat(%11, %12) {axis=-1} : f32[1,2,2,2]  # C
+  %14 = mul(%3, %4) : f32[1,2,2,2]  # XC
+  %15 = mul(%13, %5) : f32[1,2,2,2]  # RS
+  %16 = add(%14, %15) : f32[1,2,2,2]  # Y
+  output "y" = %16
+"#,
+    );
+    let g = run(&["fuse-rope", "dce"], &src, None).unwrap();
+    let text = rlx_ir::text::print_graph(&g);
+    assert_eq!(
+        ops(&g),
+        ["reshape", "rotary_embedding", "transpose"],
+        "{text}"
+    );
+    assert!(text.contains("num_heads=2"), "{text}");
+    // Halves that differ are not a split-half rotation.
+    let bad = src.replace("[0.5, 0.5, 0.25, 0.25]", "[0.5, 0.4, 0.25, 0.25]");
+    let g = run(&["fuse-rope", "dce"], &bad, None).unwrap();
+    assert!(!ops(&g).contains(&"rotary_embedding"));
 }

@@ -77,7 +77,11 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let m = cx.modules.of(&SOURCE);
     let rows = u64::from(p.rows);
     let (mode, blocks, block) = if p.len <= WARP_ROW {
-        ("warp", rows.div_ceil(u64::from(WARP_BLOCK / 32)), WARP_BLOCK)
+        (
+            "warp",
+            rows.div_ceil(u64::from(WARP_BLOCK / 32)),
+            WARP_BLOCK,
+        )
     } else {
         ("block", rows, BLOCK)
     };
