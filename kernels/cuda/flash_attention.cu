@@ -15,9 +15,11 @@
 // sizes are padded with zeros to the kernel's D. Masks, causality, key
 // windows, key lengths and softcap follow attention.cuh; key tiles that no
 // row of the query tile can see (causal, window, lengths) are skipped, tiles
-// every rule passes (fa_plain) skip the rules, and a mask is staged per tile
-// in shared memory by coalesced loads. The QK output and f64 run on the row
-// kernel (attention.cu).
+// every rule passes (fa_plain) skip the rules. The f32 kernel stages a mask
+// tile in shared memory by coalesced loads; the tensor-core kernel reads it
+// in place (staging it before each tile measured slower there: the loads
+// sit on the path to the tile's barrier). The QK output and f64 run on the
+// row kernel (attention.cu).
 
 #define FA_THREADS 128
 
@@ -108,6 +110,8 @@ __device__ __forceinline__ const T* fa_at(const T* x, const unsigned int* st, un
 // score in the common cases.
 struct FaRow {
     long long pos;
+    // Where the row's mask starts (the tensor-core kernel reads it in place).
+    unsigned long long mrow;
     bool live;
 };
 
@@ -115,7 +119,20 @@ __device__ __forceinline__ FaRow fa_row(const AttentionParams& p, const FaTile& 
     FaRow r;
     r.live = i < p.sq;
     r.pos = (long long)i + t.off;
+    r.mrow = (unsigned long long)t.b * p.mask_s[0] + (unsigned long long)t.h * p.mask_s[1] +
+             (unsigned long long)i * p.mask_s[2];
     return r;
+}
+
+// The mask's bias at key j of row r, read in place (a bool mask's false as
+// -inf); 0 past the row or the tile's keys, which fa_apply hides anyway.
+template <typename T>
+__device__ __forceinline__ float fa_mask_at(const AttentionParams& p, const unsigned char* mask, const FaTile& t,
+                                            const FaRow& r, unsigned int j) {
+    if (!r.live || j >= t.k1) return 0.0f;
+    const unsigned long long mi = r.mrow + (unsigned long long)j * p.mask_s[3];
+    if (p.flags & 2u) return mask[mi] != 0 ? 0.0f : -att_inf<float>();
+    return (float)((const T*)mask)[mi];
 }
 
 // The mask over rows [i0, i0 + R) x keys [j0, j0 + BK) into shared memory
@@ -405,7 +422,6 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     constexpr int QE = BQ * LD, KVE = 2 * BK * LD;
     constexpr int SE = (QE > KVE ? QE : KVE) + KVE;
     __shared__ __align__(16) T sm[SE];
-    __shared__ T msk[BQ * BK];
     T* const qs = sm + KVE;
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, tq = lane % 4u;
@@ -441,7 +457,6 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
             T* const nb = sm + (cur ^ 1u) * KVE;
             fa_stage_kv<T, BK, D, LD>(nb, nb + BK * LD, k, v, p, t, j0 + BK, true);
         }
-        if (p.flags & 1u) fa_stage_mask<T, BQ, BK>(msk, p, mask, t, t.q0, j0);
         if (async) {
             if (more) fa_wait_one(); else fa_wait_all();
         }
@@ -473,9 +488,9 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                 if (plain && p.softcap <= 0.0f) {
                     x = s[c][e] * sl2;
                 } else {
-                    const unsigned int jl = c * 8u + 2u * tq + (e % 2);
-                    const float mb = (p.flags & 1u) ? (float)msk[(warp * 16u + g + (e / 2) * 8u) * BK + jl] : 0.0f;
-                    x = fa_apply(p, t, rows[e / 2], j0 + jl, s[c][e] * p.scale, mb);
+                    const unsigned int j = j0 + c * 8u + 2u * tq + (e % 2);
+                    const float mb = (p.flags & 1u) ? fa_mask_at<T>(p, mask, t, rows[e / 2], j) : 0.0f;
+                    x = fa_apply(p, t, rows[e / 2], j, s[c][e] * p.scale, mb);
                     x *= l2e;
                 }
                 s[c][e] = x;
@@ -555,12 +570,20 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
              AttentionParams p) {                                                                           \
         body(y, q, k, v, mask, nonpad, p);                                                                  \
     }
+// One module per element type (FA_F32, FA_F16 or FA_BF16 defined before this
+// file), so a model compiles only the entries it can use.
+#ifdef FA_F32
 FA_ENTRY(flash_attention_f32_d64, float, flash_f32<64>)
 FA_ENTRY(flash_attention_f32_d128, float, flash_f32<128>)
+#endif
 #define FA_MMA(T, D, BK) flash_mma<T, D, BK>
+#ifdef FA_F16
 FA_ENTRY(flash_attention_f16_d32, rlx_f16, (FA_MMA(rlx_half, 32, 64)))
 FA_ENTRY(flash_attention_f16_d64, rlx_f16, (FA_MMA(rlx_half, 64, 64)))
 FA_ENTRY(flash_attention_f16_d128, rlx_f16, (FA_MMA(rlx_half, 128, 32)))
+#endif
+#ifdef FA_BF16
 FA_ENTRY(flash_attention_bf16_d32, rlx_bf16, (FA_MMA(rlx_bf16, 32, 64)))
 FA_ENTRY(flash_attention_bf16_d64, rlx_bf16, (FA_MMA(rlx_bf16, 64, 64)))
 FA_ENTRY(flash_attention_bf16_d128, rlx_bf16, (FA_MMA(rlx_bf16, 128, 32)))
+#endif

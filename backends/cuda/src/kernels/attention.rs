@@ -30,14 +30,26 @@ pub const SOURCE: Source = Source {
     layouts,
 };
 
-pub const FLASH_SOURCE: Source = Source {
-    name: "flash_attention",
-    source: concat!(
-        include_str!("../../../../kernels/cuda/attention.cuh"),
-        include_str!("../../../../kernels/cuda/flash_attention.cu")
-    ),
-    layouts,
-};
+/// The tiled kernels, one module per element type (each compiles only its
+/// own entries: NVRTC takes seconds over the tensor-core ones).
+macro_rules! flash_source {
+    ($name:literal, $define:literal) => {
+        Source {
+            name: $name,
+            source: concat!(
+                $define,
+                "\n",
+                include_str!("../../../../kernels/cuda/attention.cuh"),
+                include_str!("../../../../kernels/cuda/flash_attention.cu")
+            ),
+            layouts,
+        }
+    };
+}
+
+pub const FLASH_F32: Source = flash_source!("flash_attention_f32", "#define FA_F32 1");
+pub const FLASH_F16: Source = flash_source!("flash_attention_f16", "#define FA_F16 1");
+pub const FLASH_BF16: Source = flash_source!("flash_attention_bf16", "#define FA_BF16 1");
 
 fn layouts() -> Vec<Layout> {
     vec![AttentionParams::LAYOUT]
@@ -54,17 +66,17 @@ const FLASH_THREADS: u32 = 128;
 
 /// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its entry and its
 /// query rows per block; `None` where the row kernel runs.
-fn flash_entry(dtype: DType, dk: usize, dv: usize) -> Option<(&'static str, u64)> {
+fn flash_entry(dtype: DType, dk: usize, dv: usize) -> Option<(&'static Source, &'static str, u64)> {
     let d = dk.max(dv);
     Some(match (dtype, d) {
-        (DType::F32, 0..=64) => ("flash_attention_f32_d64", 32),
-        (DType::F32, 65..=128) => ("flash_attention_f32_d128", 32),
-        (DType::F16, 0..=32) => ("flash_attention_f16_d32", 64),
-        (DType::F16, 33..=64) => ("flash_attention_f16_d64", 64),
-        (DType::F16, 65..=128) => ("flash_attention_f16_d128", 64),
-        (DType::BF16, 0..=32) => ("flash_attention_bf16_d32", 64),
-        (DType::BF16, 33..=64) => ("flash_attention_bf16_d64", 64),
-        (DType::BF16, 65..=128) => ("flash_attention_bf16_d128", 64),
+        (DType::F32, 0..=64) => (&FLASH_F32, "flash_attention_f32_d64", 32),
+        (DType::F32, 65..=128) => (&FLASH_F32, "flash_attention_f32_d128", 32),
+        (DType::F16, 0..=32) => (&FLASH_F16, "flash_attention_f16_d32", 64),
+        (DType::F16, 33..=64) => (&FLASH_F16, "flash_attention_f16_d64", 64),
+        (DType::F16, 65..=128) => (&FLASH_F16, "flash_attention_f16_d128", 64),
+        (DType::BF16, 0..=32) => (&FLASH_BF16, "flash_attention_bf16_d32", 64),
+        (DType::BF16, 33..=64) => (&FLASH_BF16, "flash_attention_bf16_d64", 64),
+        (DType::BF16, 65..=128) => (&FLASH_BF16, "flash_attention_bf16_d128", 64),
         _ => return None,
     })
 }
@@ -298,8 +310,8 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
     let tiled = cx.opts.attention == crate::AttentionKernel::Tiled && !extras.qk;
     match flash_entry(dtype, dk, dv).filter(|_| tiled) {
-        Some((flash, rows)) => {
-            let m = cx.modules.of(&FLASH_SOURCE);
+        Some((source, flash, rows)) => {
+            let m = cx.modules.of(source);
             let blocks = (b * hq) as u64 * (sq as u64).div_ceil(rows);
             cx.kernel_params(m, flash, blocks, FLASH_THREADS, operands, &params);
         }
