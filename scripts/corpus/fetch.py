@@ -275,7 +275,12 @@ def graph_inputs(model):
     return [i.name for i in model.graph.input if i.name not in inits]
 
 
+# ORT's dynamic 8-bit quantization kernels: exact only once fused.
+DYNAMIC_INT8 = {"DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul"}
+
+
 def ort_session(path):
+    import onnx
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -283,6 +288,15 @@ def ort_session(path):
     # The model's own arithmetic: ORT's fusions (approximate GELU, fused
     # convolution epilogues, ...) move results by more than rounding.
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ops = {n.op_type for n in onnx.load(path, load_external_data=False).graph.node}
+    if ops & DYNAMIC_INT8:
+        # Exact 8-bit products on every x86 CPU. Without AVX-512 VNNI, ORT's
+        # unfused MatMulInteger sums u8 x s8 pairs in saturating 16-bit lanes
+        # (vpmaddubsw) whatever it is told: an int8 GRU's logits moved by 2.1
+        # on an AVX2-only machine. Its fused DynamicQuantizeMatMul (extended
+        # level: no approximate activations) honours x64quantprecision.
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.add_session_config_entry("session.x64quantprecision", "1")
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
