@@ -24,6 +24,11 @@
 //!       5 ptx     optional (CUDA kernels compiled ahead of time): u32 arch
 //!                 length, arch, u32 count, per module: u64 source key,
 //!                 u64 length, PTX text
+//!       6 model   optional (the ONNX model's metadata): i64 model version,
+//!                 u32 count, per entry: u32 key length, key, u32 value
+//!                 length, value; keys `field:NAME` for the named fields
+//!                 (producer, domain, descriptions, graph name), `prop:KEY`
+//!                 for `metadata_props`, in file order
 //! ```
 //!
 //! Readers ignore section kinds they do not know.
@@ -78,7 +83,6 @@ fn malformed(s: impl Into<String>) -> ArtifactError {
     ArtifactError::Malformed(s.into())
 }
 
-/// Serializes a compiled model.
 /// How an artifact is written.
 #[derive(Debug, Clone, Copy)]
 pub struct SaveOptions {
@@ -88,12 +92,15 @@ pub struct SaveOptions {
     /// every weight is stored as computed and borrowed from the file when
     /// it loads.
     pub narrow_weights: bool,
+    /// What happens to a file at the destination [default: replaced].
+    pub existing: crate::files::Existing,
 }
 
 impl Default for SaveOptions {
     fn default() -> SaveOptions {
         SaveOptions {
             narrow_weights: true,
+            existing: crate::files::Existing::Replace,
         }
     }
 }
@@ -200,7 +207,8 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
         .map(|((n, t), e)| 4 + n.len() + 4 + 4 + 8 * t.dims().len() + 16 + e.len())
         .sum::<usize>();
     let ptx = m.cuda_ptx.as_ref().map(ptx_section);
-    let section_count = if ptx.is_some() { 5 } else { 4 };
+    let model = metadata_section(&m.metadata);
+    let section_count = if ptx.is_some() { 6 } else { 5 };
     let table_len = 4 + section_count * 20;
     let meta_off = HEADER + table_len;
     let graph_off = meta_off + meta.len();
@@ -245,10 +253,12 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
         (3, index_off, index.len()),
         (4, data_off, data.len()),
     ];
+    let model_off = ptx_off + ptx.as_ref().map_or(0, Vec::len);
     if let Some(p) = &ptx {
         sections.push((5, ptx_off, p.len()));
     }
-    let mut out = Vec::with_capacity(ptx_off + ptx.as_ref().map_or(0, Vec::len));
+    sections.push((6, model_off, model.len()));
+    let mut out = Vec::with_capacity(model_off + model.len());
     out.extend(MAGIC);
     out.extend(FORMAT_VERSION.to_le_bytes());
     out.extend(0u32.to_le_bytes());
@@ -267,11 +277,63 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
     if let Some(p) = &ptx {
         out.extend(p);
     }
+    out.extend(&model);
     let payload_len = (out.len() - HEADER) as u64;
     let crc = crc32fast::hash(&out[HEADER..]);
     out[16..24].copy_from_slice(&payload_len.to_le_bytes());
     out[24..28].copy_from_slice(&crc.to_le_bytes());
     out
+}
+
+fn metadata_section(m: &rlx_importer::Metadata) -> Vec<u8> {
+    let fields = m.fields();
+    let entries: Vec<(String, &str)> = fields
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (format!("field:{k}"), *v))
+        .chain(
+            m.custom
+                .iter()
+                .map(|(k, v)| (format!("prop:{k}"), v.as_str())),
+        )
+        .collect();
+    let mut b = Vec::new();
+    b.extend(m.version.to_le_bytes());
+    b.extend((entries.len() as u32).to_le_bytes());
+    for (k, v) in &entries {
+        b.extend((k.len() as u32).to_le_bytes());
+        b.extend(k.as_bytes());
+        b.extend((v.len() as u32).to_le_bytes());
+        b.extend(v.as_bytes());
+    }
+    b
+}
+
+fn read_metadata(r: &mut Reader) -> Result<rlx_importer::Metadata, ArtifactError> {
+    let mut m = rlx_importer::Metadata {
+        version: r.u64()? as i64,
+        ..Default::default()
+    };
+    let count = r.u32()?;
+    for _ in 0..count {
+        let mut text = |what: &str| -> Result<String, ArtifactError> {
+            let n = r.u32()? as usize;
+            std::str::from_utf8(r.take(n)?)
+                .map(str::to_string)
+                .map_err(|_| malformed(format!("a metadata {what} is not UTF-8")))
+        };
+        let key = text("key")?;
+        let value = text("value")?;
+        if let Some(p) = key.strip_prefix("prop:") {
+            m.custom.push((p.to_string(), value));
+        } else if !key
+            .strip_prefix("field:")
+            .is_some_and(|f| m.set_field(f, value))
+        {
+            return Err(malformed(format!("unknown metadata key `{key}`")));
+        }
+    }
+    Ok(m)
 }
 
 fn ptx_section(p: &Prebuilt) -> Vec<u8> {
@@ -324,12 +386,10 @@ pub fn save(m: &CompiledModel, path: &Path) -> Result<(), ArtifactError> {
 /// existing file as it was and a planted symlink is not followed).
 pub fn save_with(m: &CompiledModel, path: &Path, opts: &SaveOptions) -> Result<(), ArtifactError> {
     let bytes = to_bytes_with(m, opts);
-    crate::files::write_file(path, &bytes, crate::files::Existing::Replace).map_err(|e| {
-        ArtifactError::Io {
-            action: "write",
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        }
+    crate::files::write_file(path, &bytes, opts.existing).map_err(|e| ArtifactError::Io {
+        action: "write",
+        path: path.display().to_string(),
+        reason: e.to_string(),
     })
 }
 
@@ -359,6 +419,14 @@ pub fn load_with(path: &Path, mode: LoadMode) -> Result<CompiledModel, ArtifactE
         path: path.display().to_string(),
         reason: e.to_string(),
     };
+    // A FIFO would block the open, a device would not end: only a regular
+    // file is read.
+    if !std::fs::metadata(path)
+        .map_err(|e| io("open", e))?
+        .is_file()
+    {
+        return Err(io("open", std::io::Error::other("not a regular file")));
+    }
     let mut f = std::fs::File::open(path).map_err(|e| io("open", e))?;
     let all = match mode {
         LoadMode::Read => {
@@ -636,6 +704,13 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         })?),
         None => None,
     };
+    let metadata = match sections.get(&6).copied() {
+        Some((o, l)) => read_metadata(&mut Reader {
+            b: &b[..o + l],
+            at: o,
+        })?,
+        None => Default::default(),
+    };
     Ok(CompiledModel {
         graph,
         weights,
@@ -643,6 +718,7 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         opt_level: opt_level.ok_or_else(|| malformed("no opt level"))?,
         bindings,
         producer,
+        metadata,
         precision,
         fallback,
         cuda_ptx,

@@ -255,6 +255,7 @@ impl Compiler {
             opt_level: self.opt_level,
             bindings: self.bindings.clone(),
             producer: model.producer,
+            metadata: model.metadata,
             precision: self.precision,
             fallback: self.fallback,
             cuda_ptx: None,
@@ -340,6 +341,9 @@ pub struct CompiledModel {
     pub opt_level: OptLevel,
     pub bindings: Bindings,
     pub producer: String,
+    /// What the model says of itself (`metadata_props` included), as
+    /// ONNX Runtime's `get_modelmeta()` gives it.
+    pub metadata: rlx_importer::Metadata,
     pub precision: Precision,
     /// What the model's GPU target does with nodes it cannot run.
     pub fallback: Fallback,

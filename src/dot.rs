@@ -1,5 +1,5 @@
 //! The graph as a picture: DOT text (deterministic, for Graphviz and for
-//! snapshot tests) and SVG laid out in Rust by `layout-rs`, so that no
+//! snapshot tests) and SVG laid out in Rust ([`crate::svg`]), so that no
 //! Graphviz install is needed.
 //!
 //! Nodes are labelled with their op, output types and the ONNX nodes they
@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use rlx_ir::{Graph, Op};
+use rlx_ir::{Graph, NodeId, Op};
 use rlx_passes::legalize::Support;
 
 /// How a target runs each node (by RLX node name), from
@@ -43,9 +43,105 @@ fn clip(s: &str, n: usize) -> String {
     t
 }
 
-fn is_fused(g: &Graph, id: rlx_ir::NodeId) -> bool {
+fn is_fused(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
     n.origin.len() > 1 || matches!(n.op, Op::ElementwiseRegion(_))
+}
+
+/// How one box of the picture looks: its text lines and colours.
+#[derive(Debug, Clone)]
+pub struct Look {
+    pub lines: Vec<String>,
+    /// An ellipse (graph inputs and outputs) rather than a rounded box.
+    pub ellipse: bool,
+    pub fill: &'static str,
+    /// The frame's colour, when not black.
+    pub color: Option<&'static str>,
+    /// A thick frame (a fused node).
+    pub thick: bool,
+}
+
+/// Weights and constants are drawn inside their consumers, not as boxes.
+pub(crate) fn is_drawn(g: &Graph, id: NodeId) -> bool {
+    !matches!(g.node(id).op, Op::Weight(_) | Op::Constant(_))
+}
+
+/// The look of node `id`; `frame_fused` gives fused nodes a blue frame (for
+/// pictures without clusters).
+pub(crate) fn look(g: &Graph, id: NodeId, opts: &DotOptions, frame_fused: bool) -> Look {
+    let n = g.node(id);
+    let mut look = Look {
+        lines: Vec::new(),
+        ellipse: false,
+        fill: "#ffffff",
+        color: None,
+        thick: false,
+    };
+    match &n.op {
+        Op::Input(inp) => {
+            look.lines.push(format!("input {}", inp.name));
+            look.ellipse = true;
+            look.fill = "#d9ead3";
+        }
+        op => {
+            look.lines.push(op.name().to_string());
+            if let Op::ElementwiseRegion(r) = op {
+                let prog: Vec<&str> = r.program.0.iter().map(|ins| ins.f.name()).collect();
+                look.lines.push(clip(&prog.join(" → "), 60));
+            }
+        }
+    }
+    for t in &n.outputs {
+        look.lines.push(clip(&t.to_string(), 60));
+    }
+    for v in g.inputs_of(id) {
+        let src = g.node(v.node);
+        if let Op::Weight(w) = &src.op {
+            look.lines
+                .push(clip(&format!("{}: {}", w.name, src.outputs[0]), 60));
+        }
+    }
+    if !matches!(n.op, Op::Input(_)) && !n.origin.is_empty() {
+        let shown: Vec<&str> = n.origin.iter().take(4).map(String::as_str).collect();
+        let more = n.origin.len().saturating_sub(4);
+        let mut o = shown.join(", ");
+        if more > 0 {
+            let _ = write!(o, " +{more}");
+        }
+        look.lines.push(clip(&o, 60));
+    }
+    match opts.support.as_ref().and_then(|s| s.get(&n.name)) {
+        Some(Support::Unsupported(why)) => {
+            look.lines.push(clip(&format!("unsupported: {why}"), 60));
+            look.fill = "#f4cccc";
+            look.color = Some("#cc0000");
+        }
+        Some(Support::Decomposed(_)) => {
+            look.lines.push("decomposed".into());
+            look.fill = "#fff2cc";
+        }
+        Some(Support::FoldsWhenBound) => {
+            look.lines.push("folds once shapes are bound".into());
+            look.fill = "#eeeeee";
+        }
+        _ => {}
+    }
+    if frame_fused && is_fused(g, id) {
+        look.color = Some("#3c78d8");
+        look.thick = true;
+    }
+    look
+}
+
+/// The look of graph output `k`.
+pub(crate) fn output_look(name: &str) -> Look {
+    Look {
+        lines: vec![format!("output {name}")],
+        ellipse: true,
+        fill: "#cfe2f3",
+        color: None,
+        thick: false,
+    }
 }
 
 /// The graph (top level; subgraph bodies are summarized in their node) as
@@ -55,7 +151,7 @@ pub fn to_dot(g: &Graph, opts: &DotOptions) -> String {
     let mut out = String::from(
         "digraph rlx {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", fontname=\"Helvetica\", fontsize=10];\n  edge [fontsize=9];\n",
     );
-    let leaf = |id: rlx_ir::NodeId| matches!(g.node(id).op, Op::Weight(_) | Op::Constant(_));
+    let leaf = |id: NodeId| !is_drawn(g, id);
     let mut cluster = 0;
     for &id in &order {
         let n = g.node(id);
@@ -63,58 +159,22 @@ pub fn to_dot(g: &Graph, opts: &DotOptions) -> String {
             continue;
         }
         let i = num[&id];
-        let mut lines: Vec<String> = Vec::new();
+        let l = look(g, id, opts, !opts.clusters);
         let mut attrs = String::new();
-        match &n.op {
-            Op::Input(inp) => {
-                lines.push(format!("input {}", inp.name));
-                attrs.push_str(", shape=ellipse, fillcolor=\"#d9ead3\"");
-            }
-            op => {
-                lines.push(op.name().to_string());
-                if let Op::ElementwiseRegion(r) = op {
-                    let prog: Vec<&str> = r.program.0.iter().map(|ins| ins.f.name()).collect();
-                    lines.push(clip(&prog.join(" → "), 60));
-                }
-            }
+        if l.ellipse {
+            attrs.push_str(", shape=ellipse");
         }
-        for t in &n.outputs {
-            lines.push(clip(&t.to_string(), 60));
+        if l.fill != "#ffffff" {
+            let _ = write!(attrs, ", fillcolor=\"{}\"", l.fill);
         }
-        for v in g.inputs_of(id) {
-            let src = g.node(v.node);
-            if let Op::Weight(w) = &src.op {
-                lines.push(clip(&format!("{}: {}", w.name, src.outputs[0]), 60));
-            }
+        if let Some(c) = l.color {
+            let _ = write!(attrs, ", color=\"{c}\"");
         }
-        if !matches!(n.op, Op::Input(_)) && !n.origin.is_empty() {
-            let shown: Vec<&str> = n.origin.iter().take(4).map(String::as_str).collect();
-            let more = n.origin.len().saturating_sub(4);
-            let mut o = shown.join(", ");
-            if more > 0 {
-                let _ = write!(o, " +{more}");
-            }
-            lines.push(clip(&o, 60));
+        if l.thick {
+            attrs.push_str(", penwidth=2");
         }
-        match opts.support.as_ref().and_then(|s| s.get(&n.name)) {
-            Some(Support::Unsupported(why)) => {
-                lines.push(clip(&format!("unsupported: {why}"), 60));
-                attrs.push_str(", fillcolor=\"#f4cccc\", color=\"#cc0000\"");
-            }
-            Some(Support::Decomposed(_)) => {
-                lines.push("decomposed".into());
-                attrs.push_str(", fillcolor=\"#fff2cc\"");
-            }
-            Some(Support::FoldsWhenBound) => {
-                lines.push("folds once shapes are bound".into());
-                attrs.push_str(", fillcolor=\"#eeeeee\"");
-            }
-            _ => {}
-        }
+        let lines = l.lines;
         let fused = is_fused(g, id);
-        if fused && !opts.clusters {
-            attrs.push_str(", color=\"#3c78d8\", penwidth=2");
-        }
         let label = lines
             .iter()
             .map(|l| escape(l))
@@ -162,27 +222,14 @@ pub fn to_dot(g: &Graph, opts: &DotOptions) -> String {
     out
 }
 
-/// SVG of DOT text, laid out by `layout-rs`.
-pub fn dot_to_svg(dot: &str) -> Result<String, String> {
-    use layout::backends::svg::SVGWriter;
-    use layout::gv::{DotParser, GraphBuilder};
-    let mut parser = DotParser::new(dot);
-    let tree = parser.process()?;
-    let mut builder = GraphBuilder::new();
-    builder.visit_graph(&tree);
-    let mut vg = builder.get();
-    let mut svg = SVGWriter::new();
-    vg.do_it(false, false, false, &mut svg);
-    Ok(svg.finalize())
-}
-
-/// [`to_dot`] without clusters, as SVG.
+/// The picture of [`to_dot`] without clusters (fused nodes framed in
+/// blue), laid out and drawn as SVG by [`crate::svg`].
 pub fn to_svg(g: &Graph, support: Option<SupportTable>) -> Result<String, String> {
-    dot_to_svg(&to_dot(
+    crate::svg::draw(
         g,
         &DotOptions {
             support,
             clusters: false,
         },
-    ))
+    )
 }

@@ -47,8 +47,37 @@ pub fn write_file(path: &Path, bytes: &[u8], existing: Existing) -> std::io::Res
     placed
 }
 
-/// A new file `.{name}.{pid}.{n}.tmp` in `dir`, created exclusively.
+/// Opens `path` for reading if it is a regular file (after symlinks): a
+/// FIFO would block the open or the read, a device (`/dev/zero`) would
+/// never end, a directory has no bytes.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    std::fs::File::open(path)
+}
+
+/// Reads a regular file whole; see [`open_regular`].
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = open_regular(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// A new file `.{name}.{pid}.{n}.tmp` in `dir`, created exclusively; `name`
+/// is cut to 64 bytes (at a character boundary), so that a destination
+/// whose name is near the file-name limit still has a temporary beside it.
 fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let mut cut = name.len().min(64);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let name = &name[..cut];
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -106,6 +135,24 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(left.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_name_near_the_file_name_limit_still_gets_a_temporary() {
+        let dir = std::env::temp_dir().join(format!("rlx-files-long-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // 250 bytes with a multi-byte character across the 64-byte cut.
+        let name = format!("{}é{}.npy", "a".repeat(63), "b".repeat(182));
+        let out = dir.join(&name);
+        write_file(&out, b"v", Existing::Refuse).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"v");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary left"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

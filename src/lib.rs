@@ -34,7 +34,9 @@ pub mod partition;
 mod prebuild;
 pub mod session;
 pub mod signature;
+pub mod svg;
 pub mod testdata;
+pub mod trace;
 
 pub use compile::{CompiledModel, Compiler, Fallback, Precision, Target};
 pub use debug::{DebugOptions, DebugRun, Intermediate};

@@ -14,8 +14,6 @@ pub enum NpyError {
     Io { path: String, reason: String },
     #[error("`{path}`: numpy dtype `{descr}` is not supported")]
     DType { path: String, descr: String },
-    #[error("`{path}`: Fortran-order arrays are not supported")]
-    Order { path: String },
     #[error("dtype {0} has no .npy representation")]
     NoNpy(DType),
 }
@@ -39,7 +37,7 @@ fn tensor<T: npyz::Deserialize + bytemuck::Pod>(
 /// Reads an `.npy` file.
 pub fn read(path: &Path) -> Result<Tensor, NpyError> {
     let p = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| NpyError::Io {
+    let bytes = crate::files::read_regular(path).map_err(|e| NpyError::Io {
         path: p.clone(),
         reason: e.to_string(),
     })?;
@@ -50,7 +48,7 @@ pub fn read(path: &Path) -> Result<Tensor, NpyError> {
 /// not), by name (the `.npy` suffix dropped), in archive order.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, NpyError> {
     let p = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| NpyError::Io {
+    let file = crate::files::open_regular(path).map_err(|e| NpyError::Io {
         path: p.clone(),
         reason: e.to_string(),
     })?;
@@ -190,10 +188,63 @@ pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
         path: p.clone(),
         reason: e.to_string(),
     })?;
-    if file.order() != npyz::Order::C {
-        return Err(NpyError::Order { path: p });
+    // A Fortran-order array's data is the C-order data of its transpose:
+    // read that (reversed dims), then reverse the axes back.
+    let fortran = file.order() == npyz::Order::Fortran;
+    let mut dims: Vec<usize> = file.shape().iter().map(|&d| d as usize).collect();
+    if fortran {
+        dims.reverse();
     }
-    let dims: Vec<usize> = file.shape().iter().map(|&d| d as usize).collect();
+    let t = read_c_order(bytes, file, dims, &p)?;
+    if fortran && t.dims().len() > 1 {
+        return reverse_axes(&t).map_err(|reason| NpyError::Io { path: p, reason });
+    }
+    Ok(t)
+}
+
+/// `t` with its axes in reverse order (the transpose numpy's `.T` gives),
+/// its elements moved into C order.
+fn reverse_axes(t: &Tensor) -> Result<Tensor, String> {
+    let dims = t.dims();
+    let out_dims: Vec<usize> = dims.iter().rev().copied().collect();
+    let n: usize = dims.iter().product();
+    // Element i of the output (C order over out_dims) is, in `t`, at the
+    // index whose digits are i's reversed.
+    let mut strides = vec![1usize; dims.len()];
+    for k in (0..dims.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * dims[k + 1];
+    }
+    let source = |mut i: usize| {
+        let mut at = 0;
+        for (k, &d) in out_dims.iter().enumerate().rev() {
+            at += (i % d) * strides[dims.len() - 1 - k];
+            i /= d;
+        }
+        at
+    };
+    if let Some(strings) = t.strings() {
+        let v = (0..n).map(|i| strings[source(i)].clone()).collect();
+        return Tensor::from_strings(&out_dims, v).map_err(|e| e.to_string());
+    }
+    let es = t.dtype().size();
+    let src = t.bytes();
+    let mut out = Vec::with_capacity(src.len());
+    for i in 0..n {
+        let at = source(i) * es;
+        out.extend_from_slice(&src[at..at + es]);
+    }
+    Tensor::new(t.dtype(), out_dims, rlx_ir::tensor::Bytes::copy_from(&out))
+        .map_err(|e| e.to_string())
+}
+
+/// The array of an `.npy` file whose data is in C order over `dims`.
+fn read_c_order(
+    bytes: &[u8],
+    file: npyz::NpyFile<&[u8]>,
+    dims: Vec<usize>,
+    name: &str,
+) -> Result<Tensor, NpyError> {
+    let p = name.to_string();
     // The header's shape must fit the bytes that follow it: a header that
     // claims gigabytes must not make the reader allocate them.
     let claimed = dims
@@ -361,16 +412,8 @@ pub fn maps_to_json(maps: &[Tensor]) -> Result<String, NpyError> {
             if j > 0 {
                 out.push_str(", ");
             }
-            out.push('"');
-            for c in k.chars() {
-                match c {
-                    '"' => out.push_str("\\\""),
-                    '\\' => out.push_str("\\\\"),
-                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-                    c => out.push(c),
-                }
-            }
-            out.push_str("\": ");
+            out.push_str(&crate::trace::json_string(k));
+            out.push_str(": ");
             out.push_str(v);
         }
         out.push('}');
@@ -478,4 +521,60 @@ pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
             reason: e.to_string(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `.npy` file of `header` (padded as numpy pads it) and `data`.
+    fn npy(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut h = header.to_string();
+        while (10 + h.len() + 1) % 64 != 0 {
+            h.push(' ');
+        }
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    /// `np.asfortranarray(np.arange(24).reshape(2, 3, 4))` reads as the
+    /// array it is, in C order.
+    #[test]
+    fn fortran_order_arrays_read_as_their_values() {
+        let (d0, d1, d2) = (2usize, 3usize, 4usize);
+        // Fortran order: the first index varies fastest.
+        let mut data = Vec::new();
+        for k in 0..d2 {
+            for j in 0..d1 {
+                for i in 0..d0 {
+                    data.extend_from_slice(&(((i * d1 + j) * d2 + k) as i32).to_le_bytes());
+                }
+            }
+        }
+        let f = npy(
+            "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3, 4), }",
+            &data,
+        );
+        let t = from_bytes(&f, "f.npy").unwrap();
+        assert_eq!(t.dims(), &[2, 3, 4]);
+        let want: Vec<i32> = (0..24).collect();
+        assert_eq!(t.values::<i32>().unwrap(), &want[..]);
+        // Strings too.
+        let mut data = Vec::new();
+        for s in ["a", "c", "b", "d"] {
+            let mut cell = [0u8; 4];
+            cell[..].copy_from_slice(&(s.chars().next().unwrap() as u32).to_le_bytes());
+            data.extend_from_slice(&cell);
+        }
+        let f = npy(
+            "{'descr': '<U1', 'fortran_order': True, 'shape': (2, 2), }",
+            &data,
+        );
+        let t = from_bytes(&f, "s.npy").unwrap();
+        assert_eq!(t.strings().unwrap(), ["a", "b", "c", "d"]);
+    }
 }

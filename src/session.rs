@@ -556,6 +556,14 @@ impl Session {
         }
     }
 
+    /// Prepares the run for inputs of these shapes (and values, where a
+    /// shape depends on them) now: specializes the graph, plans its memory
+    /// and loads its kernels, as the first [`Session::run`] with them would.
+    pub fn warm_up(&self, inputs: &[(&str, &Tensor)]) -> Result<()> {
+        let ordered = self.order(inputs)?;
+        self.executable(&ordered).map(|_| ())
+    }
+
     /// The plan for inputs of these shapes (and values), for inspection; `None`
     /// when shapes depend on data and the graph runs node by node.
     pub fn plan_for(&self, inputs: &[(&str, &Tensor)]) -> Result<Option<PlanInfo>> {

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use rlx_ir::dim::Atom;
 use rlx_ir::{DType, Dim, Graph, TensorType, ValueKind};
 
 use crate::compile::CompiledModel;
@@ -16,8 +17,35 @@ pub enum DimInfo {
     /// A symbol the caller chooses (`batch`, `seq`), bound by the shapes
     /// of the inputs given to a run.
     Symbol(String),
-    /// An expression of symbols (`2*seq`, `floordiv(height+31, 32)`).
+    /// An expression of symbols (`2*seq`, `floordiv(height+31, 32)`). A
+    /// dim known only once a node has run is named by the ONNX node and
+    /// its output: `/model.22/Range[0]` (dim 0 of its first output),
+    /// `/TopK:1[0]` (of its second).
     Expr(String),
+}
+
+/// `d` as a user reads it: [`DimInfo::Expr`]'s naming of run-time dims.
+pub fn readable(d: &Dim) -> String {
+    let mut out = String::new();
+    let _ = d.write_atoms(&mut out, &mut |a| match a {
+        Atom::Sym(s) => runtime_name(s).unwrap_or_else(|| a.to_string()),
+        a => a.render(&mut |d| readable(d)),
+    });
+    out
+}
+
+/// `NODE[A]` (or `NODE:K[A]`) for the run-time symbol of dim A of output K
+/// of the node NODE.
+fn runtime_name(s: &str) -> Option<String> {
+    let rest = s.strip_prefix(rlx_ir::ops::RUNTIME_PREFIX)?;
+    let (node, tail) = rest.rsplit_once(".o")?;
+    let (k, a) = tail.split_once(".d")?;
+    let (k, a): (usize, usize) = (k.parse().ok()?, a.parse().ok()?);
+    Some(if k == 0 {
+        format!("{node}[{a}]")
+    } else {
+        format!("{node}:{k}[{a}]")
+    })
 }
 
 /// One input or output of a model.
@@ -39,7 +67,7 @@ impl IoInfo {
             .map(|d| match (d, d.as_symbol()) {
                 (Dim::Known(n), _) => DimInfo::Fixed((*n).max(0) as usize),
                 (_, Some(s)) => DimInfo::Symbol(s.to_string()),
-                (d, None) => DimInfo::Expr(d.to_string()),
+                (d, None) => DimInfo::Expr(readable(d)),
             })
             .collect();
         IoInfo {
@@ -68,6 +96,32 @@ impl fmt::Display for DimInfo {
             DimInfo::Fixed(n) => write!(f, "{n}"),
             DimInfo::Symbol(s) | DimInfo::Expr(s) => f.write_str(s),
         }
+    }
+}
+
+impl IoInfo {
+    /// As [`fmt::Display`], with each dim expression longer than `max`
+    /// characters cut, and its length said.
+    pub fn brief(&self, max: usize) -> String {
+        let dims: Vec<String> = self
+            .dims
+            .iter()
+            .map(|d| match d {
+                DimInfo::Expr(e) if e.chars().count() > max => format!(
+                    "{}… ({} characters)",
+                    e.chars().take(max).collect::<String>(),
+                    e.chars().count()
+                ),
+                d => d.to_string(),
+            })
+            .collect();
+        format!(
+            "{}: {}{}[{}]",
+            self.name,
+            self.kind.prefix(),
+            self.dtype,
+            dims.join(",")
+        )
     }
 }
 
@@ -147,5 +201,23 @@ mod tests {
             .compile_file(&root.join("golden/transformer/model.onnx"))
             .unwrap();
         assert_eq!(bound.inputs()[0].fixed_shape(), Some(vec![1, 4, 16]));
+    }
+
+    #[test]
+    fn run_time_dims_are_named_by_their_onnx_node() {
+        let d = Dim::sym("$/model.22/Range.o0.d0")
+            .add(&Dim::Known(31))
+            .floor_div(&Dim::Known(32))
+            .unwrap();
+        assert_eq!(readable(&d), "floordiv(/model.22/Range[0]+31, 32)");
+        assert_eq!(readable(&Dim::sym("$/TopK.o1.d0")), "/TopK:1[0]");
+        assert_eq!(readable(&Dim::sym("seq").mul(&Dim::Known(2))), "2*seq");
+        let io = IoInfo {
+            name: "y".into(),
+            dtype: DType::F32,
+            dims: vec![DimInfo::Expr("x".repeat(50)), DimInfo::Fixed(3)],
+            kind: ValueKind::Tensor,
+        };
+        assert_eq!(io.brief(10), "y: f32[xxxxxxxxxx… (50 characters),3]");
     }
 }

@@ -43,16 +43,16 @@ fn numbered(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, TestDataError> {
 
 /// Reads one `.pb` tensor file.
 pub fn read_pb(path: &Path) -> Result<Tensor, TestDataError> {
-    let bytes =
-        std::fs::read(path).map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
+    let bytes = crate::files::read_regular(path)
+        .map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
     tensor_from_pb(&bytes).map_err(|e| TestDataError::Tensor(path.to_path_buf(), e.to_string()))
 }
 
 /// Reads one `.pb` file holding a value of type `ty`: a `TensorProto`, or a
 /// `SequenceProto` / `OptionalProto` for a sequence or an optional.
 pub fn read_value_pb(path: &Path, ty: &TensorType) -> Result<Tensor, TestDataError> {
-    let bytes =
-        std::fs::read(path).map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
+    let bytes = crate::files::read_regular(path)
+        .map_err(|e| TestDataError::Io(path.to_path_buf(), e.to_string()))?;
     value_from_pb(&bytes, ty).map_err(|e| TestDataError::Tensor(path.to_path_buf(), e.to_string()))
 }
 

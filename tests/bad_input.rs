@@ -502,6 +502,7 @@ fn a_loop_past_the_iteration_limit_is_an_error() {
                 ir_version: 8,
                 opsets: vec![(String::new(), 17)],
                 producer: String::new(),
+                metadata: Default::default(),
             },
             None,
         )
@@ -552,6 +553,7 @@ fn compile_text(text: &str, limits: rlx_onnx::Limits) -> rlx_onnx::Result<rlx_on
             ir_version: 8,
             opsets: vec![(String::new(), 17)],
             producer: String::new(),
+            metadata: Default::default(),
         },
         None,
     )

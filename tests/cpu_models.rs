@@ -312,6 +312,7 @@ fn artifacts_store_narrow_weights_narrow() {
         &compiled,
         &artifact::SaveOptions {
             narrow_weights: false,
+            ..Default::default()
         },
     );
     let model_len = std::fs::metadata(&path).unwrap().len() as usize;

@@ -248,6 +248,7 @@ fn compiled(text: &str, target: Target) -> CompiledModel {
                 ir_version: 10,
                 opsets: vec![(String::new(), 23)],
                 producer: String::new(),
+                metadata: Default::default(),
             },
             None,
         )

@@ -75,6 +75,7 @@ pub fn ir_text(data: &[u8]) {
         ir_version: 8,
         opsets: vec![(String::new(), rlx_onnx::importer::LATEST_OPSET)],
         producer: String::new(),
+        metadata: Default::default(),
     });
 }
 

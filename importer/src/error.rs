@@ -94,6 +94,13 @@ pub enum ImportError {
     Decode(String),
     #[error("the model has no graph")]
     NoGraph,
+    #[error("the file is empty: not an ONNX model")]
+    Empty,
+    #[error(
+        "this is an .rlx artifact (a compiled model), not an ONNX model: `inspect`, `run` \
+         and `bench` take it; this command needs the .onnx model it was converted from"
+    )]
+    Artifact,
     #[error("graph {what} `{name}`: {reason}")]
     Value {
         what: &'static str,

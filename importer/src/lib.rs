@@ -8,6 +8,7 @@
 mod arity_table;
 mod ctx;
 pub mod error;
+mod metadata;
 mod model;
 mod ops;
 pub mod registry;
@@ -21,6 +22,7 @@ pub mod proto {
 
 pub use ctx::NodeCtx;
 pub use error::{ImportError, MapError, NodeIssue, TensorError};
+pub use metadata::Metadata;
 pub use model::{
     decode_model, import_bytes, import_file, import_model, onnx_node_name, ImportedModel,
     LATEST_OPSET,

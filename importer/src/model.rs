@@ -28,14 +28,23 @@ pub struct ImportedModel {
     /// (domain, version), with the default domain as `""`.
     pub opsets: Vec<(String, i64)>,
     pub producer: String,
+    /// What the model says of itself (`metadata_props` included).
+    pub metadata: crate::Metadata,
 }
 
 /// Reads and imports an `.onnx` file; external data resolves next to it.
 pub fn import_file(path: &Path, registry: &Registry) -> Result<ImportedModel, ImportError> {
-    let bytes = std::fs::read(path).map_err(|e| ImportError::Io {
+    let io = |reason: String| ImportError::Io {
         path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    // A device (`/dev/zero`), a FIFO or a directory is no model: reading
+    // one would not end, or end with nothing.
+    let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(io("not a regular file".into()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
     let dir = path.parent().map(|p| {
         if p.as_os_str().is_empty() {
             PathBuf::from(".")
@@ -46,9 +55,24 @@ pub fn import_file(path: &Path, registry: &Registry) -> Result<ImportedModel, Im
     import_bytes(&bytes, dir, registry)
 }
 
-/// Decodes a ModelProto.
+/// The first bytes of an `.rlx` artifact.
+const ARTIFACT_MAGIC: &[u8] = b"RLXONNX\0";
+
+/// Decodes a ModelProto. An empty file, an `.rlx` artifact and a message
+/// without a graph (what protobuf makes of most non-ONNX bytes) are refused
+/// here, as corrupt input.
 pub fn decode_model(bytes: &[u8]) -> Result<ModelProto, ImportError> {
-    ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))
+    if bytes.is_empty() {
+        return Err(ImportError::Empty);
+    }
+    if bytes.starts_with(ARTIFACT_MAGIC) {
+        return Err(ImportError::Artifact);
+    }
+    let m = ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
+    if m.graph.is_none() {
+        return Err(ImportError::NoGraph);
+    }
+    Ok(m)
 }
 
 /// Imports a serialized model; `base_dir` is where external data may live.
@@ -122,6 +146,7 @@ pub fn import_model(
         )
         .trim()
         .to_string(),
+        metadata: crate::Metadata::of(model),
     })
 }
 

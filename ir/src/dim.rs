@@ -259,6 +259,17 @@ impl Dim {
         self.add(den).sub(&Dim::Known(1)).floor_div(den)
     }
 
+    /// The atom this dim is, when it is one atom with coefficient 1.
+    fn single_atom(&self) -> Option<&Atom> {
+        let Dim::Expr(p) = self else {
+            return None;
+        };
+        match p.0.iter().next() {
+            Some((m, 1)) if p.0.len() == 1 && m.len() == 1 => m.first(),
+            _ => None,
+        }
+    }
+
     pub fn min_dim(&self, other: &Dim) -> Dim {
         self.extremum(other, true)
     }
@@ -270,6 +281,17 @@ impl Dim {
     fn extremum(&self, other: &Dim, min: bool) -> Dim {
         if self == other {
             return self.clone();
+        }
+        // Absorption: max(a, min(a, b)) = a and min(a, max(a, b)) = a; an
+        // extremum of the same kind that holds `a` already is the answer:
+        // max(a, max(a, b)) = max(a, b). Exact for every integer.
+        for (x, y) in [(self, other), (other, self)] {
+            if let Some(Atom::Min(p, q) | Atom::Max(p, q)) = y.single_atom() {
+                if p == x || q == x {
+                    let same_kind = matches!(y.single_atom(), Some(Atom::Min(..))) == min;
+                    return if same_kind { y.clone() } else { x.clone() };
+                }
+            }
         }
         if let Dim::Known(d) = self.sub(other) {
             let self_smaller = d < 0;
@@ -610,6 +632,29 @@ mod tests {
             assert_eq!(e.eval(&b).unwrap(), want, "h = {h}");
             let want = (0..5).fold(h, |x, _| -floor_div_i64(-x, 2));
             assert_eq!(d.eval(&b).unwrap(), want, "h = {h}");
+        }
+    }
+
+    #[test]
+    fn extrema_absorb_what_they_bound() {
+        let (s, t) = (s("seq"), s("t"));
+        let m = k(512).min_dim(&s);
+        assert_eq!(s.max_dim(&m), s, "max(s, min(512, s)) = s");
+        assert_eq!(m.max_dim(&s), s);
+        let x = k(512).max_dim(&s);
+        assert_eq!(s.min_dim(&x), s, "min(s, max(512, s)) = s");
+        let st = s.max_dim(&t);
+        assert_eq!(s.max_dim(&st), st, "max(s, max(s, t)) = max(s, t)");
+        let mut nested = s.min_dim(&k(512));
+        for _ in 0..10 {
+            nested = s.max_dim(&s.max_dim(&nested));
+        }
+        assert_eq!(nested, s);
+        // The value is kept wherever the rules apply.
+        for v in [0, 100, 512, 700] {
+            let b: Bindings = [("seq".to_string(), v), ("t".to_string(), 300)].into();
+            assert_eq!(s.max_dim(&st).eval(&b).unwrap(), v.max(300));
+            assert_eq!(s.max_dim(&m).eval(&b).unwrap(), v);
         }
     }
 

@@ -18,6 +18,8 @@ pub struct Context {
     pub queue: wgpu::Queue,
     /// The adapter's name and backend, for reports.
     pub adapter: String,
+    /// What the adapter says of itself: name, driver, device type.
+    pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
     /// Whether the device writes timestamps (per-dispatch profiles).
     pub timestamps: bool,
@@ -57,9 +59,45 @@ impl Context {
             device,
             queue,
             adapter: format!("{} ({:?})", info.name, info.backend),
+            info,
             limits,
             timestamps,
         })
+    }
+
+    /// Whether the adapter is a CPU (a software rasterizer such as Mesa's
+    /// lavapipe or SwiftShader): it runs, but far slower than a GPU.
+    pub fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The adapter in one line: name, driver, backend, and whether it is
+    /// hardware or software.
+    pub fn describe(&self) -> String {
+        let i = &self.info;
+        let kind = match i.device_type {
+            wgpu::DeviceType::Cpu => "software (CPU)",
+            wgpu::DeviceType::DiscreteGpu => "discrete GPU",
+            wgpu::DeviceType::IntegratedGpu => "integrated GPU",
+            wgpu::DeviceType::VirtualGpu => "virtual GPU",
+            wgpu::DeviceType::Other => "unknown device type",
+        };
+        let driver = [i.driver.as_str(), i.driver_info.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!(
+            "{}: {kind} through {:?}, driver {}",
+            i.name,
+            i.backend,
+            if driver.is_empty() {
+                "unnamed"
+            } else {
+                &driver
+            }
+        )
     }
 
     /// What plans for this device may assume.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use rlx_onnx::{Session, SessionOptions};
 
-use crate::common::{is_artifact, load_model, CompileArgs, InputArgs};
+use crate::common::{is_artifact, load_model, CompileArgs, Generate, InputArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -20,32 +20,59 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// Timed runs.
-    #[arg(long, default_value_t = 20)]
-    iters: usize,
-    /// Untimed runs first.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    iters: u32,
+    /// Untimed runs first (at least one runs: it plans the input shapes).
     #[arg(long, default_value_t = 3)]
-    warmup: usize,
+    warmup: u32,
     /// Also print the time per op kind and the slowest ONNX nodes.
     #[arg(long)]
     profile: bool,
     /// How many of the slowest ONNX nodes `--profile` lists.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Write the profile as a Chrome trace (chrome://tracing, Perfetto):
+    /// one event per step, named by its ONNX nodes (implies --profile).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// Replace the --trace file if it exists.
+    #[arg(long)]
+    force: bool,
     /// CUDA: where an f32 convolution's bias and ReLU run (cuDNN's fused
     /// call, or rlx's epilogue kernel after a plain cuDNN forward).
-    #[arg(long, value_enum, default_value = "cudnn")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "cudnn",
+        help_heading = "CUDA (--target cuda)"
+    )]
     cuda_conv_epilogue: ConvEpilogueArg,
     /// CUDA: which convolutions run as a cuBLASLt GEMM instead of cuDNN
     /// (never, pointwise ones, or all ungrouped ones through im2col).
-    #[arg(long, value_enum, default_value = "all")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "all",
+        help_heading = "CUDA (--target cuda)"
+    )]
     cuda_conv_gemm: ConvGemmArg,
     /// CUDA: where MatMuls too small for cuBLASLt to pay its way run (rlx's
     /// tile kernel, or cuBLASLt like every larger one).
-    #[arg(long, value_enum, default_value = "tile")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "tile",
+        help_heading = "CUDA (--target cuda)"
+    )]
     cuda_small_gemm: SmallGemmArg,
     /// CUDA: which kernel runs attention (the tiled one, or the row kernel
     /// it replaced, to compare).
-    #[arg(long, value_enum, default_value = "tiled")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "tiled",
+        help_heading = "CUDA (--target cuda)"
+    )]
     cuda_attention: AttentionArg,
     #[command(flatten)]
     compile: CompileArgs,
@@ -117,23 +144,42 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(t) = &a.trace {
+        crate::common::check_output(t, &[&a.model], a.force)?;
+    }
     let model = load_model(&a.model, &a.compile)?;
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    println!(
+        "bench: target {}, {} thread{}, {} timed run{} after {} warm-up",
+        model.target,
+        a.threads,
+        plural(a.threads as u64),
+        a.iters,
+        plural(u64::from(a.iters)),
+        a.warmup.max(1)
+    );
     let binds = crate::parse_binds(&a.compile.binds)?;
-    let inputs = a
-        .inputs
-        .resolve(&model, &binds, is_artifact(&a.model), false)?;
+    let inputs = a.inputs.resolve(
+        &model,
+        &binds,
+        is_artifact(&a.model),
+        Generate::WhenNoneGiven,
+        true,
+    )?;
+    let devices = crate::common::devices_with(a.cuda_plan());
     let session = Session::with_devices(
         model,
         SessionOptions { threads: a.threads },
-        crate::common::devices_with(a.cuda_plan()),
+        devices.clone(),
     )?;
     let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    crate::common::print_device(session.model().target, &devices, a.threads)?;
     for _ in 0..a.warmup.max(1) {
         session.run(&named)?;
     }
-    let mut ms = Vec::with_capacity(a.iters);
-    for _ in 0..a.iters.max(1) {
+    let mut ms = Vec::with_capacity(a.iters as usize);
+    for _ in 0..a.iters {
         let t = Instant::now();
         session.run(&named)?;
         ms.push(t.elapsed().as_secs_f64() * 1e3);
@@ -142,8 +188,8 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("min: {:.3} ms", ms[0]);
     println!("median: {:.3} ms", quantile(&ms, 0.5));
     println!("p90: {:.3} ms", quantile(&ms, 0.9));
-    if a.profile {
-        print_profile(&session, &named, a.top)?;
+    if a.profile || a.trace.is_some() {
+        print_profile(&session, &named, a)?;
     }
     Ok(())
 }
@@ -151,7 +197,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
 fn print_profile(
     session: &Session,
     named: &[(&str, &rlx_onnx::ir::Tensor)],
-    top: usize,
+    a: &Args,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(plan) = session.plan_for(named)? {
         println!(
@@ -165,8 +211,21 @@ fn print_profile(
         println!(
             "profile: this graph runs node by node (data-dependent shapes); no per-step profile"
         );
+        if let Some(t) = &a.trace {
+            return Err(format!(
+                "no trace written to `{}`: the graph has no per-step profile",
+                t.display()
+            )
+            .into());
+        }
         return Ok(());
     };
+    if let Some(t) = &a.trace {
+        let target = session.model().target.to_string();
+        let json = rlx_onnx::trace::chrome_trace(&target, &steps);
+        crate::common::write_output(t, json.as_bytes(), a.force)?;
+        println!("trace: {} steps -> {}", steps.len(), t.display());
+    }
     let total: f64 = steps.iter().map(|s| s.2.as_secs_f64()).sum();
     let mut by_kind: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
     for (label, _, t) in &steps {
@@ -193,7 +252,7 @@ fn print_profile(
     let mut slow: Vec<_> = steps.iter().collect();
     slow.sort_by(|a, b| b.2.cmp(&a.2));
     println!("slowest ONNX nodes:");
-    for (label, origin, t) in slow.iter().take(top) {
+    for (label, origin, t) in slow.iter().take(a.top) {
         println!("  {:>9.3} ms  {origin}  [{label}]", t.as_secs_f64() * 1e3);
     }
     Ok(())

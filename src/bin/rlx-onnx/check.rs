@@ -42,7 +42,24 @@ pub fn run(a: Args) -> ExitCode {
 }
 
 fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let imported = import_file(&a.case.join("model.onnx"), &Registry::standard())?;
+    let model = a.case.join("model.onnx");
+    if !model.is_file() {
+        let parent = a.case.parent().filter(|p| p.join("model.onnx").is_file());
+        return Err(match parent {
+            Some(p) => format!(
+                "`{}` is a data set of the case `{}`: check takes the case directory",
+                a.case.display(),
+                p.display()
+            ),
+            None => format!(
+                "`{}` has no model.onnx: check takes a directory in the ONNX backend-test \
+                 layout (model.onnx and test_data_set_*/)",
+                a.case.display()
+            ),
+        }
+        .into());
+    }
+    let imported = import_file(&model, &Registry::standard())?;
     let model = crate::progress::compile(&a.compile.compiler()?, imported)?;
     let names = model.input_names();
     let out_names = model.output_names();

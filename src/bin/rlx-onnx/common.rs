@@ -131,20 +131,20 @@ pub struct CompileArgs {
     pub fallback: Option<FallbackArg>,
     /// The most elements one tensor may have; a model asking for more is
     /// an error naming the node [default: 2^31].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_tensor_elements: Option<u64>,
     /// The most iterations one Loop may run [default: 2^24].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_loop_iterations: Option<u64>,
     /// The most nodes a model may have, its bodies' counted in [default: 2^22].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_nodes: Option<u64>,
     /// The deepest nesting of control-flow bodies [default: 64].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_nesting: Option<u64>,
     /// The largest arena of intermediate values a run may allocate, in
     /// bytes [default: 2^36].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help_heading = "Limits")]
     pub max_arena_bytes: Option<u64>,
 }
 
@@ -235,9 +235,11 @@ impl CompileArgs {
 pub fn is_artifact(path: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
+    // Only a regular file is opened (a FIFO would block here).
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        && std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
         && &magic == b"RLXONNX\0"
 }
 
@@ -277,25 +279,45 @@ pub fn read_value(path: &Path, ty: &TensorType) -> Result<Tensor, Box<dyn std::e
     }
 }
 
-/// Where a command's inputs come from: files, a test data set, or generated.
+/// Where a command's inputs come from: files, a directory, or generated.
 #[derive(clap::Args, Clone, Default)]
+#[command(next_help_heading = "Inputs")]
 pub struct InputArgs {
     /// An input from a file: `--input name=file.npy` or `name=file.pb`
-    /// (repeatable). Inputs not given are generated.
+    /// (repeatable).
     #[arg(long = "input", value_name = "NAME=FILE")]
     pub files: Vec<String>,
-    /// A test_data_set_* directory: its input_N.pb files are the inputs.
+    /// A directory of inputs: `input_0.pb`, `input_1.pb`, ... in the ONNX
+    /// backend-test layout (a `test_data_set_*` folder), or one `NAME.npy`
+    /// (`.npz`, `.pb`) per input, named for it.
     #[arg(long = "inputs", value_name = "DIR", conflicts_with = "files")]
     pub data_set: Option<PathBuf>,
-    /// Seed of generated inputs.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Generate the inputs not given, with seeded random values (see --seed
+    /// and --range). Without it, an input not given is an error.
+    #[arg(long)]
+    pub generate_missing: bool,
+    /// Seed of generated inputs (implies --generate-missing) [default: 0].
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Values of generated inputs, half-open: `LO..HI` for every input or
-    /// `NAME=LO..HI` for one (repeatable). Default: floats in [-1, 1);
-    /// integers in [0, 10), and below the size of every table the input
-    /// indexes (token ids below the vocabulary size); bools 0 or 1.
+    /// `NAME=LO..HI` for one (repeatable; implies --generate-missing).
+    /// Default: floats in [-1, 1); integers in [0, 10), and below the size
+    /// of every table the input indexes (token ids below the vocabulary
+    /// size); bools 0 or 1.
     #[arg(long = "range", value_name = "[NAME=]LO..HI")]
     pub ranges: Vec<String>,
+}
+
+/// When a command generates the inputs it was not given.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Generate {
+    /// Only when asked (`--generate-missing`, `--seed`, `--range`): `run`,
+    /// whose outputs would otherwise look like results of real data.
+    WhenAsked,
+    /// Also when no input at all is given (`bench`, and `compare` between
+    /// two runs, which measure or compare whatever the data); an input
+    /// missing from a set that was given is still an error.
+    WhenNoneGiven,
 }
 
 /// A half-open range of generated values.
@@ -321,25 +343,27 @@ fn parse_range(s: &str) -> Result<(Option<String>, Range), String> {
 }
 
 impl InputArgs {
-    /// The named inputs of `model`: read from files or the data set, the
-    /// rest generated (symbolic dims of generated inputs come from `binds`
-    /// and from the shapes of the inputs that were given; `artifact` says
-    /// that the model was loaded, not compiled). With `verbose`, says what
-    /// was generated.
+    /// True if the user asked for generated inputs.
+    fn asks_to_generate(&self) -> bool {
+        self.generate_missing || self.seed.is_some() || !self.ranges.is_empty()
+    }
+
+    /// The named inputs of `model`: read from files or a directory, the
+    /// rest generated where `generate` allows (symbolic dims of generated
+    /// inputs come from `binds` and from the shapes of the inputs that were
+    /// given; `artifact` says that the model was loaded, not compiled). With
+    /// `verbose`, says what was generated.
     pub fn resolve(
         &self,
         model: &CompiledModel,
         binds: &Bindings,
         artifact: bool,
+        generate: Generate,
         verbose: bool,
     ) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
         let names = model.input_names();
         let mut given: Vec<(String, Tensor)> = match &self.data_set {
-            Some(dir) => names
-                .iter()
-                .cloned()
-                .zip(rlx_onnx::testdata::read_data_set_for(dir, &model.graph)?.inputs)
-                .collect(),
+            Some(dir) => read_input_dir(dir, model)?,
             None => self
                 .files
                 .iter()
@@ -359,6 +383,50 @@ impl InputArgs {
                 })
                 .collect::<Result<_, Box<dyn std::error::Error>>>()?,
         };
+        if verbose {
+            let from = |name: &str| match &self.data_set {
+                Some(dir) => dir.display().to_string(),
+                None => self
+                    .files
+                    .iter()
+                    .find_map(|s| s.strip_prefix(name)?.strip_prefix('='))
+                    .unwrap_or("?")
+                    .to_string(),
+            };
+            for (name, t) in &given {
+                println!(
+                    "input {name}: {}{:?} from {}",
+                    t.dtype(),
+                    t.dims(),
+                    from(name)
+                );
+            }
+        }
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !given.iter().any(|(g, _)| g == *n))
+            .collect();
+        let allowed =
+            self.asks_to_generate() || (generate == Generate::WhenNoneGiven && given.is_empty());
+        if !missing.is_empty() && !allowed {
+            let list: Vec<String> = missing
+                .iter()
+                .map(|n| match model.input_type(n) {
+                    Some(t) => format!("{n}: {t}"),
+                    None => n.to_string(),
+                })
+                .collect();
+            let from = match &self.data_set {
+                Some(dir) => format!(" (not in `{}`)", dir.display()),
+                None => String::new(),
+            };
+            return Err(format!(
+                "inputs not given{from}: {}; give them with --input NAME=FILE or --inputs DIR, \
+                 or ask for seeded random values with --generate-missing",
+                list.join(", ")
+            )
+            .into());
+        }
         let mut ranges: BTreeMap<Option<String>, Range> = BTreeMap::new();
         for s in &self.ranges {
             let (name, r) = parse_range(s)?;
@@ -389,7 +457,7 @@ impl InputArgs {
                 }
             }
         }
-        let mut rng = Rng::new(self.seed);
+        let mut rng = Rng::new(self.seed.unwrap_or(0));
         let mut generated = Vec::new();
         for (i, name) in names.iter().enumerate() {
             if given.iter().any(|(n, _)| n == name) {
@@ -425,7 +493,7 @@ impl InputArgs {
                 .get(&Some(name.clone()))
                 .or_else(|| ranges.get(&None))
                 .copied();
-            let t = generate(&mut rng, ty.dtype, &dims, range, index_bound(g, i))
+            let t = generate_values(&mut rng, ty.dtype, &dims, range, index_bound(g, i))
                 .ok_or_else(|| format!("input `{name}`: cannot generate {} values", ty.dtype))?;
             if verbose {
                 println!("input {name}: generated {}{:?}", t.dtype(), t.dims());
@@ -435,6 +503,86 @@ impl InputArgs {
         given.extend(generated);
         Ok(given)
     }
+}
+
+/// The inputs in `dir`: `input_N.pb` files (the ONNX backend-test layout,
+/// in the order of the model's inputs), or files named for the inputs
+/// (`NAME.npy`, `.npz`, `.pb`; a name with characters a file name cannot
+/// hold as `run` writes it, `x:0` as `x_0.npy`). A folder with neither, or
+/// with a tensor file named for no input, is an error.
+fn read_input_dir(
+    dir: &Path,
+    model: &CompiledModel,
+) -> Result<Vec<(String, Tensor)>, Box<dyn std::error::Error>> {
+    let names = model.input_names();
+    if !dir.is_dir() {
+        return Err(format!("--inputs `{}` is not a directory", dir.display()).into());
+    }
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read `{}`: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    files.sort();
+    let tensor_file = |p: &Path| {
+        p.is_file()
+            && p.extension()
+                .is_some_and(|e| e == "npy" || e == "npz" || e == "pb")
+    };
+    let numbered = files.iter().any(|p| {
+        p.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with("input_") && n.ends_with(".pb")
+        })
+    });
+    if numbered {
+        let set = rlx_onnx::testdata::read_data_set_for(dir, &model.graph)?;
+        if set.inputs.len() > names.len() {
+            return Err(format!(
+                "`{}` holds {} input_N.pb files; the model has {} inputs ({})",
+                dir.display(),
+                set.inputs.len(),
+                names.len(),
+                names.join(", ")
+            )
+            .into());
+        }
+        return Ok(names.into_iter().zip(set.inputs).collect());
+    }
+    let mut given = Vec::new();
+    for p in files.iter().filter(|p| tensor_file(p)) {
+        let stem = p.file_stem().map(|s| s.to_string_lossy().to_string());
+        let stem = stem.unwrap_or_default();
+        let name = names
+            .iter()
+            .find(|n| **n == stem)
+            .or_else(|| names.iter().find(|n| crate::run::file_name(n) == stem))
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is named for no input of the model; its inputs: {}",
+                    p.display(),
+                    names.join(", ")
+                )
+            })?;
+        let ty = model.input_type(name).ok_or("no such input")?;
+        given.push((name.clone(), read_value(p, &ty)?));
+    }
+    if given.is_empty() {
+        let sets = rlx_onnx::testdata::data_set_dirs(dir).unwrap_or_default();
+        let hint = match sets.first() {
+            Some(s) => format!(
+                " (a test case: give one of its data sets, `{}`)",
+                s.display()
+            ),
+            None => String::new(),
+        };
+        return Err(format!(
+            "`{}` holds no inputs{hint}: expected input_0.pb, input_1.pb, ... (the ONNX \
+             backend-test layout) or files named for the model's inputs, NAME.npy: {}",
+            dir.display(),
+            names.join(", ")
+        )
+        .into());
+    }
+    Ok(given)
 }
 
 /// The most elements of one generated input (4 GiB of f32).
@@ -461,7 +609,7 @@ impl Rng {
     }
 }
 
-fn generate(
+fn generate_values(
     rng: &mut Rng,
     dtype: DType,
     dims: &[usize],
@@ -568,4 +716,146 @@ pub fn devices_with(plan: rlx_onnx::cuda::PlanOptions) -> std::sync::Arc<rlx_onn
         ..Default::default()
     };
     std::sync::Arc::new(rlx_onnx::Devices::with_cuda_options(options))
+}
+
+/// The one overwrite rule of every command that writes files (`run`,
+/// `convert -o`, `graph -o`, `dump --out`): a file (or a symlink) already at
+/// an output path is refused unless `--force` is given, checked before any
+/// work is done and again, atomically, when the file is written.
+pub fn existing(force: bool) -> rlx_onnx::files::Existing {
+    if force {
+        rlx_onnx::files::Existing::Replace
+    } else {
+        rlx_onnx::files::Existing::Refuse
+    }
+}
+
+/// Refuses an output path where something exists (without `--force`), or
+/// that is one of the command's inputs.
+pub fn check_output(path: &Path, inputs: &[&Path], force: bool) -> Result<(), String> {
+    let same = |a: &Path, b: &Path| {
+        a.canonicalize()
+            .ok()
+            .is_some_and(|x| b.canonicalize().ok() == Some(x))
+    };
+    if inputs.iter().any(|i| same(path, i)) {
+        return Err(format!(
+            "the output `{}` is an input of this command; refusing to overwrite it",
+            path.display()
+        ));
+    }
+    if !force && std::fs::symlink_metadata(path).is_ok() {
+        return Err(exists_message(path));
+    }
+    Ok(())
+}
+
+/// The error for an output that exists.
+pub fn exists_message(path: &Path) -> String {
+    format!("`{}` exists: --force replaces it", path.display())
+}
+
+/// Writes one output file under the overwrite rule.
+pub fn write_output(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
+    rlx_onnx::files::write_file(path, bytes, existing(force)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            exists_message(path)
+        } else {
+            format!("cannot write `{}`: {e}", path.display())
+        }
+    })
+}
+
+/// Warns when an output's extension is not the one its content has
+/// (`convert -o model.onnx` writes an RLX artifact).
+pub fn warn_extension(path: &Path, want: &str, what: &str) {
+    if path.extension().is_none_or(|e| e != want) {
+        eprintln!(
+            "warning: `{}` gets {what}; other tools go by its extension: name it .{want}",
+            path.display()
+        );
+    }
+}
+
+/// The candidate closest to `name` by edit distance, if close enough to be
+/// a typo of it (`fuse-atention` for `fuse-attention`).
+pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (name.chars().count() / 4).clamp(1, 3);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// `; did you mean `X`?` for a close candidate, else nothing.
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    suggest(name, candidates).map_or(String::new(), |c| format!("; did you mean `{c}`?"))
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn typos_get_the_closest_name() {
+        let passes = ["fuse-attention", "fuse-layer-norm", "simplify"];
+        assert_eq!(
+            super::suggest("fuse-atention", passes),
+            Some("fuse-attention")
+        );
+        assert_eq!(super::suggest("simplfy", passes), Some("simplify"));
+        assert_eq!(super::suggest("legalize", passes), None);
+        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+    }
+}
+
+/// Says which device runs `target`: the adapter (name, driver, hardware or
+/// software) for wgpu, the GPU for CUDA; warns when the wgpu adapter is a
+/// software one, whose timings say nothing of a GPU.
+pub fn print_device(
+    target: Target,
+    devices: &rlx_onnx::Devices,
+    threads: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    match target {
+        Target::Cpu => println!(
+            "device: cpu, {threads} thread{}",
+            if threads == 1 { "" } else { "s" }
+        ),
+        Target::Wgpu => {
+            let c = devices.wgpu()?;
+            println!("device: {}", c.describe());
+            if c.is_software() {
+                eprintln!(
+                    "warning: the wgpu adapter `{}` is a software renderer on the CPU: it \
+                     runs the model, far slower than a GPU",
+                    c.info.name
+                );
+            }
+        }
+        Target::Cuda => {
+            let c = devices.cuda()?;
+            let (major, minor) = c.capability();
+            println!("device: {} (CUDA, sm_{major}{minor})", c.name());
+        }
+    }
+    Ok(())
 }

@@ -13,7 +13,7 @@ use rlx_onnx::importer::{decode_model, import_model, Registry};
 use rlx_onnx::ir::Tensor;
 use rlx_onnx::{CompiledModel, DebugOptions, OptLevel, Session, SessionOptions, Target};
 
-use crate::common::{CompileArgs, InputArgs, OptArg};
+use crate::common::{CompileArgs, Generate, InputArgs, OptArg};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -71,8 +71,8 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 .into(),
         );
     }
-    let bytes =
-        std::fs::read(&a.model).map_err(|e| format!("cannot read `{}`: {e}", a.model.display()))?;
+    let bytes = rlx_onnx::files::read_regular(&a.model)
+        .map_err(|e| format!("cannot read `{}`: {e}", a.model.display()))?;
     let proto = decode_model(&bytes)?;
     let nodes = onnx_nodes(&proto);
     let dir = a.model.parent().map(Path::to_path_buf);
@@ -133,7 +133,13 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         input_args.data_set = Some(Path::new(&a.against).join("test_data_set_0"));
     }
     let binds = crate::parse_binds(&a.compile.binds)?;
-    let inputs = input_args.resolve(&left_model, &binds, false, false)?;
+    // Against reference tensors, the inputs must be the ones they were made
+    // from: generated values are asked for or refused.
+    let generate = match against {
+        Against::Tensors(..) => Generate::WhenAsked,
+        Against::Target(..) => Generate::WhenNoneGiven,
+    };
+    let inputs = input_args.resolve(&left_model, &binds, false, generate, false)?;
     let named_inputs: Named = inputs.iter().cloned().collect();
     let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let run = |model: CompiledModel,

@@ -38,6 +38,13 @@ pub struct Args {
     /// load, so that the artifact is no larger than the model.
     #[arg(long)]
     wide_weights: bool,
+    /// Replace the output if it exists.
+    #[arg(long)]
+    force: bool,
+    /// CUDA: write the artifact even when its kernels cannot be compiled
+    /// here (no NVRTC library); they then compile when it loads.
+    #[arg(long)]
+    allow_missing_kernels: bool,
 }
 
 /// The architecture to prebuild CUDA kernels for.
@@ -63,16 +70,10 @@ fn cuda_arch(arg: Option<&str>) -> Result<(i32, i32), String> {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    if a.output
-        .canonicalize()
-        .ok()
-        .is_some_and(|o| a.model.canonicalize().ok() == Some(o))
-    {
-        return crate::common::error_msg(format!(
-            "the output `{}` is the input model; refusing to overwrite it",
-            a.output.display()
-        ));
+    if let Err(e) = crate::common::check_output(&a.output, &[&a.model], a.force) {
+        return crate::common::error_msg(e);
     }
+    crate::common::warn_extension(&a.output, "rlx", "an RLX artifact, not an ONNX model");
     let compiler = match a.compile.compiler() {
         Ok(c) => c,
         Err(e) => return crate::common::error_msg(e),
@@ -80,6 +81,7 @@ pub fn run(a: Args) -> ExitCode {
     let spec = crate::dump::DumpSpec {
         after: a.dump_ir_after.clone(),
         out: a.dump_dir.clone(),
+        force: a.force,
     };
     let compiled = if spec.after.is_empty() {
         crate::progress::compile_file(&compiler, &a.model)
@@ -98,20 +100,40 @@ pub fn run(a: Args) -> ExitCode {
             Err(e) => return crate::common::error_msg(e),
         };
         let opts = rlx_onnx::cuda::CompileOptions::default();
-        match model.prebuild_cuda(arch, &opts) {
-            Ok(n) => println!(
-                "prebuilt {n} CUDA kernel modules for sm_{}{}",
-                arch.0, arch.1
-            ),
-            Err(e) => {
-                eprintln!("note: no CUDA kernels in the artifact (they compile when it loads): {e}")
+        // Without NVRTC no artifact carries kernels: an error unless asked
+        // for. A model whose kernels cannot be prebuilt (symbolic input
+        // shapes) compiles them for each shape when it runs, as designed.
+        if let Err(e) = rlx_onnx::cuda::compile::Compiler::new(arch, &opts) {
+            if !a.allow_missing_kernels {
+                return crate::common::error_msg(format!(
+                    "cannot compile the CUDA kernels the artifact carries: {e}\n  \
+                     NVRTC comes with the CUDA toolkit, or `pip install nvidia-cuda-nvrtc` (CUDA 13); \
+                     --allow-missing-kernels writes the artifact without them (they then \
+                     compile when it loads)"
+                ));
+            }
+            eprintln!("warning: no CUDA kernels in the artifact (they compile when it loads): {e}");
+        } else {
+            match model.prebuild_cuda(arch, &opts) {
+                Ok(n) => println!(
+                    "prebuilt {n} CUDA kernel modules for sm_{}{}",
+                    arch.0, arch.1
+                ),
+                Err(e) => eprintln!(
+                    "note: no CUDA kernels in the artifact (they compile for each input shape \
+                     when it runs): {e}"
+                ),
             }
         }
     }
     let opts = artifact::SaveOptions {
         narrow_weights: !a.wide_weights,
+        existing: crate::common::existing(a.force),
     };
     if let Err(e) = artifact::save_with(&model, &a.output, &opts) {
+        if std::fs::symlink_metadata(&a.output).is_ok() && !a.force {
+            return crate::common::error_msg(crate::common::exists_message(&a.output));
+        }
         return crate::common::error(&e);
     }
     let size = std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);

@@ -37,6 +37,9 @@ pub struct Args {
     /// Write numbered `.rlxir` files here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Replace an earlier dump's `.rlxir` files in --out.
+    #[arg(long)]
+    force: bool,
     /// Print the pipeline of --target and -O, and every pass.
     #[arg(long)]
     list_passes: bool,
@@ -46,6 +49,8 @@ pub struct Args {
 pub struct DumpSpec {
     pub after: Vec<String>,
     pub out: Option<PathBuf>,
+    /// Replace the `.rlxir` files of an earlier dump in `out`.
+    pub force: bool,
 }
 
 impl DumpSpec {
@@ -54,7 +59,8 @@ impl DumpSpec {
         for a in &self.after {
             if a != "all" && !passes.contains(&a.as_str()) {
                 return Err(format!(
-                    "pass `{a}` is not in the pipeline: {}",
+                    "pass `{a}` is not in the pipeline{}: {}",
+                    crate::common::did_you_mean(a, passes.iter().copied()),
                     passes.join(", ")
                 ));
             }
@@ -62,6 +68,26 @@ impl DumpSpec {
         if let Some(d) = &self.out {
             std::fs::create_dir_all(d)
                 .map_err(|e| format!("cannot create `{}`: {e}", d.display()))?;
+            // One dump per folder: an earlier one is replaced only when told.
+            let earlier: Vec<PathBuf> = std::fs::read_dir(d)
+                .map_err(|e| format!("cannot read `{}`: {e}", d.display()))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "rlxir"))
+                .collect();
+            if let Some(first) = earlier.first() {
+                if !self.force {
+                    return Err(format!(
+                        "`{}` holds an earlier dump (`{}`): --force replaces it",
+                        d.display(),
+                        first.display()
+                    ));
+                }
+                for p in &earlier {
+                    std::fs::remove_file(p)
+                        .map_err(|e| format!("cannot remove `{}`: {e}", p.display()))?;
+                }
+            }
         }
         Ok(())
     }
@@ -128,6 +154,23 @@ pub fn run(a: Args) -> ExitCode {
     let Some(model) = a.model else {
         return error_msg("give a model (or --list-passes)");
     };
+    if crate::common::is_artifact(&model) {
+        // An artifact holds one graph, the compiled one: that is its dump.
+        if !a.after.is_empty() || !a.binds.is_empty() {
+            return error_msg(format!(
+                "`{}` is an .rlx artifact, compiled already: `dump` prints its graph; \
+                 --after and --bind need the .onnx model",
+                model.display()
+            ));
+        }
+        return match rlx_onnx::artifact::load(&model) {
+            Ok(m) => {
+                print!("{}", print_graph(&m.graph));
+                ExitCode::SUCCESS
+            }
+            Err(e) => error(&e),
+        };
+    }
     let binds = match crate::parse_binds(&a.binds) {
         Ok(b) => b,
         Err(e) => return error_msg(e),
@@ -145,6 +188,7 @@ pub fn run(a: Args) -> ExitCode {
         let spec = DumpSpec {
             after: a.after,
             out: a.out,
+            force: a.force,
         };
         return match compile_dumping(&model, &compiler, &spec) {
             Ok(_) => ExitCode::SUCCESS,

@@ -27,6 +27,9 @@ pub struct Args {
     /// output].
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -59,7 +62,8 @@ fn stage(a: &Args) -> Result<(Graph, rlx_onnx::ir::Weights), Box<dyn std::error:
             let passes = compiler.passes();
             if !passes.contains(&pass) {
                 return Err(format!(
-                    "pass `{pass}` is not in the pipeline: import, {}",
+                    "pass `{pass}` is not in the pipeline{}: import, {}",
+                    crate::common::did_you_mean(pass, passes.iter().copied()),
                     passes.join(", ")
                 )
                 .into());
@@ -78,6 +82,17 @@ fn stage(a: &Args) -> Result<(Graph, rlx_onnx::ir::Weights), Box<dyn std::error:
 }
 
 fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let svg = match &a.output {
+        None => false,
+        Some(p) => {
+            let svg = p.extension().is_some_and(|e| e == "svg");
+            if !svg && p.extension().is_none_or(|e| e != "dot") {
+                return Err(format!("`{}`: write a .svg or a .dot file", p.display()).into());
+            }
+            crate::common::check_output(p, &[&a.model], a.force)?;
+            svg
+        }
+    };
     let (g, weights) = stage(a)?;
     let support: Option<SupportTable> = a.compile.target.map(|_| {
         classify(&g, &weights, a.compile.target().backend())
@@ -85,10 +100,6 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .map(|(name, _, _, s)| (name, s))
             .collect()
     });
-    let svg = a
-        .output
-        .as_ref()
-        .is_some_and(|p| p.extension().is_some_and(|e| e == "svg"));
     let text = if svg {
         to_svg(&g, support)?
     } else {
@@ -103,16 +114,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     match &a.output {
         None => print!("{text}"),
         Some(p) => {
-            if p.extension().is_none_or(|e| e != "svg" && e != "dot") {
-                return Err(format!("`{}`: write a .svg or a .dot file", p.display()).into());
-            }
-            if p.canonicalize()
-                .ok()
-                .is_some_and(|o| a.model.canonicalize().ok() == Some(o))
-            {
-                return Err(format!("the output `{}` is the input model", p.display()).into());
-            }
-            std::fs::write(p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
+            crate::common::write_output(p, text.as_bytes(), a.force)?;
             println!("wrote {}", p.display());
         }
     }

@@ -25,6 +25,9 @@ pub struct Args {
     /// --bind` does: `--bind N=1` (repeatable).
     #[arg(long = "bind", value_name = "NAME=VALUE")]
     binds: Vec<String>,
+    /// Print long dim expressions whole (they are cut at 80 characters).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// Prints per node how `target` runs the model's graph after the passes that
@@ -161,6 +164,36 @@ fn histogram(m: &ModelProto) -> BTreeMap<String, usize> {
     h
 }
 
+/// The model's metadata: the named fields that are set, then
+/// `metadata_props` (values cut to one line of 100 characters).
+fn print_metadata(m: &rlx_onnx::importer::Metadata) {
+    let one_line = |v: &str| {
+        let v = v.split_whitespace().collect::<Vec<_>>().join(" ");
+        if v.chars().count() > 100 {
+            format!("{}…", v.chars().take(99).collect::<String>())
+        } else {
+            v
+        }
+    };
+    let fields: Vec<_> = m
+        .fields()
+        .into_iter()
+        .filter(|(k, v)| !v.is_empty() && !k.starts_with("producer"))
+        .collect();
+    if m.version != 0 {
+        println!("model version: {}", m.version);
+    }
+    for (k, v) in fields {
+        println!("{}: {}", k.replace('_', " "), one_line(v));
+    }
+    if !m.custom.is_empty() {
+        println!("metadata ({} entries):", m.custom.len());
+        for (k, v) in &m.custom {
+            println!("  {k}: {}", one_line(v));
+        }
+    }
+}
+
 /// An artifact: how it was compiled and what it takes and gives.
 fn inspect_artifact(a: &Args) -> ExitCode {
     if a.target.is_some() || !a.binds.is_empty() {
@@ -184,19 +217,27 @@ fn inspect_artifact(a: &Args) -> ExitCode {
             &m.producer
         }
     );
+    print_metadata(&m.metadata);
     let mut binds: Vec<_> = m.bindings.iter().collect();
     binds.sort();
     if !binds.is_empty() {
         let b: Vec<String> = binds.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("bound dims: {}", b.join(", "));
     }
+    let show = |io: rlx_onnx::IoInfo| {
+        if a.verbose {
+            io.to_string()
+        } else {
+            io.brief(80)
+        }
+    };
     println!("inputs:");
     for io in m.inputs() {
-        println!("  {io}");
+        println!("  {}", show(io));
     }
     println!("outputs:");
     for io in m.outputs() {
-        println!("  {io}");
+        println!("  {}", show(io));
     }
     println!(
         "graph: {} nodes; weights: {} ({} bytes in memory)",
@@ -214,7 +255,7 @@ pub fn run(a: Args) -> ExitCode {
     if crate::common::is_artifact(&a.model) {
         return inspect_artifact(&a);
     }
-    let bytes = match std::fs::read(&a.model) {
+    let bytes = match rlx_onnx::files::read_regular(&a.model) {
         Ok(b) => b,
         Err(e) => {
             return crate::common::error_msg(format!("cannot read `{}`: {e}", a.model.display()));
@@ -232,6 +273,7 @@ pub fn run(a: Args) -> ExitCode {
         m.producer_version.clone().unwrap_or_default()
     );
     println!("producer: {}", producer.trim());
+    print_metadata(&rlx_onnx::importer::Metadata::of(&m));
     let opsets: Vec<String> = m
         .opset_import
         .iter()

@@ -83,6 +83,20 @@ pub fn parse_binds(binds: &[String]) -> Result<rlx_onnx::ir::Bindings, String> {
     Ok(b)
 }
 
+/// Mesa's device-select layer, an implicit Vulkan layer, connects to a
+/// Wayland compositor at instance creation to learn the default GPU, and
+/// prints "XDG_RUNTIME_DIR is invalid or not set" when there is none (a
+/// server, a container, CI). rlx-onnx picks its adapter itself, so where no
+/// compositor can be reached the layer is switched off (the variable is
+/// Mesa's; a value the user set is kept). Called before any thread starts.
+fn quiet_vulkan_layers() {
+    let compositor =
+        std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| std::path::Path::new(&d).is_dir());
+    if !compositor && std::env::var_os("NODEVICE_SELECT").is_none() {
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 fn main() -> ExitCode {
     // A closed pipe (`rlx-onnx dump M | head`) ends the process quietly,
     // as it does for other Unix tools, instead of a panic on the next print.
@@ -92,6 +106,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    quiet_vulkan_layers();
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect(a) => inspect::run(a),

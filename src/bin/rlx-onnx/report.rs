@@ -38,7 +38,7 @@ fn ops(g: &Graph) -> usize {
 
 /// Names of the model's BatchNormalization nodes.
 fn batchnorms(path: &Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    let m = decode_model(&std::fs::read(path)?)?;
+    let m = decode_model(&rlx_onnx::files::read_regular(path)?)?;
     Ok(m.graph
         .iter()
         .flat_map(|g| g.node.iter())

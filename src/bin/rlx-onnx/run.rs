@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use rlx_onnx::{Session, SessionOptions};
 
-use crate::common::{is_artifact, load_model, CompileArgs, InputArgs};
+use crate::common::{is_artifact, load_model, CompileArgs, Generate, InputArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -19,13 +19,16 @@ pub struct Args {
     /// Where the outputs go, one `<name>.npy` each.
     #[arg(long, default_value = "rlx-outputs")]
     output_dir: PathBuf,
-    /// Worker threads.
-    #[arg(long)]
-    threads: Option<usize>,
+    /// Worker threads [default: this machine's cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    threads: Option<u64>,
     /// Replace output files that exist (without it, an existing file, or a
     /// symlink, at an output's path is an error).
     #[arg(long)]
     force: bool,
+    /// Also say which device runs the model (the wgpu adapter, the GPU).
+    #[arg(short, long)]
+    verbose: bool,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -75,31 +78,57 @@ pub fn run(a: Args) -> ExitCode {
     }
 }
 
+/// The extension of an output of kind `kind`: `.npy` for a tensor, `.npz`
+/// (its elements) for a sequence, `.json` for a sequence of maps.
+fn extension(kind: ValueKind) -> &'static str {
+    match kind.unwrapped() {
+        ValueKind::MapSequence { .. } => "json",
+        ValueKind::Sequence => "npz",
+        _ => "npy",
+    }
+}
+
 fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let model = load_model(&a.model, &a.compile)?;
-    let binds = crate::parse_binds(&a.compile.binds)?;
-    let inputs = a
-        .inputs
-        .resolve(&model, &binds, is_artifact(&a.model), true)?;
     let out_names = model.output_names();
+    let files = file_names(&out_names);
+    // Before running: an output that exists is refused without --force.
+    let g = &model.graph;
+    for (o, file) in g.outputs().iter().zip(&files) {
+        let path = a
+            .output_dir
+            .join(format!("{file}.{}", extension(g.ty(o.value).kind)));
+        crate::common::check_output(&path, &[&a.model], a.force)?;
+    }
+    let binds = crate::parse_binds(&a.compile.binds)?;
+    let inputs = a.inputs.resolve(
+        &model,
+        &binds,
+        is_artifact(&a.model),
+        Generate::WhenAsked,
+        true,
+    )?;
     let mut opts = SessionOptions::default();
     if let Some(t) = a.threads {
-        opts.threads = t;
+        opts.threads = usize::try_from(t)?;
     }
-    let session = Session::with_devices(model, opts, crate::common::devices())?;
+    let threads = opts.threads;
+    let devices = crate::common::devices();
+    let session = Session::with_devices(model, opts, devices.clone())?;
+    if a.verbose {
+        crate::common::print_device(session.model().target, &devices, threads)?;
+    }
     let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let start = std::time::Instant::now();
+    session.warm_up(&named)?;
+    let plan_ms = start.elapsed().as_secs_f64() * 1e3;
     let start = std::time::Instant::now();
     let outputs = session.run(&named)?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
     std::fs::create_dir_all(&a.output_dir)
         .map_err(|e| format!("cannot create `{}`: {e}", a.output_dir.display()))?;
-    let existing = if a.force {
-        rlx_onnx::files::Existing::Replace
-    } else {
-        rlx_onnx::files::Existing::Refuse
-    };
-    for ((name, t), file) in out_names.iter().zip(&outputs).zip(file_names(&out_names)) {
+    for ((name, t), file) in out_names.iter().zip(&outputs).zip(files) {
         if t.is_none() {
             println!("output {name}: an optional without a value (no file)");
             continue;
@@ -120,13 +149,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 rlx_onnx::npy::to_bytes(t)?,
             ),
         };
-        rlx_onnx::files::write_file(&path, &bytes, existing).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                format!("`{}` exists: --force replaces it", path.display())
-            } else {
-                format!("cannot write `{}`: {e}", path.display())
-            }
-        })?;
+        crate::common::write_output(&path, &bytes, a.force)?;
         match t.elements() {
             Some(e) if matches!(t.kind(), ValueKind::MapSequence { .. }) => println!(
                 "output {name}: a sequence of {} maps to {} -> {}",
@@ -148,6 +171,6 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             ),
         }
     }
-    println!("ran in {ms:.2} ms (including compilation for these shapes)");
+    println!("ran in {ms:.2} ms, after {plan_ms:.2} ms planning memory and loading kernels for these shapes");
     Ok(())
 }

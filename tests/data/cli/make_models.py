@@ -10,6 +10,10 @@ odd_output_names.onnx: outputs named `y/1`, `y_1` and `y:1`, which the same
 strided_neck.onnx: five stride-2 pools and a 2x upsample added back, on an
   input whose height and width are symbolic: the dims a detector's neck makes,
   which the IR text names instead of printing them whole.
+three_inputs.onnx: y = a + b * c over three f32[1,1,4] inputs, with model
+  metadata (doc string, version, domain) and metadata_props (class names,
+  image size): `run` must refuse a forgotten input, `inspect` and artifacts
+  must keep the metadata.
 words_and_sequence.onnx: string input compared with a 100-string initializer
   (a string weight), and a sequence input appended to and counted: `run`
   reads and writes strings (.npy) and sequences (.npz), through an artifact.
@@ -128,7 +132,25 @@ def words_and_sequence():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-for name, m in [("odd_output_names", odd_output_names()), ("token_table", token_table()), ("strided_neck", strided_neck()),
+def three_inputs():
+    g = helper.make_graph(
+        [
+            helper.make_node("Mul", ["b", "c"], ["bc"], name="mul"),
+            helper.make_node("Add", ["a", "bc"], ["y"], name="add"),
+        ],
+        "three_inputs",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, 4]) for n in "abc"],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4])],
+        doc_string="y = a + b * c",
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                          producer_name="make_models.py", doc_string="A model with metadata.",
+                          model_version=3, domain="ai.rlx.test")
+    helper.set_model_props(m, {"names": "{0: 'cat', 1: 'dog'}", "imgsz": "[640, 640]"})
+    return m
+
+
+for name, m in [("three_inputs", three_inputs()), ("odd_output_names", odd_output_names()), ("token_table", token_table()), ("strided_neck", strided_neck()),
                 ("narrow_weights", narrow_weights()), ("words_and_sequence", words_and_sequence())]:
     onnx.checker.check_model(m)
     onnx.save(m, os.path.join(HERE, f"{name}.onnx"))
