@@ -1,6 +1,9 @@
-//! One compiled model run from 8 threads, 1,000 runs each, gives outputs
-//! bit-identical to a single-threaded run: on the CPU and on wgpu (lavapipe
-//! in CI). Sessions and compiled models are `Send + Sync`.
+//! One compiled model run from 8 threads gives outputs bit-identical to a
+//! single-threaded run: on the CPU (1,000 runs a thread) and on wgpu
+//! (lavapipe in CI; 125 runs a thread, 1,000 in all: a wgpu executable
+//! serializes its runs, so what is checked is that serialization, and
+//! lavapipe's ~8 ms a run made 8,000 of them two minutes of CI). Sessions
+//! and compiled models are `Send + Sync`.
 
 mod common;
 
@@ -57,5 +60,5 @@ fn eight_threads_on_wgpu_agree_bit_for_bit() {
     let Some(devices) = common::wgpu_devices() else {
         return;
     };
-    hammer(Target::Wgpu, devices, 1000);
+    hammer(Target::Wgpu, devices, 125);
 }

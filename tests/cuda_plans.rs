@@ -130,8 +130,12 @@ fn every_cuda_plan_compiles_with_nvrtc() {
     }
     if nvrtc.is_ok() {
         let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
-        for (src, (m, case)) in &modules {
-            if let Err(e) = c.compile(m, src) {
+        let jobs: Vec<(&str, &str)> = modules
+            .iter()
+            .map(|(src, (m, _))| (m.as_str(), src.as_str()))
+            .collect();
+        for ((_, (m, case)), r) in modules.iter().zip(c.ptx_many(&jobs)) {
+            if let Err(e) = r {
                 failures.push(format!(
                     "module `{m}` (first planned by {case}) does not compile: {e}"
                 ));

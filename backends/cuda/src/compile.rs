@@ -157,6 +157,46 @@ impl Compiler {
         Ok(ptx)
     }
 
+    /// The PTX of every `(name, source)` module, as [`Compiler::ptx`] gives
+    /// it (through the cache when there is one), compiled on as many
+    /// threads as the machine has cores: NVRTC compiles one module per
+    /// call on one thread, and a plan holds dozens of independent ones.
+    /// Results are in the order of `modules`.
+    pub fn ptx_many(&self, modules: &[(&str, &str)]) -> Vec<Result<String, CudaError>> {
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(modules.len());
+        if workers <= 1 {
+            return modules.iter().map(|(n, s)| self.ptx(n, s)).collect();
+        }
+        // Each worker takes the next module in turn: sizes vary by 100x,
+        // so fixed shares would leave cores idle.
+        let next = AtomicUsize::new(0);
+        let done: Vec<std::sync::Mutex<Option<Result<String, CudaError>>>> = modules
+            .iter()
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((name, source)) = modules.get(i) else {
+                        break;
+                    };
+                    let r = self.ptx(name, source);
+                    *done[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                });
+            }
+        });
+        done.into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(|| Err(CudaError::Internal("a module was not compiled".into())))
+            })
+            .collect()
+    }
+
     /// Compiles `source` with NVRTC (no cache).
     pub fn compile(&self, name: &str, source: &str) -> Result<String, CudaError> {
         let opts = nvrtc::CompileOptions {
@@ -209,11 +249,15 @@ impl Prebuilt {
             arch: compiler.arch().to_string(),
             modules: BTreeMap::new(),
         };
+        let mut distinct: BTreeMap<u64, (&str, &str)> = BTreeMap::new();
         for m in modules {
-            let key = source_key(&m.source);
-            if !p.modules.contains_key(&key) {
-                p.modules.insert(key, compiler.ptx(&m.name, &m.source)?);
-            }
+            distinct
+                .entry(source_key(&m.source))
+                .or_insert((&m.name, &m.source));
+        }
+        let jobs: Vec<(&str, &str)> = distinct.values().copied().collect();
+        for (key, ptx) in distinct.keys().zip(compiler.ptx_many(&jobs)) {
+            p.modules.insert(*key, ptx?);
         }
         Ok(p)
     }

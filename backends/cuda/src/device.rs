@@ -129,30 +129,53 @@ impl Context {
         Ok(d)
     }
 
-    /// A module compiled (or read from the PTX cache) and loaded once.
-    fn module(&self, m: &Module) -> Result<Arc<CudaModule>, CudaError> {
-        let key = (m.name.clone(), m.source.clone());
+    /// The modules of a schedule, each compiled (or read from the PTX
+    /// cache) and loaded once: prebuilt PTX first (the driver refuses it on
+    /// an older architecture than it targets), then what is left compiled
+    /// by NVRTC on all cores at once.
+    fn load_modules(&self, modules: &[Module]) -> Result<Vec<Arc<CudaModule>>, CudaError> {
         let mut cache = self.modules.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(loaded) = cache.get(&key) {
-            return Ok(loaded.clone());
-        }
-        // Prebuilt PTX first; the driver refuses it on an older
-        // architecture than it targets, and then NVRTC compiles the source.
-        let prebuilt = m
-            .ptx
-            .as_ref()
-            .and_then(|ptx| self.ctx.load_module(Ptx::from_src(ptx.clone())).ok());
-        let loaded = match prebuilt {
-            Some(l) => l,
-            None => {
-                let ptx = self.compiler.ptx(&m.name, &m.source)?;
-                self.ctx
-                    .load_module(Ptx::from_src(ptx))
-                    .map_err(|e| CudaError::Device(format!("loading module `{}`: {e:?}", m.name)))?
+        let mut todo: Vec<&Module> = Vec::new();
+        for m in modules {
+            let key = (m.name.clone(), m.source.clone());
+            if cache.contains_key(&key)
+                || todo
+                    .iter()
+                    .any(|t| t.name == m.name && t.source == m.source)
+            {
+                continue;
             }
-        };
-        cache.insert(key, loaded.clone());
-        Ok(loaded)
+            let prebuilt = m
+                .ptx
+                .as_ref()
+                .and_then(|ptx| self.ctx.load_module(Ptx::from_src(ptx.clone())).ok());
+            match prebuilt {
+                Some(loaded) => {
+                    cache.insert(key, loaded);
+                }
+                None => todo.push(m),
+            }
+        }
+        let jobs: Vec<(&str, &str)> = todo
+            .iter()
+            .map(|m| (m.name.as_str(), m.source.as_str()))
+            .collect();
+        for (m, ptx) in todo.iter().zip(self.compiler.ptx_many(&jobs)) {
+            let loaded = self
+                .ctx
+                .load_module(Ptx::from_src(ptx?))
+                .map_err(|e| CudaError::Device(format!("loading module `{}`: {e:?}", m.name)))?;
+            cache.insert((m.name.clone(), m.source.clone()), loaded);
+        }
+        modules
+            .iter()
+            .map(|m| {
+                cache
+                    .get(&(m.name.clone(), m.source.clone()))
+                    .cloned()
+                    .ok_or_else(|| CudaError::Internal(format!("module `{}` not loaded", m.name)))
+            })
+            .collect()
     }
 }
 
@@ -243,11 +266,7 @@ impl Executable {
             unsafe { dr::memcpy_htod_async(base + c.offset, &c.bytes, stream.cu_stream()) }
                 .map_err(|e| CudaError::Device(format!("uploading constants: {e:?}")))?;
         }
-        let modules = schedule
-            .modules
-            .iter()
-            .map(|m| ctx.module(m))
-            .collect::<Result<Vec<_>, _>>()?;
+        let modules = ctx.load_modules(&schedule.modules)?;
         let needs_lt = schedule
             .launches
             .iter()

@@ -117,11 +117,15 @@ fn every_elementwise_kernel_compiles_with_nvrtc() {
     // Every op kind prints on f32 at least; the count guards against a
     // printer that silently refuses everything.
     assert!(printed > 550, "{printed} printed, {refused} refused");
-    for (i, chunk) in bodies.chunks(200).enumerate() {
-        let src = format!("{PRELUDE}\n{HELPERS}\n{}", chunk.concat());
-        c.compile(&format!("elementwise_batch{i}"), &src)
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let batches = bodies
+        .chunks(200)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let src = format!("{PRELUDE}\n{HELPERS}\n{}", chunk.concat());
+            (format!("elementwise_batch{i}"), src)
+        })
+        .collect();
+    crate::tests::compile_once(&c, batches);
 }
 
 /// Reductions of every kind over inner, outer and all axes, argmax/argmin,
@@ -276,15 +280,12 @@ fn family_graphs_plan_and_their_modules_compile() {
         return;
     }
     let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
-    let mut seen = std::collections::HashSet::new();
-    for s in schedules {
-        for m in s.modules {
-            if seen.insert(m.name.clone()) {
-                c.compile(&m.name, &m.source)
-                    .unwrap_or_else(|e| panic!("{e}\n{}", m.source));
-            }
-        }
-    }
+    let modules = schedules
+        .into_iter()
+        .flat_map(|s| s.modules)
+        .map(|m| (m.name, m.source))
+        .collect();
+    crate::tests::compile_once(&c, modules);
 }
 
 #[test]

@@ -190,15 +190,33 @@ pub(crate) fn compile_all(schedules: &[Schedule]) -> Option<Compiler> {
             sources.push((format!("layout_{}", l.name), src));
         }
     }
+    compile_once(&c, sources);
+    Some(c)
+}
+
+/// Compiles every `(name, source)` with NVRTC on all cores, panicking with
+/// the log of the first that fails; a source this test process compiled
+/// already (the fixed modules every compile test plans) is not compiled
+/// again.
+pub(crate) fn compile_once(c: &Compiler, mut sources: Vec<(String, String)>) {
+    static DONE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     sources.sort();
     sources.dedup();
-    for (name, src) in &sources {
-        let ptx = c
-            .compile(name, src)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    {
+        let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+        sources.retain(|(_, src)| !done.contains(src));
+        // Claimed now: a test compiling the same source meanwhile skips it
+        // (a failure panics this test, which fails the run).
+        done.extend(sources.iter().map(|(_, src)| src.clone()));
+    }
+    let jobs: Vec<(&str, &str)> = sources
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.as_str()))
+        .collect();
+    for ((name, src), ptx) in sources.iter().zip(c.ptx_many(&jobs)) {
+        let ptx = ptx.unwrap_or_else(|e| panic!("{e}\n{src}"));
         assert!(ptx.contains(".version"), "{name}: no PTX");
     }
-    Some(c)
 }
 
 #[test]
