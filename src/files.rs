@@ -64,7 +64,18 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut f = open_regular(path)?;
+    let len = f.metadata()?.len();
     let mut bytes = Vec::new();
+    // Fallible: a file larger than the memory at hand is an error, not an
+    // abort.
+    bytes
+        .try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX))
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("{len} bytes: more memory than there is"),
+            )
+        })?;
     f.read_to_end(&mut bytes)?;
     Ok(bytes)
 }

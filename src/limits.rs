@@ -13,7 +13,9 @@ pub struct Limits {
     /// The most elements of one tensor [default: 2^31, 8 GiB of f32].
     pub max_tensor_elements: u64,
     /// The most iterations one Loop node may run, checked as it runs (a
-    /// trip count of 2^62 would otherwise never end) [default: 2^24].
+    /// trip count of 2^62 would otherwise never end) [default: 2^20, about a
+    /// second of a small body; a count known to pass it is refused before
+    /// the first iteration].
     pub max_loop_iterations: u64,
     /// The most nodes of a graph, its bodies' counted in [default: 2^22].
     pub max_nodes: u64,

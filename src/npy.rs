@@ -78,7 +78,16 @@ fn npz_from<R: std::io::Read + std::io::Seek>(
     for i in 0..zip.len() {
         let entry = zip.by_index(i).map_err(|e| io(e.to_string()))?;
         let name = entry.name().to_string();
+        // The size the archive declares is reserved up front, as a
+        // fallible allocation: a bomb past the memory at hand is an error,
+        // not an abort (the read below still stops at the bound).
+        let declared = entry.size().min(MAX_NPZ_ENTRY_BYTES);
         let mut bytes = Vec::new();
+        bytes.try_reserve_exact(declared as usize).map_err(|_| {
+            io(format!(
+                "`{name}` declares {declared} bytes: more memory than there is"
+            ))
+        })?;
         let mut limited = std::io::Read::take(entry, MAX_NPZ_ENTRY_BYTES + 1);
         std::io::Read::read_to_end(&mut limited, &mut bytes).map_err(|e| io(e.to_string()))?;
         if bytes.len() as u64 > MAX_NPZ_ENTRY_BYTES {
@@ -315,24 +324,25 @@ fn unicode(bytes: &[u8], dims: &[usize], width: &str, p: &str) -> Result<Tensor,
             ))
         })?;
     let data = &bytes[bytes.len() - need..];
-    let strings = data
-        .chunks_exact(4 * width.max(1))
-        .take(n)
-        .map(|cell| {
+    // A String costs 24 bytes before its text: checked as a fallible
+    // allocation, since 4-byte cells (or none, `<U0`) make 6x (or more).
+    let mut out: Vec<String> = Vec::new();
+    out.try_reserve_exact(n)
+        .map_err(|_| io(format!("{n} strings: more memory than there is")))?;
+    if width == 0 {
+        // A width of 0 holds only empty strings.
+        out.resize(n, String::new());
+    }
+    for cell in data.chunks_exact(4 * width.max(1)).take(n) {
+        out.push(
             cell.chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .take_while(|&c| c != 0)
                 .map(|c| char::from_u32(c).ok_or_else(|| io(format!("U+{c:X} is no character"))))
-                .collect::<Result<String, _>>()
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    // A width of 0 holds only empty strings.
-    let strings = if width == 0 {
-        vec![String::new(); n]
-    } else {
-        strings
-    };
-    Tensor::from_strings(dims, strings).map_err(|e| io(e.to_string()))
+                .collect::<Result<String, _>>()?,
+        );
+    }
+    Tensor::from_strings(dims, out).map_err(|e| io(e.to_string()))
 }
 
 /// An `.npy` file of unicode strings (`<U{longest}`).

@@ -516,7 +516,13 @@ fn a_loop_past_the_iteration_limit_is_an_error() {
     let m = Tensor::scalar_i64(1 << 62);
     let e = session.run(&[("m", &m), ("x", &x)]).unwrap_err();
     assert!(matches!(&e, Error::Run(_)), "{e}");
-    assert!(e.to_string().contains("ran 1000 iterations"), "{e}");
+    // Its condition passes through unchanged: refused before the first
+    // iteration, not after the limit's worth of work.
+    assert!(
+        e.to_string()
+            .contains("would run 4611686018427387904 iterations"),
+        "{e}"
+    );
     // Under the limit it runs: an even number of negations.
     let m = Tensor::scalar_i64(10);
     let y = session.run(&[("m", &m), ("x", &x)]).unwrap();
@@ -598,4 +604,26 @@ fn node_and_arena_limits_are_errors() {
     let e = session.run(&[("x", &x)]).unwrap_err();
     assert!(matches!(&e, Error::Limit(_)), "{e}");
     assert!(e.to_string().contains("max_arena_bytes"), "{e}");
+}
+
+/// A scale that does not broadcast over the normalized axes is an error
+/// naming it, not read cyclically (SkipLayerNormalization's gamma shorter
+/// than the hidden size, which ONNX Runtime refuses).
+#[test]
+fn a_norm_scale_that_does_not_broadcast_is_an_error() {
+    use rlx_onnx::ir::Tensor;
+    use rlx_onnx::{Session, SessionOptions};
+    let text = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[2,4]\n  %1 = input \"g\" : f32[2]\n  %2 = layer_norm(%0, %1) {axis=-1, epsilon=1e-5, stats=false} : f32[2,4]\n  output \"y\" = %2\n}\n";
+    let model = match compile_text(text, rlx_onnx::Limits::default()) {
+        Ok(m) => m,
+        Err(e) => {
+            assert!(e.to_string().contains("broadcast"), "{e}");
+            return;
+        }
+    };
+    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let x = Tensor::from_values(&[2, 4], &[1.0f32; 8]).unwrap();
+    let g = Tensor::from_values(&[2], &[1.0f32, 2.0]).unwrap();
+    let e = session.run(&[("x", &x), ("g", &g)]).unwrap_err();
+    assert!(e.to_string().contains("does not broadcast"), "{e}");
 }

@@ -1196,3 +1196,61 @@ fn help_groups_limits_and_shows_defaults() {
     assert!(out.contains("planning memory and loading kernels"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fifos_are_refused_and_concurrent_runs_leave_one_set() {
+    let dir = tmp("fifo");
+    #[cfg(unix)]
+    {
+        let fifo = dir.join("a.npy");
+        let made = Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            // Nothing ever writes to it: reading would block for ever.
+            let (code, _, err) = output(
+                rlx()
+                    .arg("run")
+                    .arg(cli_model("three_inputs"))
+                    .arg("--generate-missing")
+                    .arg("--input")
+                    .arg(format!("a={}", fifo.display()))
+                    .arg("--output-dir")
+                    .arg(dir.join("o")),
+            );
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("not a regular file"), "{err}");
+        }
+    }
+    // Eight runs at once into one folder, each with its own inputs: the
+    // three outputs (x, -x, |x|) that remain come from one run.
+    let out = dir.join("shared");
+    let children: Vec<_> = (0..8)
+        .map(|seed| {
+            rlx()
+                .arg("run")
+                .arg(cli_model("odd_output_names"))
+                .args(["--seed", &seed.to_string(), "--force", "--output-dir"])
+                .arg(&out)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let read = |f: &str| {
+        rlx_onnx::npy::read(&out.join(f))
+            .unwrap()
+            .values::<f32>()
+            .unwrap()
+            .to_vec()
+    };
+    let (x, neg, abs) = (read("y_1.npy"), read("y_1_2.npy"), read("y_1_3.npy"));
+    for i in 0..x.len() {
+        assert_eq!(neg[i], -x[i], "a mix of runs: {x:?} {neg:?}");
+        assert_eq!(abs[i], x[i].abs(), "a mix of runs: {x:?} {abs:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

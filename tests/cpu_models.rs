@@ -29,6 +29,25 @@ fn golden_models_match_reference_outputs() {
     }
 }
 
+/// Models rlx-onnx once got silently wrong or refused where ONNX Runtime
+/// runs them (tests/data/fidelity, made by its make_cases.py): ONNX
+/// Runtime's outputs, f32 within 1e-4 relative, the rest exactly.
+#[test]
+fn fidelity_cases_match_onnx_runtime() {
+    let registry = Registry::standard();
+    let dir = common::root().join("tests/data/fidelity");
+    let cases = rlx_onnx::testdata::case_dirs(&dir).unwrap();
+    assert!(cases.len() >= 8, "{} cases", cases.len());
+    for case in cases {
+        assert_eq!(
+            run_case(&case, &registry, Target::Cpu, TOL),
+            Outcome::Passed,
+            "{}",
+            case.display()
+        );
+    }
+}
+
 #[test]
 fn light_models_match_reference_outputs() {
     let Some(data) = common::testdata() else {

@@ -196,8 +196,9 @@ fn dynamic_quantize(b: &mut Builder, x: Value) -> Result<Vec<Value>, String> {
         },
         &[range, zero],
     )?;
-    let range = b.add(Where {}, &[flat, one, range])?;
-    let scale = b.bin(BinaryKind::Div, range, full)?;
+    // ONNX Runtime's scale of a range of zero is 1 (not 1/255).
+    let scaled = b.bin(BinaryKind::Div, range, full)?;
+    let scale = b.add(Where {}, &[flat, one, scaled])?;
     let shift = b.bin(BinaryKind::Div, lo, scale)?;
     let shift = b.bin(BinaryKind::Sub, zero, shift)?;
     let shift = b.add(Clip {}, &[shift, zero, q_max])?;

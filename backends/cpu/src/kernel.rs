@@ -38,7 +38,7 @@ pub struct Spec<'a> {
 /// error naming it, not run for ever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunLimits {
-    /// The most iterations one Loop node may run [default: 2^24].
+    /// The most iterations one Loop node may run [default: 2^20].
     pub max_loop_iterations: u64,
     /// The most elements of one tensor a node run node by node may make
     /// (its shape known only as it runs) [default: 2^31].
@@ -48,7 +48,7 @@ pub struct RunLimits {
 impl Default for RunLimits {
     fn default() -> RunLimits {
         RunLimits {
-            max_loop_iterations: 1 << 24,
+            max_loop_iterations: 1 << 20,
             max_tensor_elements: 1 << 31,
         }
     }
@@ -142,6 +142,31 @@ pub type EvalFn = fn(&Node, &[Tensor], &EvalCx) -> Result<Vec<Tensor>, KernelErr
 pub struct EvalCx<'a> {
     pub weights: &'a Weights,
     pub cache: &'a dynamic::BodyCache,
+}
+
+impl EvalCx<'_> {
+    /// Refuses an output of `dims` past the run's element limit, before it
+    /// is allocated: what an op evaluated node by node makes (strings,
+    /// sequences, data-dependent shapes) is bounded as a planned tensor is.
+    pub fn check_elements(&self, dims: &[usize]) -> Result<(), KernelError> {
+        self.check_count(
+            dims.iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+                .unwrap_or(u64::MAX),
+        )
+    }
+
+    /// Refuses `n` elements (or sequence items) past the run's limit.
+    pub fn check_count(&self, n: u64) -> Result<(), KernelError> {
+        let limit = self.cache.limits.max_tensor_elements;
+        if n > limit {
+            return Err(KernelError::Value(format!(
+                "makes {n} elements; the limit is {limit} \
+                 (Limits::max_tensor_elements, --max-tensor-elements)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Runs an [`EvalFn`] inside a planned schedule, where inference already knew

@@ -303,16 +303,30 @@ fn cast(cx: &mut NodeCtx) -> Result<(), MapError> {
     let saturate = cx.attr_bool("saturate", true)?;
     let round_mode = round_mode(cx)?;
     let x = cx.req(0)?;
-    let y = cx.add1(
+    let y = cast_to(cx, x, to, saturate, round_mode)?;
+    cx.set_output(0, y);
+    Ok(())
+}
+
+/// `x` cast to `to`: a string on either side is a `string_cast`.
+fn cast_to(
+    cx: &mut NodeCtx,
+    x: Value,
+    to: DType,
+    saturate: bool,
+    round_mode: rlx_ir::ops::RoundMode,
+) -> Result<Value, MapError> {
+    if cx.dtype(x) == DType::Str || to == DType::Str {
+        return cx.add1(rlx_ir::ops::StringCast { to }, &[x]);
+    }
+    cx.add1(
         Cast {
             to,
             saturate,
             round_mode,
         },
         &[x],
-    )?;
-    cx.set_output(0, y);
-    Ok(())
+    )
 }
 
 /// Type names of Cast before opset 6.
@@ -339,14 +353,7 @@ fn cast_like(cx: &mut NodeCtx) -> Result<(), MapError> {
     let round_mode = round_mode(cx)?;
     let (x, like) = (cx.req(0)?, cx.req(1)?);
     let to = cx.dtype(like);
-    let y = cx.add1(
-        Cast {
-            to,
-            saturate,
-            round_mode,
-        },
-        &[x],
-    )?;
+    let y = cast_to(cx, x, to, saturate, round_mode)?;
     cx.set_output(0, y);
     Ok(())
 }

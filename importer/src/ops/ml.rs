@@ -112,6 +112,17 @@ fn normalizer(cx: &mut NodeCtx) -> Result<(), MapError> {
         "L1" => reduce(cx, ReduceKind::L1, x, 1)?,
         _ => reduce(cx, ReduceKind::L2, x, 1)?,
     };
+    // A row whose norm is 0 stays as it is (ONNX Runtime divides only by
+    // a non-zero norm), not 0/0.
+    let zero = cx.scalar(DType::F32, 0.0)?;
+    let one = cx.scalar(DType::F32, 1.0)?;
+    let is_zero = cx.add1(
+        Compare {
+            kind: CompareKind::Equal,
+        },
+        &[n, zero],
+    )?;
+    let n = cx.add1(Where {}, &[is_zero, one, n])?;
     let y = binary(cx, B::Div, x, n)?;
     cx.set_output(0, y);
     Ok(())

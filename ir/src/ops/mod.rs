@@ -316,6 +316,7 @@ define_ops! {
         StringSplit(StringSplit) = "string_split",
         RegexFullMatch(RegexFullMatch) = "regex_full_match",
         StringEqual(StringEqual) = "string_equal",
+        StringCast(StringCast) = "string_cast",
         StringMap(StringMap) = "string_map",
         TfIdfVectorizer(TfIdfVectorizer) = "tfidf_vectorizer",
         ImageDecoder(ImageDecoder) = "image_decoder",

@@ -181,12 +181,50 @@ impl StringMap {
     }
 }
 
+op_attrs! {
+    /// ONNX Cast to or from strings. Numbers print as ONNX Runtime prints
+    /// them: floats as C's `%.8g` (`INF`, `-INF`, `NaN`), integers in
+    /// decimal, bools as `1` / `0`. Strings parse as C's `strtod` does
+    /// (leading blanks, `INF`, `NaN`, hexadecimal) for floats, as decimal
+    /// integers for integers.
+    pub struct StringCast {
+        pub to: DType,
+    }
+}
+
+impl OpDef for StringCast {
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        let from = cx.dtype(0);
+        let number = |d: DType| d.is_float() || d.is_int() || d == DType::Bool;
+        let ok = match (from == DType::Str, self.to == DType::Str) {
+            (true, false) => number(self.to),
+            (false, true) => number(from),
+            _ => false,
+        };
+        if !ok {
+            return Err(InferError::DType {
+                port: 0,
+                got: from,
+                expected: format!(
+                    "strings to cast to {}, or numbers to cast to strings",
+                    self.to
+                ),
+            });
+        }
+        Ok(vec![TensorType::new(self.to, cx.shape(0).clone())])
+    }
+}
+
 /// True for the ops that take or make strings.
 pub fn is_string_op(op: &super::Op) -> bool {
     use super::Op::*;
     matches!(
         op,
         StringNormalizer(_)
+            | StringCast(_)
             | StringConcat(_)
             | StringSplit(_)
             | RegexFullMatch(_)

@@ -133,7 +133,7 @@ pub struct CompileArgs {
     /// an error naming the node [default: 2^31].
     #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_tensor_elements: Option<u64>,
-    /// The most iterations one Loop may run [default: 2^24].
+    /// The most iterations one Loop may run [default: 2^20].
     #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_loop_iterations: Option<u64>,
     /// The most nodes a model may have, its bodies' counted in [default: 2^22].

@@ -71,6 +71,31 @@ pub fn file_name(name: &str) -> String {
     }
 }
 
+/// An exclusive lock on a directory (`flock` on its descriptor), held
+/// until the returned file is dropped. Other platforms write unlocked.
+fn lock_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::File::open(dir)
+            .map_err(|e| format!("cannot open `{}`: {e}", dir.display()))?;
+        // SAFETY: `f` is an open descriptor for the duration of the call.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(format!(
+                "cannot lock `{}`: {}",
+                dir.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Some(f))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(None)
+    }
+}
+
 pub fn run(a: Args) -> ExitCode {
     match go(&a) {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,6 +153,9 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let ms = start.elapsed().as_secs_f64() * 1e3;
     std::fs::create_dir_all(&a.output_dir)
         .map_err(|e| format!("cannot create `{}`: {e}", a.output_dir.display()))?;
+    // Runs writing into one folder at once write their sets one after
+    // another: the folder ends with one run's outputs, not a mix.
+    let _lock = lock_dir(&a.output_dir)?;
     for ((name, t), file) in out_names.iter().zip(&outputs).zip(files) {
         if t.is_none() {
             println!("output {name}: an optional without a value (no file)");

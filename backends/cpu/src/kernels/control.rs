@@ -93,6 +93,17 @@ pub fn loop_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>,
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); n_scan];
     let mut i = 0i64;
     let max = cx.cache.limits.max_loop_iterations;
+    // A loop whose condition stays true runs exactly `trip` iterations: a
+    // count past the limit is refused before the first, not after hours.
+    if cond && trip > 0 && trip as u64 > max && condition_stays_true(&op.body) {
+        return Err(KernelError::Value(format!(
+            "the loop would run {trip} iterations (its condition stays true); the limit is \
+             {max}: RunLimits::max_loop_iterations (Limits::max_loop_iterations, \
+             --max-loop-iterations)"
+        )));
+    }
+    // What the scan outputs hold so far, bounded as a tensor is.
+    let mut scanned = vec![0u64; n_scan];
     while i < trip && cond {
         if i as u64 >= max {
             return Err(KernelError::Value(format!(
@@ -111,6 +122,8 @@ pub fn loop_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>,
         cond = scalar_bool(&outs[0])?;
         carried = outs[1..1 + k].to_vec();
         for (j, s) in outs[1 + k..].iter().enumerate() {
+            scanned[j] = scanned[j].saturating_add(s.numel() as u64);
+            cx.check_count(scanned[j])?;
             scans[j].push(s.clone());
         }
         i += 1;
@@ -125,6 +138,19 @@ pub fn loop_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>,
         result.push(stack(parts, 0, Some((declared.dtype, &inner)))?);
     }
     Ok(result)
+}
+
+/// True if the body's condition output is its condition input passed
+/// through, or a constant true: the loop's condition never changes.
+fn condition_stays_true(body: &rlx_ir::Graph) -> bool {
+    let Some(out) = body.outputs().first() else {
+        return false;
+    };
+    match &body.node(out.value.node).op {
+        Op::Input(_) => body.inputs().get(1) == Some(&out.value.node),
+        Op::Constant(c) => c.value.to_i64_vec().is_some_and(|v| v == [1]),
+        _ => false,
+    }
 }
 
 pub fn scan(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {

@@ -308,9 +308,15 @@ fn binary_int<T: Int>(
                     _ => T::zero(),
                 }
             } else {
-                let mut acc = T::one();
-                for _ in 0..e.min(128) {
-                    acc = acc.wrapping_mul(&p);
+                // Squaring, wrapping as integer products do: exact for
+                // every exponent (a cap on the steps gave (-1)^129 = 1).
+                let (mut acc, mut base, mut e) = (T::one(), p, e);
+                while e > 0 {
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(&base);
+                    }
+                    base = base.wrapping_mul(&base);
+                    e >>= 1;
                 }
                 acc
             }

@@ -26,19 +26,34 @@ pub fn image_decoder(
                 .into(),
         )
     })?;
-    let mut reader = image::ImageReader::with_format(std::io::Cursor::new(bytes), format);
-    // The image's pixels are the output: bound them as any tensor.
+    let reader = || image::ImageReader::with_format(std::io::Cursor::new(bytes), format);
+    let bad = |e: image::ImageError| {
+        KernelError::Value(format!("cannot decode the {format:?} image: {e}"))
+    };
+    // The header's size is checked before anything is decoded: the
+    // output has width x height x 3 elements, bounded as any tensor, and
+    // no decoder buffer may be larger than 8 bytes a pixel (16-bit RGBA).
+    let (w, h) = reader().into_dimensions().map_err(bad)?;
+    let pixels = u64::from(w) * u64::from(h);
+    let limit = cx.cache.limits.max_tensor_elements;
+    if pixels.saturating_mul(3) > limit {
+        return Err(KernelError::Value(format!(
+            "a {w}x{h} image makes {} elements; the limit is {limit} \
+             (Limits::max_tensor_elements, --max-tensor-elements)",
+            pixels.saturating_mul(3)
+        )));
+    }
     let mut limits = image::Limits::default();
-    limits.max_alloc = Some(cx.cache.limits.max_tensor_elements.saturating_mul(4));
+    limits.max_alloc = Some(pixels.saturating_mul(8).max(1 << 20));
+    let mut reader = reader();
     reader.limits(limits);
-    let img = reader
-        .decode()
-        .map_err(|e| KernelError::Value(format!("cannot decode the {format:?} image: {e}")))?;
-    let rgb = img.to_rgb8();
+    let img = reader.decode().map_err(bad)?;
+    // One conversion (none for an RGB image), and the buffer moves on.
+    let rgb = img.into_rgb8();
     let (w, h) = (rgb.width() as usize, rgb.height() as usize);
-    let px = rgb.as_raw();
+    let px = rgb.into_raw();
     let (c, data): (usize, Vec<u8>) = match op.pixel_format {
-        PixelFormat::Rgb => (3, px.clone()),
+        PixelFormat::Rgb => (3, px),
         PixelFormat::Bgr => (
             3,
             px.chunks_exact(3)

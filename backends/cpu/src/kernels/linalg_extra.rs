@@ -119,48 +119,200 @@ fn einsum(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kern
         }
     }
     with_dtype!(d, T => {
-        let xs: Vec<&[T]> = ins.iter().map(|t| t.slice::<T>()).collect::<Result<_, _>>()?;
-        einsum_direct(&p, &xs, out.slice::<T>()?, d.is_float());
+        let o = out.slice::<T>()?;
+        if d.is_float() {
+            let xs = ins
+                .iter()
+                .map(|t| Ok(t.slice::<T>()?.iter().map(|v| v.as_f64()).collect()))
+                .collect::<Result<Vec<Vec<f64>>, KernelError>>()?;
+            for (o, v) in o.iter_mut().zip(einsum_direct(&p, xs)?) {
+                *o = T::of_f64(v);
+            }
+        } else {
+            let xs = ins
+                .iter()
+                .map(|t| Ok(t.slice::<T>()?.iter().map(|v| v.as_i128()).collect()))
+                .collect::<Result<Vec<Vec<i128>>, KernelError>>()?;
+            for (o, v) in o.iter_mut().zip(einsum_direct(&p, xs)?) {
+                *o = T::of_i128(v);
+            }
+        }
         Ok(())
     }, num)
 }
 
-/// `out[o] = Σ_s Π_k x_k[...]` over the summed labels.
-fn einsum_direct<T: AnyNum>(p: &Plan, xs: &[&[T]], out: &mut [T], float: bool) {
-    let nl = p.labels.len();
-    let n_sum: usize = p.sizes[p.n_out..].iter().product();
-    par_fill(out, |o| {
-        let mut coord = vec![0usize; nl];
-        let mut rem = o;
-        for d in (0..p.n_out).rev() {
-            coord[d] = rem % p.sizes[d];
-            rem /= p.sizes[d];
+/// The most multiply-adds one contraction step does (about a minute):
+/// past it the equation is refused, naming its size, rather than run for
+/// hours.
+const MAX_DIRECT_WORK: u64 = 1 << 36;
+
+/// Accumulation in f64 for floats, wrapping i128 for integers.
+trait Acc: Copy + Send + Sync {
+    const ZERO: Self;
+    fn add(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+}
+
+impl Acc for f64 {
+    const ZERO: f64 = 0.0;
+    fn add(self, o: f64) -> f64 {
+        self + o
+    }
+    fn mul(self, o: f64) -> f64 {
+        self * o
+    }
+}
+
+impl Acc for i128 {
+    const ZERO: i128 = 0;
+    fn add(self, o: i128) -> i128 {
+        self.wrapping_add(o)
+    }
+    fn mul(self, o: i128) -> i128 {
+        self.wrapping_mul(o)
+    }
+}
+
+/// The product of `sizes`, or None past u64.
+fn count(sizes: &[usize]) -> Option<u64> {
+    sizes.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+}
+
+/// One operand over the plan's labels: its values and per-label strides.
+struct Operand<V> {
+    values: Vec<V>,
+    strides: Vec<usize>,
+}
+
+/// The most values one intermediate of a contraction holds.
+const MAX_INTERMEDIATE: u64 = 1 << 27;
+
+/// `a` (times `b`, if given) summed over `summed`, laid out over `keep`
+/// (row-major, in label order): one step of a contraction.
+fn contract<V: Acc>(
+    p: &Plan,
+    a: &Operand<V>,
+    b: Option<&Operand<V>>,
+    keep: &[usize],
+    summed: &[usize],
+) -> Result<Operand<V>, KernelError> {
+    let ks: Vec<usize> = keep.iter().map(|&l| p.sizes[l]).collect();
+    let ss: Vec<usize> = summed.iter().map(|&l| p.sizes[l]).collect();
+    let labels = |ls: &[usize]| ls.iter().map(|&l| p.labels[l]).collect::<String>();
+    let (nk, ns) = (count(&ks), count(&ss));
+    let work = nk.zip(ns).and_then(|(k, s)| k.checked_mul(s));
+    if work.is_none_or(|w| w > MAX_DIRECT_WORK) || nk.is_none_or(|k| k > MAX_INTERMEDIATE) {
+        let show = |n: Option<u64>| n.map_or("more than 2^64".to_string(), |n| n.to_string());
+        return Err(KernelError::Unsupported(format!(
+            "this einsum sums {} terms (labels `{}`) for each of {} values (labels `{}`): past \
+             {MAX_DIRECT_WORK} multiply-adds or {MAX_INTERMEDIATE} values a step is not run",
+            show(ns),
+            labels(summed),
+            show(nk),
+            labels(keep)
+        )));
+    }
+    let (nk, ns) = (ks.iter().product::<usize>(), ss.iter().product::<usize>());
+    let offset = |x: &Operand<V>, ls: &[usize], sizes: &[usize], mut i: usize| {
+        let mut off = 0;
+        for (&l, &d) in ls.iter().zip(sizes).rev() {
+            off += (i % d) * x.strides[l];
+            i /= d;
         }
-        let (mut fa, mut ia) = (0f64, 0i128);
-        for s in 0..n_sum {
-            let mut rem = s;
-            for d in (p.n_out..nl).rev() {
-                coord[d] = rem % p.sizes[d];
-                rem /= p.sizes[d];
+        off
+    };
+    let mut values = vec![V::ZERO; nk];
+    par_fill(&mut values, |i| {
+        let (ba, bb) = (
+            offset(a, keep, &ks, i),
+            b.map_or(0, |b| offset(b, keep, &ks, i)),
+        );
+        let mut acc = V::ZERO;
+        for s in 0..ns {
+            let mut v = a.values[ba + offset(a, summed, &ss, s)];
+            if let Some(b) = b {
+                v = v.mul(b.values[bb + offset(b, summed, &ss, s)]);
             }
-            let (mut fp, mut ip) = (1f64, 1i128);
-            for (x, st) in xs.iter().zip(&p.strides) {
-                let off: usize = coord.iter().zip(st).map(|(c, s)| c * s).sum();
-                if float {
-                    fp *= x[off].as_f64();
-                } else {
-                    ip = ip.wrapping_mul(x[off].as_i128());
-                }
-            }
-            fa += fp;
-            ia = ia.wrapping_add(ip);
+            acc = acc.add(v);
         }
-        if float {
-            T::of_f64(fa)
-        } else {
-            T::of_i128(ia)
-        }
+        acc
     });
+    let mut strides = vec![0usize; p.labels.len()];
+    let mut st = 1;
+    for (&l, &d) in keep.iter().zip(&ks).rev() {
+        strides[l] = st;
+        st *= d;
+    }
+    Ok(Operand { values, strides })
+}
+
+/// `out[o] = Σ_s Π_k x_k[...]` over the summed labels, as a contraction:
+/// each operand first sums the labels only it has (`i,j,k,l->` is four
+/// sums and a product, not a sum over i*j*k*l terms), then operands are
+/// multiplied in pairwise from the left, each step summing the labels no
+/// later operand and not the output needs (`ab,bc,cd,da->` is a chain of
+/// matrix products, not a sum over a*b*c*d). A step past the work bound is
+/// refused, naming its labels.
+fn einsum_direct<V: Acc>(p: &Plan, xs: Vec<Vec<V>>) -> Result<Vec<V>, KernelError> {
+    let nl = p.labels.len();
+    let ops: Vec<Operand<V>> = xs
+        .into_iter()
+        .zip(&p.strides)
+        .map(|(values, st)| Operand {
+            values,
+            strides: st.clone(),
+        })
+        .collect();
+    let varies = |x: &Operand<V>, l: usize| x.strides[l] != 0 && p.sizes[l] > 1;
+    let needed_after =
+        |l: usize, rest: &[Operand<V>]| l < p.n_out || rest.iter().any(|x| varies(x, l));
+    let mut acc: Option<Operand<V>> = None;
+    for k in 0..ops.len() {
+        let x = &ops[k];
+        let (others, rest) = (&ops, &ops[k + 1..]);
+        // Labels only this operand has, that the output does not keep.
+        let own: Vec<usize> = (p.n_out..nl)
+            .filter(|&l| {
+                varies(x, l)
+                    && others
+                        .iter()
+                        .enumerate()
+                        .all(|(j, o)| j == k || !varies(o, l))
+            })
+            .collect();
+        let x = if own.is_empty() {
+            None
+        } else {
+            let keep: Vec<usize> = (0..nl)
+                .filter(|&l| varies(x, l) && !own.contains(&l))
+                .collect();
+            Some(contract(p, x, None, &keep, &own)?)
+        };
+        let x = x.as_ref().unwrap_or(&ops[k]);
+        acc = Some(match &acc {
+            None => Operand {
+                values: x.values.clone(),
+                strides: x.strides.clone(),
+            },
+            Some(a) => {
+                let both = |l: usize| varies(a, l) || varies(x, l);
+                let keep: Vec<usize> = (0..nl)
+                    .filter(|&l| both(l) && needed_after(l, rest))
+                    .collect();
+                let summed: Vec<usize> = (0..nl)
+                    .filter(|&l| both(l) && !needed_after(l, rest))
+                    .collect();
+                contract(p, a, Some(x), &keep, &summed)?
+            }
+        });
+    }
+    let Some(acc) = acc else {
+        return Err(KernelError::Value("einsum without operands".into()));
+    };
+    // The result over every output label, in order; what is still summed.
+    let keep: Vec<usize> = (0..p.n_out).collect();
+    let summed: Vec<usize> = (p.n_out..nl).filter(|&l| varies(&acc, l)).collect();
+    Ok(contract(p, &acc, None, &keep, &summed)?.values)
 }
 
 /// Label indices of a two-operand product seen as batched `[m×k]·[k×n]`.
@@ -372,6 +524,85 @@ mod tests {
         let sq = [1f32, 2., 3., 4.];
         assert_eq!(run_einsum("ii", &[t(&[2, 2], &sq)], &[]), [5.]);
         assert_eq!(run_einsum("ij->i", &[t(&[2, 3], &a)], &[2]), [6., 15.]);
+    }
+
+    #[test]
+    fn labels_one_operand_has_are_summed_inside_it() {
+        // i,j,k,l-> over four 1000-vectors: four sums and a product.
+        let v: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 - 3.0).collect();
+        let s: f32 = v.iter().sum();
+        let x = t(&[1000], &v);
+        let got = run_einsum(
+            "i,j,k,l->",
+            &[x, t(&[1000], &v), t(&[1000], &v), t(&[1000], &v)],
+            &[],
+        );
+        assert_eq!(got, [s * s * s * s]);
+        // Mixed: a label shared (j) and one own label each (i, k).
+        let a = [1f32, 2., 3., 4., 5., 6.]; // i=2, j=3
+        let b = [1f32, 1., 2., 2., 3., 3.]; // j=3, k=2
+                                            // sum_i a[i,j] = [5,7,9]; sum_k b[j,k] = [2,4,6]; dot = 10+28+54.
+        assert_eq!(
+            run_einsum("ij,jk->", &[t(&[2, 3], &a), t(&[3, 2], &b)], &[]),
+            [92.]
+        );
+    }
+
+    #[test]
+    fn chains_contract_pairwise_and_huge_sums_are_refused_not_wrapped() {
+        // Five 8192-long labels, one per operand: 2^65 terms summed
+        // directly (a count that wrapped to 0), five sums here.
+        let v: Vec<f32> = (0..8192)
+            .map(|i| if i % 2 == 0 { 0.5 } else { 0.25 })
+            .collect();
+        let x = t(&[8192], &v);
+        let s = 8192.0 * 0.375f32;
+        let got = run_einsum(
+            "a,b,c,d,e->",
+            &[
+                x,
+                t(&[8192], &v),
+                t(&[8192], &v),
+                t(&[8192], &v),
+                t(&[8192], &v),
+            ],
+            &[],
+        );
+        assert!((got[0] / s.powi(5) - 1.0).abs() < 1e-6, "{got:?}");
+        // The trace of a chain of four 60x60 products, against matrix algebra.
+        let m: Vec<f32> = (0..3600).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+        let id: Vec<f32> = (0..3600)
+            .map(|i| if i % 61 == 0 { 1.0 } else { 0.0 })
+            .collect();
+        let (mt, it) = (t(&[60, 60], &m), t(&[60, 60], &id));
+        let trace: f32 = (0..60).map(|i| m[i * 61]).sum();
+        assert_eq!(
+            run_einsum(
+                "ab,bc,cd,da->",
+                &[mt, t(&[60, 60], &id), it, t(&[60, 60], &id)],
+                &[]
+            ),
+            [trace]
+        );
+        // A step that would sum 2^65 terms is refused before it reads a
+        // value (where the count once wrapped to 0 and gave 0).
+        let p = Plan {
+            labels: "abcde".chars().collect(),
+            sizes: vec![8192; 5],
+            n_out: 0,
+            strides: vec![],
+            uses: vec![],
+        };
+        let a = Operand::<f64> {
+            values: vec![],
+            strides: vec![1; 5],
+        };
+        let e = contract(&p, &a, None, &[], &[0, 1, 2, 3, 4]).err().unwrap();
+        assert!(
+            e.to_string()
+                .contains("sums more than 2^64 terms (labels `abcde`)"),
+            "{e}"
+        );
     }
 
     #[test]

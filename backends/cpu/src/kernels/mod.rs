@@ -34,6 +34,7 @@ pub mod num;
 pub mod packed_gemm;
 pub mod pool;
 pub mod quant;
+pub mod re2;
 pub mod recurrent;
 mod recurrent_f32;
 mod recurrent_int8;
@@ -47,6 +48,7 @@ pub mod signal;
 pub mod softmax;
 pub mod spectral;
 pub mod strided;
+pub mod string_cast;
 pub mod strings;
 pub mod tensor_scatter;
 pub mod tfidf;
@@ -86,6 +88,7 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
         Op::StringSplit(_) => strings::split,
         Op::RegexFullMatch(_) => strings::regex_full_match,
         Op::StringEqual(_) => strings::equal,
+        Op::StringCast(_) => string_cast::string_cast,
         Op::StringMap(_) => strings::map,
         Op::TfIdfVectorizer(_) => tfidf::tfidf,
         Op::ImageDecoder(_) => image::image_decoder,

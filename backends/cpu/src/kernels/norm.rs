@@ -99,21 +99,25 @@ fn norm_typed<T: Real>(
             let a = axis(l.axis, dims.len());
             let len: usize = dims[a..].iter().product();
             let (s, b) = (p(1)?, p(2)?);
-            let (sd, bd) = (ins[1].dims.to_vec(), ins.get(2).map(|t| t.dims.to_vec()));
-            check_param(&sd, len, "scale")?;
-            if let Some(bd) = &bd {
-                check_param(bd, len, "bias")?;
-            }
+            let row = &dims[a..];
+            let si = ParamIndex::new(ins[1].dims, row, "scale")?;
+            let bi = match ins.get(2) {
+                Some(t) => Some(ParamIndex::new(t.dims, row, "bias")?),
+                None => None,
+            };
             let want_stats = l.stats && outs.len() == 3;
-            let params = per_position(&s, bd.as_ref().map(|_| b.as_slice()), len);
+            let params = if si.dense && bi.as_ref().is_none_or(|b| b.dense) {
+                per_position(&s, bi.as_ref().map(|_| b.as_slice()), len)
+            } else {
+                None
+            };
             if let (false, Some(xf), Some((sf, bf))) = (want_stats, as_f32(x), params) {
                 let y = outs[0].slice::<f32>()?;
                 norm_rows::f32_rows(xf, y, len, l.epsilon as f64, false, &sf, bf.as_deref());
                 return Ok(());
             }
-            let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
-            let bias =
-                move |_: usize, i: usize| bd.as_ref().map_or(0.0, |d| b[bcast_index(i, len, d)]);
+            let scale = move |_: usize, i: usize| s[si.at(i)];
+            let bias = move |_: usize, i: usize| bi.as_ref().map_or(0.0, |d| b[d.at(i)]);
             let (first, rest) = outs.split_at_mut(1);
             let stats = if l.stats && rest.len() == 2 {
                 let (m, s) = rest.split_at_mut(1);
@@ -136,14 +140,18 @@ fn norm_typed<T: Real>(
             let a = axis(r.axis, dims.len());
             let len: usize = dims[a..].iter().product();
             let s = p(1)?;
-            let sd = ins[1].dims.to_vec();
-            check_param(&sd, len, "scale")?;
-            if let (Some(xf), Some((sf, _))) = (as_f32(x), per_position(&s, None, len)) {
+            let si = ParamIndex::new(ins[1].dims, &dims[a..], "scale")?;
+            let dense = if si.dense {
+                per_position(&s, None, len)
+            } else {
+                None
+            };
+            if let (Some(xf), Some((sf, _))) = (as_f32(x), dense) {
                 let y = outs[0].slice::<f32>()?;
                 norm_rows::f32_rows(xf, y, len, r.epsilon as f64, true, &sf, None);
                 return Ok(());
             }
-            let scale = move |_: usize, i: usize| s[bcast_index(i, len, &sd)];
+            let scale = move |_: usize, i: usize| s[si.at(i)];
             rows(
                 x,
                 outs[0].slice::<T>()?,
@@ -220,26 +228,71 @@ fn norm_typed<T: Real>(
 /// A scale or bias of `pdims` must broadcast over rows of `len`: one value,
 /// or the row's trailing elements (an empty one, or one that does not divide
 /// the row, comes only from a malformed model).
-fn check_param(pdims: &[usize], len: usize, what: &str) -> Result<(), KernelError> {
-    let n: usize = pdims.iter().product();
-    if len == 0 || (n > 0 && len % n == 0) {
-        return Ok(());
-    }
-    Err(KernelError::Value(format!(
-        "a {what} of {pdims:?} does not broadcast over normalized rows of {len}"
-    )))
+/// Where a scale or bias of `pdims` is read for each position of a
+/// normalized row of `row` dims: numpy broadcasting, right-aligned (a scale
+/// `[3, 1]` over rows `[3, 4]` holds one value per channel).
+#[derive(Debug, Clone)]
+pub(crate) struct ParamIndex {
+    /// Row dims, and per row dim the parameter's stride (0 where it is 1).
+    row: Vec<usize>,
+    strides: Vec<usize>,
+    /// The parameter covers the row element for element.
+    pub(crate) dense: bool,
 }
 
-/// Index into a parameter of `pdims` broadcast over a normalized row of `len`
-/// elements (parameters are right-aligned against the row).
-fn bcast_index(i: usize, len: usize, pdims: &[usize]) -> usize {
-    let n: usize = pdims.iter().product();
-    if n == len {
-        i
-    } else if n == 1 {
-        0
-    } else {
-        i % n
+impl ParamIndex {
+    /// The index of a parameter of `pdims` over rows of `row`, or why it
+    /// does not broadcast (ONNX: the scale must broadcast to the normalized
+    /// shape; ORT refuses a gamma shorter than the hidden size).
+    pub(crate) fn new(
+        pdims: &[usize],
+        row: &[usize],
+        what: &str,
+    ) -> Result<ParamIndex, KernelError> {
+        let bad = || {
+            KernelError::Value(format!(
+                "a {what} of {pdims:?} does not broadcast over normalized rows of {row:?}"
+            ))
+        };
+        let extra = pdims.len().saturating_sub(row.len());
+        if pdims[..extra].iter().any(|&d| d != 1) {
+            return Err(bad());
+        }
+        let p = &pdims[extra..];
+        let lead = row.len() - p.len();
+        let mut strides = vec![0; row.len()];
+        let mut stride = 1;
+        for k in (0..p.len()).rev() {
+            let (pd, rd) = (p[k], row[lead + k]);
+            if pd == rd {
+                strides[lead + k] = if pd == 1 { 0 } else { stride };
+                stride *= pd;
+            } else if pd != 1 {
+                return Err(bad());
+            }
+        }
+        let n: usize = pdims.iter().product();
+        let len: usize = row.iter().product();
+        Ok(ParamIndex {
+            row: row.to_vec(),
+            strides,
+            dense: n == len,
+        })
+    }
+
+    /// The parameter's index for position `i` of a row.
+    pub(crate) fn at(&self, mut i: usize) -> usize {
+        if self.dense {
+            return i;
+        }
+        let mut at = 0;
+        for (&d, &s) in self.row.iter().zip(&self.strides).rev() {
+            if d > 0 {
+                at += (i % d) * s;
+                i /= d;
+            }
+        }
+        at
     }
 }
 

@@ -455,7 +455,8 @@ unsafe fn range_avx512(x: &[f32]) -> (f32, f32) {
 fn dynamic_quantize(_: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
     let x = ins[0].slice::<f32>()?;
     let (min, max) = range_with_zero(x);
-    let scale = if max == min { 1.0 } else { max - min } / 255.0;
+    // ONNX Runtime's scale of a range of zero is 1 (not 1/255).
+    let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
     let zp = (0.0 - min / scale).clamp(0.0, 255.0).round_ties_even();
     let y = outs[0].slice::<u8>()?;
     // |x / scale| <= 255 here, where adding and taking away 1.5 * 2^23

@@ -28,17 +28,6 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     }
 }
 
-/// Index into a parameter of `n` elements broadcast over a row of `len`.
-fn param_index(i: usize, len: usize, n: usize) -> usize {
-    if n == len {
-        i
-    } else if n <= 1 {
-        0
-    } else {
-        i % n
-    }
-}
-
 fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
     let Op::ResidualNorm(r) = op else {
         return Err(KernelError::Internal("not residual_norm".into()));
@@ -57,9 +46,12 @@ fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
         Some(b) => b.to_f64s()?,
         None => Vec::new(),
     };
-    if scale.is_empty() && len > 0 {
-        return Err(KernelError::Value("empty scale".into()));
-    }
+    let row = &dims[a..];
+    let si = norm::ParamIndex::new(ins[2].dims, row, "scale")?;
+    let bi = match ins.get(3) {
+        Some(t) => Some(norm::ParamIndex::new(t.dims, row, "bias")?),
+        None => None,
+    };
     let (first, rest) = outs.split_at_mut(1);
     let y = first[0].slice::<T>()?;
     let sum = rest[0].slice::<T>()?;
@@ -72,11 +64,11 @@ fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
     });
     let sum: &[T] = sum;
     let eps = f64::from(r.epsilon);
-    let params = norm::per_position(
-        &scale,
-        Some(&bias).filter(|b| !b.is_empty()).map(|b| b.as_slice()),
-        len,
-    );
+    let params = if si.dense && bi.as_ref().is_none_or(|b| b.dense) {
+        norm::per_position(&scale, bi.as_ref().map(|_| bias.as_slice()), len)
+    } else {
+        None
+    };
     if let (Some(sf32), Some((sc, bi))) = (norm::as_f32(sum), params) {
         norm_rows::f32_rows(
             sf32,
@@ -99,14 +91,8 @@ fn typed<T: Real>(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
         let var = s.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / len as f64;
         let inv = 1.0 / (var + eps).sqrt();
         for (i, o) in out.iter_mut().enumerate() {
-            let b = if bias.is_empty() {
-                0.0
-            } else {
-                bias[param_index(i, len, bias.len())]
-            };
-            *o = T::from_f64(
-                (s[i].to_f64() - mean) * inv * scale[param_index(i, len, scale.len())] + b,
-            );
+            let b = bi.as_ref().map_or(0.0, |b| bias[b.at(i)]);
+            *o = T::from_f64((s[i].to_f64() - mean) * inv * scale[si.at(i)] + b);
         }
     });
     Ok(())

@@ -59,7 +59,8 @@ pub fn empty(node: &Node, _: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, Kerne
     sequence(op.dtype, Vec::new())
 }
 
-pub fn insert(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+pub fn insert(_: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+    cx.check_count(elements(inputs, 0)?.len() as u64 + 1)?;
     let mut elems = elements(inputs, 0)?.to_vec();
     let at = match inputs.get(2) {
         Some(p) => position(p, elems.len(), true)?,
@@ -169,7 +170,7 @@ pub fn split_to_sequence(
 pub fn concat_from_sequence(
     node: &Node,
     inputs: &[Tensor],
-    _: &EvalCx,
+    cx: &EvalCx,
 ) -> Result<Vec<Tensor>, KernelError> {
     let Op::ConcatFromSequence(op) = &node.op else {
         return Err(internal("not concat_from_sequence"));
@@ -215,7 +216,13 @@ pub fn concat_from_sequence(
     let w = first.dtype().size();
     let outer: usize = dims[..axis].iter().product();
     let inner: usize = dims[axis + 1..].iter().product::<usize>() * w;
-    let total: usize = parts.iter().map(|p| p.dims()[axis]).sum();
+    let total = parts
+        .iter()
+        .try_fold(0usize, |a, p| a.checked_add(p.dims()[axis]))
+        .ok_or_else(|| value("the concatenation's length overflows"))?;
+    let mut d = dims;
+    d[axis] = total;
+    cx.check_elements(&d)?;
     let mut out = Vec::with_capacity(outer * total * inner);
     for o in 0..outer {
         for p in &parts {
@@ -223,8 +230,6 @@ pub fn concat_from_sequence(
             out.extend_from_slice(&p.bytes()[o * k..(o + 1) * k]);
         }
     }
-    let mut d = dims;
-    d[axis] = total;
     Ok(vec![
         Tensor::new(first.dtype(), d, Bytes::copy_from(&out)).map_err(internal)?
     ])

@@ -23,67 +23,95 @@ fn bools(dims: &[usize], v: &[bool]) -> Result<Tensor, KernelError> {
     Tensor::from_slice(DType::Bool, dims, &b).map_err(internal)
 }
 
-/// Numpy broadcasting of two shapes, and for each output element the flat
-/// index of the element of `a` and of `b` it reads.
-fn broadcast_pairs(
-    a: &[usize],
-    b: &[usize],
-) -> Result<(Vec<usize>, Vec<(usize, usize)>), KernelError> {
-    let r = a.len().max(b.len());
-    let pad = |d: &[usize]| -> Vec<usize> {
-        let mut v = vec![1; r - d.len()];
-        v.extend_from_slice(d);
-        v
-    };
-    let (pa, pb) = (pad(a), pad(b));
-    let mut out = Vec::with_capacity(r);
-    for (&x, &y) in pa.iter().zip(&pb) {
-        out.push(match (x, y) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => {
-                return Err(KernelError::Value(format!(
-                    "shapes {a:?} and {b:?} do not broadcast"
-                )))
-            }
-        });
+/// Numpy broadcasting of two shapes: the output dims, and for each output
+/// element the flat index of the element of `a` and of `b` it reads
+/// (computed per element, not stored: 16 bytes an element would outgrow
+/// the output). The output's size is checked against the run's limits.
+struct Broadcast {
+    dims: Vec<usize>,
+    pa: Vec<usize>,
+    pb: Vec<usize>,
+    sa: Vec<usize>,
+    sb: Vec<usize>,
+    so: Vec<usize>,
+}
+
+impl Broadcast {
+    fn new(a: &[usize], b: &[usize], cx: &EvalCx) -> Result<Broadcast, KernelError> {
+        let r = a.len().max(b.len());
+        let pad = |d: &[usize]| -> Vec<usize> {
+            let mut v = vec![1; r - d.len()];
+            v.extend_from_slice(d);
+            v
+        };
+        let (pa, pb) = (pad(a), pad(b));
+        let mut dims = Vec::with_capacity(r);
+        for (&x, &y) in pa.iter().zip(&pb) {
+            dims.push(match (x, y) {
+                (x, y) if x == y => x,
+                (1, y) => y,
+                (x, 1) => x,
+                _ => {
+                    return Err(KernelError::Value(format!(
+                        "shapes {a:?} and {b:?} do not broadcast"
+                    )))
+                }
+            });
+        }
+        cx.check_elements(&dims)?;
+        let (sa, sb, so) = (strides(&pa), strides(&pb), strides(&dims));
+        Ok(Broadcast {
+            dims,
+            pa,
+            pb,
+            sa,
+            sb,
+            so,
+        })
     }
-    let (sa, sb, so) = (strides(&pa), strides(&pb), strides(&out));
-    let n: usize = out.iter().product();
-    let pairs = (0..n)
-        .map(|i| {
-            let (mut ia, mut ib) = (0, 0);
-            for d in 0..r {
-                let c = (i / so[d]) % out[d];
-                if pa[d] != 1 {
-                    ia += c * sa[d];
-                }
-                if pb[d] != 1 {
-                    ib += c * sb[d];
-                }
+
+    fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// The elements of `a` and `b` output element `i` reads.
+    fn pair(&self, i: usize) -> (usize, usize) {
+        let (mut ia, mut ib) = (0, 0);
+        for d in 0..self.dims.len() {
+            let c = (i / self.so[d]) % self.dims[d];
+            if self.pa[d] != 1 {
+                ia += c * self.sa[d];
             }
-            (ia, ib)
+            if self.pb[d] != 1 {
+                ib += c * self.sb[d];
+            }
+        }
+        (ia, ib)
+    }
+}
+
+pub fn concat(_: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+    let (a, b) = (strings(inputs, 0)?, strings(inputs, 1)?);
+    let bc = Broadcast::new(inputs[0].dims(), inputs[1].dims(), cx)?;
+    let v = (0..bc.len())
+        .map(|k| {
+            let (i, j) = bc.pair(k);
+            format!("{}{}", a[i], b[j])
         })
         .collect();
-    Ok((out, pairs))
+    Ok(vec![Tensor::from_strings(&bc.dims, v).map_err(internal)?])
 }
 
-pub fn concat(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+pub fn equal(_: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let (a, b) = (strings(inputs, 0)?, strings(inputs, 1)?);
-    let (dims, pairs) = broadcast_pairs(inputs[0].dims(), inputs[1].dims())?;
-    let v = pairs
-        .iter()
-        .map(|&(i, j)| format!("{}{}", a[i], b[j]))
+    let bc = Broadcast::new(inputs[0].dims(), inputs[1].dims(), cx)?;
+    let v: Vec<bool> = (0..bc.len())
+        .map(|k| {
+            let (i, j) = bc.pair(k);
+            a[i] == b[j]
+        })
         .collect();
-    Ok(vec![Tensor::from_strings(&dims, v).map_err(internal)?])
-}
-
-pub fn equal(_: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
-    let (a, b) = (strings(inputs, 0)?, strings(inputs, 1)?);
-    let (dims, pairs) = broadcast_pairs(inputs[0].dims(), inputs[1].dims())?;
-    let v: Vec<bool> = pairs.iter().map(|&(i, j)| a[i] == b[j]).collect();
-    Ok(vec![bools(&dims, &v)?])
+    Ok(vec![bools(&bc.dims, &v)?])
 }
 
 pub fn normalizer(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
@@ -119,7 +147,7 @@ pub fn normalizer(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tens
     Ok(vec![Tensor::from_strings(&dims, kept).map_err(internal)?])
 }
 
-pub fn split(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+pub fn split(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
     let Op::StringSplit(op) = &node.op else {
         return Err(internal("not string_split"));
     };
@@ -154,6 +182,11 @@ pub fn split(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, 
         })
         .collect();
     let k = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    let mut dims = inputs[0].dims().to_vec();
+    dims.push(k);
+    // Every row is padded to the longest: one string of many pieces makes
+    // the output as large as the input times that count.
+    cx.check_elements(&dims)?;
     let mut flat = Vec::with_capacity(pieces.len() * k);
     let mut counts = Vec::with_capacity(pieces.len());
     for p in pieces {
@@ -162,8 +195,6 @@ pub fn split(node: &Node, inputs: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, 
         flat.extend(p);
         flat.extend(std::iter::repeat_n(String::new(), k - n));
     }
-    let mut dims = inputs[0].dims().to_vec();
-    dims.push(k);
     Ok(vec![
         Tensor::from_strings(&dims, flat).map_err(internal)?,
         Tensor::from_i64(inputs[0].dims(), &counts).map_err(internal)?,
@@ -178,7 +209,7 @@ pub fn regex_full_match(
     let Op::RegexFullMatch(op) = &node.op else {
         return Err(internal("not regex_full_match"));
     };
-    let re = regex::Regex::new(&format!("^(?:{})$", op.pattern))
+    let re = super::re2::full_match(&op.pattern)
         .map_err(|e| KernelError::Value(format!("pattern `{}`: {e}", op.pattern)))?;
     let x = strings(inputs, 0)?;
     let v: Vec<bool> = x.iter().map(|s| re.is_match(s)).collect();

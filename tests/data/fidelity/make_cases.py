@@ -1,0 +1,91 @@
+"""Builds the fidelity cases tests/fidelity.rs runs: small models whose
+results rlx-onnx once got silently wrong, or refused where ONNX Runtime
+runs them, each in the ONNX backend-test layout (model.onnx,
+test_data_set_0/input_N.pb, output_N.pb), the outputs made by ONNX Runtime.
+
+pow_int64_odd_exponents: Pow on int64 with negative bases and odd exponents
+  past 128 (a capped loop gave (-1)^129 = 1).
+layer_norm_channel_scale: LayerNormalization over axes 1.. of [2,3,4] with a
+  scale and bias of [3,1] (one per channel; was read cyclically).
+normalizer_l2_zero_row: ai.onnx.ml Normalizer L2 with an all-zero row (ORT
+  leaves it 0; 0/0 gave NaN).
+cast_float_to_string, cast_string_to_float: Cast to and from strings (was
+  refused): ORT's %.8g, INF, NaN; strtod's blanks, INF, hex.
+dynamic_quantize_zeros: DynamicQuantizeLinear of zeros (ORT's scale is 1).
+regex_ascii_classes: RegexFullMatch with \\w and \\d, which RE2 reads as ASCII.
+einsum_four_vectors: Einsum i,j,k,l-> over four 1000-vectors (a sum over
+  10^12 terms, now four sums and a product).
+
+Run: python3 tests/data/fidelity/make_cases.py (onnx 1.22, onnxruntime 1.31).
+"""
+import os
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(7)
+
+
+def case(name, nodes, inputs, outputs, feeds, opset=17, domains=()):
+    g = helper.make_graph(nodes, name, inputs, outputs)
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    m = helper.make_model(g, opset_imports=ops)
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    d = os.path.join(HERE, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = s.run(None, feeds)
+    for i, (n, v) in enumerate(feeds.items()):
+        t = numpy_helper.from_array(v, n)
+        open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb").write(t.SerializeToString())
+    for i, (o, v) in enumerate(zip(outputs, got)):
+        t = numpy_helper.from_array(np.asarray(v), o.name)
+        open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(t.SerializeToString())
+
+
+def vi(name, dtype, dims):
+    return helper.make_tensor_value_info(name, dtype, dims)
+
+
+F, I64, S, U8, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.STRING, TensorProto.UINT8, TensorProto.BOOL
+
+case("pow_int64_odd_exponents", [helper.make_node("Pow", ["x", "y"], ["z"])],
+     [vi("x", I64, [6]), vi("y", I64, [6])], [vi("z", I64, [6])],
+     {"x": np.array([-2, -3, -1, 2, -5, -1], np.int64), "y": np.array([3, 5, 129, 3, 1, 1001], np.int64)})
+
+case("layer_norm_channel_scale", [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=1)],
+     [vi("x", F, [2, 3, 4]), vi("s", F, [3, 1]), vi("b", F, [3, 1])], [vi("y", F, [2, 3, 4])],
+     {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "s": rng.standard_normal((3, 1)).astype(np.float32),
+      "b": rng.standard_normal((3, 1)).astype(np.float32)})
+
+case("normalizer_l2_zero_row", [helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="L2")],
+     [vi("x", F, [3, 3])], [vi("y", F, [3, 3])],
+     {"x": np.array([[0, 0, 0], [3, 4, 0], [-1, 0, 0]], np.float32)}, domains=("ai.onnx.ml",))
+
+case("cast_float_to_string", [helper.make_node("Cast", ["x"], ["y"], to=S)],
+     [vi("x", F, [12])], [vi("y", S, [12])],
+     {"x": np.array([0.1, 1 / 3, 123456789.0, 1e-5, -0.0, np.inf, -np.inf, np.nan, 1e-40, 3.4e38, 100.0, 0.5],
+                    np.float32)}, opset=19)
+
+case("cast_string_to_float", [helper.make_node("Cast", ["x"], ["y"], to=F)],
+     [vi("x", S, [7])], [vi("y", F, [7])],
+     {"x": np.array(["1.5", " 2", "INF", "-inf", "NaN", "1e3", "0x10"], dtype=object)}, opset=19)
+
+case("dynamic_quantize_zeros", [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
+     [vi("x", F, [16])], [vi("y", U8, [16]), vi("s", F, []), vi("z", U8, [])],
+     {"x": np.zeros(16, np.float32)})
+
+case("regex_ascii_classes", [helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=r"\w+\d")],
+     [vi("x", S, [6])], [vi("y", B, [6])],
+     {"x": np.array(["abc1", "héllo1", "x_9", "٣", "ab٣", "日本1"], dtype=object)}, opset=20)
+
+v = [rng.standard_normal(1000).astype(np.float32) for _ in range(4)]
+case("einsum_four_vectors", [helper.make_node("Einsum", ["a", "b", "c", "d"], ["y"], equation="i,j,k,l->")],
+     [vi(n, F, [1000]) for n in "abcd"], [vi("y", F, [])], dict(zip("abcd", v)))
