@@ -324,7 +324,7 @@ fn render(items: &[Item], layers: &[Vec<usize>], routes: &[Route]) -> String {
     } else {
         2.0 * MARGIN
     };
-    let height = y - GAP_Y + MARGIN;
+    let height = (y - GAP_Y + MARGIN).max(2.0 * MARGIN);
     let cx = |k: usize| items[k].x + shift;
     let cy = |k: usize| tops[items[k].layer] + heights[items[k].layer] / 2.0;
     let mut out = String::new();

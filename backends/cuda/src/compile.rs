@@ -144,7 +144,11 @@ impl Compiler {
         }
         let ptx = self.compile(name, source)?;
         if let Some(p) = path {
-            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            // One temporary per write: two compilers of this process may
+            // store the same module at once.
+            static WRITES: AtomicUsize = AtomicUsize::new(0);
+            let n = WRITES.fetch_add(1, Ordering::Relaxed);
+            let tmp = p.with_extension(format!("tmp{}.{n}", std::process::id()));
             let stored = p
                 .parent()
                 .map_or(Ok(()), fs::create_dir_all)

@@ -527,10 +527,13 @@ fn read_input_dir(
             && p.extension()
                 .is_some_and(|e| e == "npy" || e == "npz" || e == "pb")
     };
+    // `input_0.pb`, not `input_ids.pb` (a file named for an input).
     let numbered = files.iter().any(|p| {
         p.file_name().is_some_and(|n| {
             let n = n.to_string_lossy();
-            n.starts_with("input_") && n.ends_with(".pb")
+            n.strip_prefix("input_")
+                .and_then(|r| r.strip_suffix(".pb"))
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
         })
     });
     if numbered {

@@ -195,13 +195,17 @@ fn contract<V: Acc>(
     b: Option<&Operand<V>>,
     keep: &[usize],
     summed: &[usize],
+    last: bool,
 ) -> Result<Operand<V>, KernelError> {
     let ks: Vec<usize> = keep.iter().map(|&l| p.sizes[l]).collect();
     let ss: Vec<usize> = summed.iter().map(|&l| p.sizes[l]).collect();
     let labels = |ls: &[usize]| ls.iter().map(|&l| p.labels[l]).collect::<String>();
     let (nk, ns) = (count(&ks), count(&ss));
     let work = nk.zip(ns).and_then(|(k, s)| k.checked_mul(s));
-    if work.is_none_or(|w| w > MAX_DIRECT_WORK) || nk.is_none_or(|k| k > MAX_INTERMEDIATE) {
+    // The last step makes the output, whose size the graph declared: only
+    // the steps before it are bounded in size.
+    let too_big = !last && nk.is_none_or(|k| k > MAX_INTERMEDIATE);
+    if work.is_none_or(|w| w > MAX_DIRECT_WORK) || too_big {
         let show = |n: Option<u64>| n.map_or("more than 2^64".to_string(), |n| n.to_string());
         return Err(KernelError::Unsupported(format!(
             "this einsum sums {} terms (labels `{}`) for each of {} values (labels `{}`): past \
@@ -255,6 +259,10 @@ fn contract<V: Acc>(
 /// refused, naming its labels.
 fn einsum_direct<V: Acc>(p: &Plan, xs: Vec<Vec<V>>) -> Result<Vec<V>, KernelError> {
     let nl = p.labels.len();
+    // An empty label: an empty output, or sums of no terms.
+    if p.sizes.contains(&0) {
+        return Ok(vec![V::ZERO; p.sizes[..p.n_out].iter().product()]);
+    }
     let ops: Vec<Operand<V>> = xs
         .into_iter()
         .zip(&p.strides)
@@ -286,7 +294,7 @@ fn einsum_direct<V: Acc>(p: &Plan, xs: Vec<Vec<V>>) -> Result<Vec<V>, KernelErro
             let keep: Vec<usize> = (0..nl)
                 .filter(|&l| varies(x, l) && !own.contains(&l))
                 .collect();
-            Some(contract(p, x, None, &keep, &own)?)
+            Some(contract(p, x, None, &keep, &own, false)?)
         };
         let x = x.as_ref().unwrap_or(&ops[k]);
         acc = Some(match &acc {
@@ -302,7 +310,7 @@ fn einsum_direct<V: Acc>(p: &Plan, xs: Vec<Vec<V>>) -> Result<Vec<V>, KernelErro
                 let summed: Vec<usize> = (0..nl)
                     .filter(|&l| both(l) && !needed_after(l, rest))
                     .collect();
-                contract(p, a, Some(x), &keep, &summed)?
+                contract(p, a, Some(x), &keep, &summed, false)?
             }
         });
     }
@@ -312,7 +320,7 @@ fn einsum_direct<V: Acc>(p: &Plan, xs: Vec<Vec<V>>) -> Result<Vec<V>, KernelErro
     // The result over every output label, in order; what is still summed.
     let keep: Vec<usize> = (0..p.n_out).collect();
     let summed: Vec<usize> = (p.n_out..nl).filter(|&l| varies(&acc, l)).collect();
-    Ok(contract(p, &acc, None, &keep, &summed)?.values)
+    Ok(contract(p, &acc, None, &keep, &summed, true)?.values)
 }
 
 /// Label indices of a two-operand product seen as batched `[m×k]·[k×n]`.
@@ -597,11 +605,31 @@ mod tests {
             values: vec![],
             strides: vec![1; 5],
         };
-        let e = contract(&p, &a, None, &[], &[0, 1, 2, 3, 4]).err().unwrap();
+        let e = contract(&p, &a, None, &[], &[0, 1, 2, 3, 4], true)
+            .err()
+            .unwrap();
         assert!(
             e.to_string()
                 .contains("sums more than 2^64 terms (labels `abcde`)"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn empty_labels_give_zeros_or_nothing() {
+        let e: [f32; 0] = [];
+        let one = [1f32];
+        assert_eq!(
+            run_einsum("i,i,i->", &[t(&[0], &e), t(&[0], &e), t(&[0], &e)], &[]),
+            [0.]
+        );
+        assert_eq!(
+            run_einsum(
+                "ij,jk,k->i",
+                &[t(&[2, 0], &e), t(&[0, 1], &e), t(&[1], &one)],
+                &[2]
+            ),
+            [0., 0.]
         );
     }
 

@@ -22,6 +22,32 @@ pub fn translate(re2: &str) -> String {
                 break;
             };
             let inside = class.is_some();
+            // `\Q...\E`: everything between is literal (RE2; Rust has no
+            // such quoting).
+            if e == 'Q' {
+                let body = i + 2;
+                let end = (body..chars.len())
+                    .find(|&k| chars[k] == '\\' && chars.get(k + 1) == Some(&'E'))
+                    .unwrap_or(chars.len());
+                for &q in &chars[body..end] {
+                    out.push_str(&regex::escape(&q.to_string()));
+                }
+                i = (end + 2).min(chars.len());
+                continue;
+            }
+            // Octal `\1`..`\377` (RE2: up to three digits; Rust reads
+            // `\1` as a back-reference it refuses).
+            if ('0'..='7').contains(&e) {
+                let digits: String = chars[i + 1..]
+                    .iter()
+                    .take(3)
+                    .take_while(|d| ('0'..='7').contains(*d))
+                    .collect();
+                let code = u32::from_str_radix(&digits, 8).unwrap_or(0);
+                out.push_str(&format!("\\x{{{code:X}}}"));
+                i += 1 + digits.len();
+                continue;
+            }
             match (e, inside) {
                 ('d', false) => out.push_str("[0-9]"),
                 ('d', true) => out.push_str("0-9"),
@@ -82,6 +108,9 @@ pub fn translate(re2: &str) -> String {
                     out.push('\\');
                     out.push(c);
                 }
+                // `--` is Rust's set difference; in RE2 the second `-` is
+                // a literal (or a range's end).
+                '-' if i > 0 && chars[i - 1] == '-' => out.push_str("\\-"),
                 c => out.push(c),
             },
         }
@@ -125,6 +154,15 @@ mod tests {
         assert!(m(r"[[]", "["));
         assert!(m(r"[a&&b]+", "a&b"));
         assert!(m(r"[]a]+", "]a"));
+    }
+
+    #[test]
+    fn quoting_octal_and_doubled_dashes_mean_what_re2_says() {
+        assert!(m(r"\Qa.b\E", "a.b"));
+        assert!(!m(r"\Qa.b\E", "axb"));
+        assert!(m(r"\141b", "ab"));
+        assert!(m(r"[a-z--]+", "a-b"));
+        assert!(m(r"[+--]+", "+,-"));
     }
 
     #[test]

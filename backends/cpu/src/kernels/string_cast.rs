@@ -45,9 +45,11 @@ fn print(x: &Tensor) -> Result<Vec<String>, KernelError> {
 fn parse(s: &[String], to: DType, dims: &[usize]) -> Result<Tensor, KernelError> {
     let bad = |text: &str| KernelError::Value(format!("`{text}` is not a number to cast to {to}"));
     let made = if to.is_float() || to == DType::Bool {
+        // An f32 parses as f32 (rounded once, as strtof does); narrower
+        // floats round from the f64 value as a cast would.
         let v = s
             .iter()
-            .map(|t| parse_float(t).ok_or_else(|| bad(t)))
+            .map(|t| parse_float(t, to == DType::F32).ok_or_else(|| bad(t)))
             .collect::<Result<Vec<f64>, _>>()?;
         if to == DType::Bool {
             let b: Vec<i64> = v.iter().map(|&x| i64::from(x != 0.0)).collect();
@@ -55,20 +57,27 @@ fn parse(s: &[String], to: DType, dims: &[usize]) -> Result<Tensor, KernelError>
         } else {
             float_tensor(to, dims, &v)
         }
+    } else if to == DType::U64 {
+        let v = s
+            .iter()
+            .map(|t| t.trim().parse::<u64>().map_err(|_| bad(t)))
+            .collect::<Result<Vec<u64>, _>>()?;
+        Tensor::from_slice(to, dims, &v).ok()
     } else {
         let v = s
             .iter()
-            .map(|t| t.trim_start().parse::<i64>().map_err(|_| bad(t)))
+            .map(|t| t.trim().parse::<i64>().map_err(|_| bad(t)))
             .collect::<Result<Vec<i64>, _>>()?;
         int_tensor(to, dims, &v)
     };
     made.ok_or_else(|| KernelError::Unsupported(format!("casting strings to {to}")))
 }
 
-/// C's `strtod` on a whole string: leading blanks, an optional sign, a
-/// decimal or hexadecimal (`0x`) number, `inf`/`infinity`, `nan`.
-fn parse_float(t: &str) -> Option<f64> {
-    let t = t.trim_start();
+/// C's `strtod` on a whole string (blanks around it allowed): an optional
+/// sign, a decimal or hexadecimal (`0x1.8p3`) number, `inf`/`infinity`,
+/// `nan`; with `single`, a decimal number rounds once to f32 (`strtof`).
+fn parse_float(t: &str, single: bool) -> Option<f64> {
+    let t = t.trim();
     let (neg, body) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
@@ -76,6 +85,10 @@ fn parse_float(t: &str) -> Option<f64> {
     };
     let lower = body.to_ascii_lowercase();
     let v = if let Some(hex) = lower.strip_prefix("0x") {
+        let (hex, exp) = match hex.split_once('p') {
+            Some((h, e)) => (h, e.parse::<i32>().ok()?),
+            None => (hex, 0),
+        };
         let (int, frac) = hex.split_once('.').unwrap_or((hex, ""));
         if int.is_empty() && frac.is_empty() {
             return None;
@@ -89,15 +102,14 @@ fn parse_float(t: &str) -> Option<f64> {
             v += f64::from(c.to_digit(16)?) * scale;
             scale /= 16.0;
         }
-        v
+        v * 2f64.powi(exp)
     } else {
         match lower.as_str() {
             "inf" | "infinity" => f64::INFINITY,
             "nan" => f64::NAN,
-            _ if lower.starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
-                lower.parse().ok()?
-            }
-            _ => return None,
+            _ if !lower.starts_with(|c: char| c.is_ascii_digit() || c == '.') => return None,
+            _ if single => f64::from(lower.parse::<f32>().ok()?),
+            _ => lower.parse().ok()?,
         }
     };
     Some(if neg { -v } else { v })
@@ -181,7 +193,7 @@ mod tests {
 
     #[test]
     fn strings_parse_as_strtod() {
-        let p = |s: &str| parse_float(s);
+        let p = |s: &str| parse_float(s, false);
         assert_eq!(p("1.5"), Some(1.5));
         assert_eq!(p(" 2"), Some(2.0));
         assert_eq!(p("INF"), Some(f64::INFINITY));
@@ -189,6 +201,14 @@ mod tests {
         assert!(p("NaN").unwrap().is_nan());
         assert_eq!(p("1e3"), Some(1000.0));
         assert_eq!(p("0x10"), Some(16.0));
+        assert_eq!(p("0x1.8p3"), Some(12.0));
+        assert_eq!(p("1.5 "), Some(1.5));
+        // Once-rounded to f32: a decimal just past a tie between two f32s.
+        let tie = "1.00000005960464477539062500000001";
+        assert_eq!(
+            parse_float(tie, true),
+            Some(f64::from(tie.parse::<f32>().unwrap()))
+        );
         assert_eq!(p("abc"), None);
         assert_eq!(p(""), None);
     }
