@@ -167,6 +167,19 @@ fn route(
     Ok(routes)
 }
 
+/// Each item's predecessors and successors along the routes.
+fn neighbours(n: usize, routes: &[Route]) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for r in routes {
+        for w in r.items.windows(2) {
+            preds[w[1]].push(w[0]);
+            succs[w[0]].push(w[1]);
+        }
+    }
+    (preds, succs)
+}
+
 /// The items of each layer, ordered to keep crossings few: the barycentre
 /// heuristic, sweeping down (by the mean position of predecessors) and up
 /// (of successors).
@@ -176,14 +189,7 @@ fn order_layers(items: &[Item], routes: &[Route]) -> Vec<Vec<usize>> {
     for (k, it) in items.iter().enumerate() {
         layers[it.layer].push(k);
     }
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
-    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
-    for r in routes {
-        for w in r.items.windows(2) {
-            preds[w[1]].push(w[0]);
-            succs[w[0]].push(w[1]);
-        }
-    }
+    let (preds, succs) = neighbours(items.len(), routes);
     let mut pos = vec![0.0f64; items.len()];
     let renumber = |layer: &[usize], pos: &mut [f64]| {
         for (p, &k) in layer.iter().enumerate() {
@@ -226,14 +232,7 @@ fn order_layers(items: &[Item], routes: &[Route]) -> Vec<Vec<usize>> {
 /// neighbours as the order and the gaps allow (the mean of the left-packed
 /// and the right-packed placement, both of which keep the gaps).
 fn place(items: &mut [Item], layers: &[Vec<usize>], routes: &[Route]) {
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
-    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
-    for r in routes {
-        for w in r.items.windows(2) {
-            preds[w[1]].push(w[0]);
-            succs[w[0]].push(w[1]);
-        }
-    }
+    let (preds, succs) = neighbours(items.len(), routes);
     let sep = |items: &[Item], a: usize, b: usize| {
         let gap = if items[a].look.is_none() && items[b].look.is_none() {
             GAP_X / 2.0

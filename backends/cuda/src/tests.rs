@@ -194,10 +194,9 @@ pub(crate) fn compile_all(schedules: &[Schedule]) -> Option<Compiler> {
     Some(c)
 }
 
-/// Compiles every `(name, source)` with NVRTC on all cores, panicking with
-/// the log of the first that fails; a source this test process compiled
-/// already (the fixed modules every compile test plans) is not compiled
-/// again.
+/// Compiles every `(name, source)` with NVRTC, panicking with the log of
+/// the first that fails; a source this test process compiled already (the
+/// fixed modules every compile test plans) is not compiled again.
 pub(crate) fn compile_once(c: &Compiler, mut sources: Vec<(String, String)>) {
     static DONE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     sources.sort();
