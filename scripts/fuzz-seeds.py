@@ -66,7 +66,7 @@ def main():
                 continue
             out = CORPUS / "artifact" / f"{g.name}.rlx"
             out.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run([a.binary, "convert", str(g / "model.onnx"), "-o", str(out)],
+            subprocess.run([a.binary, "convert", str(g / "model.onnx"), "-o", str(out), "--force"],
                            check=True, capture_output=True)
     arrays = {
         "f32": np.arange(6, dtype=np.float32).reshape(2, 3),
