@@ -22,6 +22,10 @@ pub enum InputError {
     },
     #[error(transparent)]
     Shape(#[from] BindError),
+    #[error("input `{name}` {reason}")]
+    Device { name: String, reason: String },
+    #[error("unknown output `{name}`; the model's outputs are {expected:?}")]
+    UnknownOutput { name: String, expected: Vec<String> },
     #[error("`{name}` is not a symbolic dim of the model's inputs; its symbols are {symbols:?}")]
     UnknownSymbol { name: String, symbols: Vec<String> },
 }

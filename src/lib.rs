@@ -23,6 +23,7 @@ pub mod compare;
 pub mod compile;
 pub mod conformance;
 pub mod debug;
+mod device_io;
 pub mod dot;
 pub mod equivalence;
 pub mod error;
@@ -37,6 +38,7 @@ pub mod signature;
 pub mod svg;
 pub mod testdata;
 pub mod trace;
+pub mod value;
 
 pub use compile::{CompiledModel, Compiler, Fallback, Precision, Target};
 pub use debug::{DebugOptions, DebugRun, Intermediate};
@@ -52,6 +54,7 @@ pub use rlx_passes::OptLevel;
 pub use rlx_wgpu as wgpu;
 pub use session::{Devices, PlanInfo, Session, SessionOptions};
 pub use signature::{DimInfo, IoInfo};
+pub use value::{DeviceTensor, Outputs, Value};
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -25,6 +25,11 @@ pub struct Limits {
     /// The largest arena a planned run may allocate for its intermediate
     /// values [default: 2^36 bytes, 64 GiB].
     pub max_arena_bytes: u64,
+    /// The most input-shape specializations a session keeps planned (each
+    /// holds its plan and arena, on a GPU in device memory) [default: 16];
+    /// past it the least recently run is dropped, and planned again if
+    /// its shapes come back.
+    pub max_specializations: u64,
 }
 
 impl Default for Limits {
@@ -35,6 +40,7 @@ impl Default for Limits {
             max_nodes: 1 << 22,
             max_nesting: 64,
             max_arena_bytes: 1 << 36,
+            max_specializations: 16,
         }
     }
 }

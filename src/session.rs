@@ -138,6 +138,39 @@ impl Split {
 /// Key of the specialization cache: input shapes and shape-determining values.
 type Key = (Vec<Vec<usize>>, Vec<Vec<u8>>);
 
+/// The executables of a session by key, the least recently run dropped
+/// past [`crate::Limits::max_specializations`].
+#[derive(Default)]
+struct Specializations {
+    entries: HashMap<Key, (Arc<Executable>, u64)>,
+    clock: u64,
+}
+
+impl Specializations {
+    fn get(&mut self, key: &Key) -> Option<Arc<Executable>> {
+        self.clock += 1;
+        let (e, used) = self.entries.get_mut(key)?;
+        *used = self.clock;
+        Some(e.clone())
+    }
+
+    fn insert(&mut self, key: Key, e: Arc<Executable>, max: u64) {
+        self.clock += 1;
+        self.entries.insert(key, (e, self.clock));
+        while self.entries.len() as u64 > max.max(1) {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => self.entries.remove(&k),
+                None => break,
+            };
+        }
+    }
+}
+
 /// The GPU device contexts sessions run on, each opened on first use. Share
 /// one among sessions (a conformance run, a server with several models) so
 /// that each does not open its own device.
@@ -229,7 +262,7 @@ pub struct Session {
     model: Arc<CompiledModel>,
     value_inputs: Vec<usize>,
     pub(crate) threads: Threads,
-    cache: Mutex<HashMap<Key, Arc<Executable>>>,
+    cache: Mutex<Specializations>,
     /// The GPU devices of this session (opened on first use unless shared).
     devices: Arc<Devices>,
 }
@@ -251,7 +284,7 @@ impl Session {
             model: Arc::new(model),
             value_inputs,
             threads,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Specializations::default()),
             devices,
         })
     }
@@ -269,11 +302,31 @@ impl Session {
         &self.model
     }
 
+    /// The GPU devices the session runs on.
+    pub(crate) fn devices(&self) -> &Devices {
+        &self.devices
+    }
+
+    /// The indices of the inputs whose values shapes depend on.
+    pub(crate) fn value_input_indices(&self) -> &[usize] {
+        &self.value_inputs
+    }
+
     /// Orders named inputs as the graph declares them, checking names and dtypes.
     pub(crate) fn order<'a>(&self, inputs: &[(&str, &'a Tensor)]) -> Result<Vec<&'a Tensor>> {
+        self.order_by(inputs, |t| t.dtype())
+    }
+
+    /// Orders named values of any kind (`dtype` says each one's element
+    /// type) as the graph declares them, checking names and dtypes.
+    pub(crate) fn order_by<'a, T>(
+        &self,
+        inputs: &[(&str, &'a T)],
+        dtype: impl Fn(&T) -> rlx_ir::DType,
+    ) -> Result<Vec<&'a T>> {
         let g = &self.model.graph;
         let names = self.model.input_names();
-        let mut slots: Vec<Option<&Tensor>> = vec![None; names.len()];
+        let mut slots: Vec<Option<&T>> = vec![None; names.len()];
         for (name, t) in inputs {
             let i = names
                 .iter()
@@ -286,11 +339,11 @@ impl Session {
                 return Err(InputError::Duplicate(name.to_string()).into());
             }
             let want = g.node(g.inputs()[i]).outputs[0].dtype;
-            if t.dtype() != want {
+            if dtype(t) != want {
                 return Err(InputError::DType {
                     name: name.to_string(),
                     expected: want,
-                    got: t.dtype(),
+                    got: dtype(t),
                 }
                 .into());
             }
@@ -306,39 +359,63 @@ impl Session {
     pub fn run(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
         let ordered = self.order(inputs)?;
         let exec = self.executable(&ordered)?;
+        self.run_ordered(&exec, &ordered)
+    }
+
+    /// Runs `exec` on (ordered, checked) host inputs with the session's threads.
+    pub(crate) fn run_ordered(
+        &self,
+        exec: &Executable,
+        ordered: &[&Tensor],
+    ) -> Result<Vec<Tensor>> {
         if exec.serial(self.threads.count()) {
-            return rlx_cpu::par::inline(|| exec.run(&ordered));
+            return rlx_cpu::par::inline(|| exec.run(ordered));
         }
-        self.threads.run(|| exec.run(&ordered))
+        self.threads.run(|| exec.run(ordered))
     }
 
     /// The executable for these (ordered, checked) inputs: from the cache,
     /// or specialized, planned and cached now.
     pub(crate) fn executable(&self, ordered: &[&Tensor]) -> Result<Arc<Executable>> {
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
-        let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
+        self.executable_of(&shapes, self.shape_values(ordered))
+    }
+
+    /// The executable for inputs of `shapes` whose shape-determining inputs
+    /// hold `values` ([`Session::shape_values`]).
+    pub(crate) fn executable_of(
+        &self,
+        shapes: &[&[usize]],
+        values: Vec<(usize, Tensor)>,
+    ) -> Result<Arc<Executable>> {
+        let bindings = bind_shapes(&self.model.graph, shapes).map_err(InputError::from)?;
         let key: Key = (
             shapes.iter().map(|s| s.to_vec()).collect(),
-            self.value_inputs
-                .iter()
-                .map(|&i| ordered[i].bytes().to_vec())
-                .collect(),
+            values.iter().map(|(_, t)| t.bytes().to_vec()).collect(),
         );
-        let cached = self
+        if let Some(e) = self
             .cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
-            .cloned();
-        if let Some(e) = cached {
+        {
             return Ok(e);
         }
-        let e = Arc::new(self.prepare(&bindings, ordered)?);
+        let e = Arc::new(self.prepare(&bindings, values)?);
+        let max = self.model.limits.max_specializations;
         self.cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, e.clone());
+            .insert(key, e.clone(), max);
         Ok(e)
+    }
+
+    /// The inputs whose values shapes depend on, with their values.
+    pub(crate) fn shape_values(&self, ordered: &[&Tensor]) -> Vec<(usize, Tensor)> {
+        self.value_inputs
+            .iter()
+            .map(|&i| (i, ordered[i].clone()))
+            .collect()
     }
 
     /// Runs and returns, per planned step, (kernel label, ONNX origin,
@@ -363,15 +440,10 @@ impl Session {
     fn specialized(
         &self,
         bindings: &rlx_ir::Bindings,
-        inputs: &[&Tensor],
+        values: Vec<(usize, Tensor)>,
     ) -> Result<(Graph, Weights, bool)> {
         let m = &self.model;
         let mut g = m.graph.clone();
-        let values: Vec<(usize, Tensor)> = self
-            .value_inputs
-            .iter()
-            .map(|&i| (i, inputs[i].clone()))
-            .collect();
         bind_input_values(&mut g, &values)?;
         let mut g = specialize(&g, bindings, Some(&m.weights))?;
         let mut weights = m.weights.clone();
@@ -402,7 +474,7 @@ impl Session {
         let ordered = self.order(inputs)?;
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
-        let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
+        let (g, weights, concrete) = self.specialized(&bindings, self.shape_values(&ordered))?;
         if !concrete {
             return Err(dynamic_shapes(Target::Wgpu, &g));
         }
@@ -421,7 +493,7 @@ impl Session {
         let ordered = self.order(inputs)?;
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
-        let (g, weights, concrete) = self.specialized(&bindings, &ordered)?;
+        let (g, weights, concrete) = self.specialized(&bindings, self.shape_values(&ordered))?;
         if !concrete {
             return Err(dynamic_shapes(Target::Cuda, &g));
         }
@@ -438,8 +510,12 @@ impl Session {
     }
 
     /// Specializes, optimizes and plans the graph for one input binding.
-    fn prepare(&self, bindings: &rlx_ir::Bindings, inputs: &[&Tensor]) -> Result<Executable> {
-        let (g, weights, concrete) = self.specialized(bindings, inputs)?;
+    fn prepare(
+        &self,
+        bindings: &rlx_ir::Bindings,
+        values: Vec<(usize, Tensor)>,
+    ) -> Result<Executable> {
+        let (g, weights, concrete) = self.specialized(bindings, values)?;
         self.plan_graph(g, weights, concrete)
     }
 
@@ -448,7 +524,7 @@ impl Session {
     pub(crate) fn specialized_for(&self, ordered: &[&Tensor]) -> Result<(Graph, Weights, bool)> {
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
-        self.specialized(&bindings, ordered)
+        self.specialized(&bindings, self.shape_values(ordered))
     }
 
     /// Plans an optimized graph for the model's target, split with the CPU
@@ -570,7 +646,9 @@ impl Session {
         let ordered = self.order(inputs)?;
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
-        Ok(PlanInfo::of(&self.prepare(&bindings, &ordered)?))
+        Ok(PlanInfo::of(
+            &self.prepare(&bindings, self.shape_values(&ordered))?,
+        ))
     }
 }
 

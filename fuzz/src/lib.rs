@@ -36,6 +36,7 @@ pub fn limits() -> Limits {
         max_nodes: 1 << 12,
         max_nesting: 16,
         max_arena_bytes: 1 << 28,
+        max_specializations: 4,
     }
 }
 

@@ -20,6 +20,7 @@ pub mod graph;
 mod ndarray;
 pub mod ops;
 pub mod shape;
+pub mod slice;
 pub mod tensor;
 pub mod text;
 pub mod weights;

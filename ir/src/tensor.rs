@@ -31,6 +31,8 @@ pub enum TensorError {
     DType { expected: DType, got: DType },
     #[error("{got} strings for a tensor of shape {dims:?}")]
     Count { dims: Vec<usize>, got: usize },
+    #[error("slice: {0}")]
+    Slice(String),
     #[error("a sequence of {expected} cannot hold a {got}")]
     Element {
         expected: TensorType,
@@ -134,6 +136,14 @@ impl AlignedBuf {
             words: vec![0u64; len.div_ceil(8)],
             len,
         }
+    }
+
+    /// `len` zero bytes, or `None` when the memory cannot be had.
+    pub fn try_zeroed(len: usize) -> Option<AlignedBuf> {
+        let mut words = Vec::new();
+        words.try_reserve_exact(len.div_ceil(8)).ok()?;
+        words.resize(len.div_ceil(8), 0);
+        Some(AlignedBuf { words, len })
     }
 
     pub fn as_bytes(&self) -> &[u8] {

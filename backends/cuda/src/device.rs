@@ -16,7 +16,6 @@ use cudarc::driver::{
     CudaStream, DevicePtr, PinnedHostSlice,
 };
 use cudarc::nvrtc::Ptx;
-use rlx_ir::tensor::Bytes;
 use rlx_ir::Tensor;
 
 use crate::compile::{nvrtc_available, CompileOptions, Compiler};
@@ -436,65 +435,18 @@ impl Executable {
         st.graph.is_some()
     }
 
-    /// Runs on inputs in graph-input order; checks dtypes and shapes first.
+    /// Runs on host inputs in graph-input order (dtypes and shapes checked
+    /// first) and returns host outputs.
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, CudaError> {
-        let s = &self.schedule;
-        rlx_gpu::schedule::check_inputs(&s.inputs, inputs)
-            .map_err(|(index, reason)| CudaError::Input { index, reason })?;
-        let mut st = self.run.lock().unwrap_or_else(|p| p.into_inner());
-        let (cx, stream) = (&self.ctx.ctx, &self.ctx.stream);
-        cx.bind_to_thread()
-            .map_err(|e| CudaError::Device(format!("{e:?}")))?;
-        let cs = stream.cu_stream();
-        let n_in = s.inputs.len();
-        {
-            let staging = st
-                .staging
-                .as_mut_slice()
-                .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
-            for ((t, slot), &at) in inputs.iter().zip(&s.inputs).zip(&self.staging_at) {
-                let b = t.bytes();
-                staging[at..at + b.len()].copy_from_slice(b);
-                // SAFETY: the slot lies in the buffer (planned); the staging
-                // stays untouched until the stream is synchronized below.
-                unsafe {
-                    dr::memcpy_htod_async(self.base + slot.offset, &staging[at..at + b.len()], cs)
+        let inputs: Vec<Input<'_, Buffer>> = inputs.iter().map(|t| Input::Host(t)).collect();
+        let places = vec![Place::Host; self.schedule.outputs.len()];
+        self.run_io(&inputs, &places)?
+            .into_iter()
+            .map(|o| match o {
+                Output::Host(t) => Ok(t),
+                Output::Device(_) => {
+                    Err(CudaError::Internal("an output left on the device".into()))
                 }
-                .map_err(|e| CudaError::Device(format!("copying inputs: {e:?}")))?;
-            }
-        }
-        self.execute(&mut st)?;
-        {
-            let staging = st
-                .staging
-                .as_mut_slice()
-                .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
-            for (o, &at) in s.outputs.iter().zip(&self.staging_at[n_in..]) {
-                let n = o.bytes as usize;
-                // SAFETY: as above; synchronized before the staging is read.
-                unsafe {
-                    dr::memcpy_dtoh_async(&mut staging[at..at + n], self.base + o.offset, cs)
-                }
-                .map_err(|e| CudaError::Device(format!("copying outputs: {e:?}")))?;
-            }
-        }
-        stream
-            .synchronize()
-            .map_err(|e| CudaError::Device(format!("running the schedule: {e:?}")))?;
-        let staging = st
-            .staging
-            .as_slice()
-            .map_err(|e| CudaError::Device(format!("staging: {e:?}")))?;
-        s.outputs
-            .iter()
-            .zip(&self.staging_at[n_in..])
-            .map(|(o, &at)| {
-                Tensor::new(
-                    o.dtype,
-                    o.dims.clone(),
-                    Bytes::copy_from(&staging[at..at + o.bytes as usize]),
-                )
-                .map_err(|e| CudaError::Internal(e.to_string()))
             })
             .collect()
     }
@@ -636,5 +588,10 @@ impl Executable {
     }
 }
 
+#[path = "io.rs"]
+mod io;
 #[path = "profile.rs"]
 mod profile;
+
+pub use io::{Buffer, DeviceTensor};
+use rlx_gpu::io::{Input, Output, Place};

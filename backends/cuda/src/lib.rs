@@ -35,7 +35,7 @@ mod tests;
 use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
-pub use device::{Context, ContextOptions, Executable};
+pub use device::{Buffer, Context, ContextOptions, DeviceTensor, Executable};
 pub use plan::{plan, AttentionKernel, ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule, Work};
 

@@ -10,6 +10,7 @@
 //!   [`Lowering`] (its launches for a node, a slab copy and a loop counter).
 //! - [`control`]: the slab-copy and counter launches control flow needs.
 //! - [`geometry`]: strides, broadcasting, dim collapsing, grid folding.
+//! - [`io`]: device-resident run inputs and outputs, partial readback spans.
 //! - [`support`]: the support check of control-flow bodies.
 //! - [`kernels`]: per kernel family, the parameter structs and the planning
 //!   every backend shares.
@@ -19,6 +20,7 @@
 
 pub mod control;
 pub mod geometry;
+pub mod io;
 pub mod kernels;
 pub mod params;
 pub mod plan;

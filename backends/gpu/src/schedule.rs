@@ -170,30 +170,5 @@ pub fn dispatches_in(steps: &[Step], out: &mut Vec<usize>) {
 /// slots: their number, dtypes and dims. `Err((index, reason))` names the
 /// first input that does not fit.
 pub fn check_inputs(slots: &[IoSlot], inputs: &[&Tensor]) -> Result<(), (usize, String)> {
-    if inputs.len() != slots.len() {
-        return Err((
-            inputs.len(),
-            format!(
-                "{} inputs given, the model takes {}",
-                inputs.len(),
-                slots.len()
-            ),
-        ));
-    }
-    for (i, (t, slot)) in inputs.iter().zip(slots).enumerate() {
-        if t.dtype() != slot.dtype || t.dims() != slot.dims.as_slice() {
-            return Err((
-                i,
-                format!(
-                    "`{}` is {}{:?}, the schedule expects {}{:?}",
-                    slot.name,
-                    t.dtype(),
-                    t.dims(),
-                    slot.dtype,
-                    slot.dims
-                ),
-            ));
-        }
-    }
-    Ok(())
+    crate::io::check_shapes(slots, inputs.iter().map(|t| (t.dtype(), t.dims())))
 }

@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use rlx_ir::Tensor;
 
+use rlx_gpu::io::{Input, Output, Place};
+
+use crate::buffer::{Buffer, DeviceTensor};
 use crate::profile::Timer;
 use crate::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
 use crate::{Caps, WgpuError};
@@ -122,7 +125,7 @@ pub struct Executable {
     readback: wgpu::Buffer,
 }
 
-fn pad4(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn pad4(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if b.len() % 4 == 0 {
         b.into()
     } else {
@@ -298,9 +301,20 @@ impl Executable {
         })
     }
 
-    /// Runs on inputs in graph-input order; checks dtypes and shapes first.
+    /// Runs on host inputs in graph-input order (dtypes and shapes checked
+    /// first) and returns host outputs.
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, WgpuError> {
-        self.execute(inputs, None)
+        host_outputs(self.execute(&host_inputs(inputs), &self.host_places(), None)?)
+    }
+
+    /// Runs on inputs in graph-input order, host tensors or device tensors
+    /// of this executable's context, and leaves output `i` at `places[i]`.
+    pub fn run_io(
+        &self,
+        inputs: &[Input<'_, Buffer>],
+        places: &[Place],
+    ) -> Result<Vec<Output<Buffer>>, WgpuError> {
+        self.execute(inputs, places, None)
     }
 
     /// Runs once with a GPU timestamp around every dispatch; returns the
@@ -308,46 +322,94 @@ impl Executable {
     /// as [`Schedule::dispatches`].
     pub fn profile(&self, inputs: &[&Tensor]) -> Result<Vec<std::time::Duration>, WgpuError> {
         let mut timer = Timer::new(&self.ctx, self.schedule.dispatches.len())?;
-        self.execute(inputs, Some(&mut timer))?;
+        self.execute(&host_inputs(inputs), &self.host_places(), Some(&mut timer))?;
         timer.finish(&self.ctx)
+    }
+
+    fn host_places(&self) -> Vec<Place> {
+        vec![Place::Host; self.schedule.outputs.len()]
     }
 
     fn execute(
         &self,
-        inputs: &[&Tensor],
+        inputs: &[Input<'_, Buffer>],
+        places: &[Place],
         timer: Option<&mut Timer>,
-    ) -> Result<Vec<Tensor>, WgpuError> {
+    ) -> Result<Vec<Output<Buffer>>, WgpuError> {
         let s = &self.schedule;
-        rlx_gpu::schedule::check_inputs(&s.inputs, inputs)
+        rlx_gpu::io::check_shapes(&s.inputs, inputs.iter().map(|i| (i.dtype(), i.dims())))
             .map_err(|(index, reason)| WgpuError::Input { index, reason })?;
+        for (index, i) in inputs.iter().enumerate() {
+            if let Input::Device(t) = i {
+                if !Arc::ptr_eq(t.buffer().context(), &self.ctx) {
+                    return Err(WgpuError::Input {
+                        index,
+                        reason: format!(
+                            "`{}` is a tensor of another wgpu device context; sessions that \
+                             pass device tensors between them share one (Session::with_devices)",
+                            s.inputs[index].name
+                        ),
+                    });
+                }
+            }
+        }
+        if places.len() != s.outputs.len() {
+            return Err(WgpuError::Internal(format!(
+                "{} output places for {} outputs",
+                places.len(),
+                s.outputs.len()
+            )));
+        }
         // One run at a time: runs share the arena and the staging buffer.
         let staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         let (d, q) = (&self.ctx.device, &self.ctx.queue);
         let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
-        for (t, slot) in inputs.iter().zip(&s.inputs) {
-            if !t.bytes().is_empty() {
-                q.write_buffer(&self.buffer, slot.offset, &pad4(t.bytes()));
+        let mut enc = self.encoder();
+        for (input, slot) in inputs.iter().zip(&s.inputs) {
+            match input {
+                Input::Host(t) if !t.bytes().is_empty() => {
+                    q.write_buffer(&self.buffer, slot.offset, &pad4(t.bytes()));
+                }
+                // Planned slots are padded to 4 bytes, as are device tensors.
+                Input::Device(t) if t.bytes() > 0 => enc.copy_buffer_to_buffer(
+                    t.buffer().raw(),
+                    0,
+                    &self.buffer,
+                    slot.offset,
+                    (t.bytes() as u64).next_multiple_of(4),
+                ),
+                _ => {}
             }
         }
         let mut run = Run {
             exe: self,
-            enc: self.encoder(),
+            enc,
             readback: &self.readback,
             since_submit: 0,
             timer,
         };
         run.steps(&s.steps)?;
         let mut enc = run.enc;
-        for (o, &at) in s.outputs.iter().zip(&self.staging_at) {
+        let mut kept = Vec::with_capacity(places.len());
+        for ((o, &at), place) in s.outputs.iter().zip(&self.staging_at).zip(places) {
+            let keep = match place {
+                Place::Host => None,
+                Place::Device => Some(Buffer::alloc(&self.ctx, o.bytes)?),
+            };
             if o.bytes > 0 {
+                let (dst, dst_at) = match &keep {
+                    Some(b) => (b.raw(), 0),
+                    None => (&*staging, at),
+                };
                 enc.copy_buffer_to_buffer(
                     &self.buffer,
                     o.offset,
-                    &staging,
-                    at,
+                    dst,
+                    dst_at,
                     o.bytes.next_multiple_of(4),
                 );
             }
+            kept.push(keep);
         }
         q.submit([enc.finish()]);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -362,16 +424,24 @@ impl Executable {
         let mut outs = Vec::with_capacity(s.outputs.len());
         {
             let view = staging.get_mapped_range(..).map_err(dev)?;
-            for (o, &at) in s.outputs.iter().zip(&self.staging_at) {
+            for ((o, &at), kept) in s.outputs.iter().zip(&self.staging_at).zip(kept) {
+                if let Some(b) = kept {
+                    outs.push(Output::Device(DeviceTensor::new(
+                        o.dtype,
+                        o.dims.clone(),
+                        b,
+                    )));
+                    continue;
+                }
                 let bytes = &view[at as usize..(at + o.bytes) as usize];
-                outs.push(
+                outs.push(Output::Host(
                     Tensor::new(
                         o.dtype,
                         o.dims.clone(),
                         rlx_ir::tensor::Bytes::copy_from(bytes),
                     )
                     .map_err(|e| WgpuError::Internal(e.to_string()))?,
-                );
+                ));
             }
         }
         staging.unmap();
@@ -389,6 +459,19 @@ impl Executable {
                 label: Some("rlx run"),
             })
     }
+}
+
+fn host_inputs<'a>(inputs: &[&'a Tensor]) -> Vec<Input<'a, Buffer>> {
+    inputs.iter().map(|t| Input::Host(t)).collect()
+}
+
+fn host_outputs(outs: Vec<Output<Buffer>>) -> Result<Vec<Tensor>, WgpuError> {
+    outs.into_iter()
+        .map(|o| match o {
+            Output::Host(t) => Ok(t),
+            Output::Device(_) => Err(WgpuError::Internal("an output left on the device".into())),
+        })
+        .collect()
 }
 
 /// Bytes control flow reads back at once (an i64 trip count at most).

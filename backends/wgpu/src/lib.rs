@@ -9,6 +9,7 @@
 //! - [`kernels`]: one lowering file per op family; WGSL sources in `kernels/wgsl/`.
 //! - [`support`]: which nodes the backend runs, and why not.
 
+pub mod buffer;
 pub mod device;
 pub mod kernels;
 pub mod plan;
@@ -23,6 +24,7 @@ mod tests;
 
 use rlx_ir::{Node, TensorType};
 
+pub use buffer::{Buffer, DeviceTensor};
 pub use device::{Context, Executable};
 pub use plan::{plan, PlanOptions};
 pub use schedule::Schedule;

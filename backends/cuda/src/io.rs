@@ -1,0 +1,270 @@
+//! Device tensors on CUDA: buffers on a [`Context`]'s device, uploads and
+//! (partial) reads, and runs whose inputs and outputs stay on the device.
+//!
+//! A device input is copied device to device into its slot of the
+//! executable's buffer, and a device output out of its slot into a buffer
+//! of its own (the next run reuses the slot): memory-speed copies on the
+//! context's stream, no host round trip. Every run ends with the stream
+//! synchronized, so a run's errors are its own.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{result as dr, sys as ds, CudaSlice, DevicePtr, DriverError};
+use rlx_gpu::io::{DeviceMemory, Input, Output, Place, Spans};
+use rlx_ir::tensor::Bytes;
+use rlx_ir::Tensor;
+
+use super::{Context, Executable};
+use crate::CudaError;
+
+/// A tensor in the device memory of a CUDA [`Context`].
+pub type DeviceTensor = rlx_gpu::io::DeviceTensor<Buffer>;
+
+/// Device memory of one [`Context`], shared by the tensors that hold it
+/// (cloning shares it) and freed when the last of them goes.
+#[derive(Clone)]
+pub struct Buffer(Arc<Held>);
+
+struct Held {
+    /// Kept alive: the memory `ptr` points into.
+    _slice: CudaSlice<u8>,
+    ptr: CUdeviceptr,
+    bytes: usize,
+    ctx: Arc<Context>,
+}
+
+fn dev(what: &str) -> impl Fn(DriverError) -> CudaError + '_ {
+    move |e| CudaError::Device(format!("{what}: {e:?}"))
+}
+
+/// Copies between strided spans wider than this go span by span (the
+/// driver's 2D copies limit their pitch).
+const MAX_PITCH: usize = 1 << 30;
+
+impl Buffer {
+    /// `bytes` bytes (one at least) of uninitialized memory on `ctx`'s device.
+    fn alloc(ctx: &Arc<Context>, bytes: usize) -> Result<Buffer, CudaError> {
+        ctx.ctx
+            .bind_to_thread()
+            .map_err(dev("binding the context"))?;
+        // SAFETY: every byte a reader can see is written by a copy first.
+        let slice = unsafe { ctx.stream.alloc::<u8>(bytes.max(1)) }
+            .map_err(|e| CudaError::Device(format!("allocating {bytes} bytes: {e:?}")))?;
+        let ptr = slice.device_ptr(&ctx.stream).0;
+        Ok(Buffer(Arc::new(Held {
+            _slice: slice,
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })))
+    }
+
+    /// Copies `t` to the device of `ctx`.
+    pub fn upload(ctx: &Arc<Context>, t: &Tensor) -> Result<DeviceTensor, CudaError> {
+        let b = Buffer::alloc(ctx, t.bytes().len())?;
+        if !t.bytes().is_empty() {
+            let cs = ctx.stream.cu_stream();
+            // SAFETY: the buffer holds the tensor's bytes; the stream is
+            // synchronized before `t` could go away.
+            unsafe { dr::memcpy_htod_async(b.0.ptr, t.bytes(), cs) }
+                .map_err(dev("uploading a tensor"))?;
+            ctx.stream
+                .synchronize()
+                .map_err(|e| CudaError::Device(format!("uploading a tensor: {e:?}")))?;
+        }
+        Ok(DeviceTensor::new(t.dtype(), t.dims().to_vec(), b))
+    }
+
+    /// The context whose device holds the buffer.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.0.ctx
+    }
+
+    /// Bytes the buffer holds.
+    pub fn len(&self) -> usize {
+        self.0.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.bytes == 0
+    }
+}
+
+impl DeviceMemory for Buffer {
+    type Error = CudaError;
+
+    fn read(&self, spans: &Spans, out: &mut [u8]) -> Result<(), CudaError> {
+        let h = &self.0;
+        let end = spans
+            .count
+            .checked_sub(1)
+            .and_then(|c| c.checked_mul(spans.pitch))
+            .and_then(|p| p.checked_add(spans.offset)?.checked_add(spans.width));
+        if out.len() != spans.bytes() || spans.count > 0 && end.is_none_or(|e| e > h.bytes) {
+            return Err(CudaError::Internal(format!(
+                "reading {spans:?} of a {} byte buffer into {} bytes",
+                h.bytes,
+                out.len()
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        h.ctx
+            .ctx
+            .bind_to_thread()
+            .map_err(dev("binding the context"))?;
+        let cs = h.ctx.stream.cu_stream();
+        let src = h.ptr + spans.offset as u64;
+        if spans.count == 1 {
+            // SAFETY: the span lies in the buffer (checked above); `out`
+            // outlives the synchronization below.
+            unsafe { dr::memcpy_dtoh_async(out, src, cs) }.map_err(dev("reading"))?;
+        } else if spans.pitch <= MAX_PITCH {
+            let copy = ds::CUDA_MEMCPY2D {
+                srcMemoryType: ds::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcDevice: src,
+                srcPitch: spans.pitch,
+                dstMemoryType: ds::CUmemorytype::CU_MEMORYTYPE_HOST,
+                dstHost: out.as_mut_ptr().cast(),
+                dstPitch: spans.width,
+                WidthInBytes: spans.width,
+                Height: spans.count,
+                // SAFETY: a plain C struct; zero is "none" for the rest.
+                ..unsafe { std::mem::zeroed() }
+            };
+            // SAFETY: as above, each row of the copy lies in the buffer.
+            unsafe { ds::cuMemcpy2DAsync_v2(&copy, cs) }
+                .result()
+                .map_err(dev("reading"))?;
+        } else {
+            for (i, row) in out.chunks_mut(spans.width).enumerate() {
+                // SAFETY: as above.
+                unsafe { dr::memcpy_dtoh_async(row, src + (i * spans.pitch) as u64, cs) }
+                    .map_err(dev("reading"))?;
+            }
+        }
+        h.ctx
+            .stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("reading: {e:?}")))
+    }
+
+    fn refused(why: String) -> CudaError {
+        CudaError::Unsupported(why)
+    }
+}
+
+impl Executable {
+    /// Runs on inputs in graph-input order, host tensors or device tensors
+    /// of this executable's context, and leaves output `i` at `places[i]`.
+    pub fn run_io(
+        &self,
+        inputs: &[Input<'_, Buffer>],
+        places: &[Place],
+    ) -> Result<Vec<Output<Buffer>>, CudaError> {
+        let s = &self.schedule;
+        rlx_gpu::io::check_shapes(&s.inputs, inputs.iter().map(|i| (i.dtype(), i.dims())))
+            .map_err(|(index, reason)| CudaError::Input { index, reason })?;
+        for (index, i) in inputs.iter().enumerate() {
+            if let Input::Device(t) = i {
+                if !Arc::ptr_eq(t.buffer().context(), &self.ctx) {
+                    return Err(CudaError::Input {
+                        index,
+                        reason: format!(
+                            "`{}` is a tensor of another CUDA context; sessions that pass \
+                             device tensors between them share one (Session::with_devices)",
+                            s.inputs[index].name
+                        ),
+                    });
+                }
+            }
+        }
+        if places.len() != s.outputs.len() {
+            return Err(CudaError::Internal(format!(
+                "{} output places for {} outputs",
+                places.len(),
+                s.outputs.len()
+            )));
+        }
+        let mut st = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        let (cx, stream) = (&self.ctx.ctx, &self.ctx.stream);
+        cx.bind_to_thread().map_err(dev("binding the context"))?;
+        let cs = stream.cu_stream();
+        let n_in = s.inputs.len();
+        {
+            let staging = st.staging.as_mut_slice().map_err(dev("staging"))?;
+            for ((input, slot), &at) in inputs.iter().zip(&s.inputs).zip(&self.staging_at) {
+                let dst = self.base + slot.offset;
+                match input {
+                    Input::Host(t) => {
+                        let b = t.bytes();
+                        staging[at..at + b.len()].copy_from_slice(b);
+                        // SAFETY: the slot lies in the buffer (planned); the
+                        // staging stays untouched until the stream is
+                        // synchronized below.
+                        unsafe { dr::memcpy_htod_async(dst, &staging[at..at + b.len()], cs) }
+                            .map_err(dev("copying inputs"))?;
+                    }
+                    Input::Device(t) if t.bytes() > 0 => {
+                        // SAFETY: both ranges are the tensor's bytes (shapes
+                        // checked above) on one device and stream.
+                        unsafe { dr::memcpy_dtod_async(dst, t.buffer().0.ptr, t.bytes(), cs) }
+                            .map_err(dev("copying device inputs"))?;
+                    }
+                    Input::Device(_) => {}
+                }
+            }
+        }
+        self.execute(&mut st)?;
+        let mut kept = Vec::with_capacity(places.len());
+        {
+            let staging = st.staging.as_mut_slice().map_err(dev("staging"))?;
+            for ((o, &at), place) in s.outputs.iter().zip(&self.staging_at[n_in..]).zip(places) {
+                let n = o.bytes as usize;
+                let src = self.base + o.offset;
+                match place {
+                    Place::Host => {
+                        kept.push(None);
+                        // SAFETY: as above; synchronized before the staging is read.
+                        unsafe { dr::memcpy_dtoh_async(&mut staging[at..at + n], src, cs) }
+                            .map_err(dev("copying outputs"))?;
+                    }
+                    Place::Device => {
+                        let b = Buffer::alloc(&self.ctx, n)?;
+                        if n > 0 {
+                            // SAFETY: both ranges hold the output's bytes.
+                            unsafe { dr::memcpy_dtod_async(b.0.ptr, src, n, cs) }
+                                .map_err(dev("keeping outputs"))?;
+                        }
+                        kept.push(Some(b));
+                    }
+                }
+            }
+        }
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("running the schedule: {e:?}")))?;
+        let staging = st.staging.as_slice().map_err(dev("staging"))?;
+        s.outputs
+            .iter()
+            .zip(&self.staging_at[n_in..])
+            .zip(kept)
+            .map(|((o, &at), kept)| match kept {
+                Some(b) => Ok(Output::Device(DeviceTensor::new(
+                    o.dtype,
+                    o.dims.clone(),
+                    b,
+                ))),
+                None => Tensor::new(
+                    o.dtype,
+                    o.dims.clone(),
+                    Bytes::copy_from(&staging[at..at + o.bytes as usize]),
+                )
+                .map(Output::Host)
+                .map_err(|e| CudaError::Internal(e.to_string())),
+            })
+            .collect()
+    }
+}

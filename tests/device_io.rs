@@ -1,0 +1,147 @@
+//! Device-resident run I/O (`Session::upload`, `Session::run_values`): the
+//! same values as host runs, outputs fed back as inputs without the host,
+//! partial readback, and typed errors for a tensor of another device. The
+//! wgpu half runs on any Vulkan device (lavapipe in CI); the CUDA half on a
+//! CUDA device (the lent GPU's `gpu-check.sh tests`), skipping elsewhere.
+
+mod common;
+
+use std::sync::Arc;
+
+use rlx_onnx::ir::Tensor;
+use rlx_onnx::{
+    CompiledModel, Compiler, Devices, Error, InputError, Outputs, Session, SessionOptions, Target,
+    Value,
+};
+
+/// y = x + x and z = -x over f32[2, 3, 4]: y has x's type, so it can be
+/// fed back as the next run's x.
+const DOUBLE: &str = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[2,3,4]\n  %1 = add(%0, %0) : f32[2,3,4]\n  %2 = neg(%0) : f32[2,3,4]\n  output \"y\" = %1\n  output \"z\" = %2\n}\n";
+
+fn compile(target: Target) -> CompiledModel {
+    let graph = rlx_onnx::ir::text::parse_graph(DOUBLE).unwrap();
+    Compiler::new(target)
+        .compile(
+            rlx_onnx::importer::ImportedModel {
+                graph,
+                weights: Default::default(),
+                ir_version: 8,
+                opsets: vec![(String::new(), 17)],
+                producer: String::new(),
+                metadata: Default::default(),
+            },
+            None,
+        )
+        .unwrap()
+}
+
+fn x() -> Tensor {
+    let v: Vec<f32> = (0..24).map(|i| i as f32 * 0.5 - 3.0).collect();
+    Tensor::from_f32(&[2, 3, 4], &v).unwrap()
+}
+
+fn scaled(t: &Tensor, k: f32) -> Vec<f32> {
+    t.as_slice::<f32>().unwrap().iter().map(|v| v * k).collect()
+}
+
+/// Host and device runs agree exactly; y fed back twice on the device is
+/// 4x; a slice of a device output reads back alone; device tensors of the
+/// session's device are refused by a CPU session and by a session on
+/// another device context.
+fn round_trip(session: &Session, other: &Session) {
+    let x = x();
+    let host = session.run(&[("x", &x)]).unwrap();
+    let up = session.upload(&x).unwrap();
+    assert!(up.is_on_device());
+    let outs = session.run_values(&[("x", &up)], Outputs::Device).unwrap();
+    assert!(outs.iter().all(Value::is_on_device));
+    for (o, h) in outs.iter().zip(&host) {
+        assert!(o.to_host().unwrap().bit_eq(h));
+    }
+    let again = session
+        .run_values(&[("x", &outs[0])], Outputs::OnDevice(&["y"]))
+        .unwrap();
+    assert!(again[0].is_on_device() && !again[1].is_on_device());
+    assert_eq!(
+        again[0].to_host().unwrap().as_slice::<f32>().unwrap(),
+        scaled(&x, 4.0)
+    );
+    assert_eq!(
+        again[1].as_host().unwrap().as_slice::<f32>().unwrap(),
+        scaled(&x, -2.0)
+    );
+    // One position along the middle axis: two spans of four floats.
+    let part = again[0].slice_to_host(1, 2..3).unwrap();
+    let four = Tensor::from_f32(&[2, 3, 4], &scaled(&x, 4.0)).unwrap();
+    assert!(part.bit_eq(&four.slice_axis(1, 2..3).unwrap()));
+    let e = session
+        .run_values(&[("x", &up)], Outputs::OnDevice(&["w"]))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, Error::Input(InputError::UnknownOutput { .. })),
+        "{e}"
+    );
+    let e = other
+        .run_values(&[("x", &up)], Outputs::Host)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("another"), "{e}");
+    let cpu = Session::new(compile(Target::Cpu), SessionOptions::default()).unwrap();
+    let e = cpu.run_values(&[("x", &up)], Outputs::Host).err().unwrap();
+    assert!(
+        matches!(&e, Error::Input(InputError::Device { name, .. }) if name == "x"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_cpu_device_is_the_host() {
+    let s = Session::new(compile(Target::Cpu), SessionOptions::default()).unwrap();
+    let x = x();
+    let v = s.upload(&x).unwrap();
+    assert!(!v.is_on_device());
+    let outs = s.run_values(&[("x", &v)], Outputs::Device).unwrap();
+    assert!(outs.iter().all(|o| !o.is_on_device()));
+    assert_eq!(
+        outs[0].as_host().unwrap().as_slice::<f32>().unwrap(),
+        scaled(&x, 2.0)
+    );
+    let part = outs[1].slice_to_host(0, 1..2).unwrap();
+    assert_eq!(part.dims(), [1, 3, 4]);
+    assert_eq!(part.as_slice::<f32>().unwrap(), &scaled(&x, -1.0)[12..]);
+}
+
+#[test]
+fn wgpu_device_tensors_round_trip() {
+    let Some(devices) = common::wgpu_devices() else {
+        return;
+    };
+    let session =
+        Session::with_devices(compile(Target::Wgpu), SessionOptions::default(), devices).unwrap();
+    let other = Session::with_devices(
+        compile(Target::Wgpu),
+        SessionOptions::default(),
+        Arc::new(Devices::new()),
+    )
+    .unwrap();
+    round_trip(&session, &other);
+}
+
+#[test]
+fn cuda_device_tensors_round_trip() {
+    let devices = Arc::new(Devices::new());
+    if let Err(e) = devices.cuda() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let session =
+        Session::with_devices(compile(Target::Cuda), SessionOptions::default(), devices).unwrap();
+    let other = Session::with_devices(
+        compile(Target::Cuda),
+        SessionOptions::default(),
+        Arc::new(Devices::new()),
+    )
+    .unwrap();
+    round_trip(&session, &other);
+}
