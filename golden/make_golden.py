@@ -515,6 +515,185 @@ def if_rank():
     save("if_rank", model(g, 13, full_check=False), [x0, np.array(16000, dtype=np.int64)], more=[[x1, np.array(8000, dtype=np.int64)]])
 
 
+def decoder():
+    """A two-layer decoder-only model with a key/value cache, in the layout
+    `transformers` exports: `input_ids`, `attention_mask` (over the cache and
+    the new tokens) and `position_ids` in, `past_key_values.N.key/value`
+    `[batch, 2 heads, past, 8]` in and `present.N.key/value` out, logits out.
+    The causal mask is built from the cache length as exporters build it
+    (Shape, Range, LessOrEqual). Besides the data sets, golden/decoder/
+    holds a greedy decode made with onnxruntime step by step,
+    checked against decoding without the cache (the whole sequence each step):
+    golden/decoder/prompts.npy, [2, 5] token ids, and greedy.npy, the 12
+    tokens that follow each."""
+    r = rng(13)
+    vocab, d, h, ff, layers, npos = 48, 16, 2, 32, 2, 64
+    hd = d // h
+
+    def w(*s, scale=0.35):
+        return (r.standard_normal(s) * scale).astype(np.float32)
+
+    n = helper.make_node
+    inits = [
+        init("wte", w(vocab, d, scale=1.0)),
+        init("wpe", w(npos, d, scale=0.5)),
+        init("heads", np.array([0, 0, h, hd], dtype=np.int64)),
+        init("merge", np.array([0, 0, d], dtype=np.int64)),
+        init("scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32)),
+        init("neg", np.array(-1e9, dtype=np.float32)),
+        init("zero_f", np.array(0.0, dtype=np.float32)),
+        init("i0", np.array(0, dtype=np.int64)),
+        init("i1", np.array(1, dtype=np.int64)),
+        init("axis0", np.array([0], dtype=np.int64)),
+        init("axis1", np.array([1], dtype=np.int64)),
+        init("axes12", np.array([1, 2], dtype=np.int64)),
+        init("lnf.g", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+        init("lnf.b", w(d, scale=0.1)),
+        init("head", w(d, vocab, scale=1.0)),
+    ]
+    nodes = [
+        n("Gather", ["wte", "input_ids"], ["tok"], name="embed/tokens", axis=0),
+        n("Gather", ["wpe", "position_ids"], ["pos"], name="embed/positions", axis=0),
+        n("Add", ["tok", "pos"], ["x0"], name="embed/Add"),
+        # The causal mask over [new positions, past + new positions].
+        n("Shape", ["input_ids"], ["ids_shape"], name="mask/Shape"),
+        n("Gather", ["ids_shape", "i1"], ["seq"], name="mask/seq", axis=0),
+        n("Shape", ["attention_mask"], ["mask_shape"], name="mask/Shape_1"),
+        n("Gather", ["mask_shape", "i1"], ["total"], name="mask/total", axis=0),
+        n("Sub", ["total", "seq"], ["past"], name="mask/past"),
+        n("Range", ["past", "total", "i1"], ["qpos"], name="mask/qpos"),
+        n("Range", ["i0", "total", "i1"], ["kpos"], name="mask/kpos"),
+        n("Unsqueeze", ["qpos", "axis1"], ["qcol"], name="mask/qcol"),
+        n("Unsqueeze", ["kpos", "axis0"], ["krow"], name="mask/krow"),
+        n("LessOrEqual", ["krow", "qcol"], ["causal"], name="mask/causal"),
+        n("Cast", ["attention_mask"], ["padmask"], name="mask/Cast", to=TensorProto.BOOL),
+        n("Unsqueeze", ["padmask", "axes12"], ["pad4"], name="mask/pad4"),
+        n("And", ["causal", "pad4"], ["allowed"], name="mask/And"),
+        n("Where", ["allowed", "zero_f", "neg"], ["bias"], name="mask/Where"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("input_ids", I64, ["batch", "seq"]),
+        helper.make_tensor_value_info("attention_mask", I64, ["batch", "total"]),
+        helper.make_tensor_value_info("position_ids", I64, ["batch", "seq"]),
+    ]
+    outputs = [helper.make_tensor_value_info("logits", F, ["batch", "seq", vocab])]
+    x = "x0"
+    for l in range(layers):
+        p = f"h{l}/"
+        inits += [
+            init(p + "ln1.g", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+            init(p + "ln1.b", w(d, scale=0.1)),
+            init(p + "wqkv", w(d, 3 * d)),
+            init(p + "bqkv", w(3 * d, scale=0.1)),
+            init(p + "wo", w(d, d)),
+            init(p + "bo", w(d, scale=0.1)),
+            init(p + "ln2.g", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+            init(p + "ln2.b", w(d, scale=0.1)),
+            init(p + "w1", w(d, ff)),
+            init(p + "b1", w(ff, scale=0.1)),
+            init(p + "w2", w(ff, d)),
+            init(p + "b2", w(d, scale=0.1)),
+        ]
+        pk, pv = f"past_key_values.{l}.key", f"past_key_values.{l}.value"
+        ok, ov = f"present.{l}.key", f"present.{l}.value"
+        inputs += [helper.make_tensor_value_info(pk, F, ["batch", h, "past", hd]), helper.make_tensor_value_info(pv, F, ["batch", h, "past", hd])]
+        outputs += [helper.make_tensor_value_info(ok, F, ["batch", h, "total", hd]), helper.make_tensor_value_info(ov, F, ["batch", h, "total", hd])]
+        nodes += [
+            n("LayerNormalization", [x, p + "ln1.g", p + "ln1.b"], [p + "ln1"], name=p + "ln_1", axis=-1, epsilon=1e-5),
+            n("MatMul", [p + "ln1", p + "wqkv"], [p + "qkv0"], name=p + "attn/c_attn/MatMul"),
+            n("Add", [p + "qkv0", p + "bqkv"], [p + "qkv"], name=p + "attn/c_attn/Add"),
+            n("Split", [p + "qkv"], [p + "q0", p + "k0", p + "v0"], name=p + "attn/Split", axis=2, num_outputs=3),
+        ]
+        for t in "qkv":
+            nodes += [
+                n("Reshape", [p + t + "0", "heads"], [p + t + "1"], name=p + f"attn/{t}/Reshape"),
+                n("Transpose", [p + t + "1"], [p + t + "2"], name=p + f"attn/{t}/Transpose", perm=[0, 2, 1, 3]),
+            ]
+        nodes += [
+            n("Concat", [pk, p + "k2"], [ok], name=p + "attn/cache/key", axis=2),
+            n("Concat", [pv, p + "v2"], [ov], name=p + "attn/cache/value", axis=2),
+            n("Transpose", [ok], [p + "kt"], name=p + "attn/k/T", perm=[0, 1, 3, 2]),
+            n("MatMul", [p + "q2", p + "kt"], [p + "s0"], name=p + "attn/scores/MatMul"),
+            n("Mul", [p + "s0", "scale"], [p + "s1"], name=p + "attn/scores/Mul"),
+            n("Add", [p + "s1", "bias"], [p + "s2"], name=p + "attn/scores/Mask"),
+            n("Softmax", [p + "s2"], [p + "probs"], name=p + "attn/Softmax", axis=-1),
+            n("MatMul", [p + "probs", ov], [p + "c0"], name=p + "attn/context/MatMul"),
+            n("Transpose", [p + "c0"], [p + "c1"], name=p + "attn/context/Transpose", perm=[0, 2, 1, 3]),
+            n("Reshape", [p + "c1", "merge"], [p + "c2"], name=p + "attn/context/Reshape"),
+            n("MatMul", [p + "c2", p + "wo"], [p + "o0"], name=p + "attn/c_proj/MatMul"),
+            n("Add", [p + "o0", p + "bo"], [p + "o1"], name=p + "attn/c_proj/Add"),
+            n("Add", [x, p + "o1"], [p + "res1"], name=p + "residual1"),
+            n("LayerNormalization", [p + "res1", p + "ln2.g", p + "ln2.b"], [p + "ln2"], name=p + "ln_2", axis=-1, epsilon=1e-5),
+            n("MatMul", [p + "ln2", p + "w1"], [p + "f0"], name=p + "mlp/c_fc/MatMul"),
+            n("Add", [p + "f0", p + "b1"], [p + "f1"], name=p + "mlp/c_fc/Add"),
+            n("Relu", [p + "f1"], [p + "f2"], name=p + "mlp/act"),
+            n("MatMul", [p + "f2", p + "w2"], [p + "f3"], name=p + "mlp/c_proj/MatMul"),
+            n("Add", [p + "f3", p + "b2"], [p + "f4"], name=p + "mlp/c_proj/Add"),
+            n("Add", [p + "res1", p + "f4"], [p + "out"], name=p + "residual2"),
+        ]
+        x = p + "out"
+    nodes += [
+        n("LayerNormalization", [x, "lnf.g", "lnf.b"], ["lnf"], name="ln_f", axis=-1, epsilon=1e-5),
+        n("MatMul", ["lnf", "head"], ["logits"], name="lm_head/MatMul"),
+    ]
+    g = helper.make_graph(nodes, "decoder", inputs, outputs, inits)
+    m = model(g, 18)
+
+    def feeds(ids, past_len, cache=None):
+        b, s = ids.shape
+        f = {
+            "input_ids": ids,
+            "attention_mask": np.ones((b, past_len + s), dtype=np.int64),
+            "position_ids": np.tile(np.arange(past_len, past_len + s, dtype=np.int64), (b, 1)),
+        }
+        for l in range(layers):
+            for kv in ("key", "value"):
+                name = f"past_key_values.{l}.{kv}"
+                f[name] = cache[name] if cache else np.zeros((b, h, 0, hd), dtype=np.float32)
+        return f
+
+    def order(f):
+        return [f[i.name] for i in g.input]
+
+    prompt = r.integers(0, vocab, (2, 5)).astype(np.int64)
+    # Set 0: a prefill (empty cache); set 1: two tokens after a cache of 5.
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    m_bytes = m.SerializeToString()
+    sess = ort.InferenceSession(m_bytes, so, providers=["CPUExecutionProvider"])
+    out_names = [o.name for o in g.output]
+    first = dict(zip(out_names, sess.run(None, feeds(prompt, 0))))
+    cache = {f"past_key_values.{l}.{kv}": first[f"present.{l}.{kv}"] for l in range(layers) for kv in ("key", "value")}
+    more = r.integers(0, vocab, (2, 2)).astype(np.int64)
+    save("decoder", m, order(feeds(prompt, 0)), more=[order(feeds(more, 5, cache))])
+
+    # The reference decode: greedy, 12 new tokens, with the cache; the same
+    # tokens must come from recomputing the whole sequence each step, and
+    # each step's two best logits must stand apart (so no rounding can
+    # swap them).
+    new = 12
+    tokens, cache, ids, past = [], None, prompt, 0
+    for step in range(new):
+        outs = dict(zip(out_names, sess.run(None, feeds(ids, past, cache))))
+        last = outs["logits"][:, -1, :]
+        top2 = np.sort(last, axis=-1)[:, -2:]
+        assert (top2[:, 1] - top2[:, 0]).min() > 1e-3, f"step {step}: a near tie"
+        nxt = last.argmax(-1)
+        tokens.append(nxt)
+        past += ids.shape[1]
+        cache = {f"past_key_values.{l}.{kv}": outs[f"present.{l}.{kv}"] for l in range(layers) for kv in ("key", "value")}
+        ids = nxt[:, None].astype(np.int64)
+    tokens = np.stack(tokens, axis=1)
+    seq = prompt
+    for step in range(new):
+        logits = sess.run(["logits"], feeds(seq, 0))[0]
+        seq = np.concatenate([seq, logits[:, -1, :].argmax(-1)[:, None]], axis=1)
+    assert (seq[:, prompt.shape[1]:] == tokens).all(), "the cache changes the greedy decode"
+    np.save(os.path.join(HERE, "decoder", "prompts.npy"), prompt)
+    np.save(os.path.join(HERE, "decoder", "greedy.npy"), tokens.astype(np.int64))
+    print(f"decoder: greedy {tokens.tolist()}")
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -528,3 +707,4 @@ if __name__ == "__main__":
     loop_counter()
     placeholder_dims()
     if_rank()
+    decoder()

@@ -73,6 +73,8 @@ pub enum Error {
     Debug(String),
     #[error("resource limit: {0}")]
     Limit(String),
+    #[error("generate: {0}")]
+    Generate(String),
     #[error("splitting the graph for the CPU fallback: {0}")]
     Partition(String),
 }

@@ -28,6 +28,7 @@ pub mod dot;
 pub mod equivalence;
 pub mod error;
 pub mod files;
+pub mod generate;
 pub mod limits;
 pub mod narrow;
 pub mod npy;

@@ -437,3 +437,59 @@ fn a_loaded_artifact_survives_its_file_being_truncated() {
     assert!(a[0].bit_eq(&b[0]));
     let _ = std::fs::remove_file(&file);
 }
+
+/// The prompts and ONNX Runtime's greedy continuation of golden/decoder
+/// (made by golden/make_golden.py).
+pub fn decoder_reference() -> (Vec<Vec<i64>>, Vec<Vec<i64>>) {
+    let dir = common::root().join("golden/decoder");
+    let rows = |f: &str| {
+        let t = rlx_onnx::npy::read(&dir.join(f)).unwrap();
+        let w = t.dims()[1];
+        let v = t.to_i64_vec().unwrap();
+        v.chunks(w).map(<[i64]>::to_vec).collect::<Vec<_>>()
+    };
+    (rows("prompts.npy"), rows("greedy.npy"))
+}
+
+/// Greedy generation with the cache kept between steps gives ONNX
+/// Runtime's tokens, on one thread and on several; an end token stops a
+/// row (kept as its last token) while the other goes on.
+#[test]
+fn the_golden_decoder_generates_onnx_runtimes_greedy_tokens() {
+    use rlx_onnx::generate::{generate, GenerateOptions, Sampling};
+    let (prompts, want) = decoder_reference();
+    let model = Compiler::new(Target::Cpu)
+        .compile_file(&common::root().join("golden/decoder/model.onnx"))
+        .unwrap();
+    for threads in [1, 2] {
+        let session = Session::new(model.clone(), SessionOptions { threads }).unwrap();
+        let options = GenerateOptions {
+            max_new_tokens: want[0].len(),
+            sampling: Sampling::Greedy,
+            eos: None,
+        };
+        let out = generate(&session, &prompts, &options).unwrap();
+        assert_eq!(out.tokens, want, "{threads} threads");
+        assert_eq!(out.timings.steps.len(), want[0].len() - 1);
+        // Row 0's third token as the end token: each row stops at its
+        // first (row 1 has none of it and goes on).
+        let eos = want[0][2];
+        let upto = |row: &[i64]| {
+            row.iter()
+                .position(|&t| t == eos)
+                .map_or(row.len(), |p| p + 1)
+        };
+        let out = generate(
+            &session,
+            &prompts,
+            &GenerateOptions {
+                eos: Some(eos),
+                ..options
+            },
+        )
+        .unwrap();
+        for (got, want) in out.tokens.iter().zip(&want) {
+            assert_eq!(got, &want[..upto(want)]);
+        }
+    }
+}

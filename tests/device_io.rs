@@ -145,3 +145,52 @@ fn cuda_device_tensors_round_trip() {
     .unwrap();
     round_trip(&session, &other);
 }
+
+/// The golden decoder's greedy tokens (ONNX Runtime's, golden/make_golden.py)
+/// come from `generate` on `session`, its cache on the device between steps.
+fn generates_the_reference(session: &Session) {
+    use rlx_onnx::generate::{generate, GenerateOptions, Sampling};
+    let dir = common::root().join("golden/decoder");
+    let rows = |f: &str| {
+        let t = rlx_onnx::npy::read(&dir.join(f)).unwrap();
+        let w = t.dims()[1];
+        let v = t.to_i64_vec().unwrap();
+        v.chunks(w).map(<[i64]>::to_vec).collect::<Vec<_>>()
+    };
+    let (prompts, want) = (rows("prompts.npy"), rows("greedy.npy"));
+    let options = GenerateOptions {
+        max_new_tokens: want[0].len(),
+        sampling: Sampling::Greedy,
+        eos: None,
+    };
+    let out = generate(session, &prompts, &options).unwrap();
+    assert_eq!(out.tokens, want);
+}
+
+fn decoder(target: Target) -> CompiledModel {
+    Compiler::new(target)
+        .compile_file(&common::root().join("golden/decoder/model.onnx"))
+        .unwrap()
+}
+
+#[test]
+fn wgpu_generates_the_reference_tokens() {
+    let Some(devices) = common::wgpu_devices() else {
+        return;
+    };
+    let session =
+        Session::with_devices(decoder(Target::Wgpu), SessionOptions::default(), devices).unwrap();
+    generates_the_reference(&session);
+}
+
+#[test]
+fn cuda_generates_the_reference_tokens() {
+    let devices = Arc::new(Devices::new());
+    if let Err(e) = devices.cuda() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let session =
+        Session::with_devices(decoder(Target::Cuda), SessionOptions::default(), devices).unwrap();
+    generates_the_reference(&session);
+}

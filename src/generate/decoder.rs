@@ -1,0 +1,351 @@
+//! A decoder-only model with a key/value cache, as `transformers` and
+//! Optimum export one: token ids in (`input_ids`), optionally an
+//! `attention_mask` and `position_ids`, the cache of every layer in
+//! (`past_key_values.N.key` / `.value`, `[batch, kv_heads, past, head_dim]`)
+//! and out (`present.N.key` / `.value`, one position longer), and the
+//! logits. [`Decoder`] runs it a step at a time with the cache left on the
+//! session's device between steps; only the last position's logits come
+//! back to the host.
+
+use std::time::{Duration, Instant};
+
+use rlx_ir::{DType, Tensor};
+
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::signature::{DimInfo, IoInfo};
+use crate::value::{Outputs, Value};
+
+/// The roles of a decoder's inputs and outputs.
+#[derive(Debug, Clone)]
+pub struct DecoderIo {
+    /// Token ids, `[batch, positions]`.
+    pub ids: IoInfo,
+    /// Ones for every position of the cache and the new tokens.
+    pub mask: Option<IoInfo>,
+    /// The positions of the new tokens.
+    pub positions: Option<IoInfo>,
+    pub caches: Vec<Cache>,
+    /// `[batch, positions, vocabulary]` (or the last position only).
+    pub logits: String,
+}
+
+/// One cache tensor: the input that takes it and the output that returns
+/// it one step longer.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    pub past: IoInfo,
+    pub present: String,
+    /// The axis of positions.
+    pub axis: usize,
+}
+
+fn refuse(why: String) -> Error {
+    Error::Generate(why)
+}
+
+impl DecoderIo {
+    /// Finds the roles by the names exporters give them; an input it cannot
+    /// fill, or a cache with no output to return it, is an error naming it.
+    pub fn of(session: &Session) -> Result<DecoderIo> {
+        let inputs = session.inputs();
+        let outputs = session.outputs();
+        let find = |name: &str| inputs.iter().find(|i| i.name == name).cloned();
+        let ids = find("input_ids").ok_or_else(|| {
+            refuse(format!(
+                "the model has no `input_ids` input (its inputs: {}); generate runs \
+                 decoder-only models exported with their key/value cache",
+                names(&inputs)
+            ))
+        })?;
+        let mut caches = Vec::new();
+        for i in &inputs {
+            let Some(present) = present_name(&i.name) else {
+                continue;
+            };
+            if !outputs.iter().any(|o| o.name == present) {
+                return Err(refuse(format!(
+                    "cache input `{}` has no output `{present}` to return it",
+                    i.name
+                )));
+            }
+            let axis = positions_axis(i)?;
+            caches.push(Cache {
+                past: i.clone(),
+                present,
+                axis,
+            });
+        }
+        if caches.is_empty() {
+            return Err(refuse(
+                "the model takes no key/value cache (`past_key_values.N.key` inputs); \
+                 export it with its cache (use_cache=True)"
+                    .into(),
+            ));
+        }
+        let known = ["input_ids", "attention_mask", "position_ids"];
+        if let Some(other) = inputs
+            .iter()
+            .find(|i| !known.contains(&i.name.as_str()) && present_name(&i.name).is_none())
+        {
+            return Err(refuse(format!(
+                "decoder input `{}` is none generate knows how to fill (it fills \
+                 input_ids, attention_mask, position_ids and the past key/values)",
+                other.name
+            )));
+        }
+        let logits = outputs
+            .iter()
+            .find(|o| o.name == "logits")
+            .or_else(|| outputs.iter().find(|o| is_not_cache(&o.name)))
+            .map(|o| o.name.clone())
+            .ok_or_else(|| refuse("the model has no `logits` output".into()))?;
+        Ok(DecoderIo {
+            ids,
+            mask: find("attention_mask"),
+            positions: find("position_ids"),
+            caches,
+            logits,
+        })
+    }
+}
+
+fn names(io: &[IoInfo]) -> String {
+    io.iter()
+        .map(|i| format!("`{}`", i.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The output that returns a cache input: `past_key_values.0.key` ->
+/// `present.0.key`, `past.0.value` -> `present.0.value`.
+fn present_name(input: &str) -> Option<String> {
+    ["past_key_values", "past"]
+        .iter()
+        .find_map(|p| input.strip_prefix(p).map(|rest| format!("present{rest}")))
+}
+
+/// Whether an output is not a cache (the fallback choice of the logits).
+fn is_not_cache(name: &str) -> bool {
+    !name.starts_with("present")
+}
+
+/// The axis of positions of a cache input: its one symbolic dim after the
+/// batch, or axis 2 of `[batch, heads, positions, head_dim]`.
+fn positions_axis(past: &IoInfo) -> Result<usize> {
+    let symbolic: Vec<usize> = (1..past.dims.len())
+        .filter(|&a| !matches!(past.dims[a], DimInfo::Fixed(_)))
+        .collect();
+    match symbolic.as_slice() {
+        [a] => Ok(*a),
+        _ if past.dims.len() == 4 && !matches!(past.dims[2], DimInfo::Fixed(_)) => Ok(2),
+        _ => Err(refuse(format!(
+            "cache input `{}` has dims {:?}: generate needs one growing dim of \
+             positions after the batch and fixed sizes elsewhere",
+            past.name, past.dims
+        ))),
+    }
+}
+
+/// A decoder session stepping through one batch of sequences.
+pub struct Decoder<'s> {
+    session: &'s Session,
+    io: DecoderIo,
+    /// The cache, one value per [`DecoderIo::caches`] (on the device of a
+    /// GPU session).
+    cache: Vec<Value>,
+    /// Positions in the cache.
+    len: usize,
+    batch: usize,
+    kept: Vec<String>,
+}
+
+impl<'s> Decoder<'s> {
+    pub fn new(session: &'s Session) -> Result<Decoder<'s>> {
+        let io = DecoderIo::of(session)?;
+        let mut kept: Vec<String> = io.caches.iter().map(|c| c.present.clone()).collect();
+        kept.push(io.logits.clone());
+        Ok(Decoder {
+            session,
+            io,
+            cache: Vec::new(),
+            len: 0,
+            batch: 0,
+            kept,
+        })
+    }
+
+    pub fn io(&self) -> &DecoderIo {
+        &self.io
+    }
+
+    /// Positions held in the cache.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Runs the prompts (one row each, all of one length) from an empty
+    /// cache; returns the last position's logits, `[batch, vocabulary]` f32.
+    pub fn prefill(&mut self, prompts: &[Vec<i64>]) -> Result<Tensor> {
+        let width = prompts.first().map_or(0, Vec::len);
+        if width == 0 || prompts.iter().any(|p| p.len() != width) {
+            return Err(refuse(
+                "the prompts must be non-empty and of one length (pad them and pass a mask \
+                 through the library's Session API for ragged batches)"
+                    .into(),
+            ));
+        }
+        self.batch = prompts.len();
+        self.len = 0;
+        self.cache = self
+            .io
+            .caches
+            .iter()
+            .map(|c| self.empty_cache(c).map(Value::Host))
+            .collect::<Result<_>>()?;
+        let ids: Vec<i64> = prompts.iter().flatten().copied().collect();
+        self.advance(&ids, width)
+    }
+
+    /// Appends one token per row; returns the next logits, `[batch,
+    /// vocabulary]` f32.
+    pub fn step(&mut self, tokens: &[i64]) -> Result<Tensor> {
+        if self.batch == 0 {
+            return Err(refuse("step before prefill".into()));
+        }
+        if tokens.len() != self.batch {
+            return Err(refuse(format!(
+                "{} tokens for a batch of {}",
+                tokens.len(),
+                self.batch
+            )));
+        }
+        self.advance(tokens, 1)
+    }
+
+    /// One run over `width` new positions per row.
+    fn advance(&mut self, ids: &[i64], width: usize) -> Result<Tensor> {
+        let (b, past) = (self.batch, self.len);
+        let ids = ints(self.io.ids.dtype, &[b, width], ids.iter().copied())?;
+        let mut feed: Vec<(String, Value)> = vec![(self.io.ids.name.clone(), ids.into())];
+        if let Some(m) = &self.io.mask {
+            let ones = std::iter::repeat_n(1, b * (past + width));
+            feed.push((
+                m.name.clone(),
+                ints(m.dtype, &[b, past + width], ones)?.into(),
+            ));
+        }
+        if let Some(p) = &self.io.positions {
+            let pos = (0..b).flat_map(|_| (past..past + width).map(|p| p as i64));
+            feed.push((p.name.clone(), ints(p.dtype, &[b, width], pos)?.into()));
+        }
+        for (c, v) in self.io.caches.iter().zip(self.cache.drain(..)) {
+            feed.push((c.past.name.clone(), v));
+        }
+        let named: Vec<(&str, &Value)> = feed.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        let kept: Vec<&str> = self.kept.iter().map(String::as_str).collect();
+        let outs = self.session.run_values(&named, Outputs::OnDevice(&kept))?;
+        let out_names = self.session.model().output_names();
+        let at = |name: &str| {
+            out_names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::Generate(format!("no output `{name}`")))
+        };
+        for c in &self.io.caches {
+            self.cache.push(outs[at(&c.present)?].clone());
+        }
+        self.len = past + width;
+        let logits = &outs[at(&self.io.logits)?];
+        last_logits(logits, b)
+    }
+
+    /// An empty cache tensor: the batch, no positions, the model's sizes.
+    fn empty_cache(&self, c: &Cache) -> Result<Tensor> {
+        let dims = c
+            .past
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(a, d)| match (a, d) {
+                (a, _) if a == c.axis => Ok(0),
+                (0, _) => Ok(self.batch),
+                (_, DimInfo::Fixed(n)) => Ok(*n),
+                (a, d) => Err(refuse(format!(
+                    "dim {a} of cache input `{}` is {d:?}; generate needs it fixed \
+                     (bind it with --bind)",
+                    c.past.name
+                ))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::zeros(c.past.dtype, &dims)?)
+    }
+}
+
+/// The last position's logits as `[batch, vocabulary]` f32, read back alone
+/// from a device.
+fn last_logits(logits: &Value, batch: usize) -> Result<Tensor> {
+    let d = logits.dims().to_vec();
+    let t = match d.len() {
+        3 if d[0] == batch && d[1] > 0 => logits.slice_to_host(1, d[1] - 1..d[1])?,
+        2 if d[0] == batch => logits.to_host()?,
+        _ => {
+            return Err(refuse(format!(
+                "logits of shape {d:?} for a batch of {batch}: expected [batch, positions, \
+                 vocabulary]"
+            )))
+        }
+    };
+    let vocab = *d.last().unwrap_or(&0);
+    let values: Vec<f32> = match t.dtype() {
+        DType::F32 => t.as_slice::<f32>()?.to_vec(),
+        _ => t
+            .to_f64_vec()
+            .ok_or_else(|| refuse(format!("logits of dtype {}", t.dtype())))?
+            .into_iter()
+            .map(|v| v as f32)
+            .collect(),
+    };
+    Ok(Tensor::from_f32(&[batch, vocab], &values)?)
+}
+
+/// Integers as a tensor of `dtype` (the ids, mask or positions input's).
+fn ints(dtype: DType, dims: &[usize], values: impl Iterator<Item = i64>) -> Result<Tensor> {
+    Ok(match dtype {
+        DType::I64 => Tensor::from_i64(dims, &values.collect::<Vec<_>>())?,
+        DType::I32 => {
+            Tensor::from_slice(dtype, dims, &values.map(|v| v as i32).collect::<Vec<_>>())?
+        }
+        DType::F32 => Tensor::from_f32(dims, &values.map(|v| v as f32).collect::<Vec<_>>())?,
+        DType::Bool => Tensor::from_slice(
+            dtype,
+            dims,
+            &values.map(|v| u8::from(v != 0)).collect::<Vec<_>>(),
+        )?,
+        other => {
+            return Err(refuse(format!(
+                "an ids, mask or positions input of dtype {other}"
+            )))
+        }
+    })
+}
+
+/// What [`super::generate`] measured.
+#[derive(Debug, Clone, Default)]
+pub struct Timings {
+    pub prefill: Duration,
+    /// One per decode step.
+    pub steps: Vec<Duration>,
+}
+
+impl Timings {
+    pub(crate) fn time<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, Duration)> {
+        let t = Instant::now();
+        let r = f()?;
+        Ok((r, t.elapsed()))
+    }
+}

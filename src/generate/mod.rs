@@ -1,0 +1,93 @@
+//! Text generation with a decoder-only model and its key/value cache:
+//! [`Decoder`] steps a batch through the model with the cache kept on the
+//! session's device, and [`generate`] is the loop around it (greedy or
+//! seeded sampling, stopping at an end token). An application with its own
+//! sampler drives [`Decoder::prefill`] and [`Decoder::step`] itself.
+//!
+//! ```no_run
+//! # fn main() -> rlx_onnx::Result<()> {
+//! use rlx_onnx::generate::{generate, GenerateOptions, Sampling};
+//! use rlx_onnx::{Compiler, Session, SessionOptions, Target};
+//! let model = Compiler::new(Target::Cpu).compile_file("decoder.onnx".as_ref())?;
+//! let session = Session::new(model, SessionOptions::default())?;
+//! let options = GenerateOptions { max_new_tokens: 32, sampling: Sampling::Greedy, eos: None };
+//! let out = generate(&session, &[vec![464, 3290, 318]], &options)?;
+//! println!("{:?}", out.tokens[0]);
+//! # Ok(()) }
+//! ```
+
+mod decoder;
+mod sampling;
+
+pub use decoder::{Cache, Decoder, DecoderIo, Timings};
+pub use sampling::{argmax, choose, Rng, Sampling};
+
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+/// What [`generate`] does.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Tokens to add to each prompt at most.
+    pub max_new_tokens: usize,
+    pub sampling: Sampling,
+    /// A token that ends a sequence (kept as its last token); generation
+    /// stops when every sequence has ended.
+    pub eos: Option<i64>,
+}
+
+/// The new tokens of each prompt, and the time of each run.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub tokens: Vec<Vec<i64>>,
+    pub timings: Timings,
+}
+
+/// Generates up to `max_new_tokens` tokens after each prompt (one row of
+/// the batch each, all of one length).
+pub fn generate(
+    session: &Session,
+    prompts: &[Vec<i64>],
+    options: &GenerateOptions,
+) -> Result<Generation> {
+    options.sampling.check().map_err(Error::Generate)?;
+    let mut decoder = Decoder::new(session)?;
+    let mut rng = Rng::new(match options.sampling {
+        Sampling::Random { seed, .. } => seed,
+        Sampling::Greedy => 0,
+    });
+    let batch = prompts.len();
+    let mut tokens: Vec<Vec<i64>> = vec![Vec::new(); batch];
+    let mut timings = Timings::default();
+    if options.max_new_tokens == 0 {
+        return Ok(Generation { tokens, timings });
+    }
+    let (mut logits, t) = Timings::time(|| decoder.prefill(prompts))?;
+    timings.prefill = t;
+    let mut done = vec![false; batch];
+    loop {
+        let rows = logits.as_slice::<f32>()?;
+        let vocab = rows.len() / batch.max(1);
+        let mut next = Vec::with_capacity(batch);
+        for (b, row) in rows.chunks(vocab.max(1)).enumerate() {
+            // A finished sequence repeats its end token (its logits unread).
+            let token = match (done[b], options.eos) {
+                (true, Some(eos)) => eos,
+                _ => choose(row, &options.sampling, &mut rng) as i64,
+            };
+            if !done[b] {
+                tokens[b].push(token);
+                done[b] = options.eos == Some(token);
+            }
+            next.push(token);
+        }
+        let produced = timings.steps.len() + 1;
+        if done.iter().all(|&d| d) || produced >= options.max_new_tokens {
+            break;
+        }
+        let (l, t) = Timings::time(|| decoder.step(&next))?;
+        timings.steps.push(t);
+        logits = l;
+    }
+    Ok(Generation { tokens, timings })
+}
