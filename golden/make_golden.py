@@ -525,7 +525,7 @@ def decoder():
     holds a greedy decode made with onnxruntime step by step,
     checked against decoding without the cache (the whole sequence each step):
     golden/decoder/prompts.npy, [2, 5] token ids, and greedy.npy, the 12
-    tokens that follow each."""
+    tokens that follow each; tokenizer.json names the tokens t0 .. t47."""
     r = rng(13)
     vocab, d, h, ff, layers, npos = 48, 16, 2, 32, 2, 64
     hd = d // h
@@ -689,6 +689,23 @@ def decoder():
         logits = sess.run(["logits"], feeds(seq, 0))[0]
         seq = np.concatenate([seq, logits[:, -1, :].argmax(-1)[:, None]], axis=1)
     assert (seq[:, prompt.shape[1]:] == tokens).all(), "the cache changes the greedy decode"
+    # A word-level tokenizer of the vocabulary (t0 .. t47) for `generate
+    # --tokenizer`, in Hugging Face's tokenizer.json format.
+    import json
+    tok = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {f"t{i}": i for i in range(vocab)}, "unk_token": "t0"},
+    }
+    with open(os.path.join(HERE, "decoder", "tokenizer.json"), "w") as f:
+        json.dump(tok, f, indent=1)
+        f.write("\n")
     np.save(os.path.join(HERE, "decoder", "prompts.npy"), prompt)
     np.save(os.path.join(HERE, "decoder", "greedy.npy"), tokens.astype(np.int64))
     print(f"decoder: greedy {tokens.tolist()}")

@@ -577,3 +577,66 @@ fn fifos_are_refused_and_concurrent_runs_leave_one_set() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `generate` decodes the golden decoder greedily as ONNX Runtime does
+/// (golden/decoder/greedy.npy), from ids or from text through a
+/// tokenizer.json, and refuses a model without a key/value cache.
+#[test]
+fn generate_decodes_with_the_cache_from_ids_or_text() {
+    let dir = common::root().join("golden/decoder");
+    let model = dir.join("model.onnx");
+    let greedy = rlx_onnx::npy::read(&dir.join("greedy.npy")).unwrap();
+    let want: Vec<String> = greedy
+        .to_i64_vec()
+        .unwrap()
+        .chunks(greedy.dims()[1])
+        .map(|r| r.iter().map(i64::to_string).collect::<Vec<_>>().join(" "))
+        .collect();
+    let (code, out, err) = output(rlx().arg("generate").arg(&model).args([
+        "--prompt-ids",
+        "1,2,1,5,41",
+        "--prompt-ids",
+        "3,9,31,6,19",
+        "--max-new-tokens",
+        "12",
+        "--threads",
+        "1",
+    ]));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("[0] {}\n", want[0])), "{out}");
+    assert!(out.contains(&format!("[1] {}\n", want[1])), "{out}");
+    assert!(
+        err.contains("prefill: 5 positions x 2 rows") && err.contains("decode: 11 steps"),
+        "{err}"
+    );
+    let (code, out, err) = output(
+        rlx()
+            .arg("generate")
+            .arg(&model)
+            .args(["--prompt", "t1 t2 t1 t5 t41", "--tokenizer"])
+            .arg(dir.join("tokenizer.json"))
+            .args(["--max-new-tokens", "3"]),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let first: Vec<&str> = want[0].split(' ').take(3).collect();
+    let text: Vec<String> = first.iter().map(|t| format!("t{t}")).collect();
+    assert!(
+        out.contains(&format!(
+            "[0] {}\n[0] {}\n",
+            first.join(" "),
+            text.join(" ")
+        )),
+        "{out}"
+    );
+    let (code, _, err) = output(
+        rlx()
+            .arg("generate")
+            .arg(cnn())
+            .args(["--prompt-ids", "1,2"]),
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("no `input_ids` input"), "{err}");
+    let (code, _, err) = output(rlx().arg("generate").arg(&model));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("give the prompt"), "{err}");
+}

@@ -7,6 +7,7 @@ mod compare;
 mod conformance;
 mod convert;
 mod dump;
+mod generate;
 mod graph;
 mod inspect;
 mod progress;
@@ -49,6 +50,8 @@ enum Command {
     Conformance(conformance::Args),
     /// Measure latency: min, median and p90 over repeated runs.
     Bench(bench::Args),
+    /// Generate tokens with a decoder-only model and its key/value cache.
+    Generate(generate::Args),
     /// Find the first ONNX node whose output differs between two runs (two
     /// targets, two opt levels, or against reference tensors).
     Compare(compare::Args),
@@ -119,5 +122,6 @@ fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Generate(a) => generate::run(a),
     }
 }
