@@ -302,6 +302,15 @@ impl Session {
         &self.model
     }
 
+    /// A session of another form of this session's model (a rewritten
+    /// graph), on the same devices and with as many threads.
+    pub(crate) fn derived(&self, model: CompiledModel) -> Result<Session> {
+        let options = SessionOptions {
+            threads: self.threads.count(),
+        };
+        Session::with_devices(model, options, self.devices.clone())
+    }
+
     /// The GPU devices the session runs on.
     pub(crate) fn devices(&self) -> &Devices {
         &self.devices

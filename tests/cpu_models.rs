@@ -456,20 +456,27 @@ pub fn decoder_reference() -> (Vec<Vec<i64>>, Vec<Vec<i64>>) {
 /// row (kept as its last token) while the other goes on.
 #[test]
 fn the_golden_decoder_generates_onnx_runtimes_greedy_tokens() {
-    use rlx_onnx::generate::{generate, GenerateOptions, Sampling};
+    use rlx_onnx::generate::{generate, CacheMode, GenerateOptions, Sampling};
     let (prompts, want) = decoder_reference();
     let model = Compiler::new(Target::Cpu)
         .compile_file(&common::root().join("golden/decoder/model.onnx"))
         .unwrap();
-    for threads in [1, 2] {
+    for (threads, in_place) in [(1, true), (2, true), (1, false)] {
         let session = Session::new(model.clone(), SessionOptions { threads }).unwrap();
         let options = GenerateOptions {
             max_new_tokens: want[0].len(),
             sampling: Sampling::Greedy,
             eos: None,
+            in_place,
         };
         let out = generate(&session, &prompts, &options).unwrap();
         assert_eq!(out.tokens, want, "{threads} threads");
+        let capacity = prompts[0].len() + want[0].len();
+        let mode = match in_place {
+            true => CacheMode::InPlace { capacity },
+            false => CacheMode::Growing { why: None },
+        };
+        assert_eq!(out.mode, mode);
         assert_eq!(out.timings.steps.len(), want[0].len() - 1);
         // Row 0's third token as the end token: each row stops at its
         // first (row 1 has none of it and goes on).

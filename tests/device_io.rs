@@ -147,9 +147,10 @@ fn cuda_device_tensors_round_trip() {
 }
 
 /// The golden decoder's greedy tokens (ONNX Runtime's, golden/make_golden.py)
-/// come from `generate` on `session`, its cache on the device between steps.
-fn generates_the_reference(session: &Session) {
-    use rlx_onnx::generate::{generate, GenerateOptions, Sampling};
+/// come from `generate` on `session`, its cache on the device between steps,
+/// growing and (where the target runs the in-place write) in place.
+fn generates_the_reference(session: &Session, in_place_runs: bool) {
+    use rlx_onnx::generate::{generate, CacheMode, GenerateOptions, Sampling};
     let dir = common::root().join("golden/decoder");
     let rows = |f: &str| {
         let t = rlx_onnx::npy::read(&dir.join(f)).unwrap();
@@ -162,9 +163,26 @@ fn generates_the_reference(session: &Session) {
         max_new_tokens: want[0].len(),
         sampling: Sampling::Greedy,
         eos: None,
+        in_place: false,
     };
     let out = generate(session, &prompts, &options).unwrap();
     assert_eq!(out.tokens, want);
+    let options = GenerateOptions {
+        in_place: true,
+        ..options
+    };
+    let out = generate(session, &prompts, &options).unwrap();
+    assert_eq!(out.tokens, want);
+    match out.mode {
+        CacheMode::InPlace { capacity } => {
+            assert!(in_place_runs);
+            assert_eq!(capacity, prompts[0].len() + want[0].len());
+        }
+        CacheMode::Growing { why } => {
+            assert!(!in_place_runs, "{why:?}");
+            assert!(why.is_some_and(|w| w.contains("tensor_scatter")));
+        }
+    }
 }
 
 fn decoder(target: Target) -> CompiledModel {
@@ -180,7 +198,8 @@ fn wgpu_generates_the_reference_tokens() {
     };
     let session =
         Session::with_devices(decoder(Target::Wgpu), SessionOptions::default(), devices).unwrap();
-    generates_the_reference(&session);
+    // wgpu has no tensor_scatter kernel yet: the decoder says so and grows.
+    generates_the_reference(&session, false);
 }
 
 #[test]
@@ -192,5 +211,5 @@ fn cuda_generates_the_reference_tokens() {
     }
     let session =
         Session::with_devices(decoder(Target::Cuda), SessionOptions::default(), devices).unwrap();
-    generates_the_reference(&session);
+    generates_the_reference(&session, true);
 }

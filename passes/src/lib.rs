@@ -25,6 +25,7 @@ pub mod fuse_matmul_integer;
 pub mod fuse_qdq_matmul;
 pub mod fuse_residual_norm;
 pub mod fuse_rope;
+pub mod kv_cache;
 pub mod legalize;
 pub mod loop_invariant;
 pub mod manager;

@@ -147,13 +147,39 @@ fn positions_axis(past: &IoInfo) -> Result<usize> {
     }
 }
 
+/// How a [`Decoder`] holds its cache between steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheMode {
+    /// Each step returns a cache one position longer: a new plan per
+    /// length. `why` says why the in-place cache was not used, when asked
+    /// for.
+    Growing { why: Option<String> },
+    /// One buffer of `capacity` positions, written in place
+    /// ([`rlx_passes::kv_cache`]): every decode step has the same shapes.
+    InPlace { capacity: usize },
+}
+
+/// The in-place form of a decoder: its session and state.
+struct InPlace {
+    session: Session,
+    capacity: usize,
+    /// The cache, `capacity` positions long.
+    cache: Vec<Value>,
+    /// Whether a step has matched the growing graph's (the first step runs
+    /// both and compares).
+    checked: bool,
+}
+
 /// A decoder session stepping through one batch of sequences.
 pub struct Decoder<'s> {
     session: &'s Session,
     io: DecoderIo,
-    /// The cache, one value per [`DecoderIo::caches`] (on the device of a
-    /// GPU session).
+    /// The growing cache, one value per [`DecoderIo::caches`] (on the
+    /// device of a GPU session).
     cache: Vec<Value>,
+    in_place: Option<InPlace>,
+    /// Why the in-place cache is not used (when it was asked for).
+    why_growing: Option<String>,
     /// Positions in the cache.
     len: usize,
     batch: usize,
@@ -161,6 +187,7 @@ pub struct Decoder<'s> {
 }
 
 impl<'s> Decoder<'s> {
+    /// A decoder whose cache grows by a position each step.
     pub fn new(session: &'s Session) -> Result<Decoder<'s>> {
         let io = DecoderIo::of(session)?;
         let mut kept: Vec<String> = io.caches.iter().map(|c| c.present.clone()).collect();
@@ -169,10 +196,67 @@ impl<'s> Decoder<'s> {
             session,
             io,
             cache: Vec::new(),
+            in_place: None,
+            why_growing: None,
             len: 0,
             batch: 0,
             kept,
         })
+    }
+
+    /// A decoder whose cache is one buffer of `capacity` positions (the
+    /// prompt and every new token) written in place, so that each decode
+    /// step runs one plan; where the model's graph does not allow it (no
+    /// `attention_mask` or `position_ids` input, a cache that is not a
+    /// concatenation, a first step that differs from the growing graph's),
+    /// the cache grows and [`Decoder::mode`] says why.
+    pub fn with_capacity(session: &'s Session, capacity: usize) -> Result<Decoder<'s>> {
+        let mut d = Decoder::new(session)?;
+        match d.in_place_session() {
+            Ok(s) => {
+                d.in_place = Some(InPlace {
+                    session: s,
+                    capacity,
+                    cache: Vec::new(),
+                    checked: false,
+                })
+            }
+            Err(why) => d.why_growing = Some(why),
+        }
+        Ok(d)
+    }
+
+    /// The session of the model with its cache written in place.
+    fn in_place_session(&self) -> std::result::Result<Session, String> {
+        if self.io.mask.is_none() || self.io.positions.is_none() {
+            return Err(
+                "the model takes no attention_mask or no position_ids, which an \
+                        in-place cache needs to hide unwritten positions and place new ones"
+                    .into(),
+            );
+        }
+        let mut model = self.session.model().clone();
+        let pairs: Vec<(String, String)> = self
+            .io
+            .caches
+            .iter()
+            .map(|c| (c.past.name.clone(), c.present.clone()))
+            .collect();
+        rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &pairs)
+            .map_err(|e| e.to_string())?;
+        self.session.derived(model).map_err(|e| e.to_string())
+    }
+
+    /// How the cache is held.
+    pub fn mode(&self) -> CacheMode {
+        match &self.in_place {
+            Some(p) => CacheMode::InPlace {
+                capacity: p.capacity,
+            },
+            None => CacheMode::Growing {
+                why: self.why_growing.clone(),
+            },
+        }
     }
 
     pub fn io(&self) -> &DecoderIo {
@@ -208,7 +292,46 @@ impl<'s> Decoder<'s> {
             .map(|c| self.empty_cache(c).map(Value::Host))
             .collect::<Result<_>>()?;
         let ids: Vec<i64> = prompts.iter().flatten().copied().collect();
-        self.advance(&ids, width)
+        let logits = self.advance(&ids, width)?;
+        if let Some(p) = &self.in_place {
+            if width >= p.capacity {
+                let why = format!(
+                    "the prompt's {width} positions leave no room in a cache of {}",
+                    p.capacity
+                );
+                self.fall_back(why);
+            } else {
+                let cache = self.fill_in_place()?;
+                if let Some(p) = &mut self.in_place {
+                    p.cache = cache;
+                    p.checked = false;
+                }
+            }
+        }
+        Ok(logits)
+    }
+
+    /// The in-place cache after a prefill: the growing cache's positions
+    /// at the start of buffers of the capacity (read back and uploaded once).
+    fn fill_in_place(&self) -> Result<Vec<Value>> {
+        let Some(p) = &self.in_place else {
+            return Ok(Vec::new());
+        };
+        self.io
+            .caches
+            .iter()
+            .zip(&self.cache)
+            .map(|(c, v)| {
+                let t = pad_axis(&v.to_host()?, c.axis, p.capacity)?;
+                p.session.upload(&t)
+            })
+            .collect()
+    }
+
+    /// Goes on with the growing cache, for `why`.
+    fn fall_back(&mut self, why: String) {
+        self.in_place = None;
+        self.why_growing = Some(why);
     }
 
     /// Appends one token per row; returns the next logits, `[batch,
@@ -224,7 +347,92 @@ impl<'s> Decoder<'s> {
                 self.batch
             )));
         }
-        self.advance(tokens, 1)
+        if self.in_place.as_ref().is_some_and(|p| p.checked) {
+            return self.advance_in_place(tokens);
+        }
+        if self.in_place.is_none() {
+            return self.advance(tokens, 1);
+        }
+        // The first step runs both ways: the in-place graph is used only
+        // where it gives the growing graph's logits.
+        let len = self.len;
+        let fixed = match self.advance_in_place(tokens) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                self.fall_back(format!("the in-place graph does not run: {e}"));
+                None
+            }
+        };
+        self.len = len;
+        let grown = self.advance(tokens, 1)?;
+        let Some(fixed) = fixed else {
+            return Ok(grown);
+        };
+        let (a, b) = (fixed.as_slice::<f32>()?, grown.as_slice::<f32>()?);
+        let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
+        let diff = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        let tol = match self.session.model().precision {
+            crate::Precision::Exact => 1e-4,
+            _ => 2e-2,
+        };
+        if diff.is_nan() || diff > tol * scale {
+            self.fall_back(format!(
+                "the in-place cache's first step differs from the growing cache's by {diff} \
+                 (logits up to {scale}): the graph does not hide unwritten positions by its mask"
+            ));
+        } else if let Some(p) = &mut self.in_place {
+            p.checked = true;
+            self.cache.clear();
+        }
+        Ok(grown)
+    }
+
+    /// One decode step on the in-place cache.
+    fn advance_in_place(&mut self, tokens: &[i64]) -> Result<Tensor> {
+        let (b, pos) = (self.batch, self.len);
+        let Some(p) = &mut self.in_place else {
+            return Err(refuse("no in-place cache".into()));
+        };
+        if pos >= p.capacity {
+            return Err(refuse(format!(
+                "the cache holds {} positions; the decoder was made for no more",
+                p.capacity
+            )));
+        }
+        let io = &self.io;
+        let ids = ints(io.ids.dtype, &[b, 1], tokens.iter().copied())?;
+        let mut feed: Vec<(String, Value)> = vec![(io.ids.name.clone(), ids.into())];
+        if let Some(m) = &io.mask {
+            let cap = p.capacity;
+            let ones = (0..b).flat_map(|_| (0..cap).map(move |i| i64::from(i <= pos)));
+            feed.push((m.name.clone(), ints(m.dtype, &[b, cap], ones)?.into()));
+        }
+        if let Some(q) = &io.positions {
+            let at = std::iter::repeat_n(pos as i64, b);
+            feed.push((q.name.clone(), ints(q.dtype, &[b, 1], at)?.into()));
+        }
+        let at = Tensor::from_i64(&[b], &vec![pos as i64; b])?;
+        feed.push((rlx_passes::kv_cache::CACHE_POSITION.to_string(), at.into()));
+        for (c, v) in io.caches.iter().zip(&p.cache) {
+            feed.push((c.past.name.clone(), v.clone()));
+        }
+        let named: Vec<(&str, &Value)> = feed.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        let kept: Vec<&str> = self.kept.iter().map(String::as_str).collect();
+        let outs = p.session.run_values(&named, Outputs::OnDevice(&kept))?;
+        let out_names = p.session.model().output_names();
+        let at = |name: &str| {
+            out_names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::Generate(format!("no output `{name}`")))
+        };
+        let mut cache = Vec::with_capacity(io.caches.len());
+        for c in &io.caches {
+            cache.push(outs[at(&c.present)?].clone());
+        }
+        p.cache = cache;
+        self.len = pos + 1;
+        last_logits(&outs[at(&io.logits)?], b)
     }
 
     /// One run over `width` new positions per row.
@@ -311,6 +519,24 @@ fn last_logits(logits: &Value, batch: usize) -> Result<Tensor> {
             .collect(),
     };
     Ok(Tensor::from_f32(&[batch, vocab], &values)?)
+}
+
+/// `t` lengthened along `axis` to `len` with zeros after its elements.
+fn pad_axis(t: &Tensor, axis: usize, len: usize) -> Result<Tensor> {
+    let dims = t.dims();
+    let (have, size) = (dims[axis], t.dtype().size());
+    let inner: usize = dims[axis + 1..].iter().product::<usize>() * size;
+    let outer: usize = dims[..axis].iter().product();
+    let mut out_dims = dims.to_vec();
+    out_dims[axis] = len;
+    let mut buf = rlx_ir::tensor::AlignedBuf::try_zeroed(outer * len * inner)
+        .ok_or_else(|| refuse(format!("no memory for a cache of {out_dims:?}")))?;
+    let (src, dst) = (t.bytes(), buf.as_mut_bytes());
+    for o in 0..outer {
+        let n = have * inner;
+        dst[o * len * inner..o * len * inner + n].copy_from_slice(&src[o * n..o * n + n]);
+    }
+    Ok(Tensor::new(t.dtype(), out_dims, buf.freeze())?)
 }
 
 /// Integers as a tensor of `dtype` (the ids, mask or positions input's).

@@ -10,7 +10,12 @@
 //! use rlx_onnx::{Compiler, Session, SessionOptions, Target};
 //! let model = Compiler::new(Target::Cpu).compile_file("decoder.onnx".as_ref())?;
 //! let session = Session::new(model, SessionOptions::default())?;
-//! let options = GenerateOptions { max_new_tokens: 32, sampling: Sampling::Greedy, eos: None };
+//! let options = GenerateOptions {
+//!     max_new_tokens: 32,
+//!     sampling: Sampling::Greedy,
+//!     eos: None,
+//!     in_place: true,
+//! };
 //! let out = generate(&session, &[vec![464, 3290, 318]], &options)?;
 //! println!("{:?}", out.tokens[0]);
 //! # Ok(()) }
@@ -19,7 +24,7 @@
 mod decoder;
 mod sampling;
 
-pub use decoder::{Cache, Decoder, DecoderIo, Timings};
+pub use decoder::{Cache, CacheMode, Decoder, DecoderIo, Timings};
 pub use sampling::{argmax, choose, Rng, Sampling};
 
 use crate::error::{Error, Result};
@@ -34,6 +39,10 @@ pub struct GenerateOptions {
     /// A token that ends a sequence (kept as its last token); generation
     /// stops when every sequence has ended.
     pub eos: Option<i64>,
+    /// Keep the cache in one buffer of the prompt's and the new tokens'
+    /// length, written in place ([`Decoder::with_capacity`]); else it grows
+    /// a position a step.
+    pub in_place: bool,
 }
 
 /// The new tokens of each prompt, and the time of each run.
@@ -41,6 +50,8 @@ pub struct GenerateOptions {
 pub struct Generation {
     pub tokens: Vec<Vec<i64>>,
     pub timings: Timings,
+    /// How the cache was held, at the end.
+    pub mode: CacheMode,
 }
 
 /// Generates up to `max_new_tokens` tokens after each prompt (one row of
@@ -51,7 +62,12 @@ pub fn generate(
     options: &GenerateOptions,
 ) -> Result<Generation> {
     options.sampling.check().map_err(Error::Generate)?;
-    let mut decoder = Decoder::new(session)?;
+    let width = prompts.first().map_or(0, Vec::len);
+    let mut decoder = if options.in_place {
+        Decoder::with_capacity(session, width + options.max_new_tokens)?
+    } else {
+        Decoder::new(session)?
+    };
     let mut rng = Rng::new(match options.sampling {
         Sampling::Random { seed, .. } => seed,
         Sampling::Greedy => 0,
@@ -60,7 +76,12 @@ pub fn generate(
     let mut tokens: Vec<Vec<i64>> = vec![Vec::new(); batch];
     let mut timings = Timings::default();
     if options.max_new_tokens == 0 {
-        return Ok(Generation { tokens, timings });
+        let mode = decoder.mode();
+        return Ok(Generation {
+            tokens,
+            timings,
+            mode,
+        });
     }
     let (mut logits, t) = Timings::time(|| decoder.prefill(prompts))?;
     timings.prefill = t;
@@ -89,5 +110,9 @@ pub fn generate(
         timings.steps.push(t);
         logits = l;
     }
-    Ok(Generation { tokens, timings })
+    Ok(Generation {
+        tokens,
+        timings,
+        mode: decoder.mode(),
+    })
 }

@@ -88,6 +88,23 @@ fn selection(d: &str) -> String {
     )
 }
 
+/// Key/value cache writes: linear from per-row indices, circular, and from
+/// position 0 without indices.
+fn cache_writes(d: &str) -> String {
+    format!(
+        "  %0 = input \"cache\" : {d}[2,3,6,4]
+  %1 = input \"new\" : {d}[2,3,2,4]
+  %2 = input \"at\" : i64[2]
+  %3 = tensor_scatter(%0, %1, %2) {{axis=2, circular=false, has_indices=true}} : {d}[2,3,6,4]
+  %4 = tensor_scatter(%0, %1, %2) {{axis=-2, circular=true, has_indices=true}} : {d}[2,3,6,4]
+  %5 = tensor_scatter(%0, %1) {{axis=2, circular=false, has_indices=false}} : {d}[2,3,6,4]
+  output \"a\" = %3
+  output \"b\" = %4
+  output \"c\" = %5
+"
+    )
+}
+
 /// Batched and vector matrix products on f16, bf16 and f64 (cuBLASLt).
 fn matmuls(d: &str) -> String {
     format!(
@@ -138,6 +155,9 @@ fn graphs() -> Vec<String> {
     }
     for d in ["f32", "f16", "bf16", "f64", "i64", "i32", "u32"] {
         v.push(selection(d));
+    }
+    for d in ["f32", "f16", "i64", "u8"] {
+        v.push(cache_writes(d));
     }
     v
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rlx_onnx::generate::{generate, GenerateOptions, Sampling};
+use rlx_onnx::generate::{generate, CacheMode, GenerateOptions, Sampling};
 use rlx_onnx::{Session, SessionOptions};
 
 use crate::common::{load_model, CompileArgs};
@@ -52,6 +52,10 @@ pub struct Args {
     /// The seed of sampling.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Let the cache grow a position a step (a new plan per length)
+    /// instead of writing it in place in one buffer.
+    #[arg(long)]
+    growing_cache: bool,
     /// Worker threads (CPU target) [default: all cores].
     #[arg(long)]
     threads: Option<u32>,
@@ -108,6 +112,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         max_new_tokens: a.max_new_tokens,
         sampling,
         eos: a.eos_id,
+        in_place: !a.growing_cache,
     };
     let out = generate(&session, &prompts, &options)?;
     for (row, tokens) in out.tokens.iter().enumerate() {
@@ -123,6 +128,13 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|e| format!("decoding: {e}"))?;
             println!("[{row}] {text}");
         }
+    }
+    match &out.mode {
+        CacheMode::InPlace { capacity } => {
+            eprintln!("cache: written in place, {capacity} positions")
+        }
+        CacheMode::Growing { why: Some(why) } => eprintln!("cache: growing ({why})"),
+        CacheMode::Growing { why: None } => eprintln!("cache: growing"),
     }
     let rows = prompts.len() as f64;
     let width = prompts.first().map_or(0, Vec::len) as f64;

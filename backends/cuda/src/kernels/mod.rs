@@ -28,6 +28,7 @@ pub mod scatter;
 pub mod sequence;
 pub mod signal;
 pub mod softmax;
+pub mod tensor_scatter;
 pub mod tile_gemm;
 pub mod topk;
 
@@ -71,6 +72,7 @@ pub const SOURCES: &[&Source] = &[
     &topk::SOURCE,
     &einsum::SOURCE,
     &one_hot::SOURCE,
+    &tensor_scatter::SOURCE,
     &norm::SOURCE,
     &recurrent::SOURCE,
     &grid::SOURCE,
@@ -410,6 +412,10 @@ pub fn family(op: &Op) -> Option<Family> {
         Op::OneHot(_) => Family {
             supports: one_hot::supports,
             lower: one_hot::lower,
+        },
+        Op::TensorScatter(_) => Family {
+            supports: tensor_scatter::supports,
+            lower: tensor_scatter::lower,
         },
         Op::Einsum(_) => Family {
             supports: einsum::supports,

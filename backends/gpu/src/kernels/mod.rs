@@ -23,4 +23,5 @@ pub mod reduce;
 pub mod resize;
 pub mod scatter;
 pub mod softmax;
+pub mod tensor_scatter;
 pub mod topk;
