@@ -242,7 +242,7 @@ impl<'s> Decoder<'s> {
             .iter()
             .map(|c| (c.past.name.clone(), c.present.clone()))
             .collect();
-        rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &pairs)
+        rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &mut model.weights, &pairs)
             .map_err(|e| e.to_string())?;
         self.session.derived(model).map_err(|e| e.to_string())
     }

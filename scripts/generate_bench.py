@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Text generation with a key/value cache: rlx-onnx `generate` against
+`transformers`' `generate` on the same device, in one call.
+
+For each decoder (GPT-2 small, and a Llama-style decoder of our own
+configuration: grouped-query attention, rotary embeddings, RMSNorm,
+SwiGLU), with random weights (vector parameters moved off 0 and 1, weights
+scaled so greedy decoding does not repeat one token), it
+
+1. exports the decoder with its cache as `transformers`/Optimum lay it out
+   (`input_ids`, `attention_mask`, `position_ids`, `past_key_values.N.key`
+   /`.value` in; `logits`, `present.N.key`/`.value` out), with the
+   TorchScript exporter (`dynamo=False`);
+2. decodes greedily with `transformers`' `generate` (fp32, TF32 off):
+   eager with its dynamic cache, and with a static cache under
+   `torch.compile` (mode `reduce-overhead`: CUDA graphs) where the device is
+   a GPU, timing the prompt (a generate of one token) and the whole run;
+3. runs `rlx-onnx generate` on the export (the cache written in place on
+   the device) and reads its prefill and decode times;
+4. checks that the tokens are PyTorch's, and prints per-token decode
+   latency and the ratios.
+
+    python3 scripts/generate_bench.py --binary gpu-bin/rlx-onnx --device cuda \\
+        [--models gpt2,llama] [--prompt 128] [--new 256] [--batch 1,8]
+
+`--device cpu --tiny` runs small versions on the CPU (a check of the
+export and of the tokens, no GPU needed); `--threads N` sets rlx-onnx's
+CPU threads there.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def build(arch, tiny):
+    """A decoder with random weights: (model, layers, kv heads, head dim, vocab)."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        cfg = (tf.GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=256, n_positions=512)
+               if tiny else tf.GPT2Config())
+        cfg.pad_token_id = 0
+        m = tf.GPT2LMHeadModel(cfg)
+        layers, kv, hd = cfg.n_layer, cfg.n_head, cfg.n_embd // cfg.n_head
+    elif arch == "llama":
+        kw = (dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, vocab_size=256)
+              if tiny else
+              dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                   num_key_value_heads=4, vocab_size=32000))
+        cfg = tf.LlamaConfig(**kw, max_position_embeddings=4096, pad_token_id=0)
+        m = tf.LlamaForCausalLM(cfg)
+        layers, kv = cfg.num_hidden_layers, cfg.num_key_value_heads
+        hd = cfg.hidden_size // cfg.num_attention_heads
+    else:
+        raise ValueError(arch)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                # Initial weights give near-uniform logits: greedy decoding
+                # would repeat one token and check little.
+                p.mul_(4.0)
+    return m.eval(), layers, kv, hd, cfg.vocab_size
+
+
+class WithPast(torch.nn.Module):
+    """The decoder with its cache as flat tensors, as Optimum exports it."""
+
+    def __init__(self, model, layers):
+        super().__init__()
+        self.model, self.layers = model, layers
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        import transformers as tf
+
+        cache = tf.DynamicCache()
+        for i in range(self.layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True)
+        flat = []
+        for layer in out.past_key_values.layers:
+            flat += [layer.keys, layer.values]
+        return (out.logits, *flat)
+
+
+def export(model, layers, kv, hd, vocab, path):
+    w = WithPast(model, layers).eval()
+    b, p, s = 1, 3, 2
+    ids = torch.randint(0, vocab, (b, s))
+    mask = torch.ones(b, p + s, dtype=torch.int64)
+    pos = torch.arange(p, p + s)[None]
+    past = [torch.randn(b, kv, p, hd) for _ in range(2 * layers)]
+    names = ["input_ids", "attention_mask", "position_ids"] + [
+        f"past_key_values.{i}.{t}" for i in range(layers) for t in ("key", "value")]
+    outs = ["logits"] + [f"present.{i}.{t}" for i in range(layers) for t in ("key", "value")]
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+           "position_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}
+    dyn.update({n: {0: "batch", 2: "past"} for n in names[3:]})
+    dyn.update({n: {0: "batch", 2: "total"} for n in outs[1:]})
+    with torch.no_grad():
+        torch.onnx.export(w, (ids, mask, pos, *past), str(path), dynamo=False, opset_version=17,
+                          input_names=names, output_names=outs, dynamic_axes=dyn)
+    model.eval()
+
+
+def hf_generate(model, prompt, new, device, compiled):
+    """(tokens, seconds of a one-token generate, seconds of the whole run)."""
+    ids = torch.from_numpy(prompt).to(device)
+    mask = torch.ones_like(ids)
+    # No end token: every run makes exactly `n` tokens, none suppressed
+    # (`min_new_tokens` would mask Llama's end token 2 out of the logits).
+    model.generation_config.eos_token_id = None
+    kw = dict(attention_mask=mask, do_sample=False, pad_token_id=0)
+    if compiled:
+        kw["cache_implementation"] = "static"
+
+    def run(n):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=n, **kw)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out, time.perf_counter() - t
+
+    for _ in range(2 if compiled else 1):  # compile and warm up
+        run(new)
+        run(1)
+    one = min(run(1)[1] for _ in range(3))
+    out, whole = min((run(new) for _ in range(2)), key=lambda r: r[1])
+    return out[:, prompt.shape[1]:].cpu().numpy(), one, whole
+
+
+def rlx_generate(binary, model, prompt_file, new, device, threads, extra=()):
+    """(tokens, prefill ms, decode ms per step, cache line) of rlx-onnx."""
+    target = ["--target", "cuda"] if device == "cuda" else ["--threads", str(threads)]
+    cmd = [binary, "generate", str(model), "--prompt-ids", str(prompt_file), "--max-new-tokens", str(new),
+           *target, *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"rlx-onnx generate: {r.stderr.strip()[-800:]}")
+    rows = [list(map(int, l.split("] ", 1)[1].split())) for l in r.stdout.splitlines() if l.startswith("[")]
+    pre = float(re.search(r"prefill: .* in ([0-9.]+) ms", r.stderr).group(1))
+    dec = float(re.search(r"decode: .*\(median ([0-9.]+)\)", r.stderr).group(1))
+    cache = next((l for l in r.stderr.splitlines() if l.startswith("cache:")), "")
+    return np.array(rows), pre, dec, cache
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default="target/release/rlx-onnx")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--models", default="gpt2,llama")
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=None, help="where the exports go [default: a temporary folder]")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    out = Path(a.out or tempfile.mkdtemp(prefix="rlx-generate-"))
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for arch in a.models.split(","):
+        model, layers, kv, hd, vocab = build(arch, a.tiny)
+        path = out / f"{arch}.onnx"
+        export(model, layers, kv, hd, vocab, path)
+        model = model.to(a.device)
+        compiled = None
+        if a.device == "cuda":
+            import copy
+
+            compiled = copy.deepcopy(model)
+            compiled.forward = torch.compile(compiled.forward, mode="reduce-overhead", fullgraph=True)
+        for batch in map(int, a.batch.split(",")):
+            gen = np.random.default_rng(batch)
+            prompt = gen.integers(1, vocab, (1, a.prompt)).repeat(batch, 0).astype(np.int64)
+            pfile = out / f"{arch}_prompt_{batch}.npy"
+            np.save(pfile, prompt)
+            want, one, whole = hf_generate(model, prompt, a.new, a.device, False)
+            peers = {"eager": (one, (whole - one) / (a.new - 1))}
+            if compiled is not None:
+                got_c, one_c, whole_c = hf_generate(compiled, prompt, a.new, a.device, True)
+                peers["compile"] = (one_c, (whole_c - one_c) / (a.new - 1))
+                same_c = bool((got_c == want).all())
+            else:
+                same_c = None
+            toks, pre, dec, cache = rlx_generate(a.binary, path, pfile, a.new, a.device, a.threads)
+            same = toks.shape == want.shape and bool((toks == want).all())
+            first_diff = None if same else int(np.argmax((toks != want).any(0))) if toks.shape == want.shape else -1
+            rows.append((arch, batch, peers, pre, dec, same, first_diff, same_c, cache))
+            print(f"{arch} batch {batch}: rlx prefill {pre:.2f} ms, decode {dec:.3f} ms/step; "
+                  + ", ".join(f"{k} prefill {v[0] * 1e3:.2f} ms decode {v[1] * 1e3:.3f} ms/step" for k, v in peers.items())
+                  + f"; tokens {'identical' if same else f'differ from step {first_diff}'}; {cache}", flush=True)
+    print()
+    print(f"device {a.device}, prompt {a.prompt}, new tokens {a.new}, fp32 (TF32 off); decode: ms per step "
+          "(one token per row); rlx: median step of `rlx-onnx generate`; transformers: (whole - prompt) / "
+          "(new - 1) of `generate`")
+    head = "| model | batch | rlx prefill | rlx decode | eager prefill | eager decode |"
+    sep = "|---|---|---|---|---|---|"
+    if a.device == "cuda":
+        head += " compile prefill | compile decode | decode rlx/compile | compile tokens same |"
+        sep += "---|---|---|---|"
+    print(head + " tokens same as eager |")
+    print(sep + "---|")
+    for arch, batch, peers, pre, dec, same, first, same_c, cache in rows:
+        e = peers["eager"]
+        line = f"| {arch} | {batch} | {pre:.2f} | {dec:.3f} | {e[0] * 1e3:.2f} | {e[1] * 1e3:.3f} |"
+        if "compile" in peers:
+            c = peers["compile"]
+            line += f" {c[0] * 1e3:.2f} | {c[1] * 1e3:.3f} | {dec / (c[1] * 1e3):.2f} | {same_c} |"
+        print(line + f" {same if same else f'no (step {first})'} |")
+
+
+if __name__ == "__main__":
+    main()
