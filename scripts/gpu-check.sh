@@ -18,7 +18,10 @@
 #   onnxruntime on this machine's 16 cores, alternating), transformers
 #   (scripts/transformer_bench.py: BERT, GPT-2, ViT, a GQA decoder and a long
 #   encoder, both exporters, against PyTorch eager, CUDA graphs and
-#   torch.compile; arguments after the stage go to the script).
+#   torch.compile; arguments after the stage go to the script), generate
+#   (scripts/generate_bench.py: GPT-2 and a GQA decoder exported with their
+#   cache, rlx-onnx generate against transformers' generate, eager and
+#   static cache under torch.compile; arguments after the stage go to it).
 #   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +30,7 @@ out=${OUT:-/tmp/rlx-gpu-out}; mkdir -p "$out"
 # The test binaries find golden/ through the path they were built in.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 bin=/tmp/rlx-gpu-bin; mkdir -p "$bin" /tmp/rlx-data
-for f in rlx-onnx cuda_parity cuda_attention rlx_cuda; do xz -dc "gpu-bin/$f.xz" > "$bin/$f"; chmod +x "$bin/$f"; done
+for f in rlx-onnx cuda_parity cuda_attention device_io rlx_cuda; do xz -dc "gpu-bin/$f.xz" > "$bin/$f"; chmod +x "$bin/$f"; done
 tar xJf gpu-bin/testdata.tar.xz -C /tmp/rlx-data
 export RLX_ONNX_TESTDATA=/tmp/rlx-data PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -39,6 +42,8 @@ if [[ $stage == all || $stage == tests ]]; then
   INSTA_WORKSPACE_ROOT=/work/main "$bin/rlx_cuda" --test-threads 1 2>&1 | tee "$out/rlx_cuda.log" | grep -E "^test |test result|panicked"
   echo "== parity with the CPU backend"
   "$bin/cuda_parity" --nocapture 2>&1 | tee "$out/parity.log" | grep -E "parity|max error|test result|skipping"
+  echo "== device tensors and generation on CUDA"
+  "$bin/device_io" 2>&1 | tee "$out/device_io.log" | grep -E "^test |test result|panicked"
   echo "== attention kernels against the CPU"
   "$bin/cuda_attention" --nocapture 2>&1 | tee "$out/attention.log" | grep -E "^test |test result|panicked|^[a-z0-9_]+ (f32|f16|bf16)"
 fi
@@ -208,6 +213,13 @@ if [[ $stage == transformers ]]; then
   echo "== transformers on cuda against PyTorch (ms)"
   python3 scripts/transformer_bench.py --binary "$bin/rlx-onnx" --out "$out" "$@" > "$out/transformers.log" 2>&1
   grep -aE '^(\||sdpa|  \{|[a-z0-9_]+ (script|dynamo) )' "$out/transformers.log"
+fi
+
+if [[ $stage == generate ]]; then
+  shift
+  echo "== generation on cuda against transformers (ms)"
+  python3 scripts/generate_bench.py --binary "$bin/rlx-onnx" --out "$out/generate" "$@" > "$out/generate.log" 2>&1
+  grep -aE '^(\||[a-z0-9_]+ batch |device |Traceback|[A-Za-z]*Error)' "$out/generate.log"
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then

@@ -10,9 +10,9 @@ rm -rf gpu-bin && mkdir -p gpu-bin
 cargo build --release --bin rlx-onnx
 strip -o gpu-bin/rlx-onnx target/release/rlx-onnx
 # Test executables, by the names cargo reports for them.
-tests=$(cargo test --release --no-run --test cuda_parity --test cuda_attention -p rlx-onnx --message-format=json 2>/dev/null;
+tests=$(cargo test --release --no-run --test cuda_parity --test cuda_attention --test device_io -p rlx-onnx --message-format=json 2>/dev/null;
         cargo test --release --no-run -p rlx-cuda --lib --message-format=json 2>/dev/null)
-for t in cuda_parity cuda_attention rlx_cuda; do
+for t in cuda_parity cuda_attention device_io rlx_cuda; do
   exe=$(printf '%s\n' "$tests" | python3 -c '
 import json, sys
 name = sys.argv[1]
@@ -23,7 +23,7 @@ for line in sys.stdin:
         print(m["executable"])' "$t" | tail -1)
   strip -o "gpu-bin/$t" "$exe"
 done
-xz -T2 -6 gpu-bin/rlx-onnx gpu-bin/cuda_parity gpu-bin/cuda_attention gpu-bin/rlx_cuda
+xz -T2 -6 gpu-bin/rlx-onnx gpu-bin/cuda_parity gpu-bin/cuda_attention gpu-bin/device_io gpu-bin/rlx_cuda
 tar cf - -C "$data" node light | xz -T2 -9 > gpu-bin/testdata.tar.xz
 # onnx 1.23's node cases, when scripts/onnx123-cases.py can write them here.
 if data123=$(scripts/onnx123-cases.py 2>/dev/null); then

@@ -265,6 +265,9 @@ pub struct Session {
     cache: Mutex<Specializations>,
     /// The GPU devices of this session (opened on first use unless shared).
     devices: Arc<Devices>,
+    /// Sessions of rewritten forms of the model, by form (the decoder's
+    /// in-place cache), made once.
+    forms: Mutex<HashMap<String, Arc<Session>>>,
 }
 
 impl Session {
@@ -286,6 +289,7 @@ impl Session {
             threads,
             cache: Mutex::new(Specializations::default()),
             devices,
+            forms: Mutex::new(HashMap::new()),
         })
     }
 
@@ -302,13 +306,26 @@ impl Session {
         &self.model
     }
 
-    /// A session of another form of this session's model (a rewritten
-    /// graph), on the same devices and with as many threads.
-    pub(crate) fn derived(&self, model: CompiledModel) -> Result<Session> {
+    /// The session of the form `name` of this session's model (a graph
+    /// `rewrite` makes), on the same devices and with as many threads; made
+    /// once, so its plans are kept from one use to the next.
+    pub(crate) fn form(
+        &self,
+        name: &str,
+        rewrite: impl FnOnce(&CompiledModel) -> std::result::Result<CompiledModel, String>,
+    ) -> std::result::Result<Arc<Session>, String> {
+        let mut forms = self.forms.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = forms.get(name) {
+            return Ok(s.clone());
+        }
         let options = SessionOptions {
             threads: self.threads.count(),
         };
-        Session::with_devices(model, options, self.devices.clone())
+        let s = Session::with_devices(rewrite(&self.model)?, options, self.devices.clone())
+            .map(Arc::new)
+            .map_err(|e| e.to_string())?;
+        forms.insert(name.to_string(), s.clone());
+        Ok(s)
     }
 
     /// The GPU devices the session runs on.

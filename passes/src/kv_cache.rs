@@ -213,7 +213,12 @@ mod tests {
         // Everything after the cache now sees its fixed length.
         assert!(text.contains("neg(%3) : f32[b,2,p,4]"), "{text}");
         // The past's length is read from the buffer less the new position.
-        let len = g.outputs().iter().find(|o| o.name == "past_len").unwrap().value;
+        let len = g
+            .outputs()
+            .iter()
+            .find(|o| o.name == "past_len")
+            .unwrap()
+            .value;
         let view = g.inputs_of(len.node)[0].node;
         assert!(matches!(g.node(view).op, Op::Slice(_)), "{text}");
     }
@@ -223,10 +228,14 @@ mod tests {
         let mut g = parse_graph(DECODER).unwrap();
         let mut w = Weights::default();
         let pairs = [("past".to_string(), "y".to_string())];
-        let e = kv_cache_in_place(&mut g, &mut w, &pairs).unwrap_err().to_string();
+        let e = kv_cache_in_place(&mut g, &mut w, &pairs)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`y` comes from neg"), "{e}");
         let pairs = [("new".to_string(), "present".to_string())];
-        let e = kv_cache_in_place(&mut g, &mut w, &pairs).unwrap_err().to_string();
+        let e = kv_cache_in_place(&mut g, &mut w, &pairs)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not start with `new`"), "{e}");
     }
 }

@@ -161,7 +161,7 @@ pub enum CacheMode {
 
 /// The in-place form of a decoder: its session and state.
 struct InPlace {
-    session: Session,
+    session: std::sync::Arc<Session>,
     capacity: usize,
     /// The cache, `capacity` positions long.
     cache: Vec<Value>,
@@ -227,7 +227,7 @@ impl<'s> Decoder<'s> {
     }
 
     /// The session of the model with its cache written in place.
-    fn in_place_session(&self) -> std::result::Result<Session, String> {
+    fn in_place_session(&self) -> std::result::Result<std::sync::Arc<Session>, String> {
         if self.io.mask.is_none() || self.io.positions.is_none() {
             return Err(
                 "the model takes no attention_mask or no position_ids, which an \
@@ -235,16 +235,18 @@ impl<'s> Decoder<'s> {
                     .into(),
             );
         }
-        let mut model = self.session.model().clone();
         let pairs: Vec<(String, String)> = self
             .io
             .caches
             .iter()
             .map(|c| (c.past.name.clone(), c.present.clone()))
             .collect();
-        rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &mut model.weights, &pairs)
-            .map_err(|e| e.to_string())?;
-        self.session.derived(model).map_err(|e| e.to_string())
+        self.session.form("kv-cache-in-place", |m| {
+            let mut model = m.clone();
+            rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &mut model.weights, &pairs)
+                .map_err(|e| e.to_string())?;
+            Ok(model)
+        })
     }
 
     /// How the cache is held.

@@ -123,16 +123,22 @@ impl DeviceMemory for Buffer {
             unsafe { dr::memcpy_dtoh_async(out, src, cs) }.map_err(dev("reading"))?;
         } else if spans.pitch <= MAX_PITCH {
             let copy = ds::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
                 srcMemoryType: ds::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcHost: std::ptr::null(),
                 srcDevice: src,
+                srcArray: std::ptr::null_mut(),
                 srcPitch: spans.pitch,
+                dstXInBytes: 0,
+                dstY: 0,
                 dstMemoryType: ds::CUmemorytype::CU_MEMORYTYPE_HOST,
                 dstHost: out.as_mut_ptr().cast(),
+                dstDevice: 0,
+                dstArray: std::ptr::null_mut(),
                 dstPitch: spans.width,
                 WidthInBytes: spans.width,
                 Height: spans.count,
-                // SAFETY: a plain C struct; zero is "none" for the rest.
-                ..unsafe { std::mem::zeroed() }
             };
             // SAFETY: as above, each row of the copy lies in the buffer.
             unsafe { ds::cuMemcpy2DAsync_v2(&copy, cs) }

@@ -56,6 +56,10 @@ pub struct Args {
     /// instead of writing it in place in one buffer.
     #[arg(long)]
     growing_cache: bool,
+    /// Untimed generations first (the first plans the prompt's and the
+    /// decode step's shapes and loads their kernels).
+    #[arg(long, default_value_t = 0)]
+    warmup: u32,
     /// Worker threads (CPU target) [default: all cores].
     #[arg(long)]
     threads: Option<u32>,
@@ -114,6 +118,9 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         eos: a.eos_id,
         in_place: !a.growing_cache,
     };
+    for _ in 0..a.warmup {
+        generate(&session, &prompts, &options)?;
+    }
     let out = generate(&session, &prompts, &options)?;
     for (row, tokens) in out.tokens.iter().enumerate() {
         let ids: Vec<String> = tokens.iter().map(i64::to_string).collect();
