@@ -163,6 +163,9 @@ def rlx_generate(binary, model, prompt_file, new, device, threads, extra=()):
     pre = float(re.search(r"prefill: .* in ([0-9.]+) ms", r.stderr).group(1))
     dec = float(re.search(r"decode: .*\(median ([0-9.]+)\)", r.stderr).group(1))
     cache = next((l for l in r.stderr.splitlines() if l.startswith("cache:")), "")
+    prof = r.stdout[r.stdout.find("profile:"):] if "profile:" in r.stdout else ""
+    if prof:
+        print(prof, flush=True)
     return np.array(rows), pre, dec, cache
 
 
@@ -177,6 +180,7 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="where the exports go [default: a temporary folder]")
+    ap.add_argument("--profile", action="store_true", help="print rlx-onnx's profile of one decode step")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -202,7 +206,8 @@ def main():
                 same_c = bool((got_c == want).all())
             else:
                 same_c = None
-            toks, pre, dec, cache = rlx_generate(a.binary, path, pfile, a.new, a.device, a.threads)
+            extra = ["--profile", "--top", "15"] if a.profile else []
+            toks, pre, dec, cache = rlx_generate(a.binary, path, pfile, a.new, a.device, a.threads, extra)
             same = toks.shape == want.shape and bool((toks == want).all())
             first_diff = None if same else int(np.argmax((toks != want).any(0))) if toks.shape == want.shape else -1
             rows.append((arch, batch, peers, pre, dec, same, first_diff, same_c, cache))

@@ -219,7 +219,7 @@ if [[ $stage == generate ]]; then
   shift
   echo "== generation on cuda against transformers (ms)"
   python3 scripts/generate_bench.py --binary "$bin/rlx-onnx" --out "$out/generate" "$@" > "$out/generate.log" 2>&1
-  grep -aE '^(\||[a-z0-9_]+ batch |device |Traceback|[A-Za-z]*Error)' "$out/generate.log"
+  grep -aE '^(\||[a-z0-9_]+ batch |device |Traceback|[A-Za-z]*Error|profile:|  )' "$out/generate.log" | grep -av "^  File\|^    "
 fi
 
 if [[ $stage == all || $stage == bench || $stage == ab ]]; then

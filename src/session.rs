@@ -694,7 +694,7 @@ fn is_static(g: &Graph) -> bool {
 const PROFILE_RUNS: usize = 9;
 
 /// One profiled step: (kernel label, ONNX origin, time).
-type Timed = (String, String, std::time::Duration);
+pub type Timed = (String, String, std::time::Duration);
 
 /// Runs `exec` once on `ordered`, timing each planned step; `None` when it
 /// runs node by node.

@@ -135,6 +135,24 @@ impl DeviceTensor {
         })
     }
 
+    /// The tensor lengthened along `axis` to `len` positions, zeros after
+    /// its own, on its device (CUDA: one copy on the device; wgpu: through
+    /// the host).
+    pub fn pad_axis(&self, axis: usize, len: usize) -> Result<DeviceTensor> {
+        Ok(match &self.0 {
+            OnDevice::Cuda(t) => {
+                DeviceTensor(OnDevice::Cuda(rlx_cuda::Buffer::pad_axis(t, axis, len)?))
+            }
+            OnDevice::Wgpu(t) => {
+                let host = crate::generate::pad_axis(&t.download()?, axis, len)?;
+                DeviceTensor(OnDevice::Wgpu(rlx_wgpu::Buffer::upload(
+                    t.buffer().context(),
+                    &host,
+                )?))
+            }
+        })
+    }
+
     /// The CUDA tensor (its buffer, for DLPack and other interop).
     pub fn as_cuda(&self) -> Option<&rlx_cuda::DeviceTensor> {
         match &self.0 {

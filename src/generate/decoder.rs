@@ -314,7 +314,7 @@ impl<'s> Decoder<'s> {
     }
 
     /// The in-place cache after a prefill: the growing cache's positions
-    /// at the start of buffers of the capacity (read back and uploaded once).
+    /// at the start of buffers of the capacity (copied on the device).
     fn fill_in_place(&self) -> Result<Vec<Value>> {
         let Some(p) = &self.in_place else {
             return Ok(Vec::new());
@@ -323,9 +323,9 @@ impl<'s> Decoder<'s> {
             .caches
             .iter()
             .zip(&self.cache)
-            .map(|(c, v)| {
-                let t = pad_axis(&v.to_host()?, c.axis, p.capacity)?;
-                p.session.upload(&t)
+            .map(|(c, v)| match v {
+                Value::Device(d) => Ok(Value::Device(d.pad_axis(c.axis, p.capacity)?)),
+                Value::Host(t) => Ok(Value::Host(pad_axis(t, c.axis, p.capacity)?)),
             })
             .collect()
     }
@@ -389,12 +389,9 @@ impl<'s> Decoder<'s> {
         Ok(grown)
     }
 
-    /// One decode step on the in-place cache.
-    fn advance_in_place(&mut self, tokens: &[i64]) -> Result<Tensor> {
+    /// The inputs of one decode step on the in-place cache.
+    fn in_place_feed(&self, p: &InPlace, tokens: &[i64]) -> Result<Vec<(String, Value)>> {
         let (b, pos) = (self.batch, self.len);
-        let Some(p) = &mut self.in_place else {
-            return Err(refuse("no in-place cache".into()));
-        };
         if pos >= p.capacity {
             return Err(refuse(format!(
                 "the cache holds {} positions; the decoder was made for no more",
@@ -418,6 +415,15 @@ impl<'s> Decoder<'s> {
         for (c, v) in io.caches.iter().zip(&p.cache) {
             feed.push((c.past.name.clone(), v.clone()));
         }
+        Ok(feed)
+    }
+
+    /// One decode step on the in-place cache.
+    fn advance_in_place(&mut self, tokens: &[i64]) -> Result<Tensor> {
+        let Some(p) = &self.in_place else {
+            return Err(refuse("no in-place cache".into()));
+        };
+        let feed = self.in_place_feed(p, tokens)?;
         let named: Vec<(&str, &Value)> = feed.iter().map(|(n, v)| (n.as_str(), v)).collect();
         let kept: Vec<&str> = self.kept.iter().map(String::as_str).collect();
         let outs = p.session.run_values(&named, Outputs::OnDevice(&kept))?;
@@ -428,13 +434,53 @@ impl<'s> Decoder<'s> {
                 .position(|n| n == name)
                 .ok_or_else(|| Error::Generate(format!("no output `{name}`")))
         };
-        let mut cache = Vec::with_capacity(io.caches.len());
-        for c in &io.caches {
+        let mut cache = Vec::with_capacity(self.io.caches.len());
+        for c in &self.io.caches {
             cache.push(outs[at(&c.present)?].clone());
         }
-        p.cache = cache;
-        self.len = pos + 1;
-        last_logits(&outs[at(&io.logits)?], b)
+        let logits = last_logits(&outs[at(&self.io.logits)?], self.batch)?;
+        if let Some(p) = &mut self.in_place {
+            p.cache = cache;
+        }
+        self.len += 1;
+        Ok(logits)
+    }
+
+    /// Times each planned step of a decode step on `tokens` (one per row)
+    /// as [`Session::profile`] does, without taking the step: (kernel,
+    /// ONNX nodes, time) on the graph the next step would run; `None` when
+    /// it runs node by node.
+    pub fn profile_step(&self, tokens: &[i64]) -> Result<Option<Vec<crate::session::Timed>>> {
+        let b = self.batch;
+        let (session, feed) = match &self.in_place {
+            Some(p) => (&*p.session, self.in_place_feed(p, tokens)?),
+            None => {
+                let io = &self.io;
+                let ids = ints(io.ids.dtype, &[b, 1], tokens.iter().copied())?;
+                let mut feed: Vec<(String, Value)> = vec![(io.ids.name.clone(), ids.into())];
+                if let Some(m) = &io.mask {
+                    let ones = std::iter::repeat_n(1, b * (self.len + 1));
+                    feed.push((
+                        m.name.clone(),
+                        ints(m.dtype, &[b, self.len + 1], ones)?.into(),
+                    ));
+                }
+                if let Some(q) = &io.positions {
+                    let at = std::iter::repeat_n(self.len as i64, b);
+                    feed.push((q.name.clone(), ints(q.dtype, &[b, 1], at)?.into()));
+                }
+                for (c, v) in io.caches.iter().zip(&self.cache) {
+                    feed.push((c.past.name.clone(), v.clone()));
+                }
+                (self.session, feed)
+            }
+        };
+        let host: Vec<(String, Tensor)> = feed
+            .into_iter()
+            .map(|(n, v)| Ok((n, v.to_host()?)))
+            .collect::<Result<_>>()?;
+        let named: Vec<(&str, &Tensor)> = host.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        session.profile(&named)
     }
 
     /// One run over `width` new positions per row.
@@ -524,7 +570,7 @@ fn last_logits(logits: &Value, batch: usize) -> Result<Tensor> {
 }
 
 /// `t` lengthened along `axis` to `len` with zeros after its elements.
-fn pad_axis(t: &Tensor, axis: usize, len: usize) -> Result<Tensor> {
+pub(crate) fn pad_axis(t: &Tensor, axis: usize, len: usize) -> Result<Tensor> {
     let dims = t.dims();
     let (have, size) = (dims[axis], t.dtype().size());
     let inner: usize = dims[axis + 1..].iter().product::<usize>() * size;

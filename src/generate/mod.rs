@@ -24,6 +24,7 @@
 mod decoder;
 mod sampling;
 
+pub(crate) use decoder::pad_axis;
 pub use decoder::{Cache, CacheMode, Decoder, DecoderIo, Timings};
 pub use sampling::{argmax, choose, Rng, Sampling};
 
@@ -61,13 +62,24 @@ pub fn generate(
     prompts: &[Vec<i64>],
     options: &GenerateOptions,
 ) -> Result<Generation> {
-    options.sampling.check().map_err(Error::Generate)?;
     let width = prompts.first().map_or(0, Vec::len);
     let mut decoder = if options.in_place {
         Decoder::with_capacity(session, width + options.max_new_tokens)?
     } else {
         Decoder::new(session)?
     };
+    generate_on(&mut decoder, prompts, options)
+}
+
+/// [`generate`] on a decoder of the caller's (to profile or reuse it
+/// after); the in-place cache's capacity must hold the prompt and the new
+/// tokens.
+pub fn generate_on(
+    decoder: &mut Decoder<'_>,
+    prompts: &[Vec<i64>],
+    options: &GenerateOptions,
+) -> Result<Generation> {
+    options.sampling.check().map_err(Error::Generate)?;
     let mut rng = Rng::new(match options.sampling {
         Sampling::Random { seed, .. } => seed,
         Sampling::Greedy => 0,

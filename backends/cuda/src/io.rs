@@ -76,6 +76,58 @@ impl Buffer {
         Ok(DeviceTensor::new(t.dtype(), t.dims().to_vec(), b))
     }
 
+    /// `t` lengthened along `axis` to `len` positions, zeros after its own
+    /// (a prompt's cache moved into a buffer of a decoder's capacity): one
+    /// 2D copy on the device.
+    pub fn pad_axis(t: &DeviceTensor, axis: usize, len: usize) -> Result<DeviceTensor, CudaError> {
+        let dims = t.dims();
+        let have = *dims
+            .get(axis)
+            .ok_or_else(|| CudaError::Unsupported(format!("axis {axis} of {dims:?}")))?;
+        if have > len {
+            return Err(CudaError::Unsupported(format!(
+                "padding {dims:?} along axis {axis} to {len}"
+            )));
+        }
+        let inner: usize = dims[axis + 1..].iter().product::<usize>() * t.dtype().size();
+        let outer: usize = dims[..axis].iter().product();
+        let mut out_dims = dims.to_vec();
+        out_dims[axis] = len;
+        let ctx = t.buffer().context();
+        let bytes = outer * len * inner;
+        let b = Buffer::alloc(ctx, bytes)?;
+        let cs = ctx.stream.cu_stream();
+        // SAFETY: the buffer holds `bytes` bytes; the copy's rows lie in
+        // both buffers (`have <= len` positions of `inner` bytes each).
+        unsafe {
+            dr::memset_d8_async(b.0.ptr, 0, bytes, cs).map_err(dev("clearing"))?;
+            if outer > 0 && have > 0 {
+                let copy = ds::CUDA_MEMCPY2D {
+                    srcXInBytes: 0,
+                    srcY: 0,
+                    srcMemoryType: ds::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                    srcHost: std::ptr::null(),
+                    srcDevice: t.buffer().0.ptr,
+                    srcArray: std::ptr::null_mut(),
+                    srcPitch: have * inner,
+                    dstXInBytes: 0,
+                    dstY: 0,
+                    dstMemoryType: ds::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                    dstHost: std::ptr::null_mut(),
+                    dstDevice: b.0.ptr,
+                    dstArray: std::ptr::null_mut(),
+                    dstPitch: len * inner,
+                    WidthInBytes: have * inner,
+                    Height: outer,
+                };
+                ds::cuMemcpy2DAsync_v2(&copy, cs)
+                    .result()
+                    .map_err(dev("padding"))?;
+            }
+        }
+        Ok(DeviceTensor::new(t.dtype(), out_dims, b))
+    }
+
     /// The context whose device holds the buffer.
     pub fn context(&self) -> &Arc<Context> {
         &self.0.ctx

@@ -862,3 +862,37 @@ pub fn print_device(
     }
     Ok(())
 }
+
+/// A profile's table: time per kernel kind, then the slowest `top` steps
+/// with their ONNX nodes.
+pub fn print_steps(steps: &[(String, String, std::time::Duration)], top: usize) {
+    let total: f64 = steps.iter().map(|s| s.2.as_secs_f64()).sum();
+    let mut by_kind: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
+    for (label, _, t) in steps {
+        let kind = label.split(' ').next().unwrap_or(label).to_string();
+        let e = by_kind.entry(kind).or_default();
+        e.0 += t.as_secs_f64();
+        e.1 += 1;
+    }
+    let mut kinds: Vec<_> = by_kind.into_iter().collect();
+    kinds.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0));
+    println!(
+        "profile: {} steps, {:.3} ms in kernels",
+        steps.len(),
+        total * 1e3
+    );
+    for (k, (t, n)) in kinds {
+        println!(
+            "  {:<28} {:>9.3} ms {:>5.1}%  ({n} steps)",
+            k,
+            t * 1e3,
+            100.0 * t / total.max(1e-12)
+        );
+    }
+    let mut slow: Vec<_> = steps.iter().collect();
+    slow.sort_by(|a, b| b.2.cmp(&a.2));
+    println!("slowest ONNX nodes:");
+    for (label, origin, t) in slow.iter().take(top) {
+        println!("  {:>9.3} ms  {origin}  [{label}]", t.as_secs_f64() * 1e3);
+    }
+}

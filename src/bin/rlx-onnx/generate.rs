@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rlx_onnx::generate::{generate, CacheMode, GenerateOptions, Sampling};
+use rlx_onnx::generate::{generate_on, CacheMode, Decoder, GenerateOptions, Sampling};
 use rlx_onnx::{Session, SessionOptions};
 
 use crate::common::{load_model, CompileArgs};
@@ -60,6 +60,13 @@ pub struct Args {
     /// decode step's shapes and loads their kernels).
     #[arg(long, default_value_t = 0)]
     warmup: u32,
+    /// Also print the time of each step of one decode step (GPU
+    /// timestamps on a GPU target), by kernel kind and ONNX node.
+    #[arg(long)]
+    profile: bool,
+    /// How many of the slowest ONNX nodes `--profile` lists.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
     /// Worker threads (CPU target) [default: all cores].
     #[arg(long)]
     threads: Option<u32>,
@@ -118,10 +125,16 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         eos: a.eos_id,
         in_place: !a.growing_cache,
     };
+    let width = prompts.first().map_or(0, Vec::len);
+    let decoder = || match options.in_place {
+        true => Decoder::with_capacity(&session, width + options.max_new_tokens),
+        false => Decoder::new(&session),
+    };
     for _ in 0..a.warmup {
-        generate(&session, &prompts, &options)?;
+        generate_on(&mut decoder()?, &prompts, &options)?;
     }
-    let out = generate(&session, &prompts, &options)?;
+    let mut dec = decoder()?;
+    let out = generate_on(&mut dec, &prompts, &options)?;
     for (row, tokens) in out.tokens.iter().enumerate() {
         let ids: Vec<String> = tokens.iter().map(i64::to_string).collect();
         println!("[{row}] {}", ids.join(" "));
@@ -144,13 +157,12 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         CacheMode::Growing { why: None } => eprintln!("cache: growing"),
     }
     let rows = prompts.len() as f64;
-    let width = prompts.first().map_or(0, Vec::len) as f64;
     let t = &out.timings;
     let prefill = t.prefill.as_secs_f64();
     eprintln!(
         "prefill: {width} positions x {rows} rows in {:.2} ms ({:.0} tokens/s)",
         prefill * 1e3,
-        width * rows / prefill.max(1e-9)
+        width as f64 * rows / prefill.max(1e-9)
     );
     if !t.steps.is_empty() {
         let mut steps: Vec<f64> = t.steps.iter().map(|d| d.as_secs_f64()).collect();
@@ -163,6 +175,13 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             steps[steps.len() / 2] * 1e3,
             rows * steps.len() as f64 / total.max(1e-9)
         );
+    }
+    if a.profile {
+        let last: Vec<i64> = out.tokens.iter().map(|t| *t.last().unwrap_or(&0)).collect();
+        match dec.profile_step(&last)? {
+            Some(steps) => crate::common::print_steps(&steps, a.top),
+            None => println!("profile: the decode step runs node by node; no per-step profile"),
+        }
     }
     Ok(())
 }
