@@ -25,9 +25,9 @@ scaled so greedy decoding does not repeat one token), it
     python3 scripts/generate_bench.py --binary gpu-bin/rlx-onnx --device cuda \\
         [--models gpt2,llama] [--prompt 128] [--new 256] [--batch 1,8]
 
-`--device cpu --tiny` runs small versions on the CPU (a check of the
-export and of the tokens, no GPU needed); `--threads N` sets rlx-onnx's
-CPU threads there.
+On `--device cpu` the peer is ONNX Runtime (CPU) decoding the same export
+with its cache bound through IOBinding, with `--threads N` for both;
+`--tiny` makes small versions (a check of the export and the tokens).
 """
 import argparse
 import os
@@ -151,6 +151,49 @@ def hf_generate(model, prompt, new, device, compiled):
     return out[:, prompt.shape[1]:].cpu().numpy(), one, whole
 
 
+def ort_generate(path, prompt, new, threads):
+    """ONNX Runtime (CPU) decoding the same export greedily, its cache bound
+    with IOBinding (each step's present values bound as the next step's
+    past, never copied through numpy): (tokens, prefill ms, median decode
+    ms per step)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ins = {i.name: i for i in s.get_inputs()}
+    outs = [o.name for o in s.get_outputs()]
+    b = prompt.shape[0]
+    past = [n for n in ins if n.startswith("past_key_values")]
+    empty = {n: np.zeros([b if i == 0 else 0 if i == 2 else d for i, d in enumerate(ins[n].shape)], np.float32)
+             for n in past}
+    ids, pos, toks, times = prompt, 0, [], []
+    cache = None
+    for step in range(new):
+        t = time.perf_counter()
+        io = s.io_binding()
+        io.bind_cpu_input("input_ids", ids)
+        io.bind_cpu_input("attention_mask", np.ones((b, pos + ids.shape[1]), np.int64))
+        io.bind_cpu_input("position_ids", np.tile(np.arange(pos, pos + ids.shape[1]), (b, 1)))
+        for n in past:
+            if cache is None:
+                io.bind_cpu_input(n, empty[n])
+            else:
+                io.bind_ortvalue_input(n, cache[n.replace("past_key_values", "present")])
+        for o in outs:
+            io.bind_output(o)
+        s.run_with_iobinding(io)
+        vals = dict(zip(outs, io.get_outputs()))
+        logits = vals["logits"].numpy()[:, -1]
+        nxt = logits.argmax(-1)
+        times.append((time.perf_counter() - t) * 1e3)
+        toks.append(nxt)
+        cache = vals
+        pos += ids.shape[1]
+        ids = nxt[:, None].astype(np.int64)
+    return np.stack(toks, 1), times[0], float(np.median(times[1:]))
+
+
 def rlx_generate(binary, model, prompt_file, new, device, threads, extra=()):
     """(tokens, prefill ms, decode ms per step, cache line) of rlx-onnx."""
     target = ["--target", "cuda"] if device == "cuda" else ["--threads", str(threads)]
@@ -200,6 +243,11 @@ def main():
             np.save(pfile, prompt)
             want, one, whole = hf_generate(model, prompt, a.new, a.device, False)
             peers = {"eager": (one, (whole - one) / (a.new - 1))}
+            if a.device == "cpu":
+                got_o, pre_o, dec_o = ort_generate(path, prompt, a.new, a.threads)
+                peers["ort"] = (pre_o / 1e3, dec_o / 1e3)
+                if not (got_o == want).all():
+                    print(f"{arch} batch {batch}: onnxruntime's tokens differ from PyTorch's", flush=True)
             if compiled:
                 got_c, one_c, whole_c = hf_generate(model, prompt, a.new, a.device, True)
                 peers["compile"] = (one_c, (whole_c - one_c) / (a.new - 1))
@@ -223,6 +271,9 @@ def main():
     if a.device == "cuda":
         head += " compile prefill | compile decode | decode rlx/compile | compile tokens same |"
         sep += "---|---|---|---|"
+    else:
+        head += " ort prefill | ort decode | decode rlx/ort |"
+        sep += "---|---|---|"
     print(head + " tokens same as eager |")
     print(sep + "---|")
     for arch, batch, peers, pre, dec, same, first, same_c, cache in rows:
@@ -231,6 +282,9 @@ def main():
         if "compile" in peers:
             c = peers["compile"]
             line += f" {c[0] * 1e3:.2f} | {c[1] * 1e3:.3f} | {dec / (c[1] * 1e3):.2f} | {same_c} |"
+        if "ort" in peers:
+            o = peers["ort"]
+            line += f" {o[0] * 1e3:.2f} | {o[1] * 1e3:.3f} | {dec / (o[1] * 1e3):.2f} |"
         print(line + f" {same if same else f'no (step {first})'} |")
 
 

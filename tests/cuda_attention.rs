@@ -131,6 +131,25 @@ fn cases() -> Vec<Case> {
     c.mask = Some((vec![1, 2, 20, 30], false));
     c.causal = true;
     v.push(c);
+    // Decode steps over a cache (split by keys): grouped heads, a padding
+    // mask hiding the unwritten end, per-row key lengths, two query rows.
+    let mut c = case(
+        "decode_gqa_mask",
+        &[2, 4, 1, 64],
+        &[2, 2, 384, 64],
+        &[2, 4, 1, 64],
+    );
+    c.mask = Some((vec![2, 1, 1, 384], false));
+    c.nonpad = Some(vec![384, 200]);
+    v.push(c);
+    let mut c = case(
+        "decode_two_rows_causal",
+        &[1, 2, 2, 80],
+        &[1, 2, 257, 80],
+        &[1, 2, 2, 80],
+    );
+    c.causal = true;
+    v.push(c);
     v
 }
 

@@ -59,3 +59,34 @@ fn light_cuda_schedules() {
         }
     });
 }
+
+/// One decode step of the golden decoder with its cache written in place
+/// (`kv-cache-in-place`): batch 2, a buffer of 17 positions. The plan
+/// writes each new key and value with `tensor_scatter` at `cache_position`
+/// and has no concatenation of the cache left.
+#[test]
+fn decoder_decode_step_writes_its_cache_in_place() {
+    let model = Compiler::new(Target::Cuda)
+        .compile_file(&common::root().join("golden/decoder/model.onnx"))
+        .unwrap();
+    let model = rlx_onnx::generate::in_place_model(&model).unwrap();
+    let names = model.input_names();
+    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let (b, cap) = (2, 17);
+    let mut inputs = Vec::new();
+    for n in &names {
+        let t = match n.as_str() {
+            "input_ids" => Tensor::from_i64(&[b, 1], &[3, 4]).unwrap(),
+            "attention_mask" => Tensor::from_i64(&[b, cap], &[1; 2 * 17]).unwrap(),
+            "position_ids" => Tensor::from_i64(&[b, 1], &[9, 9]).unwrap(),
+            "cache_position" => Tensor::from_i64(&[b], &[9, 9]).unwrap(),
+            _ => Tensor::zeros(rlx_onnx::ir::DType::F32, &[b, 2, cap, 8]).unwrap(),
+        };
+        inputs.push(t);
+    }
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&inputs).collect();
+    let plan = session.cuda_schedule(&named).unwrap().to_string();
+    assert_eq!(plan.matches("tensor_scatter_b4").count(), 4, "{plan}");
+    assert!(!plan.contains("concat"), "{plan}");
+    settings().bind(|| insta::assert_snapshot!("cuda__decoder_in_place", plan));
+}

@@ -120,6 +120,125 @@ __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T*
     }
 }
 
+// Split keys (decode: few query rows, many keys): one warp per (query row,
+// span of ATT_SPLIT keys) runs the row kernel's loop over its span and
+// writes its running max m, sum l and unnormalized output to `part` (f32,
+// dv + 2 per row and span); attention_merge then rescales the spans to
+// their common max and divides. The tiled kernels' 32- or 64-row query
+// tiles would leave all but one row idle and one block per head.
+#define ATT_SPLIT 64u
+
+template <typename T, typename C>
+__device__ __forceinline__ void attention_split(float* part, const T* q, const T* k, const T* v,
+                                                const unsigned char* mask, const int* nonpad,
+                                                const AttentionParams& p) {
+    __shared__ C qs[ATT_WARPS][ATT_MAX_HEAD];
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const unsigned long long block = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    const unsigned int spans = (p.keys + ATT_SPLIT - 1u) / ATT_SPLIT;
+    const unsigned long long item = block * ATT_WARPS + warp;
+    if (item >= p.rows * (unsigned long long)spans) return;
+    const unsigned long long row = item / spans;
+    const unsigned int span = (unsigned int)(item % spans);
+    const unsigned int i = (unsigned int)(row % p.sq);
+    const unsigned int h = (unsigned int)((row / p.sq) % p.hq);
+    const unsigned int b = (unsigned int)(row / ((unsigned long long)p.sq * p.hq));
+    const unsigned int kvh = h / p.group;
+    C* qrow = qs[warp];
+    const T* qr = q + (unsigned long long)b * p.q_s[0] + (unsigned long long)h * p.q_s[1] +
+                  (unsigned long long)i * p.q_s[2];
+    for (unsigned int d = lane; d < p.dk; d += 32u) qrow[d] = (C)qr[d] * (C)p.scale;
+    __syncwarp();
+    const C MASKED = (C)-3.0e38f;
+    C m = -att_inf<C>(), l = (C)0;
+    C acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = (C)0;
+    const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1];
+    const unsigned int end = span * ATT_SPLIT + ATT_SPLIT < p.keys ? span * ATT_SPLIT + ATT_SPLIT : p.keys;
+    for (unsigned int t0 = span * ATT_SPLIT; t0 < end; t0 += 32u) {
+        const unsigned int j = t0 + lane;
+        C s = -att_inf<C>();
+        if (j < end) {
+            C raw, capped, biased;
+            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
+            s = biased;
+        }
+        const C tmax = att_warp_max<C>(s);
+        const C mnew = m > tmax ? m : tmax;
+        const bool live = mnew > MASKED;
+        const C pr = (live && s > MASKED) ? exp(s - mnew) : (C)0;
+        const C alpha = live ? (m > MASKED ? exp(m - mnew) : (C)0) : (C)1;
+        l = l * alpha + att_warp_sum<C>(pr);
+        const unsigned int n = end - t0 < 32u ? end - t0 : 32u;
+        for (int c = 0; c < 8; ++c) {
+            const unsigned int d = lane + 32u * c;
+            C a = acc[c] * alpha;
+            for (unsigned int jj = 0; jj < n; ++jj) {
+                const C pj = __shfl_sync(0xffffffffu, pr, jj);
+                if (d < p.dv) a += pj * (C)vb[(unsigned long long)(t0 + jj) * p.v_s[2] + d];
+            }
+            acc[c] = a;
+            if (32u * (c + 1) >= p.dv) break;
+        }
+        if (live) m = mnew;
+    }
+    float* out = part + item * (unsigned long long)(p.dv + 2u);
+    if (lane == 0) {
+        out[0] = (float)(m > MASKED ? m : MASKED);
+        out[1] = (float)l;
+    }
+    for (int c = 0; c < 8; ++c) {
+        const unsigned int d = lane + 32u * c;
+        if (d < p.dv) out[2 + d] = (float)acc[c];
+    }
+}
+
+// The spans of a row into its output: a warp per query row.
+template <typename T>
+__device__ __forceinline__ void attention_merge(T* y, const float* part, const AttentionParams& p) {
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const unsigned long long block = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    const unsigned long long row = block * ATT_WARPS + warp;
+    if (row >= p.rows) return;
+    const unsigned int spans = (p.keys + ATT_SPLIT - 1u) / ATT_SPLIT;
+    const unsigned long long w = p.dv + 2u;
+    const float* r = part + row * spans * w;
+    float m = -3.0e38f;
+    for (unsigned int s = 0; s < spans; ++s) {
+        if (r[s * w + 1] > 0.0f && r[s * w] > m) m = r[s * w];
+    }
+    float l = 0.0f;
+    for (unsigned int s = 0; s < spans; ++s) {
+        if (r[s * w + 1] > 0.0f) l += r[s * w + 1] * __expf(r[s * w] - m);
+    }
+    const unsigned int i = (unsigned int)(row % p.sq);
+    const unsigned int h = (unsigned int)((row / p.sq) % p.hq);
+    const unsigned int b = (unsigned int)(row / ((unsigned long long)p.sq * p.hq));
+    T* yr = y + (unsigned long long)b * p.y_s[0] + (unsigned long long)h * p.y_s[1] +
+            (unsigned long long)i * p.y_s[2];
+    for (unsigned int d = lane; d < p.dv; d += 32u) {
+        float a = 0.0f;
+        for (unsigned int s = 0; s < spans; ++s) {
+            if (r[s * w + 1] > 0.0f) a += r[s * w + 2 + d] * __expf(r[s * w] - m);
+        }
+        yr[d] = (T)(l > 0.0f ? a / l : 0.0f);
+    }
+}
+
+#define ATT_SPLIT_ENTRY(t, T)                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
+        attention_split_##t(float* part, const T* q, const T* k, const T* v,                   \
+                            const unsigned char* mask, const int* nonpad, AttentionParams p) {  \
+        attention_split<T, float>(part, q, k, v, mask, nonpad, p);                              \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
+        attention_merge_##t(T* y, const float* part, AttentionParams p) {                       \
+        attention_merge<T>(y, part, p);                                                         \
+    }
+ATT_SPLIT_ENTRY(f32, float)
+ATT_SPLIT_ENTRY(f16, rlx_f16)
+ATT_SPLIT_ENTRY(bf16, rlx_bf16)
+
 #define ATT_ENTRY(name, T, C)                                                                   \
     extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
         name(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,              \

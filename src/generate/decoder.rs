@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use rlx_ir::{DType, Tensor};
 
+use crate::compile::CompiledModel;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::signature::{DimInfo, IoInfo};
@@ -48,8 +49,13 @@ impl DecoderIo {
     /// Finds the roles by the names exporters give them; an input it cannot
     /// fill, or a cache with no output to return it, is an error naming it.
     pub fn of(session: &Session) -> Result<DecoderIo> {
-        let inputs = session.inputs();
-        let outputs = session.outputs();
+        DecoderIo::of_model(session.model())
+    }
+
+    /// [`DecoderIo::of`] a compiled model.
+    pub fn of_model(model: &CompiledModel) -> Result<DecoderIo> {
+        let inputs = model.inputs();
+        let outputs = model.outputs();
         let find = |name: &str| inputs.iter().find(|i| i.name == name).cloned();
         let ids = find("input_ids").ok_or_else(|| {
             refuse(format!(
@@ -170,6 +176,30 @@ struct InPlace {
     checked: bool,
 }
 
+/// The model with its cache written in place ([`rlx_passes::kv_cache`]):
+/// the form a [`Decoder::with_capacity`] runs its decode steps on, for
+/// inspection (its plans and snapshots). Its inputs are the model's and
+/// `cache_position`; the cache inputs and outputs hold the whole buffer.
+pub fn in_place_model(model: &CompiledModel) -> Result<CompiledModel> {
+    let io = DecoderIo::of_model(model)?;
+    let pairs: Vec<(String, String)> = io
+        .caches
+        .iter()
+        .map(|c| (c.past.name.clone(), c.present.clone()))
+        .collect();
+    rewrite_in_place(model, &pairs).map_err(Error::Generate)
+}
+
+fn rewrite_in_place(
+    m: &CompiledModel,
+    pairs: &[(String, String)],
+) -> std::result::Result<CompiledModel, String> {
+    let mut model = m.clone();
+    rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &mut model.weights, pairs)
+        .map_err(|e| e.to_string())?;
+    Ok(model)
+}
+
 /// A decoder session stepping through one batch of sequences.
 pub struct Decoder<'s> {
     session: &'s Session,
@@ -241,12 +271,8 @@ impl<'s> Decoder<'s> {
             .iter()
             .map(|c| (c.past.name.clone(), c.present.clone()))
             .collect();
-        self.session.form("kv-cache-in-place", |m| {
-            let mut model = m.clone();
-            rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &mut model.weights, &pairs)
-                .map_err(|e| e.to_string())?;
-            Ok(model)
-        })
+        self.session
+            .form("kv-cache-in-place", |m| rewrite_in_place(m, &pairs))
     }
 
     /// How the cache is held.

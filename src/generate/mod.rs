@@ -25,7 +25,7 @@ mod decoder;
 mod sampling;
 
 pub(crate) use decoder::pad_axis;
-pub use decoder::{Cache, CacheMode, Decoder, DecoderIo, Timings};
+pub use decoder::{in_place_model, Cache, CacheMode, Decoder, DecoderIo, Timings};
 pub use sampling::{argmax, choose, Rng, Sampling};
 
 use crate::error::{Error, Result};

@@ -81,6 +81,18 @@ fn flash_entry(dtype: DType, dk: usize, dv: usize) -> Option<(&'static Source, &
     })
 }
 
+/// Keys per span of the split-key kernels (`ATT_SPLIT` in attention.cu).
+const SPLIT_KEYS: u64 = 64;
+
+/// Whether attention of `sq` query rows over `keys` keys runs split by keys
+/// (a decode step: the tiled kernels' query tiles would be nearly empty and
+/// one block per head too few).
+fn split_keys(dtype: DType, sq: usize, keys: usize) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+        && sq <= 4
+        && keys >= 2 * SPLIT_KEYS as usize
+}
+
 fn entry(d: DType) -> LResult<&'static str> {
     Ok(match d {
         DType::F32 => "attention_f32",
@@ -309,6 +321,36 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
     let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
     let tiled = cx.opts.attention == crate::AttentionKernel::Tiled && !extras.qk;
+    if tiled && split_keys(dtype, sq, total) {
+        // Decode: a warp per (query row, span of keys), then a merge.
+        let t = entry.strip_prefix("attention_").unwrap_or(entry);
+        let rows = u64::from(params.rows);
+        let spans = (total as u64).div_ceil(SPLIT_KEYS);
+        let part = cx.scratch(rows * spans * (dv as u64 + 2) * 4);
+        let m = cx.modules.of(&SOURCE);
+        let block = (32 * ROWS_PER_BLOCK) as u32;
+        let split = vec![part, q.range(), kr.0, vr.0, mask_r, nonpad_r];
+        let blocks = (rows * spans).div_ceil(ROWS_PER_BLOCK);
+        cx.kernel_params(
+            m,
+            &format!("attention_split_{t}"),
+            blocks,
+            block,
+            split,
+            &params,
+        );
+        let blocks = rows.div_ceil(ROWS_PER_BLOCK);
+        let merge = vec![y.range(), part];
+        cx.kernel_params(
+            m,
+            &format!("attention_merge_{t}"),
+            blocks,
+            block,
+            merge,
+            &params,
+        );
+        return Ok(());
+    }
     match flash_entry(dtype, dk, dv).filter(|_| tiled) {
         Some((source, flash, rows)) => {
             let m = cx.modules.of(source);
