@@ -155,28 +155,13 @@ __device__ __forceinline__ void attention_split(float* part, const T* q, const T
     for (int c = 0; c < 8; ++c) acc[c] = (C)0;
     const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1];
     const unsigned int end = span * ATT_SPLIT + ATT_SPLIT < p.keys ? span * ATT_SPLIT + ATT_SPLIT : p.keys;
-    const T* kb = k + (unsigned long long)b * p.k_s[0] + (unsigned long long)kvh * p.k_s[1];
     for (unsigned int t0 = span * ATT_SPLIT; t0 < end; t0 += 32u) {
         const unsigned int j = t0 + lane;
-        const unsigned int n = end - t0 < 32u ? end - t0 : 32u;
-        // The tile's scores, a key at a time with the lanes over the head
-        // (coalesced rows of K); lane jj keeps key t0 + jj's.
-        C mine = (C)0;
-#pragma unroll 4
-        for (unsigned int jj = 0; jj < n; ++jj) {
-            const T* kr = kb + (unsigned long long)(t0 + jj) * p.k_s[2];
-            C part = (C)0;
-            for (int c = 0; c < 8; ++c) {
-                const unsigned int d = lane + 32u * c;
-                if (d < p.dk) part += qrow[d] * (C)kr[d];
-                if (32u * (c + 1) >= p.dk) break;
-            }
-            part = att_warp_sum<C>(part);
-            if (lane == jj) mine = part;
-        }
         C s = -att_inf<C>();
         if (j < end) {
-            s = att_cap<C>(p, mine) + att_bias<T, C>(p, mask, nonpad, b, h, i, j);
+            C raw, capped, biased;
+            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
+            s = biased;
         }
         const C tmax = att_warp_max<C>(s);
         const C mnew = m > tmax ? m : tmax;
@@ -184,6 +169,7 @@ __device__ __forceinline__ void attention_split(float* part, const T* q, const T
         const C pr = (live && s > MASKED) ? exp(s - mnew) : (C)0;
         const C alpha = live ? (m > MASKED ? exp(m - mnew) : (C)0) : (C)1;
         l = l * alpha + att_warp_sum<C>(pr);
+        const unsigned int n = end - t0 < 32u ? end - t0 : 32u;
         for (int c = 0; c < 8; ++c) {
             const unsigned int d = lane + 32u * c;
             C a = acc[c] * alpha;
