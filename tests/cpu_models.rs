@@ -438,26 +438,13 @@ fn a_loaded_artifact_survives_its_file_being_truncated() {
     let _ = std::fs::remove_file(&file);
 }
 
-/// The prompts and ONNX Runtime's greedy continuation of golden/decoder
-/// (made by golden/make_golden.py).
-pub fn decoder_reference() -> (Vec<Vec<i64>>, Vec<Vec<i64>>) {
-    let dir = common::root().join("golden/decoder");
-    let rows = |f: &str| {
-        let t = rlx_onnx::npy::read(&dir.join(f)).unwrap();
-        let w = t.dims()[1];
-        let v = t.to_i64_vec().unwrap();
-        v.chunks(w).map(<[i64]>::to_vec).collect::<Vec<_>>()
-    };
-    (rows("prompts.npy"), rows("greedy.npy"))
-}
-
 /// Greedy generation with the cache kept between steps gives ONNX
 /// Runtime's tokens, on one thread and on several; an end token stops a
 /// row (kept as its last token) while the other goes on.
 #[test]
 fn the_golden_decoder_generates_onnx_runtimes_greedy_tokens() {
     use rlx_onnx::generate::{generate, CacheMode, GenerateOptions, Sampling};
-    let (prompts, want) = decoder_reference();
+    let (prompts, want) = common::decoder_reference();
     let model = Compiler::new(Target::Cpu)
         .compile_file(&common::root().join("golden/decoder/model.onnx"))
         .unwrap();

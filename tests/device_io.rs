@@ -151,14 +151,7 @@ fn cuda_device_tensors_round_trip() {
 /// growing and (where the target runs the in-place write) in place.
 fn generates_the_reference(session: &Session, in_place_runs: bool) {
     use rlx_onnx::generate::{generate, CacheMode, GenerateOptions, Sampling};
-    let dir = common::root().join("golden/decoder");
-    let rows = |f: &str| {
-        let t = rlx_onnx::npy::read(&dir.join(f)).unwrap();
-        let w = t.dims()[1];
-        let v = t.to_i64_vec().unwrap();
-        v.chunks(w).map(<[i64]>::to_vec).collect::<Vec<_>>()
-    };
-    let (prompts, want) = (rows("prompts.npy"), rows("greedy.npy"));
+    let (prompts, want) = common::decoder_reference();
     let options = GenerateOptions {
         max_new_tokens: want[0].len(),
         sampling: Sampling::Greedy,

@@ -48,6 +48,50 @@ __device__ __forceinline__ C att_warp_sum(C v) {
     return v;
 }
 
+// Keys [t_begin, t_end) of query row (b, h, i) into its online softmax:
+// running max m, sum l and output features acc (lane + 32c), in tiles of 32
+// keys, lane j scoring key t0 + j. Writes the QK output of modes 0-2 where
+// `qk` is given (the row kernel's).
+template <typename T, typename C>
+__device__ __forceinline__ void att_keys(const AttentionParams& p, const C* qrow, const T* k, const T* vb,
+                                         const unsigned char* mask, const int* nonpad, T* qk,
+                                         unsigned long long qk_row, unsigned int b, unsigned int h,
+                                         unsigned int i, unsigned int t_begin, unsigned int t_end,
+                                         C& m, C& l, C* acc) {
+    const unsigned int lane = threadIdx.x % 32u;
+    const C MASKED = (C)-3.0e38f;
+    for (unsigned int t0 = t_begin; t0 < t_end; t0 += 32u) {
+        const unsigned int j = t0 + lane;
+        C s = -att_inf<C>();
+        if (j < t_end) {
+            C raw, capped, biased;
+            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
+            s = biased;
+            if (qk != nullptr && p.mode < 3u) {
+                qk[qk_row + j] = (T)(p.mode == 0u ? raw : (p.mode == 1u ? capped : biased));
+            }
+        }
+        const C tmax = att_warp_max<C>(s);
+        const C mnew = m > tmax ? m : tmax;
+        const bool live = mnew > MASKED;
+        const C pr = (live && s > MASKED) ? exp(s - mnew) : (C)0;
+        const C alpha = live ? (m > MASKED ? exp(m - mnew) : (C)0) : (C)1;
+        l = l * alpha + att_warp_sum<C>(pr);
+        const unsigned int n = t_end - t0 < 32u ? t_end - t0 : 32u;
+        for (int c = 0; c < 8; ++c) {
+            const unsigned int d = lane + 32u * c;
+            C a = acc[c] * alpha;
+            for (unsigned int jj = 0; jj < n; ++jj) {
+                const C pj = __shfl_sync(0xffffffffu, pr, jj);
+                if (d < p.dv) a += pj * (C)vb[(unsigned long long)(t0 + jj) * p.v_s[2] + d];
+            }
+            acc[c] = a;
+            if (32u * (c + 1) >= p.dv) break;
+        }
+        if (live) m = mnew;
+    }
+}
+
 template <typename T, typename C>
 __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T* v,
                                           const unsigned char* mask, const int* nonpad, T* qk,
@@ -73,36 +117,7 @@ __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T*
     C acc[8];
     for (int c = 0; c < 8; ++c) acc[c] = (C)0;
     const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1];
-    for (unsigned int t0 = 0; t0 < p.keys; t0 += 32u) {
-        const unsigned int j = t0 + lane;
-        C s = -att_inf<C>();
-        if (j < p.keys) {
-            C raw, capped, biased;
-            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
-            s = biased;
-            if (qk_out && p.mode < 3u) {
-                qk[qk_row + j] = (T)(p.mode == 0u ? raw : (p.mode == 1u ? capped : biased));
-            }
-        }
-        const C tmax = att_warp_max<C>(s);
-        const C mnew = m > tmax ? m : tmax;
-        const bool live = mnew > MASKED;
-        const C pr = (live && s > MASKED) ? exp(s - mnew) : (C)0;
-        const C alpha = live ? (m > MASKED ? exp(m - mnew) : (C)0) : (C)1;
-        l = l * alpha + att_warp_sum<C>(pr);
-        const unsigned int n = p.keys - t0 < 32u ? p.keys - t0 : 32u;
-        for (int c = 0; c < 8; ++c) {
-            const unsigned int d = lane + 32u * c;
-            C a = acc[c] * alpha;
-            for (unsigned int jj = 0; jj < n; ++jj) {
-                const C pj = __shfl_sync(0xffffffffu, pr, jj);
-                if (d < p.dv) a += pj * (C)vb[(unsigned long long)(t0 + jj) * p.v_s[2] + d];
-            }
-            acc[c] = a;
-            if (32u * (c + 1) >= p.dv) break;
-        }
-        if (live) m = mnew;
-    }
+    att_keys<T, C>(p, qrow, k, vb, mask, nonpad, qk_out ? qk : nullptr, qk_row, b, h, i, 0, p.keys, m, l, acc);
     T* yr = y + (unsigned long long)b * p.y_s[0] + (unsigned long long)h * p.y_s[1] +
             (unsigned long long)i * p.y_s[2];
     for (int c = 0; c < 8; ++c) {
@@ -155,33 +170,7 @@ __device__ __forceinline__ void attention_split(float* part, const T* q, const T
     for (int c = 0; c < 8; ++c) acc[c] = (C)0;
     const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1];
     const unsigned int end = span * ATT_SPLIT + ATT_SPLIT < p.keys ? span * ATT_SPLIT + ATT_SPLIT : p.keys;
-    for (unsigned int t0 = span * ATT_SPLIT; t0 < end; t0 += 32u) {
-        const unsigned int j = t0 + lane;
-        C s = -att_inf<C>();
-        if (j < end) {
-            C raw, capped, biased;
-            att_score<T, C>(p, qrow, k, mask, nonpad, b, h, i, j, &raw, &capped, &biased);
-            s = biased;
-        }
-        const C tmax = att_warp_max<C>(s);
-        const C mnew = m > tmax ? m : tmax;
-        const bool live = mnew > MASKED;
-        const C pr = (live && s > MASKED) ? exp(s - mnew) : (C)0;
-        const C alpha = live ? (m > MASKED ? exp(m - mnew) : (C)0) : (C)1;
-        l = l * alpha + att_warp_sum<C>(pr);
-        const unsigned int n = end - t0 < 32u ? end - t0 : 32u;
-        for (int c = 0; c < 8; ++c) {
-            const unsigned int d = lane + 32u * c;
-            C a = acc[c] * alpha;
-            for (unsigned int jj = 0; jj < n; ++jj) {
-                const C pj = __shfl_sync(0xffffffffu, pr, jj);
-                if (d < p.dv) a += pj * (C)vb[(unsigned long long)(t0 + jj) * p.v_s[2] + d];
-            }
-            acc[c] = a;
-            if (32u * (c + 1) >= p.dv) break;
-        }
-        if (live) m = mnew;
-    }
+    att_keys<T, C>(p, qrow, k, vb, mask, nonpad, (T*)nullptr, 0, b, h, i, span * ATT_SPLIT, end, m, l, acc);
     float* out = part + item * (unsigned long long)(p.dv + 2u);
     if (lane == 0) {
         out[0] = (float)(m > MASKED ? m : MASKED);

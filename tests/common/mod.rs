@@ -132,3 +132,16 @@ pub fn check_outputs(
         }
     }
 }
+
+/// The prompts of golden/decoder and ONNX Runtime's greedy continuation of
+/// each (golden/make_golden.py), as rows of token ids.
+pub fn decoder_reference() -> (Vec<Vec<i64>>, Vec<Vec<i64>>) {
+    let dir = root().join("golden/decoder");
+    let rows = |f: &str| {
+        let t = rlx_onnx::npy::read(&dir.join(f)).unwrap();
+        let w = t.dims()[1];
+        let v = t.to_i64_vec().unwrap();
+        v.chunks(w).map(<[i64]>::to_vec).collect::<Vec<_>>()
+    };
+    (rows("prompts.npy"), rows("greedy.npy"))
+}
