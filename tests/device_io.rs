@@ -191,8 +191,7 @@ fn wgpu_generates_the_reference_tokens() {
     };
     let session =
         Session::with_devices(decoder(Target::Wgpu), SessionOptions::default(), devices).unwrap();
-    // wgpu has no tensor_scatter kernel yet: the decoder says so and grows.
-    generates_the_reference(&session, false);
+    generates_the_reference(&session, true);
 }
 
 #[test]

@@ -25,6 +25,9 @@ crate::kernel_params! {
         pub circular: u32,
         /// 1: read each batch row's write index (else 0).
         pub has_indices: u32,
+        /// 32-bit words per element (WGSL, which moves 4- and 8-byte
+        /// elements); 0 where the kernel moves elements whole (CUDA).
+        pub words: u32,
     }
 }
 
@@ -55,5 +58,6 @@ pub fn tensor_scatter_params(
         upd_len: u32_of(upd_len, "update length")?,
         circular: u32::from(circular),
         has_indices: u32::from(has_indices),
+        words: 0,
     })
 }

@@ -1,5 +1,6 @@
 //! Index kernels beyond plain gather: gather_elements
 //! (`kernels/wgsl/gather_elements.wgsl`), trilu (`kernels/wgsl/trilu.wgsl`),
+//! the key/value cache write tensor_scatter (`kernels/wgsl/tensor_scatter.wgsl`),
 //! and cumulative sums and products along an axis
 //! (`kernels/wgsl/cumulative.wgsl` for f32, `cumulative_int.wgsl` for 32/64-bit
 //! integers), planned by rlx-gpu's `kernels::indexing`.
@@ -18,6 +19,7 @@ use crate::support::{dtype_of, f32_only, movable};
 
 const GATHER_ELEMENTS: &str = include_str!("../../../../kernels/wgsl/gather_elements.wgsl");
 const TRILU: &str = include_str!("../../../../kernels/wgsl/trilu.wgsl");
+const TENSOR_SCATTER: &str = include_str!("../../../../kernels/wgsl/tensor_scatter.wgsl");
 const CUMULATIVE: &str = include_str!("../../../../kernels/wgsl/cumulative.wgsl");
 const CUMULATIVE_INT: &str = concat!(
     include_str!("../../../../kernels/wgsl/int64.wgsl"),
@@ -47,7 +49,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
                 _ => Err("gather_elements indices must be i32 or i64".into()),
             }
         }
-        Op::Trilu(_) => movable(node.op.name(), d0),
+        Op::Trilu(_) | Op::TensorScatter(_) => movable(node.op.name(), d0),
         Op::Cumulative(c) => {
             if cumulative_words(d0).is_some() {
                 return Ok(());
@@ -94,6 +96,34 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
                 TRILU,
             );
             cx.launch_items(pipe, vec![x.range(), y.range()], &p, n as u64);
+            Ok(())
+        }
+        Op::TensorScatter(ts) => {
+            use rlx_gpu::kernels::tensor_scatter::{
+                tensor_scatter_params, TensorScatterParams, TENSOR_SCATTER_OPERANDS,
+            };
+            let upd = cx.input(1)?.clone();
+            let a = rlx_gpu::geometry::axis(ts.axis, x.dims.len())?;
+            let upd_len = upd.dims.get(a).copied().unwrap_or(0);
+            let mut p =
+                tensor_scatter_params(&x.dims, upd_len, ts.axis, ts.circular, ts.has_indices)?;
+            p.words = rlx_gpu::kernels::movement::words(x.dtype.size())?;
+            let write = match ts.has_indices {
+                true => cx.input(2)?.range(),
+                false => x.range(),
+            };
+            let pipe = cx.typed_pipeline(
+                "indexing.tensor_scatter",
+                TENSOR_SCATTER_OPERANDS,
+                &TensorScatterParams::LAYOUT,
+                TENSOR_SCATTER,
+            );
+            cx.launch_items(
+                pipe,
+                vec![x.range(), upd.range(), write, y.range()],
+                &p,
+                n as u64,
+            );
             Ok(())
         }
         Op::Cumulative(c) => {

@@ -304,7 +304,7 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::SpaceToDepth(_)
         | Op::Tile(_) => fam(movement::supports, movement::lower),
         Op::Gather(_) => fam(gather::supports, gather::lower),
-        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) => {
+        Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) | Op::TensorScatter(_) => {
             fam(indexing::supports, indexing::lower)
         }
         Op::NllLoss(_) => fam(loss::supports, |cx| match &cx.node.op {
