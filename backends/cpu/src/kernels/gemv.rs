@@ -179,18 +179,42 @@ pub fn vec_mat(x: &[f32], b: &[f32], n: usize, out: &mut [f32], accumulate: bool
     }
 }
 
-/// Columns `j0..j0 + out.len()` of [`vec_mat`].
+/// Columns of `out` [`stripe_of`] takes at a time: they stay in L1 while
+/// every row of `b` passes over them.
+const VEC_MAT_TILE: usize = 2048;
+
+/// Columns `j0..j0 + out.len()` of [`vec_mat`]: in tiles of
+/// [`VEC_MAT_TILE`] columns, four rows of `b` at a time, so that four
+/// streams from memory are in flight and the output is read and written once
+/// per four rows (one row at a time, a single thread reached about 12 GB/s
+/// on a decoder's 768 x 50257 head).
 #[inline(always)]
 fn stripe_of(x: &[f32], b: &[f32], n: usize, j0: usize, out: &mut [f32], accumulate: bool) {
     if !accumulate {
         out.fill(0.0);
     }
     let w = out.len();
-    for (k, &xk) in x.iter().enumerate() {
-        let row = &b[k * n + j0..k * n + j0 + w];
-        for j in 0..w {
-            out[j] += xk * row[j];
+    let mut t0 = 0;
+    while t0 < w {
+        let tw = VEC_MAT_TILE.min(w - t0);
+        let o = &mut out[t0..t0 + tw];
+        let row = |k: usize| &b[k * n + j0 + t0..k * n + j0 + t0 + tw];
+        let mut k = 0;
+        while k + 4 <= x.len() {
+            let (x0, x1, x2, x3) = (x[k], x[k + 1], x[k + 2], x[k + 3]);
+            let (r0, r1, r2, r3) = (row(k), row(k + 1), row(k + 2), row(k + 3));
+            for j in 0..tw {
+                o[j] += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+            }
+            k += 4;
         }
+        for (k, &xk) in x.iter().enumerate().skip(k) {
+            let r = row(k);
+            for j in 0..tw {
+                o[j] += xk * r[j];
+            }
+        }
+        t0 += tw;
     }
 }
 
