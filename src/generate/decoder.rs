@@ -598,7 +598,15 @@ fn last_logits(logits: &Value, batch: usize) -> Result<Tensor> {
 /// `t` lengthened along `axis` to `len` with zeros after its elements.
 pub(crate) fn pad_axis(t: &Tensor, axis: usize, len: usize) -> Result<Tensor> {
     let dims = t.dims();
-    let (have, size) = (dims[axis], t.dtype().size());
+    let have = match dims.get(axis) {
+        Some(&h) if h <= len => h,
+        _ => {
+            return Err(refuse(format!(
+                "a cache of {dims:?} does not fit {len} positions along axis {axis}"
+            )))
+        }
+    };
+    let size = t.dtype().size();
     let inner: usize = dims[axis + 1..].iter().product::<usize>() * size;
     let outer: usize = dims[..axis].iter().product();
     let mut out_dims = dims.to_vec();
