@@ -12,7 +12,7 @@ use rlx_importer::{import_file, ImportedModel, Registry};
 use rlx_ir::analysis::specialize;
 use rlx_ir::{Bindings, Graph, Weights};
 use rlx_passes::{Backend, OptLevel, PassContext, PassManager};
-use rlx_wgpu::WgpuBackend;
+use rlx_wgsl::WgslBackend;
 
 use crate::error::{Error, Result};
 
@@ -43,7 +43,7 @@ impl Target {
         match self {
             Target::Cpu => &CpuBackend,
             Target::Cuda => &CudaBackend,
-            Target::Wgpu => &WgpuBackend,
+            Target::Wgpu => &WgslBackend { name: "wgpu" },
         }
     }
 

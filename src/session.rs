@@ -495,8 +495,8 @@ impl Session {
     pub fn wgpu_schedule(
         &self,
         inputs: &[(&str, &Tensor)],
-        caps: rlx_wgpu::Caps,
-    ) -> Result<rlx_wgpu::Schedule> {
+        caps: rlx_wgsl::Caps,
+    ) -> Result<rlx_wgsl::Schedule> {
         let ordered = self.order(inputs)?;
         let shapes: Vec<&[usize]> = ordered.iter().map(|t| t.dims()).collect();
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
@@ -505,12 +505,8 @@ impl Session {
             return Err(dynamic_shapes(Target::Wgpu, &g));
         }
         let mem = plan_memory(&g)?;
-        Ok(rlx_wgpu::plan(
-            &g,
-            &weights,
-            &mem,
-            &rlx_wgpu::PlanOptions { caps },
-        )?)
+        let opts = rlx_wgsl::PlanOptions { caps };
+        Ok(rlx_wgsl::plan(&g, &weights, &mem, &opts).map_err(rlx_wgpu::WgpuError::from)?)
     }
 
     /// The CUDA schedule for these inputs, without a device (pure: for
@@ -636,8 +632,9 @@ impl Session {
         match target {
             Target::Wgpu => {
                 let ctx = self.devices.wgpu()?;
-                let opts = rlx_wgpu::PlanOptions { caps: ctx.caps() };
-                let schedule = rlx_wgpu::plan(&g, &weights, &mem, &opts)?;
+                let opts = rlx_wgsl::PlanOptions { caps: ctx.caps() };
+                let schedule =
+                    rlx_wgsl::plan(&g, &weights, &mem, &opts).map_err(rlx_wgpu::WgpuError::from)?;
                 Ok(Executable::Wgpu(rlx_wgpu::Executable::new(ctx, schedule)?))
             }
             Target::Cuda => {

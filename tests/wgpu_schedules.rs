@@ -6,7 +6,7 @@ mod common;
 
 use rlx_onnx::ir::Tensor;
 use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_set};
-use rlx_onnx::wgpu::Caps;
+use rlx_onnx::wgsl::Caps;
 use rlx_onnx::{Compiler, Session, SessionOptions, Target};
 
 fn settings() -> insta::Settings {

@@ -12,7 +12,7 @@ use rlx_gpu::io::{Input, Output, Place};
 
 use crate::buffer::{Buffer, DeviceTensor};
 use crate::profile::Timer;
-use crate::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
+use rlx_wgsl::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
 use crate::{Caps, WgpuError};
 
 /// An adapter and its device: create once, share between executables.
@@ -236,7 +236,7 @@ impl Executable {
                     .get(i)
                     .or(disp.windows.first())
                     .copied()
-                    .unwrap_or(crate::schedule::Range {
+                    .unwrap_or(rlx_wgsl::schedule::Range {
                         offset: 0,
                         bytes: schedule.buffer_bytes,
                     });

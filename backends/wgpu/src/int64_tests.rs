@@ -11,7 +11,9 @@ use rlx_ir::text::parse_graph;
 use rlx_ir::{DType, Tensor, Weights};
 use rlx_passes::plan_memory;
 
-use crate::{plan, Context, Executable, PlanOptions, WgpuError};
+use rlx_wgsl::{plan, PlanOptions};
+
+use crate::{Context, Executable, WgpuError};
 
 fn context() -> Option<Arc<Context>> {
     match Context::new() {

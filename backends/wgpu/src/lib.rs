@@ -1,33 +1,23 @@
-//! rlx-wgpu: the wgpu backend.
+//! rlx-wgpu: the wgpu device half of the WGSL backends.
 //!
-//! - [`plan`] (pure, no device): a legalized graph and its memory plan become a
-//!   [`Schedule`] of compute dispatches over one storage buffer (arena, constants,
-//!   scratch), each with its pipeline, workgroup counts, bound window and params.
-//! - [`device`]: an explicit [`Context`] (adapter + device); an [`Executable`]
-//!   builds pipelines and bind groups once and runs the whole schedule in one
-//!   compute pass and one submission per run.
-//! - [`kernels`]: one lowering file per op family; WGSL sources in `kernels/wgsl/`.
-//! - [`support`]: which nodes the backend runs, and why not.
+//! The plan is rlx-wgsl's (pure, shared with the Vulkan device): a
+//! [`Schedule`] of compute dispatches over one storage buffer. This crate runs
+//! it: an explicit [`Context`] (adapter + device); an [`Executable`] builds
+//! pipelines and bind groups once and runs the whole schedule in one compute
+//! pass and one submission per run; [`Buffer`]s are device tensors.
 
 pub mod buffer;
 pub mod device;
-pub mod kernels;
-pub mod plan;
 mod profile;
-pub mod schedule;
-pub mod support;
 
+#[cfg(test)]
+mod control_tests;
 #[cfg(test)]
 mod int64_tests;
-#[cfg(test)]
-mod tests;
-
-use rlx_ir::{Node, TensorType};
 
 pub use buffer::{Buffer, DeviceTensor};
 pub use device::{Context, Executable};
-pub use plan::{plan, PlanOptions};
-pub use schedule::Schedule;
+pub use rlx_wgsl::{Caps, Schedule};
 
 /// Why planning or running failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -52,32 +42,19 @@ pub enum WgpuError {
     Internal(String),
 }
 
-/// What the adapter offers that changes what the plan may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caps {
-    /// `max_storage_buffer_binding_size` (at most 1 GiB, what operand handles
-    /// address): larger buffers are bound in windows.
-    pub max_binding: u64,
-}
-
-impl Default for Caps {
-    /// Lavapipe's limits (the smallest of the adapters this backend targets).
-    fn default() -> Caps {
-        Caps {
-            max_binding: 128 << 20,
+impl From<rlx_wgsl::PlanError> for WgpuError {
+    fn from(e: rlx_wgsl::PlanError) -> WgpuError {
+        match e {
+            rlx_wgsl::PlanError::Node {
+                node,
+                origin,
+                reason,
+            } => WgpuError::Node {
+                node,
+                origin,
+                reason,
+            },
+            rlx_wgsl::PlanError::Internal(s) => WgpuError::Internal(s),
         }
-    }
-}
-
-/// The wgpu backend as legalization sees it.
-pub struct WgpuBackend;
-
-impl rlx_passes::Backend for WgpuBackend {
-    fn name(&self) -> &str {
-        "wgpu"
-    }
-
-    fn supports(&self, node: &Node, inputs: &[TensorType]) -> Result<(), rlx_passes::Reason> {
-        support::supports(node, inputs).map_err(rlx_passes::Reason)
     }
 }

@@ -1,7 +1,7 @@
 //! Attention on CUDA (ONNX opset 23): Q, K and V read in place through their
 //! strides, with grouped-query heads, bool or float masks, causality, key
 //! windows, softcap and per-batch key lengths, planned by rlx-gpu's
-//! `kernels::attention` (the struct the wgpu kernel reads). Two kernels:
+//! `kernels::attention` (the struct the WGSL kernel reads). Two kernels:
 //! - the tiled one (`kernels/cuda/flash_attention.cu`): a block per (batch,
 //!   head, query tile), K/V tiles through shared memory, online softmax;
 //!   tensor cores for f16/bf16, exact FMAs for f32; head sizes up to

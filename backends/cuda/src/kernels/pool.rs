@@ -1,6 +1,6 @@
 //! Pooling on CUDA (`kernels/cuda/pool.cu`): max, average and lp pooling
 //! over 1 to 3 spatial dims (ceil mode, count_include_pad, dilations) and
-//! LRN, planned by rlx-gpu's `kernels::pool` (the structs the wgpu kernels
+//! LRN, planned by rlx-gpu's `kernels::pool` (the structs the WGSL kernels
 //! read). Own kernels rather than cuDNN pooling, whose ceil mode, dilations
 //! and NaN handling differ from the CPU backend's.
 

@@ -471,7 +471,7 @@ mod tests {
         let e = build(&binary(BinaryKind::Pow), &[DType::I32, DType::I32]).unwrap();
         assert_eq!(
             print(&wgsl::Wgsl, &e.result).unwrap_err(),
-            "`pow` on i32 has no wgpu kernel"
+            "`pow` on i32 has no WGSL kernel"
         );
         assert_eq!(print(&cuda::Cuda, &e.result).unwrap(), "ew_pow(x0, x1)");
         let neg = Op::Unary(Unary {

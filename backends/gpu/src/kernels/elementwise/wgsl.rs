@@ -339,11 +339,11 @@ pub fn kernel(e: &Elementwise, rank: usize) -> LResult<String> {
     let d0 = e.inputs.first().copied().unwrap_or(DType::F32);
     if !e.temps.is_empty() && class(d0) != DType::F32 {
         return Err(format!(
-            "elementwise_region on {d0} has no wgpu kernel (f32 only)"
+            "elementwise_region on {d0} has no WGSL kernel (f32 only)"
         ));
     }
     let out_ty = wgsl_type(e.out)
-        .ok_or_else(|| format!("element-wise output {} has no wgpu kernel", e.out))?;
+        .ok_or_else(|| format!("element-wise output {} has no WGSL kernel", e.out))?;
     let (temps, result) = print_body(&Wgsl, e)?;
     let k = e.inputs.len();
     let mut src = String::from(HELPERS);
@@ -403,7 +403,7 @@ pub fn kernel(e: &Elementwise, rank: usize) -> LResult<String> {
                 "    if (t * {per}u >= n) {{\n        return;\n    }}\n    var w = 0u;\n    for (var j = 0u; j < {per}u; j++) {{\n        let e = t * {per}u + j;\n        if (e < n) {{\n            w |= ({word} & {mask}) << (j * {bits}u);\n        }}\n    }}\n    stw(p.out, t, w);\n}}\n"
             ));
         }
-        (dt, _) => return Err(format!("element-wise output {dt} has no wgpu kernel")),
+        (dt, _) => return Err(format!("element-wise output {dt} has no WGSL kernel")),
     }
     Ok(src)
 }

@@ -30,7 +30,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     }
     match dtype_of(inputs, 1)? {
         DType::I32 | DType::I64 => Ok(()),
-        d => Err(format!("scatter indices of {d} have no wgpu kernel")),
+        d => Err(format!("scatter indices of {d} have no WGSL kernel")),
     }
 }
 

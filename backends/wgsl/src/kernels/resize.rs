@@ -33,7 +33,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let rank = x.dims.len();
     let input: Vec<i64> = x.dims.iter().map(|&d| d as i64).collect();
     let roi = if cx.ins.len() > 1 && cx.input(1)?.numel() > 0 {
-        floats(cx, 1).ok_or("the resize roi must be a constant (the wgpu plan reads it)")?
+        floats(cx, 1).ok_or("the resize roi must be a constant (the WGSL plan reads it)")?
     } else {
         Vec::new()
     };
@@ -41,7 +41,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         ResizeTarget::Scales => (
             Some(
                 floats(cx, 2)
-                    .ok_or("resize scales must be a constant (the wgpu plan reads them)")?,
+                    .ok_or("resize scales must be a constant (the WGSL plan reads them)")?,
             ),
             None,
         ),

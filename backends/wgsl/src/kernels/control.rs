@@ -1,4 +1,4 @@
-//! The wgpu kernels of control flow (`kernels/wgsl/slab.wgsl`,
+//! The WGSL kernels of control flow (`kernels/wgsl/slab.wgsl`,
 //! `kernels/wgsl/counter.wgsl`), planned by rlx-gpu's `control`: slab
 //! copies that move values into and out of subgraph bodies (optionally at a
 //! slice picked by the loop counter), and the loop counter itself.

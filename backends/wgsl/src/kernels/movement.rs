@@ -167,7 +167,7 @@ fn constant_bits(cx: &Cx, d: DType) -> LResult<[u32; 2]> {
                 _ => [w(0), 0],
             })
         }
-        _ => Err("a non-constant pad value has no wgpu kernel".into()),
+        _ => Err("a non-constant pad value has no WGSL kernel".into()),
     }
 }
 

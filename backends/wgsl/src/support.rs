@@ -1,4 +1,4 @@
-//! Which nodes the wgpu backend runs, by op, attributes and input dtypes. What
+//! Which nodes the WGSL plan runs (on wgpu and Vulkan), by op, attributes and input dtypes. What
 //! it rejects and legalization cannot decompose is reported with the reason.
 //! Element-wise arithmetic is f32, 32-bit and 64-bit integers (bool for
 //! logic); i64/u64 arithmetic is emulated on u32 pairs (no SHADER_INT64), in
@@ -18,7 +18,7 @@ pub(crate) fn f32_only(what: &str, d: DType) -> Result<(), String> {
     if d == DType::F32 {
         Ok(())
     } else {
-        Err(format!("{what} on {d} has no wgpu kernel (f32 only)"))
+        Err(format!("{what} on {d} has no WGSL kernel (f32 only)"))
     }
 }
 
@@ -26,7 +26,7 @@ pub(crate) fn movable(what: &str, d: DType) -> Result<(), String> {
     match d.size() {
         4 | 8 => Ok(()),
         _ => Err(format!(
-            "{what} of {d} elements has no wgpu kernel (4- and 8-byte dtypes only)"
+            "{what} of {d} elements has no WGSL kernel (4- and 8-byte dtypes only)"
         )),
     }
 }
@@ -50,7 +50,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         op => match crate::kernels::family(op) {
             Some(f) => (f.supports)(node, inputs),
             None => Err(format!(
-                "the wgpu backend has no kernel for `{}`",
+                "the WGSL plan has no kernel for `{}`",
                 op.name()
             )),
         },

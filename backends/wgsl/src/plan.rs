@@ -1,5 +1,5 @@
-//! The wgpu plan: rlx-gpu's planner lays the graph out in one storage buffer
-//! and walks it, control flow included; this file supplies the wgpu
+//! The WGSL plan: rlx-gpu's planner lays the graph out in one storage buffer
+//! and walks it, control flow included; this file supplies the WGSL
 //! [`Lowering`] (WGSL dispatches per node, the slab-copy and counter kernels)
 //! and binds each dispatch's operands in at most four windows of the buffer.
 //! Pure: no device.
@@ -11,7 +11,7 @@ use rlx_passes::memory::MemoryPlan;
 
 use crate::kernels::{control, lower, Cx, Draft, LResult, Pipelines};
 use crate::schedule::{Dispatch, Range, Schedule};
-use crate::{Caps, WgpuError};
+use crate::Caps;
 
 pub use rlx_gpu::plan::BLOCK_ALIGN;
 
@@ -24,7 +24,7 @@ pub struct PlanOptions {
     pub caps: Caps,
 }
 
-/// The wgpu lowering: pipelines shared by all dispatches of the schedule.
+/// The WGSL lowering: pipelines shared by all dispatches of the schedule.
 struct Wgsl {
     pipelines: Pipelines,
     max_binding: u64,
@@ -60,30 +60,13 @@ impl Lowering for Wgsl {
     }
 }
 
-impl From<PlanError> for WgpuError {
-    fn from(e: PlanError) -> WgpuError {
-        match e {
-            PlanError::Node {
-                node,
-                origin,
-                reason,
-            } => WgpuError::Node {
-                node,
-                origin,
-                reason,
-            },
-            PlanError::Internal(s) => WgpuError::Internal(s),
-        }
-    }
-}
-
 /// Builds the schedule of a legalized, concrete graph.
 pub fn plan(
     g: &Graph,
     weights: &Weights,
     mem: &MemoryPlan,
     opts: &PlanOptions,
-) -> Result<Schedule, WgpuError> {
+) -> Result<Schedule, PlanError> {
     let max_binding = opts.caps.max_binding;
     let mut wgsl = Wgsl {
         pipelines: Pipelines::default(),
@@ -103,7 +86,7 @@ pub fn plan(
         let d = placed.launch;
         let (windows, handles) =
             windows_of(&d.operands, buffer_bytes, max_binding).map_err(|reason| {
-                WgpuError::Node {
+                PlanError::Node {
                     node: placed.node.clone(),
                     origin: placed.origin.clone(),
                     reason,

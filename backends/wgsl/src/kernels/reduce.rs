@@ -31,7 +31,7 @@ pub fn int_mode(op: &Op, d: DType) -> LResult<[u32; 2]> {
         DType::U64 => [1, 0],
         d => {
             return Err(format!(
-                "reductions on {d} have no wgpu kernel (f32, 32- and 64-bit integers only)"
+                "reductions on {d} have no WGSL kernel (f32, 32- and 64-bit integers only)"
             ))
         }
     };
@@ -50,7 +50,7 @@ pub fn int_mode(op: &Op, d: DType) -> LResult<[u32; 2]> {
         },
         _ => "",
     };
-    Err(format!("`{}` on {d} has no wgpu kernel{why}", op.name()))
+    Err(format!("`{}` on {d} has no WGSL kernel{why}", op.name()))
 }
 
 /// f32 reductions, and integer ones where [`int_mode`] has a kernel.

@@ -29,7 +29,7 @@ fn sub(r: Range, at: usize, bytes: usize) -> Range {
 pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
     for t in inputs.iter().take(2) {
         if t.dtype != DType::F32 {
-            return Err(format!("conv on {} has no wgpu kernel (f32 only)", t.dtype));
+            return Err(format!("conv on {} has no WGSL kernel (f32 only)", t.dtype));
         }
     }
     let r = inputs.first().map_or(0, |t| t.shape.rank());
@@ -37,7 +37,7 @@ pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
         Ok(())
     } else {
         Err(format!(
-            "conv over {} spatial dims has no wgpu kernel (1-D and 2-D only)",
+            "conv over {} spatial dims has no WGSL kernel (1-D and 2-D only)",
             r.saturating_sub(2)
         ))
     }
@@ -51,7 +51,7 @@ pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
     );
     let bias = cx.ins.get(2).cloned();
     if x.dtype != DType::F32 || w.dtype != DType::F32 {
-        return Err(format!("conv on {} has no wgpu kernel", x.dtype));
+        return Err(format!("conv on {} has no WGSL kernel", x.dtype));
     }
     let g = conv2d(conv, &x.dims, &w.dims, &y.dims)?;
     let p = g.positions();

@@ -21,7 +21,7 @@ pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
             .ok_or_else(|| format!("input {i} is missing"))?;
         if d != DType::F32 {
             return Err(format!(
-                "conv_transpose on {d} has no wgpu kernel (f32 only)"
+                "conv_transpose on {d} has no WGSL kernel (f32 only)"
             ));
         }
     }
@@ -30,7 +30,7 @@ pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
         Ok(())
     } else {
         Err(format!(
-            "conv_transpose over {} spatial dims has no wgpu kernel (1-D to 3-D)",
+            "conv_transpose over {} spatial dims has no WGSL kernel (1-D to 3-D)",
             r.saturating_sub(2)
         ))
     }
@@ -45,7 +45,7 @@ pub fn lower(cx: &mut Cx, ct: &ConvTranspose) -> LResult<()> {
     let bias = cx.ins.get(2).cloned();
     if x.dtype != DType::F32 || w.dtype != DType::F32 {
         return Err(format!(
-            "conv_transpose on {} has no wgpu kernel (f32 only)",
+            "conv_transpose on {} has no WGSL kernel (f32 only)",
             x.dtype
         ));
     }

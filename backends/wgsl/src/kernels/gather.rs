@@ -15,13 +15,13 @@ pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {
     movable("gather", dtype_of(inputs, 0)?)?;
     match dtype_of(inputs, 1)? {
         DType::I32 | DType::I64 => Ok(()),
-        d => Err(format!("gather indices of {d} have no wgpu kernel")),
+        d => Err(format!("gather indices of {d} have no WGSL kernel")),
     }
 }
 
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let Op::Gather(g) = &cx.node.op else {
-        return Err(format!("`{}` has no wgpu kernel", cx.node.op.name()));
+        return Err(format!("`{}` has no WGSL kernel", cx.node.op.name()));
     };
     let (x, idx, y) = (
         cx.input(0)?.clone(),

@@ -38,20 +38,20 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     for i in 0..3 {
         let d = dtype_of(inputs, i)?;
         if d != DType::F32 {
-            return Err(format!("attention on {d} has no wgpu kernel (f32 only)"));
+            return Err(format!("attention on {d} has no WGSL kernel (f32 only)"));
         }
     }
     let ports = a.ports();
     if let Some(m) = ports.mask {
         match dtype_of(inputs, m)? {
             DType::Bool | DType::F32 => {}
-            d => return Err(format!("attention masks of {d} have no wgpu kernel")),
+            d => return Err(format!("attention masks of {d} have no WGSL kernel")),
         }
     }
     if let Some(n) = ports.nonpad {
         match dtype_of(inputs, n)? {
             DType::I32 | DType::I64 => {}
-            d => return Err(format!("nonpad_kv_seqlen of {d} has no wgpu kernel")),
+            d => return Err(format!("nonpad_kv_seqlen of {d} has no WGSL kernel")),
         }
     }
     for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
@@ -63,7 +63,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
         };
         if head.is_some_and(|h| h > MAX_HEAD as i64) {
             return Err(format!(
-                "attention with head sizes above {MAX_HEAD} has no wgpu kernel"
+                "attention with head sizes above {MAX_HEAD} has no WGSL kernel"
             ));
         }
     }
@@ -142,7 +142,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     );
     if q.dtype != DType::F32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
         return Err(format!(
-            "attention on {} has no wgpu kernel (f32 only)",
+            "attention on {} has no WGSL kernel (f32 only)",
             q.dtype
         ));
     }
@@ -151,7 +151,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     let vg = Heads::of(&v.dims, a.kv_num_heads, "V")?;
     check_heads(qg, kg, vg)?;
     if qg.d > MAX_HEAD || vg.d > MAX_HEAD {
-        return Err(format!("head sizes above {MAX_HEAD} have no wgpu kernel"));
+        return Err(format!("head sizes above {MAX_HEAD} have no WGSL kernel"));
     }
     let (b, hq, hkv, sq, dk, dv) = (qg.b, qg.h, kg.h, qg.s, qg.d, vg.d);
     // The keys and values the kernel reads: the inputs, or the cache
@@ -211,7 +211,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
         let is_bool = match m.dtype {
             DType::Bool => true,
             DType::F32 => false,
-            d => return Err(format!("attention masks of {d} have no wgpu kernel")),
+            d => return Err(format!("attention masks of {d} have no WGSL kernel")),
         };
         let (st, len) = mask_strides(&m.dims, b, hq, sq, total)?;
         extras.mask = Some((st, len, is_bool));
@@ -223,7 +223,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
         extras.nonpad = Some(match n.dtype {
             DType::I64 => true,
             DType::I32 => false,
-            d => return Err(format!("nonpad_kv_seqlen of {d} has no wgpu kernel")),
+            d => return Err(format!("nonpad_kv_seqlen of {d} has no WGSL kernel")),
         });
         if n.numel() != b {
             return Err(format!(

@@ -21,7 +21,7 @@ pub fn qtype(d: DType, quantize: bool) -> Result<(u32, u32), String> {
         DType::I16 => Ok((2, 1)),
         DType::I32 if !quantize => Ok((4, 1)),
         d => Err(format!(
-            "{} with {d} values has no wgpu kernel (8- and 16-bit integers{})",
+            "{} with {d} values has no WGSL kernel (8- and 16-bit integers{})",
             if quantize {
                 "quantize_linear"
             } else {

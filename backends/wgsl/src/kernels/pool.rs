@@ -21,14 +21,14 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
         Op::Pool(p) => {
             f32_only("pooling", dtype_of(inputs, 0)?)?;
             if p.kind == PoolKind::Max && node.outputs.len() > 1 {
-                return Err("max pooling with indices has no wgpu kernel".into());
+                return Err("max pooling with indices has no WGSL kernel".into());
             }
             let r = inputs.first().map_or(0, |t| t.shape.rank());
             if (3..=5).contains(&r) {
                 Ok(())
             } else {
                 Err(format!(
-                    "pooling over {} spatial dims has no wgpu kernel (1-D to 3-D)",
+                    "pooling over {} spatial dims has no WGSL kernel (1-D to 3-D)",
                     r.saturating_sub(2)
                 ))
             }

@@ -16,7 +16,7 @@ pub fn supports(_node: &Node, inputs: &[TensorType]) -> LResult<()> {
     f32_only("nll_loss", dtype_of(inputs, 0)?)?;
     match dtype_of(inputs, 1)? {
         DType::I32 | DType::I64 => Ok(()),
-        d => Err(format!("nll_loss targets of {d} have no wgpu kernel")),
+        d => Err(format!("nll_loss targets of {d} have no WGSL kernel")),
     }
 }
 

@@ -144,7 +144,7 @@ impl<'a> Cx<'a> {
                 .map(Some)
                 .ok_or_else(|| format!("input {i} is not an integer tensor")),
             _ => Err(format!(
-                "input {i} must be a constant here (the wgpu plan reads it)"
+                "input {i} must be a constant here (the WGSL plan reads it)"
             )),
         }
     }
@@ -322,7 +322,7 @@ pub fn family(op: &Op) -> Option<Family> {
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let node = cx.node;
     let f = family(&node.op)
-        .ok_or_else(|| format!("the wgpu backend has no kernel for `{}`", node.op.name()))?;
+        .ok_or_else(|| format!("the WGSL plan has no kernel for `{}`", node.op.name()))?;
     let types: Vec<TensorType> = cx
         .ins
         .iter()

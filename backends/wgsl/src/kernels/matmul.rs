@@ -1,7 +1,7 @@
 //! MatMul lowering onto the tiled, batched, strided GEMM in
 //! `kernels/wgsl/matmul.wgsl`, which convolution reuses (see [`Gemm`]). The
 //! GEMM's shape and parameters are planned by rlx-gpu (`kernels::matmul`);
-//! splitting K to fit the binding limit is wgpu's.
+//! splitting K to fit the binding limit is the WGSL plan's.
 
 use rlx_gpu::kernels::matmul::{self as plan, MatmulParams, MATMUL_OPERANDS};
 use rlx_gpu::Params;
@@ -88,7 +88,7 @@ pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
     for t in inputs.iter().take(2) {
         if t.dtype != DType::F32 {
             return Err(format!(
-                "matmul on {} has no wgpu kernel (f32 only)",
+                "matmul on {} has no WGSL kernel (f32 only)",
                 t.dtype
             ));
         }
@@ -106,7 +106,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         cx.output(0)?.clone(),
     );
     if a.dtype != DType::F32 || b.dtype != DType::F32 {
-        return Err(format!("matmul on {} has no wgpu kernel", a.dtype));
+        return Err(format!("matmul on {} has no WGSL kernel", a.dtype));
     }
     Gemm {
         a: a.range(),

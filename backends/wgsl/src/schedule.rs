@@ -1,4 +1,4 @@
-//! The wgpu schedule: plain data that the device half executes. One storage
+//! The WGSL schedule: plain data that a device half (wgpu, Vulkan) executes. One storage
 //! buffer holds the memory plan's arena, the constants and a scratch area
 //! (laid out by rlx-gpu's planner); every dispatch binds up to four windows
 //! of it (byte ranges) and its parameters: one handle per operand, then the
@@ -61,7 +61,7 @@ impl Dispatch {
     }
 }
 
-/// A complete wgpu schedule.
+/// A complete WGSL schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     pub pipelines: Vec<Pipeline>,
@@ -128,7 +128,7 @@ impl fmt::Display for Schedule {
         let cbytes: u64 = self.consts.iter().map(|c| c.bytes.len() as u64).sum();
         writeln!(
             f,
-            "wgpu schedule: {} dispatches, {} pipelines, buffer {} bytes (arena {}, constants {} in {} blocks), binding limit {}",
+            "WGSL schedule: {} dispatches, {} pipelines, buffer {} bytes (arena {}, constants {} in {} blocks), binding limit {}",
             self.dispatches.len(),
             self.pipelines.len(),
             self.buffer_bytes,
