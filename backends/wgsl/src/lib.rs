@@ -11,11 +11,13 @@
 //! - [`kernels`]: one lowering file per op family; WGSL sources in `kernels/wgsl/`.
 //! - [`schedule`]: the plan's data and how it prints (snapshot-tested).
 //! - [`support`]: which nodes the plan runs, and why not.
+//! - [`sync`]: where a device waits between dispatches (Vulkan's barriers).
 
 pub mod kernels;
 pub mod plan;
 pub mod schedule;
 pub mod support;
+pub mod sync;
 
 #[cfg(test)]
 mod tests;

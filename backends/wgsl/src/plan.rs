@@ -11,6 +11,7 @@ use rlx_passes::memory::MemoryPlan;
 
 use crate::kernels::{control, lower, Cx, Draft, LResult, Pipelines};
 use crate::schedule::{Dispatch, Range, Schedule};
+use crate::sync::{overlaps, place_barriers};
 use crate::Caps;
 
 pub use rlx_gpu::plan::BLOCK_ALIGN;
@@ -34,6 +35,8 @@ impl Lowering for Wgsl {
     type Launch = Draft;
 
     fn node(&mut self, node: &Node, io: NodeIo) -> LResult<Lowered<Draft>> {
+        let outs: Vec<Range> = io.outs.iter().map(|o| o.range()).collect();
+        let scratch_at = io.scratch_at;
         let mut cx = Cx::new(
             node,
             io.ins,
@@ -44,9 +47,23 @@ impl Lowering for Wgsl {
         );
         cx.max_binding = self.max_binding;
         lower(&mut cx)?;
+        // A dispatch writes the node's outputs and its scratch, and reads
+        // the rest.
+        let scratch = Range {
+            offset: scratch_at,
+            bytes: cx.scratch_end() - scratch_at,
+        };
+        let mut launches = cx.take_drafts();
+        for d in &mut launches {
+            d.writes = d
+                .operands
+                .iter()
+                .map(|r| overlaps(r, &scratch) || outs.iter().any(|o| overlaps(r, o)))
+                .collect();
+        }
         Ok(Lowered {
             scratch_end: cx.scratch_end(),
-            launches: cx.take_drafts(),
+            launches,
             consts: Vec::new(),
         })
     }
@@ -99,10 +116,13 @@ pub fn plan(
             handles,
             params: d.params,
             operands: d.operands,
+            writes: d.writes,
+            barrier: false,
             node: placed.node,
             origin: placed.origin,
         });
     }
+    place_barriers(&steps, &mut dispatches);
     Ok(Schedule {
         pipelines: wgsl.pipelines.into_vec(),
         dispatches,

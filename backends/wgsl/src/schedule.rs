@@ -45,6 +45,11 @@ pub struct Dispatch {
     pub params: ParamBlock,
     /// The ranges the dispatch touches (absolute), for windows and reports.
     pub operands: Vec<Range>,
+    /// Which of `operands` it may write.
+    pub writes: Vec<bool>,
+    /// Whether it waits for the dispatches before it (a memory barrier on
+    /// Vulkan; see [`crate::sync`]).
+    pub barrier: bool,
     pub node: String,
     pub origin: Vec<String>,
 }
@@ -111,9 +116,10 @@ impl Schedule {
             })
             .collect();
         let name = pipeline.map_or("?", |p| p.name.as_str());
+        let wait = if d.barrier { '|' } else { ' ' };
         write!(
             f,
-            "{i:>3} {name} groups={:?} windows={} {} {{{}}}  # {}",
+            "{i:>3} {wait} {name} groups={:?} windows={} {} {{{}}}  # {}",
             d.groups,
             windows.join(""),
             operands.join(" "),
@@ -128,7 +134,7 @@ impl fmt::Display for Schedule {
         let cbytes: u64 = self.consts.iter().map(|c| c.bytes.len() as u64).sum();
         writeln!(
             f,
-            "WGSL schedule: {} dispatches, {} pipelines, buffer {} bytes (arena {}, constants {} in {} blocks), binding limit {}",
+            "WGSL schedule: {} dispatches, {} pipelines, buffer {} bytes (arena {}, constants {} in {} blocks), binding limit {}; `|`: waits for the dispatches before it",
             self.dispatches.len(),
             self.pipelines.len(),
             self.buffer_bytes,

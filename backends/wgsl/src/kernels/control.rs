@@ -28,6 +28,8 @@ pub fn slab(pipelines: &mut Pipelines, c: SlabCopy) -> Draft {
             SLAB,
         ),
         operands: c.operands.to_vec(),
+        // dst, src, counter: the copy writes its destination only.
+        writes: vec![true, false, false],
         params: ParamBlock::of(&c.params),
         groups: (c.span / 4 + 2).div_ceil(WG),
     }
@@ -55,6 +57,7 @@ pub fn counter(pipelines: &mut Pipelines, counter: Range, increment: bool) -> Dr
             COUNTER,
         ),
         operands: vec![counter],
+        writes: vec![true],
         params: ParamBlock::of(&CounterParams {
             increment: u32::from(increment),
         }),

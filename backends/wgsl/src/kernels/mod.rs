@@ -43,6 +43,9 @@ pub const PRELUDE: &str = include_str!("../../../../kernels/wgsl/prelude.wgsl");
 pub struct Draft {
     pub pipeline: usize,
     pub operands: Vec<Range>,
+    /// Which operands the dispatch may write (parallel to `operands`): the
+    /// plan marks them after lowering (see [`crate::sync`]); until then all.
+    pub writes: Vec<bool>,
     pub params: ParamBlock,
     pub groups: u64,
 }
@@ -190,6 +193,7 @@ impl<'a> Cx<'a> {
         if groups > 0 {
             self.drafts.push(Draft {
                 pipeline,
+                writes: vec![true; operands.len()],
                 operands,
                 params,
                 groups,
