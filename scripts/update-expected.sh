@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Rewrites tests/expected/<target>.txt from a conformance run: every case of the
 # CI folders that does not pass, with its reason. Review the diff before committing.
-# Usage: scripts/update-expected.sh cpu|wgpu|cpu-onnx123
+# Usage: scripts/update-expected.sh cpu|wgpu|vulkan|cpu-onnx123
 set -euo pipefail
 cd "$(dirname "$0")/.."
 list=${1:-cpu}
 target=$list
 suite="onnx 1.22.0 backend tests"
 folders="node simple pytorch-converted pytorch-operator"
-# The wgpu conformance test runs the node folder only.
-if [ "$target" = wgpu ]; then folders=node; fi
+# The wgpu and Vulkan conformance tests run the node folder only.
+if [ "$target" = wgpu ] || [ "$target" = vulkan ]; then folders=node; fi
 if [ "$list" = cpu-onnx123 ]; then
   # onnx 1.23's node cases, generated as files (opset 28).
   target=cpu

@@ -24,17 +24,20 @@ pub enum Target {
     Cuda,
     /// WGSL kernels through wgpu (Vulkan).
     Wgpu,
+    /// The same WGSL kernels as SPIR-V on Vulkan directly (ash).
+    Vulkan,
 }
 
 impl Target {
     /// Every target, in the order help texts list them.
-    pub const ALL: [Target; 3] = [Target::Cpu, Target::Cuda, Target::Wgpu];
+    pub const ALL: [Target; 4] = [Target::Cpu, Target::Cuda, Target::Wgpu, Target::Vulkan];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
             Target::Cuda => "cuda",
             Target::Wgpu => "wgpu",
+            Target::Vulkan => "vulkan",
         }
     }
 
@@ -44,6 +47,7 @@ impl Target {
             Target::Cpu => &CpuBackend,
             Target::Cuda => &CudaBackend,
             Target::Wgpu => &WgslBackend { name: "wgpu" },
+            Target::Vulkan => &WgslBackend { name: "vulkan" },
         }
     }
 
@@ -52,6 +56,7 @@ impl Target {
             "cpu" => Ok(Target::Cpu),
             "cuda" => Ok(Target::Cuda),
             "wgpu" => Ok(Target::Wgpu),
+            "vulkan" => Ok(Target::Vulkan),
             other => Err(Error::Target(other.to_string())),
         }
     }

@@ -400,6 +400,9 @@ pub fn run_error_unsupported(e: &crate::Error) -> bool {
         crate::Error::Cuda(
             rlx_cuda::CudaError::Node { .. } | rlx_cuda::CudaError::Unsupported(_),
         ) => true,
+        crate::Error::Vulkan(
+            rlx_vulkan::VulkanError::Node { .. } | rlx_vulkan::VulkanError::Unsupported(_),
+        ) => true,
         crate::Error::Run(rlx_cpu::RunError::Node {
             source: K::Unsupported(_) | K::DType(_),
             ..

@@ -31,6 +31,12 @@ impl Session {
                     &ctx, t,
                 )?)))
             }
+            Target::Vulkan => {
+                let ctx = self.devices().vulkan()?;
+                Value::Device(DeviceTensor(OnDevice::Vulkan(rlx_vulkan::Buffer::upload(
+                    &ctx, t,
+                )?)))
+            }
         })
     }
 
@@ -54,43 +60,39 @@ impl Session {
             .collect::<Result<Vec<_>>>()?;
         let exec = self.executable_of(&shapes, values)?;
         let names = self.model().input_names();
+        let device = Device {
+            ordered: &ordered,
+            names: &names,
+            places: &places,
+        };
         match &*exec {
-            Executable::Cuda(e) => {
-                let ins = ordered
-                    .iter()
-                    .zip(&names)
-                    .map(|(v, name)| match v {
-                        Value::Host(t) => Ok(Input::Host(t)),
-                        Value::Device(DeviceTensor(OnDevice::Cuda(t))) => Ok(Input::Device(t)),
-                        Value::Device(d) => Err(elsewhere(name, d, Target::Cuda)),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(e.run_io(&ins, &places)?
-                    .into_iter()
-                    .map(|o| match o {
-                        Output::Host(t) => Value::Host(t),
-                        Output::Device(t) => Value::Device(DeviceTensor(OnDevice::Cuda(t))),
-                    })
-                    .collect())
-            }
-            Executable::Wgpu(e) => {
-                let ins = ordered
-                    .iter()
-                    .zip(&names)
-                    .map(|(v, name)| match v {
-                        Value::Host(t) => Ok(Input::Host(t)),
-                        Value::Device(DeviceTensor(OnDevice::Wgpu(t))) => Ok(Input::Device(t)),
-                        Value::Device(d) => Err(elsewhere(name, d, Target::Wgpu)),
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(e.run_io(&ins, &places)?
-                    .into_iter()
-                    .map(|o| match o {
-                        Output::Host(t) => Value::Host(t),
-                        Output::Device(t) => Value::Device(DeviceTensor(OnDevice::Wgpu(t))),
-                    })
-                    .collect())
-            }
+            Executable::Cuda(e) => device.run(
+                Target::Cuda,
+                |d| match d {
+                    OnDevice::Cuda(t) => Some(t),
+                    _ => None,
+                },
+                OnDevice::Cuda,
+                |ins, places| e.run_io(ins, places),
+            ),
+            Executable::Wgpu(e) => device.run(
+                Target::Wgpu,
+                |d| match d {
+                    OnDevice::Wgpu(t) => Some(t),
+                    _ => None,
+                },
+                OnDevice::Wgpu,
+                |ins, places| e.run_io(ins, places),
+            ),
+            Executable::Vulkan(e) => device.run(
+                Target::Vulkan,
+                |d| match d {
+                    OnDevice::Vulkan(t) => Some(t),
+                    _ => None,
+                },
+                OnDevice::Vulkan,
+                |ins, places| e.run_io(ins, places),
+            ),
             _ => self.run_on_host(&exec, &ordered, &names, &places),
         }
     }
@@ -120,7 +122,7 @@ impl Session {
         outs.into_iter()
             .zip(places)
             .map(|(t, place)| match (place, target) {
-                (Place::Device, Target::Cuda | Target::Wgpu) => self.upload(&t),
+                (Place::Device, Target::Cuda | Target::Wgpu | Target::Vulkan) => self.upload(&t),
                 _ => Ok(Value::Host(t)),
             })
             .collect()
@@ -176,4 +178,48 @@ fn elsewhere(name: &str, d: &DeviceTensor, target: Target) -> crate::Error {
         reason,
     }
     .into()
+}
+
+/// A run's inputs and output places, for a GPU executable that takes its
+/// device's tensors in place of host inputs.
+struct Device<'a> {
+    ordered: &'a [&'a Value],
+    names: &'a [String],
+    places: &'a [Place],
+}
+
+impl Device<'_> {
+    /// Runs through `run_io`, taking the device tensors `mine` accepts (a
+    /// device tensor of another target is an error naming the input) and
+    /// wrapping device outputs with `wrap`.
+    fn run<B, E>(
+        &self,
+        target: Target,
+        mine: impl Fn(&OnDevice) -> Option<&rlx_gpu::io::DeviceTensor<B>>,
+        wrap: impl Fn(rlx_gpu::io::DeviceTensor<B>) -> OnDevice,
+        run_io: impl FnOnce(&[Input<'_, B>], &[Place]) -> std::result::Result<Vec<Output<B>>, E>,
+    ) -> Result<Vec<Value>>
+    where
+        crate::Error: From<E>,
+    {
+        let ins = self
+            .ordered
+            .iter()
+            .zip(self.names)
+            .map(|(v, name)| match v {
+                Value::Host(t) => Ok(Input::Host(t)),
+                Value::Device(d) => match mine(&d.0) {
+                    Some(t) => Ok(Input::Device(t)),
+                    None => Err(elsewhere(name, d, target)),
+                },
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(run_io(&ins, self.places)?
+            .into_iter()
+            .map(|o| match o {
+                Output::Host(t) => Value::Host(t),
+                Output::Device(t) => Value::Device(DeviceTensor(wrap(t))),
+            })
+            .collect())
+    }
 }

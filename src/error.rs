@@ -46,6 +46,8 @@ pub enum Error {
     #[error(transparent)]
     Wgpu(#[from] rlx_wgpu::WgpuError),
     #[error(transparent)]
+    Vulkan(#[from] rlx_vulkan::VulkanError),
+    #[error(transparent)]
     Cuda(#[from] rlx_cuda::CudaError),
     #[error(transparent)]
     Input(#[from] InputError),

@@ -53,6 +53,7 @@ pub use rlx_ir as ir;
 pub use rlx_passes as passes;
 pub use rlx_passes::OptLevel;
 pub use rlx_wgpu as wgpu;
+pub use rlx_vulkan as vulkan;
 pub use rlx_wgsl as wgsl;
 pub use session::{Devices, PlanInfo, Session, SessionOptions};
 pub use signature::{DimInfo, IoInfo};

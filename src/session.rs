@@ -35,8 +35,10 @@ impl Default for SessionOptions {
 /// What one input binding compiles to.
 pub(crate) enum Executable {
     Planned(PlannedExecutable),
-    /// A wgpu schedule loaded on the session's device.
+    /// A WGSL schedule loaded on the session's wgpu device.
     Wgpu(rlx_wgpu::Executable),
+    /// A WGSL schedule loaded on the session's Vulkan device.
+    Vulkan(rlx_vulkan::Executable),
     /// A CUDA schedule loaded on the session's device.
     Cuda(rlx_cuda::Executable),
     /// Shapes depend on data: node-by-node execution, with the kernels built
@@ -66,6 +68,7 @@ impl Executable {
                 p.run(&refs).map_err(Error::from)
             }
             Executable::Wgpu(e) => e.run(ordered).map_err(Error::from),
+            Executable::Vulkan(e) => e.run(ordered).map_err(Error::from),
             Executable::Cuda(e) => e.run(ordered).map_err(Error::from),
             Executable::Dynamic {
                 graph,
@@ -177,8 +180,10 @@ impl Specializations {
 #[derive(Default)]
 pub struct Devices {
     wgpu: OnceLock<Arc<rlx_wgpu::Context>>,
+    vulkan: OnceLock<Arc<rlx_vulkan::Context>>,
     cuda: OnceLock<Arc<rlx_cuda::Context>>,
     cuda_options: rlx_cuda::ContextOptions,
+    vulkan_options: rlx_vulkan::ContextOptions,
 }
 
 impl Devices {
@@ -191,6 +196,15 @@ impl Devices {
     pub fn with_cuda_options(options: rlx_cuda::ContextOptions) -> Devices {
         Devices {
             cuda_options: options,
+            ..Devices::default()
+        }
+    }
+
+    /// Devices whose Vulkan context, when opened, is made with `options`
+    /// (which device, whether the validation layer checks every call).
+    pub fn with_vulkan_options(options: rlx_vulkan::ContextOptions) -> Devices {
+        Devices {
+            vulkan_options: options,
             ..Devices::default()
         }
     }
@@ -209,6 +223,15 @@ impl Devices {
         }
         let c = Arc::new(rlx_wgpu::Context::new()?);
         Ok(self.wgpu.get_or_init(|| c).clone())
+    }
+
+    /// The Vulkan context, opened on first use.
+    pub fn vulkan(&self) -> Result<Arc<rlx_vulkan::Context>> {
+        if let Some(c) = self.vulkan.get() {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(rlx_vulkan::Context::with_options(&self.vulkan_options)?);
+        Ok(self.vulkan.get_or_init(|| c).clone())
     }
 
     /// The CUDA context, opened on first use.
@@ -490,8 +513,8 @@ impl Session {
         Ok((g, weights, concrete))
     }
 
-    /// The wgpu schedule for these inputs, planned for `caps`, without a
-    /// device (pure: for snapshots and inspection).
+    /// The WGSL schedule (wgpu's and Vulkan's) for these inputs, planned for
+    /// `caps`, without a device (pure: for snapshots and inspection).
     pub fn wgpu_schedule(
         &self,
         inputs: &[(&str, &Tensor)],
@@ -637,6 +660,13 @@ impl Session {
                     rlx_wgsl::plan(&g, &weights, &mem, &opts).map_err(rlx_wgpu::WgpuError::from)?;
                 Ok(Executable::Wgpu(rlx_wgpu::Executable::new(ctx, schedule)?))
             }
+            Target::Vulkan => {
+                let ctx = self.devices.vulkan()?;
+                let opts = rlx_wgsl::PlanOptions { caps: ctx.caps() };
+                let schedule = rlx_wgsl::plan(&g, &weights, &mem, &opts)
+                    .map_err(rlx_vulkan::VulkanError::from)?;
+                Ok(Executable::Vulkan(rlx_vulkan::Executable::new(ctx, schedule)?))
+            }
             Target::Cuda => {
                 let ctx = self.devices.cuda()?;
                 let mut opts = ctx.plan_options();
@@ -693,25 +723,25 @@ const PROFILE_RUNS: usize = 9;
 /// One profiled step: (kernel label, ONNX origin, time).
 pub type Timed = (String, String, std::time::Duration);
 
+/// A WGSL schedule's profile rows: pipeline, ONNX origin, device time.
+fn wgsl_rows(s: &rlx_wgsl::Schedule, times: Vec<std::time::Duration>) -> Vec<Timed> {
+    s.dispatches
+        .iter()
+        .zip(times)
+        .map(|(d, t)| {
+            let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
+            (name.to_string(), d.origin.join(", "), t)
+        })
+        .collect()
+}
+
 /// Runs `exec` once on `ordered`, timing each planned step; `None` when it
 /// runs node by node.
 fn profile(exec: &Executable, ordered: &[&Tensor]) -> Result<Option<Vec<Timed>>> {
     let p = match exec {
         Executable::Planned(p) => p,
-        Executable::Wgpu(e) => {
-            let times = e.profile(ordered)?;
-            let s = &e.schedule;
-            return Ok(Some(
-                s.dispatches
-                    .iter()
-                    .zip(times)
-                    .map(|(d, t)| {
-                        let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
-                        (name.to_string(), d.origin.join(", "), t)
-                    })
-                    .collect(),
-            ));
-        }
+        Executable::Wgpu(e) => return Ok(Some(wgsl_rows(&e.schedule, e.profile(ordered)?))),
+        Executable::Vulkan(e) => return Ok(Some(wgsl_rows(&e.schedule, e.profile(ordered)?))),
         Executable::Cuda(e) => {
             let times = e.profile(ordered)?;
             let s = e.schedule();
@@ -803,11 +833,8 @@ impl PlanInfo {
     fn of(exec: &Executable) -> Option<PlanInfo> {
         Some(match exec {
             Executable::Planned(p) => PlanInfo::of_cpu(&p.schedule),
-            Executable::Wgpu(e) => PlanInfo {
-                schedule: e.schedule.to_string(),
-                arena_bytes: e.schedule.arena_bytes as usize,
-                total_bytes: e.schedule.buffer_bytes as usize,
-            },
+            Executable::Wgpu(e) => PlanInfo::of_wgsl(&e.schedule),
+            Executable::Vulkan(e) => PlanInfo::of_wgsl(&e.schedule),
             Executable::Cuda(e) => PlanInfo {
                 schedule: e.schedule().to_string(),
                 arena_bytes: e.schedule().arena_bytes as usize,
@@ -841,6 +868,14 @@ impl PlanInfo {
         })
     }
 
+    fn of_wgsl(s: &rlx_wgsl::Schedule) -> PlanInfo {
+        PlanInfo {
+            schedule: s.to_string(),
+            arena_bytes: s.arena_bytes as usize,
+            total_bytes: s.buffer_bytes as usize,
+        }
+    }
+
     fn of_cpu(s: &Schedule) -> PlanInfo {
         PlanInfo {
             schedule: s.to_string(),
@@ -868,6 +903,9 @@ fn dynamic_shapes(target: Target, g: &Graph) -> Error {
     };
     match target {
         Target::Cuda => Error::Cuda(rlx_cuda::CudaError::Unsupported(why)),
-        _ => Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(why)),
+        Target::Wgpu => Error::Wgpu(rlx_wgpu::WgpuError::Unsupported(why)),
+        Target::Vulkan => Error::Vulkan(rlx_vulkan::VulkanError::Unsupported(why)),
+        // Not reached: the CPU runs such graphs node by node.
+        Target::Cpu => Error::Pipeline(why),
     }
 }

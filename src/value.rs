@@ -85,6 +85,7 @@ pub struct DeviceTensor(pub(crate) OnDevice);
 pub(crate) enum OnDevice {
     Cuda(rlx_cuda::DeviceTensor),
     Wgpu(rlx_wgpu::DeviceTensor),
+    Vulkan(rlx_vulkan::DeviceTensor),
 }
 
 impl DeviceTensor {
@@ -92,6 +93,7 @@ impl DeviceTensor {
         match &self.0 {
             OnDevice::Cuda(t) => t.dtype(),
             OnDevice::Wgpu(t) => t.dtype(),
+            OnDevice::Vulkan(t) => t.dtype(),
         }
     }
 
@@ -99,6 +101,7 @@ impl DeviceTensor {
         match &self.0 {
             OnDevice::Cuda(t) => t.dims(),
             OnDevice::Wgpu(t) => t.dims(),
+            OnDevice::Vulkan(t) => t.dims(),
         }
     }
 
@@ -107,6 +110,7 @@ impl DeviceTensor {
         match &self.0 {
             OnDevice::Cuda(_) => Target::Cuda,
             OnDevice::Wgpu(_) => Target::Wgpu,
+            OnDevice::Vulkan(_) => Target::Vulkan,
         }
     }
 
@@ -115,6 +119,7 @@ impl DeviceTensor {
         match &self.0 {
             OnDevice::Cuda(t) => format!("cuda: {}", t.buffer().context().name()),
             OnDevice::Wgpu(t) => format!("wgpu: {}", t.buffer().context().adapter),
+            OnDevice::Vulkan(t) => format!("vulkan: {}", t.buffer().context().info.name),
         }
     }
 
@@ -123,6 +128,7 @@ impl DeviceTensor {
         Ok(match &self.0 {
             OnDevice::Cuda(t) => t.download()?,
             OnDevice::Wgpu(t) => t.download()?,
+            OnDevice::Vulkan(t) => t.download()?,
         })
     }
 
@@ -132,12 +138,13 @@ impl DeviceTensor {
         Ok(match &self.0 {
             OnDevice::Cuda(t) => t.download_slice(axis, range.start, range.end)?,
             OnDevice::Wgpu(t) => t.download_slice(axis, range.start, range.end)?,
+            OnDevice::Vulkan(t) => t.download_slice(axis, range.start, range.end)?,
         })
     }
 
     /// The tensor lengthened along `axis` to `len` positions, zeros after
-    /// its own, on its device (CUDA: one copy on the device; wgpu: through
-    /// the host).
+    /// its own, on its device (CUDA: one copy on the device; wgpu and
+    /// Vulkan: through the host).
     pub fn pad_axis(&self, axis: usize, len: usize) -> Result<DeviceTensor> {
         Ok(match &self.0 {
             OnDevice::Cuda(t) => {
@@ -150,6 +157,13 @@ impl DeviceTensor {
                     &host,
                 )?))
             }
+            OnDevice::Vulkan(t) => {
+                let host = crate::generate::pad_axis(&t.download()?, axis, len)?;
+                DeviceTensor(OnDevice::Vulkan(rlx_vulkan::Buffer::upload(
+                    t.buffer().context(),
+                    &host,
+                )?))
+            }
         })
     }
 
@@ -157,7 +171,7 @@ impl DeviceTensor {
     pub fn as_cuda(&self) -> Option<&rlx_cuda::DeviceTensor> {
         match &self.0 {
             OnDevice::Cuda(t) => Some(t),
-            OnDevice::Wgpu(_) => None,
+            OnDevice::Wgpu(_) | OnDevice::Vulkan(_) => None,
         }
     }
 }

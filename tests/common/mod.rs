@@ -117,6 +117,36 @@ pub fn wgpu_devices() -> Option<std::sync::Arc<rlx_onnx::Devices>> {
     }
 }
 
+/// Devices with a Vulkan context opened, or `None` (saying why) without a
+/// Vulkan device; under `CI` a missing device or validation layer is a
+/// failure (CI installs lavapipe and the layer). `validate` turns the
+/// Khronos validation layer on (where installed, outside CI): each run then
+/// fails on anything it reports.
+pub fn vulkan_devices(validate: bool) -> Option<std::sync::Arc<rlx_onnx::Devices>> {
+    use rlx_onnx::vulkan::{ContextOptions, Validation};
+    let ci = std::env::var_os("CI").is_some();
+    let validation = match (validate, ci) {
+        (false, _) => Validation::Off,
+        (true, true) => Validation::Required,
+        (true, false) => Validation::IfPresent,
+    };
+    let devices = std::sync::Arc::new(rlx_onnx::Devices::with_vulkan_options(ContextOptions {
+        validation,
+        ..ContextOptions::default()
+    }));
+    match devices.vulkan() {
+        Ok(c) => {
+            eprintln!("vulkan device: {} (validation {})", c.describe(), c.validates());
+            Some(devices)
+        }
+        Err(e) if ci => panic!("no Vulkan device in CI: {e}"),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
+
 /// Asserts that `got` matches `want` output by output within `tol`, naming
 /// `what` and the output when not.
 pub fn check_outputs(

@@ -38,6 +38,7 @@ pub enum TargetArg {
     Cpu,
     Cuda,
     Wgpu,
+    Vulkan,
 }
 
 impl From<TargetArg> for Target {
@@ -46,6 +47,7 @@ impl From<TargetArg> for Target {
             TargetArg::Cpu => Target::Cpu,
             TargetArg::Cuda => Target::Cuda,
             TargetArg::Wgpu => Target::Wgpu,
+            TargetArg::Vulkan => Target::Vulkan,
         }
     }
 }
@@ -830,9 +832,9 @@ mod tests {
     }
 }
 
-/// Says which device runs `target`: the adapter (name, driver, hardware or
-/// software) for wgpu, the GPU for CUDA; warns when the wgpu adapter is a
-/// software one, whose timings say nothing of a GPU.
+/// Says which device runs `target`: the adapter or device (name, driver,
+/// hardware or software) for wgpu and Vulkan, the GPU for CUDA; warns when
+/// it is a software one, whose timings say nothing of a GPU.
 pub fn print_device(
     target: Target,
     devices: &rlx_onnx::Devices,
@@ -850,6 +852,17 @@ pub fn print_device(
                 eprintln!(
                     "warning: the wgpu adapter `{}` is a software renderer on the CPU: it \
                      runs the model, far slower than a GPU",
+                    c.info.name
+                );
+            }
+        }
+        Target::Vulkan => {
+            let c = devices.vulkan()?;
+            println!("device: {}", c.describe());
+            if c.is_software() {
+                eprintln!(
+                    "warning: the Vulkan device `{}` is a software implementation on the CPU: \
+                     it runs the model, far slower than a GPU",
                     c.info.name
                 );
             }

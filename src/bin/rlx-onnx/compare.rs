@@ -1,4 +1,4 @@
-//! `rlx-onnx compare MODEL [--target T] [-O N] [--against cpu|cuda|wgpu|FILE.npz|CASE_DIR]
+//! `rlx-onnx compare MODEL [--target T] [-O N] [--against cpu|cuda|wgpu|vulkan|FILE.npz|CASE_DIR]
 //! [--against-opt N] [--input NAME=FILE ... | --inputs DIR] [--dump DIR]`: runs
 //! the model twice (two targets, two opt levels, or once against reference
 //! tensors), keeps every intermediate, and reports the first ONNX node whose
@@ -86,7 +86,7 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         };
     let (target, level) = (a.compile.target(), a.compile.opt_level());
     let against = match a.against.as_str() {
-        t @ ("cpu" | "cuda" | "wgpu") => {
+        t @ ("cpu" | "cuda" | "wgpu" | "vulkan") => {
             let other = Target::parse(t)?;
             let other_level = a.against_opt.map_or(level, OptLevel::from);
             if other == target && other_level == level && a.inject_fault.is_none() {
@@ -116,7 +116,7 @@ fn go(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 Against::Tensors(refs, path.display().to_string())
             } else {
                 return Err(format!(
-                    "--against `{}`: expected cpu, cuda, wgpu, an .npz file or a case directory",
+                    "--against `{}`: expected cpu, cuda, wgpu, vulkan, an .npz file or a case directory",
                     path.display()
                 )
                 .into());

@@ -56,6 +56,7 @@ pub fn run(a: Args) -> ExitCode {
     let opened = match target {
         Target::Wgpu if !a.import_only => devices.wgpu().map(drop),
         Target::Cuda if !a.import_only => devices.cuda().map(drop),
+        Target::Vulkan if !a.import_only => devices.vulkan().map(drop),
         _ => Ok(()),
     };
     if let Err(e) = opened {
