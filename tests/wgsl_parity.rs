@@ -1,9 +1,12 @@
-//! Cross-backend parity on a real wgpu device (lavapipe in CI): every golden
-//! model and light model runs on wgpu and on the CPU backend, and the outputs
-//! must agree (f32: rtol 1e-4, atol 1e-5; integers and bools exactly). Models
-//! wgpu cannot run are listed in [`EXPECTED_UNSUPPORTED`] with the reason, and
-//! the test fails if one of them starts to run (so the list only shrinks).
-//! Without a device the tests skip, saying so, except under `CI`, where they fail.
+//! Cross-backend parity on the two WGSL devices (lavapipe in CI): every
+//! golden model runs on wgpu, on Vulkan (with the validation layer on) and
+//! on the CPU backend, and the outputs must agree (f32: rtol 1e-4, atol
+//! 1e-5; integers and bools exactly). The light models (large CNNs) run on
+//! Vulkan only: the plan is the same for both devices, and on lavapipe each
+//! pass over them takes minutes. Models the WGSL plan cannot run are listed
+//! in [`EXPECTED_UNSUPPORTED`] with the reason, and the test fails if one of
+//! them starts to run (so the list only shrinks). Without a device the tests
+//! skip, saying so, except under `CI`, where they fail.
 
 mod common;
 
@@ -12,67 +15,73 @@ use std::sync::Arc;
 use rlx_onnx::conformance::{compare, Tolerance};
 use rlx_onnx::ir::Tensor;
 use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_set};
-use rlx_onnx::wgpu::{Caps, Context, Executable, WgpuError};
-use rlx_onnx::{CompiledModel, Compiler, Error, Session, SessionOptions, Target};
+use rlx_onnx::wgpu::{Executable, WgpuError};
+use rlx_onnx::wgsl::Caps;
+use rlx_onnx::{CompiledModel, Compiler, Devices, Error, Session, SessionOptions, Target};
 
 const TOL: Tolerance = Tolerance {
     rtol: 1e-4,
     atol: 1e-5,
 };
 
-/// Golden models the wgpu backend does not run, and why.
-/// Every golden model runs on wgpu today; a model that cannot goes here with
-/// its reason, and the test fails if one listed starts to run.
+/// Golden models the WGSL plan does not run, and why: a model that cannot
+/// goes here with its reason, and the test fails if one listed starts to run.
 const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[(
     "if_rank",
     "the rank of `by_sign`'s output depends on the input data; GPU schedules are static",
 )];
 
-fn context() -> Option<Arc<Context>> {
-    match Context::new() {
-        Ok(c) => {
-            eprintln!("wgpu adapter: {}", c.adapter);
-            Some(Arc::new(c))
-        }
-        Err(e) if std::env::var_os("CI").is_some() => {
-            panic!("no wgpu device in CI (install lavapipe): {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
+/// A WGSL device with its session devices.
+struct Gpu {
+    target: Target,
+    devices: Arc<Devices>,
+}
+
+fn wgpu() -> Option<Gpu> {
+    Some(Gpu {
+        target: Target::Wgpu,
+        devices: common::wgpu_devices()?,
+    })
+}
+
+fn vulkan() -> Option<Gpu> {
+    Some(Gpu {
+        target: Target::Vulkan,
+        devices: common::vulkan_devices(true)?,
+    })
 }
 
 fn run(
     model: CompiledModel,
     inputs: &[Tensor],
-    ctx: Option<&Arc<Context>>,
+    devices: Option<&Arc<Devices>>,
 ) -> Result<Vec<Tensor>, Error> {
     let names = model.input_names();
     let options = SessionOptions { threads: 2 };
-    let session = match ctx {
-        Some(c) => Session::with_wgpu_context(model, options, c.clone())?,
+    let session = match devices {
+        Some(d) => Session::with_devices(model, options, d.clone())?,
         None => Session::new(model, options)?,
     };
     let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(inputs).collect();
     session.run(&named)
 }
 
-/// Runs `path` on both backends; `Ok(false)` when wgpu rejects the model.
-fn parity(path: &std::path::Path, inputs: &[Tensor], ctx: &Arc<Context>) -> Result<bool, String> {
+/// Runs `path` on the CPU and on `gpu`; `Ok(false)` when the GPU rejects
+/// the model.
+fn parity(path: &std::path::Path, inputs: &[Tensor], gpu: &Gpu) -> Result<bool, String> {
     let cpu = Compiler::new(Target::Cpu)
         .compile_file(path)
         .map_err(|e| e.to_string())?;
     let want = run(cpu, inputs, None).map_err(|e| e.to_string())?;
-    let gpu = match Compiler::new(Target::Wgpu).compile_file(path) {
+    let model = match Compiler::new(gpu.target).compile_file(path) {
         Ok(m) => m,
         Err(Error::Pass(rlx_onnx::passes::PassError::Unsupported { .. })) => return Ok(false),
         Err(e) => return Err(e.to_string()),
     };
-    let got = match run(gpu, inputs, Some(ctx)) {
+    let got = match run(model, inputs, Some(&gpu.devices)) {
         Ok(t) => t,
-        Err(Error::Wgpu(rlx_onnx::wgpu::WgpuError::Unsupported(_))) => return Ok(false),
+        Err(Error::Wgpu(WgpuError::Unsupported(_))) => return Ok(false),
+        Err(Error::Vulkan(rlx_onnx::vulkan::VulkanError::Unsupported(_))) => return Ok(false),
         Err(e) => return Err(e.to_string()),
     };
     if got.len() != want.len() {
@@ -87,19 +96,17 @@ fn parity(path: &std::path::Path, inputs: &[Tensor], ctx: &Arc<Context>) -> Resu
     Ok(true)
 }
 
-#[test]
-fn golden_models_match_cpu() {
-    let Some(ctx) = context() else { return };
+fn golden_models_match_cpu_on(gpu: Gpu) {
     let mut bad = Vec::new();
     for case in common::golden_cases() {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
         let expected = EXPECTED_UNSUPPORTED.iter().any(|(n, _)| *n == name);
-        match parity(&case.join("model.onnx"), &set.inputs, &ctx) {
+        match parity(&case.join("model.onnx"), &set.inputs, &gpu) {
             Ok(true) if expected => bad.push(format!(
                 "{name}: runs now; remove it from EXPECTED_UNSUPPORTED"
             )),
-            Ok(false) if !expected => bad.push(format!("{name}: wgpu rejects it")),
+            Ok(false) if !expected => bad.push(format!("{name}: {} rejects it", gpu.target)),
             Ok(_) => {}
             Err(e) => bad.push(format!("{name}: {e}")),
         }
@@ -107,49 +114,87 @@ fn golden_models_match_cpu() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+#[test]
+fn golden_models_match_cpu_on_wgpu() {
+    if let Some(gpu) = wgpu() {
+        golden_models_match_cpu_on(gpu);
+    }
+}
+
+#[test]
+fn golden_models_match_cpu_on_vulkan() {
+    if let Some(gpu) = vulkan() {
+        golden_models_match_cpu_on(gpu);
+    }
+}
+
 /// Both branches of an If: the golden input (all positive) takes `then`, its
 /// negation takes `else`; a Loop runs its full trip and stacks scan outputs.
-#[test]
-fn control_flow_matches_cpu() {
-    let Some(ctx) = context() else { return };
+fn control_flow_matches_cpu_on(gpu: Gpu) {
     let case = common::root().join("golden/if_branches");
     let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
     let x = &set.inputs[0];
     let neg: Vec<f32> = x.as_slice::<f32>().unwrap().iter().map(|v| -v).collect();
     let neg = Tensor::from_f32(x.dims(), &neg).unwrap();
     for input in [x.clone(), neg] {
-        assert_eq!(parity(&case.join("model.onnx"), &[input], &ctx), Ok(true));
+        assert_eq!(parity(&case.join("model.onnx"), &[input], &gpu), Ok(true));
     }
     let case = common::root().join("golden/loop_counter");
     let x = Tensor::from_f32(&[3], &[0.25, -4.0, 3.0]).unwrap();
-    assert_eq!(parity(&case.join("model.onnx"), &[x], &ctx), Ok(true));
+    assert_eq!(parity(&case.join("model.onnx"), &[x], &gpu), Ok(true));
 }
 
 #[test]
-fn light_models_match_cpu() {
+fn control_flow_matches_cpu_on_wgpu() {
+    if let Some(gpu) = wgpu() {
+        control_flow_matches_cpu_on(gpu);
+    }
+}
+
+#[test]
+fn control_flow_matches_cpu_on_vulkan() {
+    if let Some(gpu) = vulkan() {
+        control_flow_matches_cpu_on(gpu);
+    }
+}
+
+/// On Vulkan without the validation layer (which multiplies the time of
+/// these large models; the golden models and the node suite run with it).
+#[test]
+fn light_models_match_cpu_on_vulkan() {
     let Some(data) = common::testdata() else {
         return;
     };
-    let Some(ctx) = context() else { return };
+    let Some(devices) = common::vulkan_devices(false) else {
+        return;
+    };
+    let gpu = Gpu {
+        target: Target::Vulkan,
+        devices,
+    };
     let mut bad = Vec::new();
     for m in light_models(&data.join("light")).unwrap() {
         let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
         let g = &c.graph;
         let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
         let x = arange_input(&dims).unwrap();
-        match parity(&m.model, &[x], &ctx) {
+        match parity(&m.model, &[x], &gpu) {
             Ok(true) => {}
-            Ok(false) => bad.push(format!("{}: wgpu rejects it", m.name)),
+            Ok(false) => bad.push(format!("{}: vulkan rejects it", m.name)),
             Err(e) => bad.push(format!("{}: {e}", m.name)),
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// An arena larger than the binding limit: every dispatch binds a window.
+/// An arena larger than the binding limit: every dispatch binds a window
+/// (on wgpu; Vulkan binds the same windows).
 #[test]
 fn small_binding_limit_uses_windows() {
-    let Some(ctx) = context() else { return };
+    let Some(devices) = common::wgpu_devices() else {
+        return;
+    };
+    let ctx = devices.wgpu().unwrap();
     let case = common::root().join("golden/cnn");
     let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
     let model = Compiler::new(Target::Wgpu)
@@ -212,11 +257,12 @@ fn small_binding_limit_uses_windows() {
 
 #[test]
 fn wrong_inputs_are_errors() {
-    let Some(ctx) = context() else { return };
-    let case = common::root().join("golden/mlp");
-    let model = Compiler::new(Target::Wgpu)
-        .compile_file(&case.join("model.onnx"))
-        .unwrap();
-    let bad = Tensor::from_f32(&[4, 15], &[0.0; 60]).unwrap();
-    assert!(run(model, &[bad], Some(&ctx)).is_err());
+    for gpu in [wgpu(), vulkan()].into_iter().flatten() {
+        let case = common::root().join("golden/mlp");
+        let model = Compiler::new(gpu.target)
+            .compile_file(&case.join("model.onnx"))
+            .unwrap();
+        let bad = Tensor::from_f32(&[4, 15], &[0.0; 60]).unwrap();
+        assert!(run(model, &[bad], Some(&gpu.devices)).is_err());
+    }
 }
