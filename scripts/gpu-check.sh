@@ -21,7 +21,11 @@
 #   torch.compile; arguments after the stage go to the script), generate
 #   (scripts/generate_bench.py: GPT-2 and a GQA decoder exported with their
 #   cache, rlx-onnx generate against transformers' generate, eager and
-#   static cache under torch.compile; arguments after the stage go to it).
+#   static cache under torch.compile; arguments after the stage go to it),
+#   vulkan (the node suite on NVIDIA's Vulkan driver against
+#   tests/expected/vulkan.txt, lavapipe's list, and scripts/gpu_backends_bench.py:
+#   ResNet-50, MobileNetV3, BERT, GPT-2 and ViT on CUDA, Vulkan and wgpu side
+#   by side; needs .gl carried; arguments after the stage go to the script).
 #   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,15 +52,15 @@ if [[ $stage == all || $stage == tests ]]; then
   "$bin/cuda_attention" --nocapture 2>&1 | tee "$out/attention.log" | grep -E "^test |test result|panicked|^[a-z0-9_]+ (f32|f16|bf16)"
 fi
 
-# The node cases under $1/node on cuda against the expected list $2; $3 names
-# the suite in the logs. One process per first letter: a device fault stays in
-# its batch.
+# The node cases under $1/node on target $4 (cuda when not given) against the
+# expected list $2; $3 names the suite in the logs. One process per first
+# letter: a device fault stays in its batch.
 node_suite() {
-  local data=$1 list=$2 name=$3
-  echo "== $name on cuda"
+  local data=$1 list=$2 name=$3 target=${4:-cuda}
+  echo "== $name on $target"
   : > "$out/$name.md"
   for l in a b c d e f g h i j k l m n o p q r s t u v w x y z; do
-    timeout 120 "$bin/rlx-onnx" conformance --data "$data/node" --target cuda --filter "test_$l" \
+    timeout 120 "$bin/rlx-onnx" conformance --data "$data/node" --target "$target" --filter "test_$l" \
       --report "$out/part.md" > "$out/part.txt" 2>&1
     echo "$l: $(tail -1 "$out/part.txt")"
     [ -f "$out/part.md" ] && tail -n +3 "$out/part.md" >> "$out/$name.md"
@@ -234,4 +238,11 @@ if [[ $stage == all || $stage == bench || $stage == ab ]]; then
     done
   done | tee "$out/ab.txt"
 fi
+
+if [[ $stage == vulkan ]]; then
+  node_suite /tmp/rlx-data tests/expected/vulkan.txt vulkan-node vulkan
+  echo "== CUDA, Vulkan and wgpu side by side"
+  python3 scripts/gpu_backends_bench.py --binary "$bin/rlx-onnx" --out "$out" "${@:2}" || status=1
+fi
+
 exit $status

@@ -126,10 +126,7 @@ impl Session {
                     })
                     .map_err(Error::from)?
             }
-            Executable::Wgpu(_)
-            | Executable::Vulkan(_)
-            | Executable::Cuda(_)
-            | Executable::Split(_) => {
+            Executable::Gpu(_) | Executable::Split(_) => {
                 if opts.fault.is_some() {
                     return Err(Error::Debug(
                         "the fault hook of debug runs works on the cpu target".into(),

@@ -5,39 +5,20 @@
 //! session's device is the host; a graph split with the CPU reads device
 //! inputs back and uploads device outputs at its edges.
 
-use rlx_gpu::io::{Input, Output, Place};
+use rlx_gpu::io::Place;
 use rlx_ir::Tensor;
 
+use crate::backend::ValueRun;
 use crate::compile::Target;
 use crate::error::{InputError, Result};
 use crate::session::{Executable, Session};
-use crate::value::{DeviceTensor, OnDevice, Outputs, Value};
+use crate::value::{DeviceTensor, Outputs, Value};
 
 impl Session {
     /// Copies `t` to the device of the session's target (once, for inputs
     /// that several runs take); on the CPU target the value is `t` itself.
     pub fn upload(&self, t: &Tensor) -> Result<Value> {
-        Ok(match self.model().target {
-            Target::Cpu => Value::Host(t.clone()),
-            Target::Cuda => {
-                let ctx = self.devices().cuda()?;
-                Value::Device(DeviceTensor(OnDevice::Cuda(rlx_cuda::Buffer::upload(
-                    &ctx, t,
-                )?)))
-            }
-            Target::Wgpu => {
-                let ctx = self.devices().wgpu()?;
-                Value::Device(DeviceTensor(OnDevice::Wgpu(rlx_wgpu::Buffer::upload(
-                    &ctx, t,
-                )?)))
-            }
-            Target::Vulkan => {
-                let ctx = self.devices().vulkan()?;
-                Value::Device(DeviceTensor(OnDevice::Vulkan(rlx_vulkan::Buffer::upload(
-                    &ctx, t,
-                )?)))
-            }
-        })
+        crate::backend::upload(self.model().target, self.devices(), t)
     }
 
     /// Runs on named inputs, host or device values, and returns the outputs
@@ -60,39 +41,12 @@ impl Session {
             .collect::<Result<Vec<_>>>()?;
         let exec = self.executable_of(&shapes, values)?;
         let names = self.model().input_names();
-        let device = Device {
-            ordered: &ordered,
-            names: &names,
-            places: &places,
-        };
         match &*exec {
-            Executable::Cuda(e) => device.run(
-                Target::Cuda,
-                |d| match d {
-                    OnDevice::Cuda(t) => Some(t),
-                    _ => None,
-                },
-                OnDevice::Cuda,
-                |ins, places| e.run_io(ins, places),
-            ),
-            Executable::Wgpu(e) => device.run(
-                Target::Wgpu,
-                |d| match d {
-                    OnDevice::Wgpu(t) => Some(t),
-                    _ => None,
-                },
-                OnDevice::Wgpu,
-                |ins, places| e.run_io(ins, places),
-            ),
-            Executable::Vulkan(e) => device.run(
-                Target::Vulkan,
-                |d| match d {
-                    OnDevice::Vulkan(t) => Some(t),
-                    _ => None,
-                },
-                OnDevice::Vulkan,
-                |ins, places| e.run_io(ins, places),
-            ),
+            Executable::Gpu(e) => e.run_values(&ValueRun {
+                ordered: &ordered,
+                names: &names,
+                places: &places,
+            }),
             _ => self.run_on_host(&exec, &ordered, &names, &places),
         }
     }
@@ -121,9 +75,10 @@ impl Session {
         let outs = self.run_ordered(exec, &refs)?;
         outs.into_iter()
             .zip(places)
-            .map(|(t, place)| match (place, target) {
-                (Place::Device, Target::Cuda | Target::Wgpu | Target::Vulkan) => self.upload(&t),
-                _ => Ok(Value::Host(t)),
+            .map(|(t, place)| match place {
+                // A CPU session's upload is the host value itself.
+                Place::Device => self.upload(&t),
+                Place::Host => Ok(Value::Host(t)),
             })
             .collect()
     }
@@ -159,7 +114,7 @@ impl Session {
 
 /// The error of a device tensor given to a session of another target or
 /// device context.
-fn elsewhere(name: &str, d: &DeviceTensor, target: Target) -> crate::Error {
+pub(crate) fn elsewhere(name: &str, d: &DeviceTensor, target: Target) -> crate::Error {
     let reason = if d.target() == target {
         format!(
             "is a tensor of another {target} device context ({}); sessions that pass \
@@ -178,48 +133,4 @@ fn elsewhere(name: &str, d: &DeviceTensor, target: Target) -> crate::Error {
         reason,
     }
     .into()
-}
-
-/// A run's inputs and output places, for a GPU executable that takes its
-/// device's tensors in place of host inputs.
-struct Device<'a> {
-    ordered: &'a [&'a Value],
-    names: &'a [String],
-    places: &'a [Place],
-}
-
-impl Device<'_> {
-    /// Runs through `run_io`, taking the device tensors `mine` accepts (a
-    /// device tensor of another target is an error naming the input) and
-    /// wrapping device outputs with `wrap`.
-    fn run<B, E>(
-        &self,
-        target: Target,
-        mine: impl Fn(&OnDevice) -> Option<&rlx_gpu::io::DeviceTensor<B>>,
-        wrap: impl Fn(rlx_gpu::io::DeviceTensor<B>) -> OnDevice,
-        run_io: impl FnOnce(&[Input<'_, B>], &[Place]) -> std::result::Result<Vec<Output<B>>, E>,
-    ) -> Result<Vec<Value>>
-    where
-        crate::Error: From<E>,
-    {
-        let ins = self
-            .ordered
-            .iter()
-            .zip(self.names)
-            .map(|(v, name)| match v {
-                Value::Host(t) => Ok(Input::Host(t)),
-                Value::Device(d) => match mine(&d.0) {
-                    Some(t) => Ok(Input::Device(t)),
-                    None => Err(elsewhere(name, d, target)),
-                },
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(run_io(&ins, self.places)?
-            .into_iter()
-            .map(|o| match o {
-                Output::Host(t) => Value::Host(t),
-                Output::Device(t) => Value::Device(DeviceTensor(wrap(t))),
-            })
-            .collect())
-    }
 }

@@ -18,6 +18,7 @@
 //! [`importer`] (ONNX -> IR), [`passes`], [`cpu`] (the CPU backend).
 
 pub mod artifact;
+mod backend;
 pub mod build;
 pub mod compare;
 pub mod compile;
@@ -52,8 +53,8 @@ pub use rlx_importer as importer;
 pub use rlx_ir as ir;
 pub use rlx_passes as passes;
 pub use rlx_passes::OptLevel;
-pub use rlx_wgpu as wgpu;
 pub use rlx_vulkan as vulkan;
+pub use rlx_wgpu as wgpu;
 pub use rlx_wgsl as wgsl;
 pub use session::{Devices, PlanInfo, Session, SessionOptions};
 pub use signature::{DimInfo, IoInfo};

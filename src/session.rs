@@ -12,6 +12,7 @@ use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs}
 use rlx_ir::{Graph, Tensor, Weights};
 use rlx_passes::{plan_memory, plan_memory_with, MemoryOptions};
 
+use crate::backend::GpuExecutable;
 use crate::compile::{run_passes, CompiledModel, Fallback, Precision, Target};
 use crate::error::{Error, InputError, Result};
 use crate::partition::{self, Place, Slot};
@@ -35,12 +36,8 @@ impl Default for SessionOptions {
 /// What one input binding compiles to.
 pub(crate) enum Executable {
     Planned(PlannedExecutable),
-    /// A WGSL schedule loaded on the session's wgpu device.
-    Wgpu(rlx_wgpu::Executable),
-    /// A WGSL schedule loaded on the session's Vulkan device.
-    Vulkan(rlx_vulkan::Executable),
-    /// A CUDA schedule loaded on the session's device.
-    Cuda(rlx_cuda::Executable),
+    /// A schedule loaded on the session's GPU (CUDA, wgpu or Vulkan).
+    Gpu(Box<dyn GpuExecutable>),
     /// Shapes depend on data: node-by-node execution, with the kernels built
     /// for each shape kept in `cache` from run to run.
     Dynamic {
@@ -67,9 +64,7 @@ impl Executable {
                 let refs: Vec<TensorRef> = ordered.iter().map(|t| TensorRef::of(t)).collect();
                 p.run(&refs).map_err(Error::from)
             }
-            Executable::Wgpu(e) => e.run(ordered).map_err(Error::from),
-            Executable::Vulkan(e) => e.run(ordered).map_err(Error::from),
-            Executable::Cuda(e) => e.run(ordered).map_err(Error::from),
+            Executable::Gpu(e) => e.run(ordered),
             Executable::Dynamic {
                 graph,
                 weights,
@@ -652,37 +647,13 @@ impl Session {
         };
         let mem = plan_memory_with(&g, &opts)?;
         self.model.limits.check_arena(mem.arena_bytes)?;
-        match target {
-            Target::Wgpu => {
-                let ctx = self.devices.wgpu()?;
-                let opts = rlx_wgsl::PlanOptions { caps: ctx.caps() };
-                let schedule =
-                    rlx_wgsl::plan(&g, &weights, &mem, &opts).map_err(rlx_wgpu::WgpuError::from)?;
-                Ok(Executable::Wgpu(rlx_wgpu::Executable::new(ctx, schedule)?))
-            }
-            Target::Vulkan => {
-                let ctx = self.devices.vulkan()?;
-                let opts = rlx_wgsl::PlanOptions { caps: ctx.caps() };
-                let schedule = rlx_wgsl::plan(&g, &weights, &mem, &opts)
-                    .map_err(rlx_vulkan::VulkanError::from)?;
-                Ok(Executable::Vulkan(rlx_vulkan::Executable::new(ctx, schedule)?))
-            }
-            Target::Cuda => {
-                let ctx = self.devices.cuda()?;
-                let mut opts = ctx.plan_options();
-                opts.tf32 |= self.model.precision == Precision::Tf32;
-                let mut schedule = rlx_cuda::plan(&g, &weights, &mem, &opts)?;
-                if let Some(p) = &self.model.cuda_ptx {
-                    p.attach(&mut schedule);
-                }
-                Ok(Executable::Cuda(rlx_cuda::Executable::new(ctx, schedule)?))
-            }
-            Target::Cpu => {
-                let limits = self.model.limits.run_limits();
-                let schedule = rlx_cpu::plan_with(&g, &weights, &mem, limits)?;
-                Ok(Executable::Planned(PlannedExecutable::new(schedule)))
-            }
+        if target == Target::Cpu {
+            let limits = self.model.limits.run_limits();
+            let schedule = rlx_cpu::plan_with(&g, &weights, &mem, limits)?;
+            return Ok(Executable::Planned(PlannedExecutable::new(schedule)));
         }
+        let loaded = crate::backend::load(target, &self.devices, &self.model, &g, &weights, &mem)?;
+        Ok(Executable::Gpu(loaded))
     }
 
     /// Prepares the run for inputs of these shapes (and values, where a
@@ -723,39 +694,12 @@ const PROFILE_RUNS: usize = 9;
 /// One profiled step: (kernel label, ONNX origin, time).
 pub type Timed = (String, String, std::time::Duration);
 
-/// A WGSL schedule's profile rows: pipeline, ONNX origin, device time.
-fn wgsl_rows(s: &rlx_wgsl::Schedule, times: Vec<std::time::Duration>) -> Vec<Timed> {
-    s.dispatches
-        .iter()
-        .zip(times)
-        .map(|(d, t)| {
-            let name = s.pipelines.get(d.pipeline).map_or("?", |p| &p.name);
-            (name.to_string(), d.origin.join(", "), t)
-        })
-        .collect()
-}
-
 /// Runs `exec` once on `ordered`, timing each planned step; `None` when it
 /// runs node by node.
 fn profile(exec: &Executable, ordered: &[&Tensor]) -> Result<Option<Vec<Timed>>> {
     let p = match exec {
         Executable::Planned(p) => p,
-        Executable::Wgpu(e) => return Ok(Some(wgsl_rows(&e.schedule, e.profile(ordered)?))),
-        Executable::Vulkan(e) => return Ok(Some(wgsl_rows(&e.schedule, e.profile(ordered)?))),
-        Executable::Cuda(e) => {
-            let times = e.profile(ordered)?;
-            let s = e.schedule();
-            return Ok(Some(
-                s.launches
-                    .iter()
-                    .zip(times)
-                    .map(|(l, t)| {
-                        let rate = l.work().rate(t.as_secs_f64());
-                        (format!("{}, {rate}", l.label()), l.origin().join(", "), t)
-                    })
-                    .collect(),
-            ));
-        }
+        Executable::Gpu(e) => return Ok(Some(e.profile(ordered)?)),
         Executable::Dynamic { .. } => return Ok(None),
         Executable::Split(split) => {
             // Each segment's steps, prefixed with its place; a segment that
@@ -833,13 +777,7 @@ impl PlanInfo {
     fn of(exec: &Executable) -> Option<PlanInfo> {
         Some(match exec {
             Executable::Planned(p) => PlanInfo::of_cpu(&p.schedule),
-            Executable::Wgpu(e) => PlanInfo::of_wgsl(&e.schedule),
-            Executable::Vulkan(e) => PlanInfo::of_wgsl(&e.schedule),
-            Executable::Cuda(e) => PlanInfo {
-                schedule: e.schedule().to_string(),
-                arena_bytes: e.schedule().arena_bytes as usize,
-                total_bytes: e.schedule().buffer_bytes as usize,
-            },
+            Executable::Gpu(e) => e.plan(),
             Executable::Dynamic { .. } => return None,
             Executable::Split(split) => {
                 let mut info = PlanInfo {
@@ -866,14 +804,6 @@ impl PlanInfo {
                 info
             }
         })
-    }
-
-    fn of_wgsl(s: &rlx_wgsl::Schedule) -> PlanInfo {
-        PlanInfo {
-            schedule: s.to_string(),
-            arena_bytes: s.arena_bytes as usize,
-            total_bytes: s.buffer_bytes as usize,
-        }
     }
 
     fn of_cpu(s: &Schedule) -> PlanInfo {

@@ -1,8 +1,9 @@
 //! Device-resident run I/O (`Session::upload`, `Session::run_values`): the
 //! same values as host runs, outputs fed back as inputs without the host,
 //! partial readback, and typed errors for a tensor of another device. The
-//! wgpu half runs on any Vulkan device (lavapipe in CI); the CUDA half on a
-//! CUDA device (the lent GPU's `gpu-check.sh tests`), skipping elsewhere.
+//! wgpu and Vulkan halves run on any Vulkan device (lavapipe in CI; Vulkan
+//! with the validation layer on); the CUDA half on a CUDA device (the lent
+//! GPU's `gpu-check.sh tests`), skipping elsewhere.
 
 mod common;
 
@@ -129,6 +130,22 @@ fn wgpu_device_tensors_round_trip() {
 }
 
 #[test]
+fn vulkan_device_tensors_round_trip() {
+    let Some(devices) = common::vulkan_devices(true) else {
+        return;
+    };
+    let session =
+        Session::with_devices(compile(Target::Vulkan), SessionOptions::default(), devices).unwrap();
+    let other = Session::with_devices(
+        compile(Target::Vulkan),
+        SessionOptions::default(),
+        Arc::new(Devices::new()),
+    )
+    .unwrap();
+    round_trip(&session, &other);
+}
+
+#[test]
 fn cuda_device_tensors_round_trip() {
     let devices = Arc::new(Devices::new());
     if let Err(e) = devices.cuda() {
@@ -191,6 +208,16 @@ fn wgpu_generates_the_reference_tokens() {
     };
     let session =
         Session::with_devices(decoder(Target::Wgpu), SessionOptions::default(), devices).unwrap();
+    generates_the_reference(&session, true);
+}
+
+#[test]
+fn vulkan_generates_the_reference_tokens() {
+    let Some(devices) = common::vulkan_devices(true) else {
+        return;
+    };
+    let session =
+        Session::with_devices(decoder(Target::Vulkan), SessionOptions::default(), devices).unwrap();
     generates_the_reference(&session, true);
 }
 

@@ -25,7 +25,13 @@ fn node_suite(target: Target, devices: Arc<Devices>, list: &str, at_least: usize
     let mut seen = 0;
     for case in case_dirs(&data.join("node")).unwrap() {
         let key = format!("node/{}", case.file_name().unwrap().to_string_lossy());
-        let outcome = run_case_on(&case, &registry, target, Tolerance::default(), Some(&devices));
+        let outcome = run_case_on(
+            &case,
+            &registry,
+            target,
+            Tolerance::default(),
+            Some(&devices),
+        );
         seen += 1;
         let ok = outcome == Outcome::Passed;
         passed += usize::from(ok);

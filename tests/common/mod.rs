@@ -136,7 +136,11 @@ pub fn vulkan_devices(validate: bool) -> Option<std::sync::Arc<rlx_onnx::Devices
     }));
     match devices.vulkan() {
         Ok(c) => {
-            eprintln!("vulkan device: {} (validation {})", c.describe(), c.validates());
+            eprintln!(
+                "vulkan device: {} (validation {})",
+                c.describe(),
+                c.validates()
+            );
             Some(devices)
         }
         Err(e) if ci => panic!("no Vulkan device in CI: {e}"),

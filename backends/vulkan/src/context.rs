@@ -123,12 +123,10 @@ impl Context {
             Validation::Off => false,
             Validation::IfPresent => has_layer,
             Validation::Required if has_layer => true,
-            Validation::Required => {
-                return Err(VulkanError::Unavailable(
-                    "the Khronos validation layer is not installed (Debian: vulkan-validationlayers)"
-                        .into(),
-                ))
-            }
+            Validation::Required => return Err(VulkanError::Unavailable(
+                "the Khronos validation layer is not installed (Debian: vulkan-validationlayers)"
+                    .into(),
+            )),
         };
         let app = vk::ApplicationInfo::default()
             .application_name(c"rlx-onnx")

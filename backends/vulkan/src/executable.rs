@@ -146,9 +146,8 @@ impl Executable {
         }
         .map_err(vk_err("creating the pipeline layout"))?;
         for p in &self.schedule.pipelines {
-            let words = spirv(&self.ctx, &p.name, &p.source).map_err(|e| {
-                VulkanError::Internal(format!("translating WGSL to SPIR-V: {e}"))
-            })?;
+            let words = spirv(&self.ctx, &p.name, &p.source)
+                .map_err(|e| VulkanError::Internal(format!("translating WGSL to SPIR-V: {e}")))?;
             let module = unsafe {
                 d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
             }
@@ -160,11 +159,11 @@ impl Executable {
             let info = [vk::ComputePipelineCreateInfo::default()
                 .stage(stage)
                 .layout(self.layout)];
-            let made =
-                unsafe { d.create_compute_pipelines(self.ctx.pipeline_cache, &info, None) };
+            let made = unsafe { d.create_compute_pipelines(self.ctx.pipeline_cache, &info, None) };
             unsafe { d.destroy_shader_module(module, None) };
-            let pipeline = made
-                .map_err(|(_, e)| VulkanError::Device(format!("creating pipeline {}: {e}", p.name)))?;
+            let pipeline = made.map_err(|(_, e)| {
+                VulkanError::Device(format!("creating pipeline {}: {e}", p.name))
+            })?;
             self.pipelines.extend(pipeline);
         }
         Ok(())
@@ -205,7 +204,11 @@ impl Executable {
         let mut infos: Vec<[vk::DescriptorBufferInfo; 5]> = Vec::with_capacity(n as usize);
         for (disp, &o) in self.schedule.dispatches.iter().zip(poffs) {
             let window = |i: usize| {
-                let w = disp.windows.get(i).or(disp.windows.first()).unwrap_or(&whole);
+                let w = disp
+                    .windows
+                    .get(i)
+                    .or(disp.windows.first())
+                    .unwrap_or(&whole);
                 vk::DescriptorBufferInfo {
                     buffer: self.arena.buffer,
                     offset: w.offset,
@@ -406,12 +409,17 @@ impl Executable {
         let mut outs = Vec::with_capacity(s.outputs.len());
         for ((o, &at), kept) in s.outputs.iter().zip(&self.download_at).zip(kept) {
             if let Some(b) = kept {
-                outs.push(Output::Device(DeviceTensor::new(o.dtype, o.dims.clone(), b)));
+                outs.push(Output::Device(DeviceTensor::new(
+                    o.dtype,
+                    o.dims.clone(),
+                    b,
+                )));
                 continue;
             }
-            let mut buf = rlx_ir::tensor::AlignedBuf::try_zeroed(o.bytes as usize).ok_or_else(
-                || VulkanError::Device(format!("no host memory for {} bytes", o.bytes)),
-            )?;
+            let mut buf =
+                rlx_ir::tensor::AlignedBuf::try_zeroed(o.bytes as usize).ok_or_else(|| {
+                    VulkanError::Device(format!("no host memory for {} bytes", o.bytes))
+                })?;
             state.download.read(at, buf.as_mut_bytes())?;
             outs.push(Output::Host(
                 Tensor::new(o.dtype, o.dims.clone(), buf.freeze())
@@ -498,7 +506,11 @@ fn check_limits(ctx: &Context, s: &Schedule) -> Result<(), VulkanError> {
                 "a dispatch names no pipeline or too many windows".into(),
             ));
         }
-        if d.groups.iter().zip(&l.max_compute_work_group_count).any(|(g, m)| g > m) {
+        if d.groups
+            .iter()
+            .zip(&l.max_compute_work_group_count)
+            .any(|(g, m)| g > m)
+        {
             return Err(VulkanError::Node {
                 node: d.node.clone(),
                 origin: d.origin.clone(),

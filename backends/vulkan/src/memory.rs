@@ -36,7 +36,11 @@ unsafe impl Sync for RawBuffer {}
 
 impl RawBuffer {
     /// A buffer of at least `bytes` bytes (a word at least, rounded to 4).
-    pub(crate) fn new(ctx: &Arc<Context>, bytes: u64, kind: Kind) -> Result<RawBuffer, VulkanError> {
+    pub(crate) fn new(
+        ctx: &Arc<Context>,
+        bytes: u64,
+        kind: Kind,
+    ) -> Result<RawBuffer, VulkanError> {
         let size = bytes.next_multiple_of(4).max(4);
         let usage = match kind {
             Kind::Device => {
@@ -44,7 +48,9 @@ impl RawBuffer {
                     | vk::BufferUsageFlags::TRANSFER_SRC
                     | vk::BufferUsageFlags::TRANSFER_DST
             }
-            Kind::Staging => vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+            Kind::Staging => {
+                vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST
+            }
         };
         let d = &ctx.device;
         // SAFETY: plain creation calls on a live device; every handle made

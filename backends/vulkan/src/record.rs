@@ -37,7 +37,14 @@ pub(crate) fn encode(
             compute_barrier(d, cmd);
         }
         d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
-        d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, exe.layout, 0, &[set], &[]);
+        d.cmd_bind_descriptor_sets(
+            cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            exe.layout,
+            0,
+            &[set],
+            &[],
+        );
         d.cmd_dispatch(cmd, disp.groups[0], disp.groups[1], disp.groups[2]);
     }
     Ok(())

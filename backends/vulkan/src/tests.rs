@@ -102,7 +102,10 @@ fn outputs_stay_on_the_device_and_feed_the_next_run() {
         };
         t = d;
     }
-    assert_eq!(t.download().unwrap().as_slice::<f32>().unwrap(), &[8.0, 16.0, 24.0]);
+    assert_eq!(
+        t.download().unwrap().as_slice::<f32>().unwrap(),
+        &[8.0, 16.0, 24.0]
+    );
     let row = t.download_slice(0, 1, 3).unwrap();
     assert_eq!(row.as_slice::<f32>().unwrap(), &[16.0, 24.0]);
     quiet(&ctx);
@@ -130,5 +133,8 @@ fn a_wrong_input_is_an_error_that_names_it() {
     );
     let wrong = Tensor::from_f32(&[2], &[1.0, 2.0]).unwrap();
     let e = exe.run(&[&wrong]).unwrap_err();
-    assert!(matches!(&e, VulkanError::Input { index: 0, reason } if reason.contains("`x`")), "{e}");
+    assert!(
+        matches!(&e, VulkanError::Input { index: 0, reason } if reason.contains("`x`")),
+        "{e}"
+    );
 }

@@ -12,8 +12,8 @@ use rlx_gpu::io::{Input, Output, Place};
 
 use crate::buffer::{Buffer, DeviceTensor};
 use crate::profile::Timer;
-use rlx_wgsl::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
 use crate::{Caps, WgpuError};
+use rlx_wgsl::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
 
 /// An adapter and its device: create once, share between executables.
 pub struct Context {

@@ -49,10 +49,7 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> Result<(), String> {
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => rlx_gpu::support::bodies(node, supports),
         op => match crate::kernels::family(op) {
             Some(f) => (f.supports)(node, inputs),
-            None => Err(format!(
-                "the WGSL plan has no kernel for `{}`",
-                op.name()
-            )),
+            None => Err(format!("the WGSL plan has no kernel for `{}`", op.name())),
         },
     }
 }

@@ -19,7 +19,7 @@ const INT64: &str = include_str!("../../../../../kernels/wgsl/int64.wgsl");
 pub struct Wgsl;
 
 impl Lang for Wgsl {
-    const TARGET: &'static str = "wgpu";
+    const TARGET: &'static str = "WGSL";
 
     fn lit(&self, k: usize, d: DType) -> Option<String> {
         (class(d) == DType::F32).then(|| format!("p.lits[{k}]"))
