@@ -89,3 +89,17 @@ fn inf_f32() -> f32 {
     var u = 0x7f800000u;
     return bitcast<f32>(u);
 }
+
+// a / b correctly rounded, as IEEE (and the CPU backend) divides: Vulkan
+// lets a device's `/` be 2.5 ulp off (NVIDIA's is), which moves roundings
+// such as quantization's by one level. One correction step on the exact
+// residual (fma) fixes the quotient; infinities, NaNs and a zero divisor
+// keep the device's result.
+fn fdiv(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    let r = fma(-q, b, a);
+    if (!(abs(q) <= 3.4028235e38) || !(abs(r) <= 3.4028235e38) || b == 0.0) {
+        return q;
+    }
+    return fma(r, 1.0 / b, q);
+}

@@ -79,7 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             break;
         }
         let si = q_scale_index(e);
-        let v = clamp(round(ldf(p.x, e) / ldf(p.scale, si)) + q_zp(si), lo, hi);
+        let v = clamp(round(fdiv(ldf(p.x, e), ldf(p.scale, si))) + q_zp(si), lo, hi);
         word |= (bitcast<u32>(i32(v)) & mask) << (s * bits);
     }
     wr(p.y, t, word);

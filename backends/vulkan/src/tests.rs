@@ -138,3 +138,91 @@ fn a_wrong_input_is_an_error_that_names_it() {
         "{e}"
     );
 }
+
+/// Gathers of 1- and 2-byte elements pack them into words: a bool mask
+/// along its first axis (negative and out-of-range indices included) and
+/// i16 columns along the last, checked element by element.
+#[test]
+fn gathers_of_bytes_and_halves_pack_words() {
+    let Some(ctx) = context() else { return };
+    let exe = load(
+        &ctx,
+        "  %0 = input \"m\" : bool[3,5]\n  %1 = input \"i\" : i64[4]\n  %2 = gather(%0, %1) {axis=0} : bool[4,5]\n  %3 = input \"h\" : i16[2,5]\n  %4 = input \"j\" : i32[3]\n  %5 = gather(%3, %4) {axis=1} : i16[2,3]\n  output \"a\" = %2\n  output \"b\" = %5\n",
+    );
+    let mask: Vec<u8> = (0..15).map(|k| u8::from(k % 3 == 0)).collect();
+    let m = Tensor::new(
+        rlx_ir::DType::Bool,
+        vec![3, 5],
+        rlx_ir::tensor::Bytes::copy_from(&mask),
+    )
+    .unwrap();
+    let idx = [2i64, -1, 0, 7];
+    let i = Tensor::from_i64(&[4], &idx).unwrap();
+    let halves: Vec<i16> = (0..10).map(|k| k * 1000 - 4321).collect();
+    let h = Tensor::from_slice(rlx_ir::DType::I16, &[2, 5], &halves).unwrap();
+    let cols = [4i32, 0, -2];
+    let j = Tensor::from_slice(rlx_ir::DType::I32, &[3], &cols).unwrap();
+    let out = exe.run(&[&m, &i, &h, &j]).unwrap();
+    let mut want = Vec::new();
+    for &k in &idx {
+        let row = if k < 0 { k + 3 } else { k };
+        for c in 0..5 {
+            want.push(if (0..3).contains(&row) {
+                mask[row as usize * 5 + c]
+            } else {
+                0
+            });
+        }
+    }
+    assert_eq!(out[0].bytes(), want.as_slice());
+    let mut want = Vec::new();
+    for r in 0..2 {
+        for &c in &cols {
+            let c = if c < 0 { c + 5 } else { c } as usize;
+            want.push(halves[r * 5 + c]);
+        }
+    }
+    assert_eq!(out[1].as_slice::<i16>().unwrap(), want.as_slice());
+    quiet(&ctx);
+}
+
+/// GatherND with a batch dim, negative and out-of-range tuples, over f32,
+/// i64 and bool data, checked element by element.
+#[test]
+fn gather_nd_picks_tuples_per_batch() {
+    let Some(ctx) = context() else { return };
+    let exe = load(
+        &ctx,
+        "  %0 = input \"x\" : f32[2,3,4]\n  %1 = input \"i\" : i64[2,2,1]\n  %2 = gather_nd(%0, %1) {batch_dims=1} : f32[2,2,4]\n  %3 = input \"z\" : i64[2,3,4]\n  %4 = gather_nd(%3, %1) {batch_dims=1} : i64[2,2,4]\n  %5 = input \"m\" : bool[2,3,4]\n  %6 = gather_nd(%5, %1) {batch_dims=1} : bool[2,2,4]\n  output \"a\" = %2\n  output \"b\" = %4\n  output \"c\" = %6\n",
+    );
+    let xs: Vec<f32> = (0..24).map(|k| k as f32 * 1.5 - 7.0).collect();
+    let zs: Vec<i64> = (0..24).map(|k| (k - 12) * (1i64 << 40)).collect();
+    let idx = [2i64, -3, 5, 1];
+    let x = Tensor::from_f32(&[2, 3, 4], &xs).unwrap();
+    let z = Tensor::from_i64(&[2, 3, 4], &zs).unwrap();
+    let i = Tensor::from_i64(&[2, 2, 1], &idx).unwrap();
+    let mask: Vec<u8> = (0..24).map(|k| u8::from(k % 5 < 2)).collect();
+    let m = Tensor::new(
+        rlx_ir::DType::Bool,
+        vec![2, 3, 4],
+        rlx_ir::tensor::Bytes::copy_from(&mask),
+    )
+    .unwrap();
+    let out = exe.run(&[&x, &i, &z, &m]).unwrap();
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    for (t, &k) in idx.iter().enumerate() {
+        let batch = t / 2;
+        let row = if k < 0 { k + 3 } else { k };
+        for e in 0..4 {
+            let ok = (0..3).contains(&row);
+            let at = batch * 12 + row.max(0) as usize * 4 + e;
+            a.push(if ok { xs[at] } else { 0.0 });
+            b.push(if ok { zs[at] } else { 0 });
+            c.push(if ok { mask[at] } else { 0 });
+        }
+    }
+    assert_eq!(out[0].as_slice::<f32>().unwrap(), a.as_slice());
+    assert_eq!(out[1].as_slice::<i64>().unwrap(), b.as_slice());
+    assert_eq!(out[2].bytes(), c.as_slice());
+    quiet(&ctx);
+}

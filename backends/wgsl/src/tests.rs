@@ -95,6 +95,12 @@ fn validate(s: &Schedule) {
 }
 
 const GRAPHS: &[&str] = &[
+    // rotary embeddings: 4-D with position ids, 3-D with per-position caches
+    "  %0 = input \"x\" : f32[1,2,3,8]\n  %1 = input \"c\" : f32[5,4]\n  %2 = input \"s\" : f32[5,4]\n  %3 = input \"i\" : i64[1,3]\n  %4 = rotary_embedding(%0, %1, %2, %3) {interleaved=false, rotary_embedding_dim=0, num_heads=0} : f32[1,2,3,8]\n  output \"y\" = %4\n",
+    // gather_nd of 4- and 8-byte elements with a batch dim
+    "  %0 = input \"x\" : f32[2,3,4]\n  %1 = input \"i\" : i64[2,1,1]\n  %2 = gather_nd(%0, %1) {batch_dims=1} : f32[2,1,4]\n  %3 = input \"z\" : i64[2,3,4]\n  %4 = gather_nd(%3, %1) {batch_dims=1} : i64[2,1,4]\n  output \"a\" = %2\n  output \"b\" = %4\n",
+    // gathers of 1- and 2-byte elements (packed in words)
+    "  %0 = input \"m\" : bool[3,5]\n  %1 = input \"i\" : i64[4]\n  %2 = gather(%0, %1) {axis=0} : bool[4,5]\n  %3 = input \"h\" : f16[2,5]\n  %4 = gather(%3, %1) {axis=1} : f16[2,4]\n  output \"a\" = %2\n  output \"b\" = %4\n",
     // element-wise, compare, where, cast, region
     "  %0 = input \"x\" : f32[2,3]\n  %1 = input \"y\" : f32[3]\n  %2 = add(%0, %1) : f32[2,3]\n  %3 = greater(%0, %1) : bool[2,3]\n  %4 = where(%3, %0, %2) : f32[2,3]\n  %8 = cast(%4) {to=i32, saturate=true, round_mode=nearest} : i32[2,3]\n  %5 = cast(%8) {to=i64, saturate=true, round_mode=nearest} : i64[2,3]\n  %6 = elementwise_region(%0, %1) {program=[mul(x0, x1), add(t0, 0.5), tanh(t1), erf(t2)]} : f32[2,3]\n  %7 = cast(%0) {to=u8, saturate=true, round_mode=nearest} : u8[2,3]\n  output \"a\" = %5\n  output \"b\" = %6\n  output \"c\" = %7\n",
     // matmul, softmax, layer norm, reduce, argmax

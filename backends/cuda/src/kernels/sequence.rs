@@ -3,6 +3,7 @@
 //! CausalConvWithState and RotaryEmbedding, over f32, f64, f16 and bf16.
 
 use rlx_gpu::geometry::{u32_of, LResult};
+use rlx_gpu::kernels::rotary::{rotary_params, RotaryParams};
 use rlx_gpu::{Layout, Params};
 use rlx_ir::ops::CausalConvActivation;
 use rlx_ir::{DType, Node, Op, TensorType};
@@ -55,27 +56,6 @@ rlx_gpu::kernel_params! {
         pub has_bias: u32,
         pub has_past: u32,
         pub silu: u32,
-    }
-}
-
-rlx_gpu::kernel_params! {
-    /// RotaryEmbedding over head vectors of `head` features.
-    pub struct RotaryParams {
-        /// Elements.
-        pub count: u32,
-        pub head: u32,
-        pub heads: u32,
-        pub seq: u32,
-        /// Rotated pairs (rotary_embedding_dim / 2).
-        pub half: u32,
-        pub interleaved: u32,
-        /// 1: `[B, H, S, D]` input, 0: `[B, S, H*D]`.
-        pub four: u32,
-        pub has_ids: u32,
-        /// 1: i64 position ids, 0: i32.
-        pub ids_wide: u32,
-        /// Rows of the cos/sin caches.
-        pub cache_rows: u32,
     }
 }
 
@@ -220,72 +200,14 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             let (cos, sin) = (cx.input(1)?.clone(), cx.input(2)?.clone());
             let ids = cx.io.ins.get(3).cloned();
             let y = cx.output(0)?.clone();
-            let (b, h, s, d, four) = match x.dims[..] {
-                [b, h, s, d] => (b, h, s, d, true),
-                [b, s, hidden] => {
-                    let h = r.num_heads.max(0) as usize;
-                    if h == 0 || hidden % h != 0 {
-                        return Err(format!(
-                            "hidden size {hidden} is not a multiple of num_heads {}",
-                            r.num_heads
-                        ));
-                    }
-                    (b, h, s, hidden / h, false)
-                }
-                _ => return Err(format!("rotary input must be 3-D or 4-D, got {:?}", x.dims)),
-            };
-            let rd = if r.rotary_embedding_dim > 0 {
-                r.rotary_embedding_dim as usize
-            } else {
-                d
-            };
-            if rd > d || rd % 2 != 0 {
-                return Err(format!(
-                    "rotary_embedding_dim {rd} must be even and at most the head size {d}"
-                ));
-            }
-            let half = rd / 2;
-            let cache = &cos.dims;
-            if sin.dims != *cache || cache.last() != Some(&half) {
-                return Err(format!(
-                    "cos/sin caches {cache:?}, {:?} must end in {half}",
-                    sin.dims
-                ));
-            }
-            let cache_rows = match &ids {
-                Some(p) => {
-                    if cache.len() != 2 || p.numel() != b * s {
-                        return Err(format!(
-                            "position_ids {:?} with cache {cache:?} for input {:?}",
-                            p.dims, x.dims
-                        ));
-                    }
-                    cache[0]
-                }
-                None => {
-                    if *cache != [b, s, half] {
-                        return Err(format!(
-                            "without position_ids the caches must be [{b}, {s}, {half}], got {cache:?}"
-                        ));
-                    }
-                    b * s
-                }
-            };
-            if cache_rows == 0 {
-                return Err("rotary_embedding with an empty cache".into());
-            }
-            let p = RotaryParams {
-                count: u32_of(y.numel(), "rotary output")?,
-                head: u32_of(d, "head size")?,
-                heads: u32_of(h, "heads")?,
-                seq: u32_of(s, "sequence")?,
-                half: half as u32,
-                interleaved: u32::from(r.interleaved),
-                four: u32::from(four),
-                has_ids: u32::from(ids.is_some()),
-                ids_wide: u32::from(ids.as_ref().is_some_and(|o| o.dtype == DType::I64)),
-                cache_rows: u32_of(cache_rows, "cache rows")?,
-            };
+            let p = rotary_params(
+                &r,
+                &x.dims,
+                &cos.dims,
+                &sin.dims,
+                ids.as_ref().map(|o| (o.numel(), o.dtype)),
+                y.numel(),
+            )?;
             let ops = vec![
                 x.range(),
                 cos.range(),

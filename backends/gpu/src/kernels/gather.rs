@@ -1,5 +1,6 @@
 //! The `gather` kernel family: gather along one axis over an
-//! [outer, axis, inner] view, for elements of one or two words. The
+//! [outer, axis, inner] view, for elements of one or two words (and of one
+//! or two bytes packed in words, where storage is words). The
 //! parameter struct and the view geometry every GPU backend shares.
 
 use super::movement::words;
@@ -12,6 +13,26 @@ crate::kernel_params! {
         pub n: u32,
         /// Words per element (1 or 2).
         pub words: u32,
+        /// The gathered axis' size.
+        pub axis_len: u32,
+        /// Elements after the axis (the product of the later dims).
+        pub inner: u32,
+        /// Index elements (at least 1).
+        pub n_idx: u32,
+        /// 1: i64 indices, 0: i32.
+        pub idx_wide: u32,
+    }
+}
+
+crate::kernel_params! {
+    /// Gather of 1- or 2-byte elements (bool, int8, f16) where storage is
+    /// words: one invocation per output word, packing the `4 / size`
+    /// elements it holds.
+    pub struct GatherBytesParams {
+        /// Output elements.
+        pub n: u32,
+        /// Bytes per element (1 or 2).
+        pub size: u32,
         /// The gathered axis' size.
         pub axis_len: u32,
         /// Elements after the axis (the product of the later dims).
@@ -36,10 +57,33 @@ pub fn gather_params(
     wide: bool,
     n: usize,
 ) -> LResult<GatherParams> {
-    let a = axis(ax, dims.len())?;
+    let b = gather_bytes_params(dims, ax, 1, n_idx, wide, n)?;
     Ok(GatherParams {
-        n: u32_of(n, "size")?,
+        n: b.n,
         words: words(size)?,
+        axis_len: b.axis_len,
+        inner: b.inner,
+        n_idx: b.n_idx,
+        idx_wide: b.idx_wide,
+    })
+}
+
+/// [`gather_params`] for elements of `size` bytes (1 or 2) packed in words.
+pub fn gather_bytes_params(
+    dims: &[usize],
+    ax: i64,
+    size: usize,
+    n_idx: usize,
+    wide: bool,
+    n: usize,
+) -> LResult<GatherBytesParams> {
+    if !matches!(size, 1 | 2) {
+        return Err(format!("{size}-byte elements are not packed in words"));
+    }
+    let a = axis(ax, dims.len())?;
+    Ok(GatherBytesParams {
+        n: u32_of(n, "size")?,
+        size: size as u32,
         axis_len: u32_of(dims.get(a).copied().unwrap_or(1), "axis size")?,
         inner: u32_of(
             dims.get(a + 1..).unwrap_or(&[]).iter().product(),

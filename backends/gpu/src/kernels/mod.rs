@@ -21,6 +21,7 @@ pub mod pool;
 pub mod quant;
 pub mod reduce;
 pub mod resize;
+pub mod rotary;
 pub mod scatter;
 pub mod softmax;
 pub mod tensor_scatter;

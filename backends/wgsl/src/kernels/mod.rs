@@ -21,6 +21,7 @@ pub mod pool;
 pub mod quant;
 pub mod reduce;
 pub mod resize;
+pub mod rotary;
 pub mod scatter;
 pub mod softmax;
 
@@ -307,7 +308,7 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::DepthToSpace(_)
         | Op::SpaceToDepth(_)
         | Op::Tile(_) => fam(movement::supports, movement::lower),
-        Op::Gather(_) => fam(gather::supports, gather::lower),
+        Op::Gather(_) | Op::GatherNd(_) => fam(gather::supports, gather::lower),
         Op::GatherElements(_) | Op::Trilu(_) | Op::Cumulative(_) | Op::TensorScatter(_) => {
             fam(indexing::supports, indexing::lower)
         }
@@ -316,6 +317,7 @@ pub fn family(op: &Op) -> Option<Family> {
             _ => Err("not an nll_loss".into()),
         }),
         Op::Resize(_) => fam(resize::supports, resize::lower),
+        Op::RotaryEmbedding(_) => fam(rotary::supports, rotary::lower),
         Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => fam(quant::supports, quant::lower),
         Op::ScatterElements(_) | Op::ScatterNd(_) => fam(scatter::supports, scatter::lower),
         _ => return None,

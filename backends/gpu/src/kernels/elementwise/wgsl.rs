@@ -163,7 +163,7 @@ fn binary(kind: BinaryKind, d: DType, a: &str, b: &str) -> Option<String> {
         (DType::F32 | DType::I32, Add) => format!("({a} + {b})"),
         (DType::F32 | DType::I32, Sub) => format!("({a} - {b})"),
         (DType::F32 | DType::I32, Mul) => format!("({a} * {b})"),
-        (DType::F32, Div) => format!("({a} / {b})"),
+        (DType::F32, Div) => format!("fdiv({a}, {b})"),
         (DType::I32, Div) => format!("ew_idiv({a}, {b})"),
         (DType::F32, Pow) => format!("ew_pow({a}, {b})"),
         (DType::F32, Mod) => format!("ew_mod({a}, {b})"),
