@@ -226,3 +226,44 @@ fn gather_nd_picks_tuples_per_batch() {
     assert_eq!(out[2].bytes(), c.as_slice());
     quiet(&ctx);
 }
+
+/// A product whose few output tiles split K (16 chunks summed after):
+/// against a double-precision reference, within f32 rounding.
+#[test]
+fn a_small_output_splits_k_and_sums_the_parts() {
+    let Some(ctx) = context() else { return };
+    let exe = load(
+        &ctx,
+        "  %0 = input \"a\" : f32[64,1024]\n  %1 = input \"b\" : f32[1024,48]\n  %2 = matmul(%0, %1) : f32[64,48]\n  output \"c\" = %2\n",
+    );
+    let names: Vec<&str> = exe
+        .schedule
+        .pipelines
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert!(names.contains(&"matmul.split_k_sum"), "{names:?}");
+    let a: Vec<f32> = (0..64 * 1024)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25)
+        .collect();
+    let b: Vec<f32> = (0..1024 * 48)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.125)
+        .collect();
+    let at = Tensor::from_f32(&[64, 1024], &a).unwrap();
+    let bt = Tensor::from_f32(&[1024, 48], &b).unwrap();
+    let out = exe.run(&[&at, &bt]).unwrap();
+    let got = out[0].as_slice::<f32>().unwrap();
+    for m in 0..64 {
+        for n in 0..48 {
+            let want: f64 = (0..1024)
+                .map(|k| f64::from(a[m * 1024 + k]) * f64::from(b[k * 48 + n]))
+                .sum();
+            let g = f64::from(got[m * 48 + n]);
+            assert!(
+                (g - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "c[{m},{n}] = {g}, want {want}"
+            );
+        }
+    }
+    quiet(&ctx);
+}

@@ -205,6 +205,85 @@ impl Gemm {
     }
 }
 
+crate::kernel_params! {
+    /// The sum of a split-K GEMM's partial products: `C[m, n] = act(sum over
+    /// s of part[s, m, n] + bias)`, one invocation per output element.
+    pub struct SplitKSumParams {
+        pub m: u32,
+        pub n: u32,
+        /// Partial products (K chunks).
+        pub splits: u32,
+        pub c_sm: u32,
+        pub c_sn: u32,
+        pub bias_sm: u32,
+        pub bias_sn: u32,
+        /// Bit 0: add bias, bit 1: relu.
+        pub flags: u32,
+    }
+}
+
+/// The operand names of the split-K sum, in launch order.
+pub const SPLIT_K_SUM_OPERANDS: &[&str] = &["part", "c", "bias"];
+
+/// Output tiles below which a GEMM's K is split over this many workgroups
+/// at most (enough to fill a large GPU: ~16 workgroups per SM).
+pub const SPLIT_K_GROUPS: usize = 2048;
+
+/// A split of K for an unbatched GEMM whose output tiles are too few to
+/// fill a device: `Some(splits)` (a power of two dividing K, chunks of 64
+/// or more), or `None` when the GEMM is large enough as it is.
+pub fn split_k(g: &Gemm) -> Option<usize> {
+    let batches: usize = g.batch.iter().map(|b| b.dim).product();
+    if batches != 1 {
+        return None;
+    }
+    let tiles = g.m.div_ceil(TILE) * g.n.div_ceil(TILE);
+    let mut s = 1;
+    while s < 32 && tiles * s * 2 <= SPLIT_K_GROUPS && g.k % (s * 2) == 0 && g.k / (s * 2) >= 64 {
+        s *= 2;
+    }
+    (s > 1).then_some(s)
+}
+
+impl Gemm {
+    /// The partial products of a K split in `splits` chunks, written dense
+    /// as `[splits, m, n]` (one batch entry per chunk); bias and
+    /// activation wait for the sum.
+    pub fn split_parts(&self, splits: usize) -> Gemm {
+        let kc = self.k / splits;
+        Gemm {
+            k: kc,
+            c_s: [self.n, 1],
+            bias: None,
+            relu: false,
+            batch: vec![BatchDim {
+                dim: splits,
+                a: kc * self.a_s[1],
+                b: kc * self.b_s[0],
+                c: self.m * self.n,
+            }],
+            bias_batch: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// The parameters of the sum of [`Gemm::split_parts`] into C.
+    pub fn split_sum(&self, splits: usize) -> LResult<SplitKSumParams> {
+        let w = |v: usize| u32_of(v, "a matmul size");
+        let [bias_sm, bias_sn] = self.bias.unwrap_or([0, 0]);
+        Ok(SplitKSumParams {
+            m: w(self.m)?,
+            n: w(self.n)?,
+            splits: w(splits)?,
+            c_sm: w(self.c_s[0])?,
+            c_sn: w(self.c_s[1])?,
+            bias_sm: w(bias_sm)?,
+            bias_sn: w(bias_sn)?,
+            flags: u32::from(self.bias.is_some()) | (u32::from(self.relu) << 1),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +328,24 @@ mod tests {
         assert_eq!(p.batch, [1, 1, 1, 3]);
         assert_eq!(p.c_sb, [0, 0, 0, 2800]);
         assert_eq!(p.flags, 4);
+    }
+
+    #[test]
+    fn small_output_grids_split_k() {
+        let g = matmul(&[128, 3072], &[3072, 768]).unwrap();
+        assert_eq!(split_k(&g), Some(16));
+        let parts = g.split_parts(16);
+        assert_eq!(
+            (parts.k, parts.c_s, parts.batch[0].a, parts.batch[0].b),
+            (192, [768, 1], 192, 192 * 768)
+        );
+        assert_eq!(parts.batch[0].c, 128 * 768);
+        // Enough tiles already, or a K with no even split of 64 or more.
+        assert_eq!(
+            split_k(&matmul(&[2048, 2048], &[2048, 2048]).unwrap()),
+            None
+        );
+        assert_eq!(split_k(&matmul(&[32, 100], &[100, 32]).unwrap()), None);
+        assert_eq!(split_k(&matmul(&[2, 32, 512], &[512, 32]).unwrap()), None);
     }
 }

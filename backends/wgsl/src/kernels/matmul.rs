@@ -3,7 +3,9 @@
 //! GEMM's shape and parameters are planned by rlx-gpu (`kernels::matmul`);
 //! splitting K to fit the binding limit is the WGSL plan's.
 
-use rlx_gpu::kernels::matmul::{self as plan, MatmulParams, MATMUL_OPERANDS};
+use rlx_gpu::kernels::matmul::{
+    self as plan, split_k, MatmulParams, SplitKSumParams, MATMUL_OPERANDS, SPLIT_K_SUM_OPERANDS,
+};
 use rlx_gpu::Params;
 use rlx_ir::{DType, Node, TensorType};
 
@@ -11,6 +13,7 @@ use super::{Cx, LResult};
 use crate::schedule::Range;
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/matmul.wgsl");
+const SUM: &str = include_str!("../../../../kernels/wgsl/matmul_sum.wgsl");
 
 /// One GEMM over arena ranges (`bias` with its strides in `shape.bias`).
 #[derive(Debug, Clone)]
@@ -65,6 +68,9 @@ impl Gemm {
     }
 
     fn emit_one(&self, cx: &mut Cx, accumulate: bool) -> LResult<()> {
+        if let Some(splits) = split_k(&self.shape).filter(|_| !accumulate) {
+            return self.emit_split(cx, splits);
+        }
         let p = self.shape.params(accumulate)?;
         let bias = self.bias.unwrap_or(self.c);
         let pipe = cx.typed_pipeline(
@@ -84,6 +90,35 @@ impl Gemm {
 }
 
 /// f32 operands only.
+impl Gemm {
+    /// A GEMM whose output tiles cannot fill a device: its K split in
+    /// `splits` chunks computed at once (one batch entry each) into scratch,
+    /// then summed into C with the bias and activation.
+    fn emit_split(&self, cx: &mut Cx, splits: usize) -> LResult<()> {
+        let g = &self.shape;
+        let part = cx.scratch((splits * g.m * g.n * 4) as u64);
+        let parts = g.split_parts(splits);
+        let p = parts.params(false)?;
+        let pipe = cx.typed_pipeline(
+            "matmul.tiled32x32",
+            MATMUL_OPERANDS,
+            &MatmulParams::LAYOUT,
+            SRC,
+        );
+        cx.launch_params(pipe, vec![self.a, self.b, part, part], &p, parts.groups());
+        let sum = g.split_sum(splits)?;
+        let pipe = cx.typed_pipeline(
+            "matmul.split_k_sum",
+            SPLIT_K_SUM_OPERANDS,
+            &SplitKSumParams::LAYOUT,
+            SUM,
+        );
+        let bias = self.bias.unwrap_or(self.c);
+        cx.launch_items(pipe, vec![part, self.c, bias], &sum, (g.m * g.n) as u64);
+        Ok(())
+    }
+}
+
 pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
     for t in inputs.iter().take(2) {
         if t.dtype != DType::F32 {

@@ -1,0 +1,27 @@
+// matmul_sum: the sum of a split-K GEMM's partial products, part[s, m, n]
+// (dense, s < splits), into C with bias and relu: one invocation per output
+// element. Params: SplitKSumParams (rlx-gpu kernels/matmul.rs) with the
+// handles part, c, bias: m, n, splits, c_sm, c_sn, bias_sm, bias_sn, flags
+// (bit 0: add bias, bit 1: relu).
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let t = wg_linear(wid, nwg) * 64u + li;
+    let mn = p.m * p.n;
+    if (t >= mn) {
+        return;
+    }
+    let m = t / p.n;
+    let n = t % p.n;
+    var v = 0.0;
+    for (var s = 0u; s < p.splits; s++) {
+        v += ldf(p.part, s * mn + t);
+    }
+    if ((p.flags & 1u) != 0u) {
+        v += ldf(p.bias, m * p.bias_sm + n * p.bias_sn);
+    }
+    if ((p.flags & 2u) != 0u) {
+        v = max(v, 0.0);
+    }
+    stf(p.c, m * p.c_sm + n * p.c_sn, v);
+}
