@@ -42,22 +42,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = 0u; i < 16u; i++) {
         acc[i] = 0.0;
     }
+    // Neighbouring invocations load neighbouring addresses: along k when
+    // an operand's k stride is 1 (a row-major A, a transposed B), else
+    // along its rows or columns (coalesced either way).
+    let a_along_k = a_sk == 1u && a_sm != 1u;
+    let b_along_k = b_sk == 1u && b_sn != 1u;
     for (var k0 = 0u; k0 < K; k0 += 16u) {
         for (var i = 0u; i < 8u; i++) {
             let idx = li + 64u * i;
-            let kk = idx / 32u;
-            let x = idx % 32u;
-            let k = k0 + kk;
+            var kk = idx / 32u;
+            var x = idx % 32u;
+            if (a_along_k) {
+                kk = idx % 16u;
+                x = idx / 16u;
+            }
+            var k = k0 + kk;
             var av = 0.0;
             if (m0 + x < M && k < K) {
                 av = ldf(p.a, ao + (m0 + x) * a_sm + k * a_sk);
             }
-            As[idx] = av;
+            As[kk * 32u + x] = av;
+            kk = idx / 32u;
+            x = idx % 32u;
+            if (b_along_k) {
+                kk = idx % 16u;
+                x = idx / 16u;
+            }
+            k = k0 + kk;
             var bv = 0.0;
             if (n0 + x < N && k < K) {
                 bv = ldf(p.b, bo + k * b_sk + (n0 + x) * b_sn);
             }
-            Bs[idx] = bv;
+            Bs[kk * 32u + x] = bv;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < 16u; kk++) {
