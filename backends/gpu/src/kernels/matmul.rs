@@ -246,6 +246,27 @@ pub fn split_k(g: &Gemm) -> Option<usize> {
 }
 
 impl Gemm {
+    /// The same product as one GEMM of `batch * m` rows when B is shared by
+    /// every batch entry (a linear layer over `[batch, m, k]`) and A's and
+    /// C's entries follow each other row after row: one large GEMM instead
+    /// of `batch` thin ones (a `[197, 1, 768]` input would otherwise fill
+    /// one row of every 32-row tile).
+    pub fn fold_batch_into_rows(self) -> Gemm {
+        let [b] = self.batch.as_slice() else {
+            return self;
+        };
+        let rows = self.m * self.a_s[0];
+        if b.b != 0 || b.a != rows || b.c != self.m * self.c_s[0] || self.bias.is_some() {
+            return self;
+        }
+        Gemm {
+            m: self.m * b.dim,
+            batch: Vec::new(),
+            bias_batch: Vec::new(),
+            ..self
+        }
+    }
+
     /// The partial products of a K split in `splits` chunks, written dense
     /// as `[splits, m, n]` (one batch entry per chunk); bias and
     /// activation wait for the sum.
@@ -347,5 +368,16 @@ mod tests {
         );
         assert_eq!(split_k(&matmul(&[32, 100], &[100, 32]).unwrap()), None);
         assert_eq!(split_k(&matmul(&[2, 32, 512], &[512, 32]).unwrap()), None);
+    }
+
+    #[test]
+    fn a_shared_b_folds_the_batch_into_rows() {
+        let g = matmul(&[197, 1, 768], &[768, 3072]).unwrap().fold_batch_into_rows();
+        assert_eq!((g.m, g.n, g.k, g.batch.len()), (197, 3072, 768, 0));
+        let g = matmul(&[4, 8, 16], &[16, 5]).unwrap().fold_batch_into_rows();
+        assert_eq!((g.m, g.batch.len()), (32, 0));
+        // B per batch entry, or A broadcast: stays batched.
+        assert_eq!(matmul(&[4, 8, 16], &[4, 16, 5]).unwrap().fold_batch_into_rows().batch.len(), 1);
+        assert_eq!(matmul(&[8, 16], &[4, 16, 5]).unwrap().fold_batch_into_rows().batch.len(), 1);
     }
 }

@@ -148,7 +148,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         b: b.range(),
         c: c.range(),
         bias: None,
-        shape: plan::matmul(&a.dims, &b.dims)?,
+        shape: plan::matmul(&a.dims, &b.dims)?.fold_batch_into_rows(),
     }
     .emit(cx)
 }
