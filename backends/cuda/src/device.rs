@@ -489,44 +489,14 @@ impl Executable {
     }
 
     /// Runs `steps` in order, each launch through `launch` (the plain launch,
-    /// or a timed one when profiling): an If reads its condition back, a
-    /// Loop its trip count (when read) and its condition before each round.
+    /// or a timed one when profiling), reading conditions and trip counts
+    /// back where control flow needs them (rlx-gpu's walk).
     fn walk(
         &self,
         steps: &[Step],
         launch: &mut dyn FnMut(usize) -> Result<(), CudaError>,
     ) -> Result<(), CudaError> {
-        for step in steps {
-            match step {
-                Step::Dispatch(i) => launch(*i)?,
-                Step::If {
-                    cond,
-                    then,
-                    otherwise,
-                    ..
-                } => {
-                    let c = self.read(cond.offset)?;
-                    self.walk(if c[0] != 0 { then } else { otherwise }, launch)?;
-                }
-                Step::Loop {
-                    trip, cond, body, ..
-                } => {
-                    let trip = match trip {
-                        Trip::Count(n) => *n,
-                        Trip::Read(r) => i64::from_le_bytes(self.read(r.offset)?).max(0) as u64,
-                    };
-                    for _ in 0..trip {
-                        if let Some(c) = cond {
-                            if self.read(c.offset)?[0] == 0 {
-                                break;
-                            }
-                        }
-                        self.walk(body, launch)?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        rlx_gpu::walk::walk(steps, &mut Launches { exe: self, launch })
     }
 
     fn launch(&self, i: usize) -> Result<(), CudaError> {
@@ -595,3 +565,21 @@ mod profile;
 
 pub use io::{Buffer, DeviceTensor};
 use rlx_gpu::io::{Input, Output, Place};
+
+/// A CUDA run as rlx-gpu's walk drives it.
+struct Launches<'a, 'b> {
+    exe: &'a Executable,
+    launch: &'b mut dyn FnMut(usize) -> Result<(), CudaError>,
+}
+
+impl rlx_gpu::walk::Walk for Launches<'_, '_> {
+    type Error = CudaError;
+
+    fn launch(&mut self, i: usize) -> Result<(), CudaError> {
+        (self.launch)(i)
+    }
+
+    fn read(&mut self, offset: u64) -> Result<[u8; 8], CudaError> {
+        self.exe.read(offset)
+    }
+}

@@ -12,6 +12,7 @@
 //! - [`geometry`]: strides, broadcasting, dim collapsing, grid folding.
 //! - [`io`]: device-resident run inputs and outputs, partial readback spans.
 //! - [`support`]: the support check of control-flow bodies.
+//! - [`walk`]: the host's walk over the step tree, for every device half.
 //! - [`kernels`]: per kernel family, the parameter structs and the planning
 //!   every backend shares.
 //!
@@ -26,6 +27,7 @@ pub mod params;
 pub mod plan;
 pub mod schedule;
 pub mod support;
+pub mod walk;
 
 pub use geometry::LResult;
 pub use params::{Layout, LayoutBuilder, ParamBlock, Params};

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ash::vk;
-use rlx_wgsl::schedule::{Step, Trip};
+use rlx_wgsl::schedule::Step;
 
 use crate::context::Context;
 use crate::executable::{Executable, State, READBACK};
@@ -222,43 +222,7 @@ impl<'a> Rec<'a> {
     }
 
     pub(crate) fn steps(&mut self, steps: &[Step]) -> Result<(), VulkanError> {
-        for step in steps {
-            match step {
-                Step::Dispatch(k) => self.dispatch(*k)?,
-                Step::If {
-                    cond,
-                    then,
-                    otherwise,
-                    ..
-                } => {
-                    let c = self.read(cond.offset)?;
-                    self.steps(if c[0] != 0 { then } else { otherwise })?;
-                }
-                Step::Loop {
-                    trip, cond, body, ..
-                } => {
-                    let trip = match trip {
-                        Trip::Count(n) => *n,
-                        Trip::Read(r) => i64::from_le_bytes(self.read(r.offset)?).max(0) as u64,
-                    };
-                    let mut k = 0;
-                    while k < trip {
-                        if let Some(c) = cond {
-                            if self.read(c.offset)?[0] == 0 {
-                                break;
-                            }
-                        }
-                        self.steps(body)?;
-                        k += 1;
-                        self.since_submit += 1;
-                        if self.since_submit >= ITERATIONS_PER_SUBMIT {
-                            self.flush()?;
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
+        rlx_gpu::walk::walk(steps, self)
     }
 
     fn dispatch(&mut self, k: usize) -> Result<(), VulkanError> {
@@ -290,7 +254,7 @@ impl<'a> Rec<'a> {
 
     /// Submits what is recorded and reads [`READBACK`] bytes at `offset`
     /// (planned values are 4-byte aligned) back.
-    fn read(&mut self, offset: u64) -> Result<[u8; 8], VulkanError> {
+    fn read_back(&mut self, offset: u64) -> Result<[u8; 8], VulkanError> {
         let exe = self.exe;
         let at = offset / 4 * 4;
         let len = READBACK.min(exe.schedule.buffer_bytes.saturating_sub(at)) / 4 * 4;
@@ -324,6 +288,26 @@ impl<'a> Rec<'a> {
             *o = *b;
         }
         Ok(out)
+    }
+}
+
+impl rlx_gpu::walk::Walk for Rec<'_> {
+    type Error = VulkanError;
+
+    fn launch(&mut self, k: usize) -> Result<(), VulkanError> {
+        self.dispatch(k)
+    }
+
+    fn read(&mut self, offset: u64) -> Result<[u8; 8], VulkanError> {
+        self.read_back(offset)
+    }
+
+    fn round(&mut self) -> Result<(), VulkanError> {
+        self.since_submit += 1;
+        if self.since_submit >= ITERATIONS_PER_SUBMIT {
+            self.flush()?;
+        }
+        Ok(())
     }
 }
 

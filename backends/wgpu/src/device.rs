@@ -13,7 +13,7 @@ use rlx_gpu::io::{Input, Output, Place};
 use crate::buffer::{Buffer, DeviceTensor};
 use crate::profile::Timer;
 use crate::{Caps, WgpuError};
-use rlx_wgsl::schedule::{Schedule, Step, Trip, PARAMS_ALIGN};
+use rlx_wgsl::schedule::{Schedule, PARAMS_ALIGN};
 
 /// An adapter and its device: create once, share between executables.
 pub struct Context {
@@ -387,8 +387,10 @@ impl Executable {
             readback: &self.readback,
             since_submit: 0,
             timer,
+            pending: Vec::new(),
         };
-        run.steps(&s.steps)?;
+        rlx_gpu::walk::walk(&s.steps, &mut run)?;
+        run.flush()?;
         let mut enc = run.enc;
         let mut kept = Vec::with_capacity(places.len());
         for ((o, &at), place) in s.outputs.iter().zip(&self.staging_at).zip(places) {
@@ -488,67 +490,49 @@ struct Run<'a> {
     since_submit: u64,
     /// Set when profiling: each dispatch then runs in its own timed pass.
     timer: Option<&'a mut Timer>,
+    /// Dispatches recorded since the last pass, encoded together.
+    pending: Vec<usize>,
 }
 
-impl Run<'_> {
-    fn steps(&mut self, steps: &[Step]) -> Result<(), WgpuError> {
-        let mut i = 0;
-        while i < steps.len() {
-            // Consecutive dispatches share one compute pass.
-            let start = i;
-            while matches!(steps.get(i), Some(Step::Dispatch(_))) {
-                i += 1;
-            }
-            if i > start {
-                self.dispatch(&steps[start..i])?;
-                continue;
-            }
-            match &steps[i] {
-                Step::Dispatch(_) => {}
-                Step::If {
-                    cond,
-                    then,
-                    otherwise,
-                    ..
-                } => {
-                    let c = self.read(cond.offset)?;
-                    self.steps(if c[0] != 0 { then } else { otherwise })?;
-                }
-                Step::Loop {
-                    trip, cond, body, ..
-                } => {
-                    let trip = match trip {
-                        Trip::Count(n) => *n,
-                        Trip::Read(r) => {
-                            let b = self.read(r.offset)?;
-                            i64::from_le_bytes(b).max(0) as u64
-                        }
-                    };
-                    let mut k = 0;
-                    while k < trip {
-                        if let Some(c) = cond {
-                            if self.read(c.offset)?[0] == 0 {
-                                break;
-                            }
-                        }
-                        self.steps(body)?;
-                        k += 1;
-                        self.since_submit += 1;
-                        if self.since_submit >= ITERATIONS_PER_SUBMIT {
-                            self.submit();
-                        }
-                    }
-                }
-            }
-            i += 1;
-        }
+impl rlx_gpu::walk::Walk for Run<'_> {
+    type Error = WgpuError;
+
+    /// Dispatches wait in `pending` and share one compute pass.
+    fn launch(&mut self, k: usize) -> Result<(), WgpuError> {
+        self.pending.push(k);
         Ok(())
     }
 
-    fn dispatch(&mut self, steps: &[Step]) -> Result<(), WgpuError> {
+    fn read(&mut self, offset: u64) -> Result<[u8; 8], WgpuError> {
+        self.flush()?;
+        self.read_back(offset)
+    }
+
+    fn round(&mut self) -> Result<(), WgpuError> {
+        self.since_submit += 1;
+        if self.since_submit >= ITERATIONS_PER_SUBMIT {
+            self.flush()?;
+            self.submit();
+        }
+        Ok(())
+    }
+}
+
+impl Run<'_> {
+    /// Encodes the pending dispatches: one compute pass, or one timed pass
+    /// each when profiling.
+    fn flush(&mut self) -> Result<(), WgpuError> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.dispatch(&pending)
+    }
+
+    fn dispatch(&mut self, ks: &[usize]) -> Result<(), WgpuError> {
         if self.timer.is_some() {
-            for step in steps {
-                self.timed(step)?;
+            for &k in ks {
+                self.timed(k)?;
             }
             return Ok(());
         }
@@ -557,9 +541,8 @@ impl Run<'_> {
             label: Some("rlx schedule"),
             timestamp_writes: None,
         });
-        for step in steps {
-            let Step::Dispatch(k) = step else { continue };
-            let (Some(disp), Some(bg)) = (exe.schedule.dispatches.get(*k), exe.bind_groups.get(*k))
+        for &k in ks {
+            let (Some(disp), Some(bg)) = (exe.schedule.dispatches.get(k), exe.bind_groups.get(k))
             else {
                 return Err(WgpuError::Internal("a step names no dispatch".into()));
             };
@@ -574,12 +557,9 @@ impl Run<'_> {
     }
 
     /// One dispatch in its own pass, between two timestamps.
-    fn timed(&mut self, step: &Step) -> Result<(), WgpuError> {
+    fn timed(&mut self, k: usize) -> Result<(), WgpuError> {
         let exe = self.exe;
-        let Step::Dispatch(k) = step else {
-            return Ok(());
-        };
-        let (Some(disp), Some(bg)) = (exe.schedule.dispatches.get(*k), exe.bind_groups.get(*k))
+        let (Some(disp), Some(bg)) = (exe.schedule.dispatches.get(k), exe.bind_groups.get(k))
         else {
             return Err(WgpuError::Internal("a step names no dispatch".into()));
         };
@@ -592,7 +572,7 @@ impl Run<'_> {
         if timer.full() {
             timer.flush(&exe.ctx, &mut self.enc)?;
         }
-        let writes = timer.writes(*k);
+        let writes = timer.writes(k);
         let mut pass = self.enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("rlx timed dispatch"),
             timestamp_writes: Some(writes),
@@ -611,7 +591,7 @@ impl Run<'_> {
 
     /// Submits what is encoded and reads [`READBACK`] bytes at `offset`
     /// (4-byte aligned: planned values are) back.
-    fn read(&mut self, offset: u64) -> Result<[u8; 8], WgpuError> {
+    fn read_back(&mut self, offset: u64) -> Result<[u8; 8], WgpuError> {
         let exe = self.exe;
         let at = offset / 4 * 4;
         let len = READBACK.min(exe.schedule.buffer_bytes.saturating_sub(at)) / 4 * 4;

@@ -372,12 +372,30 @@ mod tests {
 
     #[test]
     fn a_shared_b_folds_the_batch_into_rows() {
-        let g = matmul(&[197, 1, 768], &[768, 3072]).unwrap().fold_batch_into_rows();
+        let g = matmul(&[197, 1, 768], &[768, 3072])
+            .unwrap()
+            .fold_batch_into_rows();
         assert_eq!((g.m, g.n, g.k, g.batch.len()), (197, 3072, 768, 0));
-        let g = matmul(&[4, 8, 16], &[16, 5]).unwrap().fold_batch_into_rows();
+        let g = matmul(&[4, 8, 16], &[16, 5])
+            .unwrap()
+            .fold_batch_into_rows();
         assert_eq!((g.m, g.batch.len()), (32, 0));
         // B per batch entry, or A broadcast: stays batched.
-        assert_eq!(matmul(&[4, 8, 16], &[4, 16, 5]).unwrap().fold_batch_into_rows().batch.len(), 1);
-        assert_eq!(matmul(&[8, 16], &[4, 16, 5]).unwrap().fold_batch_into_rows().batch.len(), 1);
+        assert_eq!(
+            matmul(&[4, 8, 16], &[4, 16, 5])
+                .unwrap()
+                .fold_batch_into_rows()
+                .batch
+                .len(),
+            1
+        );
+        assert_eq!(
+            matmul(&[8, 16], &[4, 16, 5])
+                .unwrap()
+                .fold_batch_into_rows()
+                .batch
+                .len(),
+            1
+        );
     }
 }
