@@ -154,3 +154,49 @@ pub fn check_shapes<'a>(
     }
     Ok(())
 }
+
+/// Why a run's inputs or output places do not fit its schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunMismatch {
+    /// Input `index`, with the reason.
+    Input { index: usize, reason: String },
+    /// The caller's places do not match the outputs (a bug, not bad input).
+    Places(String),
+}
+
+/// Checks a run before it starts: the inputs against the input slots
+/// ([`check_shapes`]), each device input against `mine` (whether its buffer
+/// is of the executable's device context; `device` names the backend in the
+/// reason), and one place per output.
+pub fn check_run<B>(
+    slots: &[crate::IoSlot],
+    outputs: usize,
+    inputs: &[Input<'_, B>],
+    places: &[Place],
+    device: &str,
+    mine: impl Fn(&B) -> bool,
+) -> Result<(), RunMismatch> {
+    check_shapes(slots, inputs.iter().map(|i| (i.dtype(), i.dims())))
+        .map_err(|(index, reason)| RunMismatch::Input { index, reason })?;
+    for (index, i) in inputs.iter().enumerate() {
+        if let Input::Device(t) = i {
+            if !mine(t.buffer()) {
+                return Err(RunMismatch::Input {
+                    index,
+                    reason: format!(
+                        "`{}` is a tensor of another {device} device context; sessions that \
+                         pass device tensors between them share one (Session::with_devices)",
+                        slots[index].name
+                    ),
+                });
+            }
+        }
+    }
+    if places.len() != outputs {
+        return Err(RunMismatch::Places(format!(
+            "{} output places for {outputs} outputs",
+            places.len()
+        )));
+    }
+    Ok(())
+}

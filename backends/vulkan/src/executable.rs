@@ -316,29 +316,10 @@ impl Executable {
         timer: Option<&mut Timer>,
     ) -> Result<Vec<Output<Buffer>>, VulkanError> {
         let s = &self.schedule;
-        rlx_gpu::io::check_shapes(&s.inputs, inputs.iter().map(|i| (i.dtype(), i.dims())))
-            .map_err(|(index, reason)| VulkanError::Input { index, reason })?;
-        for (index, i) in inputs.iter().enumerate() {
-            if let Input::Device(t) = i {
-                if !Arc::ptr_eq(t.buffer().context(), &self.ctx) {
-                    return Err(VulkanError::Input {
-                        index,
-                        reason: format!(
-                            "`{}` is a tensor of another Vulkan device context; sessions that \
-                             pass device tensors between them share one (Session::with_devices)",
-                            s.inputs[index].name
-                        ),
-                    });
-                }
-            }
-        }
-        if places.len() != s.outputs.len() {
-            return Err(VulkanError::Internal(format!(
-                "{} output places for {} outputs",
-                places.len(),
-                s.outputs.len()
-            )));
-        }
+        rlx_gpu::io::check_run(&s.inputs, s.outputs.len(), inputs, places, "Vulkan", |b| {
+            Arc::ptr_eq(b.context(), &self.ctx)
+        })
+        .map_err(VulkanError::from)?;
         // One run at a time: runs share the arena and the staging buffers.
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let d = &self.ctx.device;

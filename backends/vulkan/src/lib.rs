@@ -72,6 +72,17 @@ impl From<rlx_wgsl::PlanError> for VulkanError {
     }
 }
 
+impl From<rlx_gpu::io::RunMismatch> for VulkanError {
+    fn from(m: rlx_gpu::io::RunMismatch) -> VulkanError {
+        match m {
+            rlx_gpu::io::RunMismatch::Input { index, reason } => {
+                VulkanError::Input { index, reason }
+            }
+            rlx_gpu::io::RunMismatch::Places(why) => VulkanError::Internal(why),
+        }
+    }
+}
+
 /// A Vulkan call that failed, as a device error naming the call.
 pub(crate) fn vk_err(what: &'static str) -> impl Fn(ash::vk::Result) -> VulkanError {
     move |e| VulkanError::Device(format!("{what}: {e}"))

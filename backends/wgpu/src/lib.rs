@@ -58,3 +58,12 @@ impl From<rlx_wgsl::PlanError> for WgpuError {
         }
     }
 }
+
+impl From<rlx_gpu::io::RunMismatch> for WgpuError {
+    fn from(m: rlx_gpu::io::RunMismatch) -> WgpuError {
+        match m {
+            rlx_gpu::io::RunMismatch::Input { index, reason } => WgpuError::Input { index, reason },
+            rlx_gpu::io::RunMismatch::Places(why) => WgpuError::Internal(why),
+        }
+    }
+}
