@@ -200,3 +200,19 @@ pub fn check_run<B>(
     }
     Ok(())
 }
+
+/// Host tensors as a run's inputs.
+pub fn host_inputs<'a, B>(inputs: &[&'a Tensor]) -> Vec<Input<'a, B>> {
+    inputs.iter().map(|t| Input::Host(t)).collect()
+}
+
+/// The tensors of a run whose outputs were all asked for on the host;
+/// `None` when one stayed on the device.
+pub fn host_outputs<B>(outs: Vec<Output<B>>) -> Option<Vec<Tensor>> {
+    outs.into_iter()
+        .map(|o| match o {
+            Output::Host(t) => Some(t),
+            Output::Device(_) => None,
+        })
+        .collect()
+}

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
-use rlx_gpu::io::{Input, Output, Place};
+use rlx_gpu::io::{host_inputs, Input, Output, Place};
 use rlx_ir::Tensor;
 use rlx_wgsl::schedule::{Range, Schedule, Step, PARAMS_ALIGN};
 
@@ -517,15 +517,7 @@ fn offsets(sizes: impl Iterator<Item = u64>) -> Vec<u64> {
         .collect()
 }
 
-fn host_inputs<'a>(inputs: &[&'a Tensor]) -> Vec<Input<'a, Buffer>> {
-    inputs.iter().map(|t| Input::Host(t)).collect()
-}
-
 fn host_outputs(outs: Vec<Output<Buffer>>) -> Result<Vec<Tensor>, VulkanError> {
-    outs.into_iter()
-        .map(|o| match o {
-            Output::Host(t) => Ok(t),
-            Output::Device(_) => Err(VulkanError::Internal("an output left on the device".into())),
-        })
-        .collect()
+    rlx_gpu::io::host_outputs(outs)
+        .ok_or_else(|| VulkanError::Internal("an output left on the device".into()))
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rlx_ir::Tensor;
 
-use rlx_gpu::io::{Input, Output, Place};
+use rlx_gpu::io::{host_inputs, Input, Output, Place};
 
 use crate::buffer::{Buffer, DeviceTensor};
 use crate::profile::Timer;
@@ -444,17 +444,9 @@ impl Executable {
     }
 }
 
-fn host_inputs<'a>(inputs: &[&'a Tensor]) -> Vec<Input<'a, Buffer>> {
-    inputs.iter().map(|t| Input::Host(t)).collect()
-}
-
 fn host_outputs(outs: Vec<Output<Buffer>>) -> Result<Vec<Tensor>, WgpuError> {
-    outs.into_iter()
-        .map(|o| match o {
-            Output::Host(t) => Ok(t),
-            Output::Device(_) => Err(WgpuError::Internal("an output left on the device".into())),
-        })
-        .collect()
+    rlx_gpu::io::host_outputs(outs)
+        .ok_or_else(|| WgpuError::Internal("an output left on the device".into()))
 }
 
 /// Bytes control flow reads back at once (an i64 trip count at most).
