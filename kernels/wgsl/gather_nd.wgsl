@@ -13,25 +13,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let e = i % p.slice;
     let t = i / p.slice;
-    var off = (t / p.batch_tuples) * p.batch_elems;
-    var ok = true;
-    for (var q = 0u; q < p.k; q++) {
-        var v = ldidx(p.idx, t * p.k + q, p.idx_wide);
-        let len = i32(p.dims[q]);
-        if (v < 0) {
-            v += len;
-        }
-        if (v < 0 || v >= len) {
-            ok = false;
-            break;
-        }
-        off += u32(v) * p.strides[q];
-    }
+    let base = nd_base(t);
     let yb = i * WORDS;
     for (var w = 0u; w < WORDS; w++) {
         var v = 0u;
-        if (ok) {
-            v = rd(p.data, (off + e) * WORDS + w);
+        if (base >= 0) {
+            v = rd(p.data, (u32(base) + e) * WORDS + w);
         }
         wr(p.y, yb + w, v);
     }

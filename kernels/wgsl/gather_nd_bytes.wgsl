@@ -21,22 +21,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         let e = i % p.slice;
         let t = i / p.slice;
-        var off = (t / p.batch_tuples) * p.batch_elems;
-        var ok = true;
-        for (var q = 0u; q < p.k; q++) {
-            var v = ldidx(p.idx, t * p.k + q, p.idx_wide);
-            let len = i32(p.dims[q]);
-            if (v < 0) {
-                v += len;
-            }
-            if (v < 0 || v >= len) {
-                ok = false;
-                break;
-            }
-            off += u32(v) * p.strides[q];
-        }
-        if (ok) {
-            let at = (off + e) * SIZE;
+        let base = nd_base(t);
+        if (base >= 0) {
+            let at = (u32(base) + e) * SIZE;
             word |= ((rd(p.data, at / 4u) >> ((at % 4u) * 8u)) & mask) << (b * bits);
         }
     }

@@ -16,6 +16,7 @@ const SRC: &str = include_str!("../../../../kernels/wgsl/gather.wgsl");
 const BYTES: &str = include_str!("../../../../kernels/wgsl/gather_bytes.wgsl");
 const ND: &str = include_str!("../../../../kernels/wgsl/gather_nd.wgsl");
 const ND_BYTES: &str = include_str!("../../../../kernels/wgsl/gather_nd_bytes.wgsl");
+const ND_TUPLE: &str = include_str!("../../../../kernels/wgsl/gather_nd_tuple.wgsl");
 
 /// 1-, 2-, 4- and 8-byte elements, i32 or i64 indices.
 pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
@@ -99,11 +100,11 @@ fn lower_nd(cx: &mut Cx) -> LResult<()> {
     let (name, body, items) = match size {
         4 | 8 => {
             let words = size / 4;
-            let body = format!("const WORDS: u32 = {words}u;\n{ND}");
+            let body = format!("const WORDS: u32 = {words}u;\n{ND_TUPLE}\n{ND}");
             (format!("gather_nd.w{words}"), body, n)
         }
         1 | 2 => {
-            let body = format!("const SIZE: u32 = {size}u;\n{ND_BYTES}");
+            let body = format!("const SIZE: u32 = {size}u;\n{ND_TUPLE}\n{ND_BYTES}");
             (format!("gather_nd.b{size}"), body, (n * size).div_ceil(4))
         }
         _ => {
