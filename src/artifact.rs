@@ -24,7 +24,7 @@
 //!       5 ptx     optional (CUDA kernels compiled ahead of time): u32 arch
 //!                 length, arch, u32 count, per module: u64 source key,
 //!                 u64 length, PTX text
-//!       6 model   optional (the ONNX model's metadata): i64 model version,
+//!       6 model   optional (the ONNX model's metadata): i64 model version (i64::MAX: none),
 //!                 u32 count, per entry: u32 key length, key, u32 value
 //!                 length, value; keys `field:NAME` for the named fields
 //!                 (producer, domain, descriptions, graph name), `prop:KEY`
@@ -298,7 +298,8 @@ fn metadata_section(m: &rlx_importer::Metadata) -> Vec<u8> {
         )
         .collect();
     let mut b = Vec::new();
-    b.extend(m.version.to_le_bytes());
+    // No version is stored as i64::MAX (ONNX Runtime's value for it).
+    b.extend(m.version.unwrap_or(i64::MAX).to_le_bytes());
     b.extend((entries.len() as u32).to_le_bytes());
     for (k, v) in &entries {
         b.extend((k.len() as u32).to_le_bytes());
@@ -311,7 +312,7 @@ fn metadata_section(m: &rlx_importer::Metadata) -> Vec<u8> {
 
 fn read_metadata(r: &mut Reader) -> Result<rlx_importer::Metadata, ArtifactError> {
     let mut m = rlx_importer::Metadata {
-        version: r.u64()? as i64,
+        version: Some(r.u64()? as i64).filter(|&v| v != i64::MAX),
         ..Default::default()
     };
     let count = r.u32()?;

@@ -237,6 +237,24 @@ impl Devices {
         let c = Arc::new(rlx_cuda::Context::with_options(&self.cuda_options)?);
         Ok(self.cuda.get_or_init(|| c).clone())
     }
+
+    /// Opens the device of `target` now (nothing for the CPU), so that a
+    /// missing device is an error before a session is made on it.
+    pub fn open(&self, target: Target) -> Result<()> {
+        match target {
+            Target::Cpu => {}
+            Target::Cuda => drop(self.cuda()?),
+            Target::Wgpu => drop(self.wgpu()?),
+            Target::Vulkan => drop(self.vulkan()?),
+        }
+        Ok(())
+    }
+
+    /// Copies `t` to `target`'s device of these contexts: a value any
+    /// session on them takes as an input (on the CPU, `t` itself).
+    pub fn upload(&self, target: Target, t: &Tensor) -> Result<crate::Value> {
+        crate::backend::upload(target, self, t)
+    }
 }
 
 /// Where a session's kernels run.

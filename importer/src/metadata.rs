@@ -12,8 +12,8 @@ pub struct Metadata {
     pub domain: String,
     /// The model's `doc_string`.
     pub description: String,
-    /// `model_version`.
-    pub version: i64,
+    /// `model_version`, when the model has one.
+    pub version: Option<i64>,
     pub graph_name: String,
     /// The main graph's `doc_string`.
     pub graph_description: String,
@@ -31,7 +31,7 @@ impl Metadata {
             producer_version: s(&m.producer_version),
             domain: s(&m.domain),
             description: s(&m.doc_string),
-            version: m.model_version.unwrap_or(0),
+            version: m.model_version,
             graph_name: graph.map(|g| s(&g.name)).unwrap_or_default(),
             graph_description: graph.map(|g| s(&g.doc_string)).unwrap_or_default(),
             custom: m

@@ -49,6 +49,8 @@ enum Storage {
     },
     Mapped(Arc<memmap2::Mmap>),
     Static(&'static [u8]),
+    /// Bytes another owner keeps alive (a numpy array lent to a run).
+    Lent(Box<dyn AsRef<[u8]> + Send + Sync>),
 }
 
 impl Storage {
@@ -57,6 +59,7 @@ impl Storage {
             Storage::Owned { words, len } => &bytemuck::cast_slice(words)[..*len],
             Storage::Mapped(m) => &m[..],
             Storage::Static(s) => s,
+            Storage::Lent(owner) => (**owner).as_ref(),
         }
     }
 }
@@ -96,6 +99,21 @@ impl Bytes {
         Bytes {
             storage: Arc::new(Storage::Static(data)),
             range: 0..data.len(),
+        }
+    }
+
+    /// Borrows the bytes `owner` holds, without a copy, for as long as
+    /// these bytes (and their slices) live; copies when they are not 8-byte
+    /// aligned. `owner.as_ref()` must give the same bytes every time.
+    pub fn from_owner(owner: impl AsRef<[u8]> + Send + Sync + 'static) -> Bytes {
+        let data = owner.as_ref();
+        if (data.as_ptr() as usize) % 8 != 0 {
+            return Bytes::copy_from(data);
+        }
+        let len = data.len();
+        Bytes {
+            storage: Arc::new(Storage::Lent(Box::new(owner))),
+            range: 0..len,
         }
     }
 
@@ -612,5 +630,21 @@ mod tests {
     fn int_widening() {
         let t = Tensor::from_slice(DType::I32, &[2], &[-1i32, 7]).unwrap();
         assert_eq!(t.to_i64_vec().unwrap(), vec![-1, 7]);
+    }
+
+    #[test]
+    fn lent_bytes_are_not_copied() {
+        let words: Vec<u64> = vec![1, 2, 3];
+        struct Owner(Vec<u64>);
+        impl AsRef<[u8]> for Owner {
+            fn as_ref(&self) -> &[u8] {
+                bytemuck::cast_slice(&self.0)
+            }
+        }
+        let ptr = words.as_ptr() as *const u8;
+        let b = Bytes::from_owner(Owner(words));
+        assert_eq!(b.as_slice().as_ptr(), ptr);
+        assert_eq!(b.len(), 24);
+        assert_eq!(b.slice(8..16).as_slice(), &2u64.to_le_bytes());
     }
 }

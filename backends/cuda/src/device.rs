@@ -103,6 +103,11 @@ impl Context {
         &self.name
     }
 
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
     /// The device's compute capability (major, minor).
     pub fn capability(&self) -> (i32, i32) {
         self.capability

@@ -138,6 +138,12 @@ impl Buffer {
         self.0.bytes
     }
 
+    /// The device address of the first byte, for handing the memory to
+    /// another library (DLPack) while this buffer (or a clone) lives.
+    pub fn device_ptr(&self) -> u64 {
+        self.0.ptr
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.bytes == 0
     }

@@ -180,8 +180,8 @@ fn print_metadata(m: &rlx_onnx::importer::Metadata) {
         .into_iter()
         .filter(|(k, v)| !v.is_empty() && !k.starts_with("producer"))
         .collect();
-    if m.version != 0 {
-        println!("model version: {}", m.version);
+    if let Some(v) = m.version {
+        println!("model version: {v}");
     }
     for (k, v) in fields {
         println!("{}: {}", k.replace('_', " "), one_line(v));

@@ -1,0 +1,54 @@
+"""rlx_onnx: an ONNX compiler toolchain with ONNX Runtime's Python API.
+
+``import rlx_onnx as ort`` runs ONNX Runtime scripts: ``InferenceSession``,
+``SessionOptions``, ``get_inputs``/``get_outputs``, ``run``, ``OrtValue``,
+``io_binding``. Providers pick the target: ``CPUExecutionProvider``,
+``CUDAExecutionProvider``, and rlx-onnx's ``WgpuExecutionProvider`` and
+``VulkanExecutionProvider``.
+"""
+
+from . import _native
+from ._native import __version__
+from .capi.onnxruntime_pybind11_state import (
+    EPFail,
+    Fail,
+    InvalidArgument,
+    InvalidGraph,
+    InvalidProtobuf,
+    NoModel,
+    NoSuchFile,
+    NotImplemented,
+    RlxError,
+    RuntimeException,
+)
+from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
+from .providers import get_all_providers, get_available_providers, get_device
+from .session import InferenceSession, ModelMetadata, NodeArg, convert
+from .values import IOBinding, OrtValue
+
+__all__ = [
+    "EPFail",
+    "ExecutionMode",
+    "Fail",
+    "GraphOptimizationLevel",
+    "InferenceSession",
+    "IOBinding",
+    "InvalidArgument",
+    "InvalidGraph",
+    "InvalidProtobuf",
+    "ModelMetadata",
+    "NoModel",
+    "NoSuchFile",
+    "NodeArg",
+    "NotImplemented",
+    "OrtValue",
+    "RlxError",
+    "RunOptions",
+    "RuntimeException",
+    "SessionOptions",
+    "__version__",
+    "convert",
+    "get_all_providers",
+    "get_available_providers",
+    "get_device",
+]

@@ -1,0 +1,1 @@
+"""ONNX Runtime's ``capi`` names, for scripts that import from there."""
