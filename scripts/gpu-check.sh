@@ -241,6 +241,16 @@ fi
 
 if [[ $stage == vulkan ]]; then
   node_suite /tmp/rlx-data tests/expected/vulkan.txt vulkan-node vulkan
+  # Every light model against the CPU, VGG-19 included (too slow for
+  # lavapipe in CI: tests/wgsl_parity.rs skips it there).
+  echo "== light models on NVIDIA's Vulkan against the CPU"
+  for m in /tmp/rlx-data/light/light_*.onnx; do
+    if "$bin/rlx-onnx" compare "$m" --target vulkan --against cpu --generate-missing --rtol 1e-3 --atol 1e-4 >"$out/compare-$(basename "$m" .onnx).txt" 2>&1; then
+      echo "  $(basename "$m" .onnx): match"
+    else
+      echo "  $(basename "$m" .onnx): DIFFERS (see compare-$(basename "$m" .onnx).txt)"; status=1
+    fi
+  done
   echo "== CUDA, Vulkan and wgpu side by side"
   python3 scripts/gpu_backends_bench.py --binary "$bin/rlx-onnx" --out "$out" "${@:2}" || status=1
 fi

@@ -3,7 +3,8 @@
 # generated node cases (once, when numpy and protobuf are installed), runs every
 # test and the examples, then the real-model corpus (scripts/corpus: models shipped in PyPI
 # wheels, checked against ONNX Runtime) when onnx and onnxruntime are
-# installed; CI installs them and always runs it.
+# installed (and then the Python package's tests, scripts/python-test.sh); CI
+# installs them and always runs both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RLX_ONNX_TESTDATA=${RLX_ONNX_TESTDATA:-$(scripts/fetch-onnx-testdata.sh)}
@@ -21,6 +22,9 @@ cargo test -p rlx-ir --features ndarray --lib "$@"
 if [[ -n "${CI:-}" ]] || python3 -c "import onnx, onnxruntime" 2>/dev/null; then
   python3 scripts/corpus/fetch.py
   python3 scripts/corpus/check.py --binary target/debug/rlx-onnx
+  # The Python package: its wheel built once, installed into a fresh
+  # virtualenv, its tests (ORT's script on the same cases) run by pytest.
+  scripts/python-test.sh
 else
-  echo "real-model corpus skipped: pip install onnx==1.22.0 onnxruntime==1.31.1 numpy to run it"
+  echo "real-model corpus and Python tests skipped: pip install onnx==1.22.0 onnxruntime==1.31.1 numpy to run them"
 fi

@@ -158,6 +158,13 @@ fn control_flow_matches_cpu_on_vulkan() {
     }
 }
 
+/// The light models lavapipe runs here, every one but VGG-19: its 20 GMAC
+/// of 3x3 convolutions took two of this test's four and a half minutes on
+/// CI's two cores, and its ops (Conv, Relu, MaxPool, Gemm, Dropout,
+/// Softmax) are AlexNet's and ZFNet's, which run. It runs on NVIDIA's
+/// Vulkan driver in `scripts/gpu-check.sh vulkan`.
+const LAVAPIPE_SKIPS: &[&str] = &["light_vgg19"];
+
 /// On Vulkan without the validation layer (which multiplies the time of
 /// these large models; the golden models and the node suite run with it).
 #[test]
@@ -174,6 +181,9 @@ fn light_models_match_cpu_on_vulkan() {
     };
     let mut bad = Vec::new();
     for m in light_models(&data.join("light")).unwrap() {
+        if LAVAPIPE_SKIPS.contains(&m.name.as_str()) {
+            continue;
+        }
         let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
         let g = &c.graph;
         let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
