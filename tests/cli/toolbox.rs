@@ -195,7 +195,7 @@ fn metadata_is_shown_kept_in_artifacts_and_given_to_the_library() {
     assert!(out.contains("  imgsz: [640, 640]"), "{out}");
     let m = rlx_onnx::artifact::load(&file).unwrap();
     assert_eq!(m.metadata.get("names"), Some("{0: 'cat', 1: 'dog'}"));
-    assert_eq!(m.metadata.version, 3);
+    assert_eq!(m.metadata.version, Some(3));
     assert_eq!(m.metadata.producer_name, "make_models.py");
     let _ = std::fs::remove_dir_all(&dir);
 }
