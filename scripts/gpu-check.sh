@@ -25,7 +25,9 @@
 #   vulkan (the node suite on NVIDIA's Vulkan driver against
 #   tests/expected/vulkan.txt, lavapipe's list, and scripts/gpu_backends_bench.py:
 #   ResNet-50, MobileNetV3, BERT, GPT-2 and ViT on CUDA, Vulkan and wgpu side
-#   by side; needs .gl carried; arguments after the stage go to the script).
+#   by side, and every light model against the CPU; needs .gl carried;
+#   arguments after the stage go to the script), python (the rlx_onnx wheel
+#   gpu-pack.sh copied, beside torch: python/tests/test_cuda.py).
 #   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -237,6 +239,15 @@ if [[ $stage == all || $stage == bench || $stage == ab ]]; then
       done
     done
   done | tee "$out/ab.txt"
+fi
+
+if [[ $stage == python ]]; then
+  # The rlx_onnx wheel (gpu-pack.sh copies the one scripts/python-test.sh
+  # built) beside the machine's torch: the CUDA provider, device values and
+  # DLPack into torch (python/tests/test_cuda.py, run as a script).
+  echo "== rlx_onnx from Python on CUDA"
+  python3 -m pip install -q --no-deps --no-index --target /tmp/rlx-py gpu-bin/rlx_onnx-*.whl
+  (cd python/tests && PYTHONPATH=/tmp/rlx-py python3 test_cuda.py) || status=1
 fi
 
 if [[ $stage == vulkan ]]; then

@@ -30,3 +30,7 @@ if data123=$(scripts/onnx123-cases.py 2>/dev/null); then
   tar cf - -C "$data123" node | xz -T2 -9 > gpu-bin/testdata123.tar.xz
 fi
 ls -la gpu-bin
+# The Python wheel scripts/python-test.sh built, for gpu-check.sh's python stage.
+if ls target/wheels/rlx_onnx-*.whl >/dev/null 2>&1; then
+  cp target/wheels/rlx_onnx-*.whl gpu-bin/
+fi
