@@ -129,7 +129,15 @@ fn every_cuda_plan_compiles_with_nvrtc() {
         eprintln!("  {n:>4} unsupported: {why}");
     }
     if nvrtc.is_ok() {
-        let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
+        // The unit tests' cache (rlx_cuda::tests::test_compiler): a module
+        // they compiled already is not compiled again.
+        let c = Compiler::new(
+            (9, 0),
+            &CompileOptions {
+                cache_dir: Some(std::env::temp_dir().join("rlx-onnx-nvrtc-tests")),
+            },
+        )
+        .unwrap();
         let jobs: Vec<(&str, &str)> = modules
             .iter()
             .map(|(src, (m, _))| (m.as_str(), src.as_str()))

@@ -12,7 +12,6 @@ use rlx_ir::ops::{
 };
 use rlx_ir::{DType, Op};
 
-use crate::compile::{CompileOptions, Compiler};
 use crate::kernels::PRELUDE;
 use crate::tests::{find_nvrtc, planned};
 
@@ -85,7 +84,7 @@ fn every_elementwise_kernel_compiles_with_nvrtc() {
         eprintln!("skipping: {why}");
         return;
     }
-    let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
+    let c = crate::tests::test_compiler();
     let mut bodies = Vec::new();
     let (mut printed, mut refused) = (0, 0);
     for (op, dtypes) in elementwise_nodes() {
@@ -279,7 +278,7 @@ fn family_graphs_plan_and_their_modules_compile() {
         eprintln!("skipping the NVRTC half: {why}");
         return;
     }
-    let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
+    let c = crate::tests::test_compiler();
     let modules = schedules
         .into_iter()
         .flat_map(|s| s.modules)

@@ -3,7 +3,6 @@
 //! (snapshots of a ResNet-style block), and every module they generate
 //! compiled by NVRTC.
 
-use crate::compile::{CompileOptions, Compiler};
 use crate::schedule::{ConvKind, GemmAct, Launch};
 use crate::tests::{cublaslt, find_nvrtc, planned, planned_with};
 use crate::{ConvGemm, PlanOptions, Schedule, SmallGemm};
@@ -309,7 +308,7 @@ fn every_family_module_compiles_with_nvrtc() {
         eprintln!("skipping the NVRTC compile test: {why}");
         return;
     }
-    let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
+    let c = crate::tests::test_compiler();
     let mut modules = Vec::new();
     let mut entries = std::collections::HashSet::new();
     for (_, s) in all() {

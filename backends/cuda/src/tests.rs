@@ -165,6 +165,21 @@ pub(crate) fn find_nvrtc() -> Result<(), String> {
 /// Compiles with NVRTC every fixed module, every module of `schedules` and
 /// every fixed module's parameter structs with their checks (skipped,
 /// saying why, where libnvrtc is missing outside CI); returns the compiler.
+/// The compiler of the NVRTC tests: sm_90, with a disk cache keyed by
+/// source, architecture and NVRTC version, shared by the test processes of
+/// one run (the CUDA plans test compiles many of the modules the unit tests
+/// compile), so each distinct module is compiled once per machine.
+pub(crate) fn test_compiler() -> Compiler {
+    let cache = std::env::temp_dir().join("rlx-onnx-nvrtc-tests");
+    Compiler::new(
+        (9, 0),
+        &CompileOptions {
+            cache_dir: Some(cache),
+        },
+    )
+    .unwrap()
+}
+
 pub(crate) fn compile_all(schedules: &[Schedule]) -> Option<Compiler> {
     if let Err(why) = find_nvrtc() {
         assert!(
@@ -174,7 +189,7 @@ pub(crate) fn compile_all(schedules: &[Schedule]) -> Option<Compiler> {
         eprintln!("skipping the NVRTC compile test: {why}");
         return None;
     }
-    let c = Compiler::new((9, 0), &CompileOptions::default()).unwrap();
+    let c = test_compiler();
     let mut sources: Vec<(String, String)> = SOURCES
         .iter()
         .map(|f| (f.name.to_string(), module_source(f)))
