@@ -6,6 +6,7 @@ from . import _native
 from ._native import EPFail, InvalidArgument, RuntimeException
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .providers import provider_name, resolve
+from .values import IOBinding, OrtValue
 
 
 class NodeArg:
@@ -166,16 +167,12 @@ class InferenceSession:
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
         """Runs on ``OrtValue`` inputs; returns ``OrtValue`` outputs, on the host."""
-        from .values import OrtValue
-
         _check_run(run_options)
         names = list(output_names) if output_names else None
         outs = self._sess.run_values(names, _unwrap(dict(input_dict_ort_values)), [])
         return [OrtValue(v) for v in outs]
 
     def io_binding(self):
-        from .values import IOBinding
-
         return IOBinding(self)
 
     def run_with_iobinding(self, iobinding, run_options=None):
@@ -192,8 +189,9 @@ def _check_run(run_options):
 
 
 def _unwrap(feed):
-    from .values import OrtValue
-
+    """The feed with each ``OrtValue`` replaced by the value it holds."""
+    if not any(isinstance(v, OrtValue) for v in feed.values()):
+        return feed
     return {k: (v._value if isinstance(v, OrtValue) else v) for k, v in feed.items()}
 
 

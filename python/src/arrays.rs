@@ -157,22 +157,24 @@ fn string_of(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     String::from_utf8(b).map_err(|_| invalid(format!("input `{name}`: bytes that are not UTF-8")))
 }
 
-/// The numpy dtype of `d`.
+/// The numpy dtype of `d` (numpy's own descriptors for its types; ml_dtypes'
+/// for the others).
 pub fn descr<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
-    let name = match d {
-        DType::Bool => "bool",
-        DType::I8 => "int8",
-        DType::I16 => "int16",
-        DType::I32 => "int32",
-        DType::I64 => "int64",
-        DType::U8 => "uint8",
-        DType::U16 => "uint16",
-        DType::U32 => "uint32",
-        DType::U64 => "uint64",
-        DType::F16 => "float16",
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-        DType::Str => "object",
+    use numpy::dtype;
+    Ok(match d {
+        DType::Bool => dtype::<bool>(py),
+        DType::I8 => dtype::<i8>(py),
+        DType::I16 => dtype::<i16>(py),
+        DType::I32 => dtype::<i32>(py),
+        DType::I64 => dtype::<i64>(py),
+        DType::U8 => dtype::<u8>(py),
+        DType::U16 => dtype::<u16>(py),
+        DType::U32 => dtype::<u32>(py),
+        DType::U64 => dtype::<u64>(py),
+        DType::F16 => dtype::<half::f16>(py),
+        DType::F32 => dtype::<f32>(py),
+        DType::F64 => dtype::<f64>(py),
+        DType::Str => dtype::<Py<PyAny>>(py),
         _ => {
             let Some((ml, _)) = ML_DTYPES.iter().find(|(_, m)| *m == d) else {
                 return Err(NotImplemented::new_err(format!("no numpy dtype for {d}")));
@@ -184,8 +186,7 @@ pub fn descr<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyArrayDescr
             })?;
             return PyArrayDescr::new(py, module.getattr(*ml)?);
         }
-    };
-    PyArrayDescr::new(py, name)
+    })
 }
 
 /// A new C-contiguous numpy array holding a copy of `t`: an array for a
