@@ -9,46 +9,26 @@
 
 from . import _native
 from ._native import __version__
-from .capi.onnxruntime_pybind11_state import (
-    EPFail,
-    Fail,
-    InvalidArgument,
-    InvalidGraph,
-    InvalidProtobuf,
-    NoModel,
-    NoSuchFile,
-    NotImplemented,
-    RlxError,
-    RuntimeException,
-)
+from .capi import onnxruntime_pybind11_state as _errors
+from .capi.onnxruntime_pybind11_state import *  # noqa: F403 - ORT's exception classes
 from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
 from .providers import get_all_providers, get_available_providers, get_device
 from .session import InferenceSession, ModelMetadata, NodeArg, convert
 from .values import IOBinding, OrtValue
 
 __all__ = [
-    "EPFail",
     "ExecutionMode",
-    "Fail",
     "GraphOptimizationLevel",
     "InferenceSession",
     "IOBinding",
-    "InvalidArgument",
-    "InvalidGraph",
-    "InvalidProtobuf",
     "ModelMetadata",
-    "NoModel",
-    "NoSuchFile",
     "NodeArg",
-    "NotImplemented",
     "OrtValue",
-    "RlxError",
     "RunOptions",
-    "RuntimeException",
     "SessionOptions",
     "__version__",
     "convert",
     "get_all_providers",
     "get_available_providers",
     "get_device",
-]
+] + _errors.__all__
