@@ -205,7 +205,9 @@ pub fn to_python<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>
             Ok(PyList::new(py, items)?.into_any())
         }
         ValueKind::Map { .. } => {
-            let (keys, values) = t.map_entries().expect("a map's entries");
+            let (keys, values) = t
+                .map_entries()
+                .ok_or_else(|| crate::errors::Fail::new_err("a map value without entries"))?;
             let dict = PyDict::new(py);
             let keys = array_of(py, keys)?.call_method0("tolist")?;
             let values = array_of(py, values)?.call_method0("tolist")?;
