@@ -8,6 +8,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use rlx_onnx::artifact::ArtifactError;
+use rlx_onnx::cpu::{KernelError, RunError};
 use rlx_onnx::importer::ImportError;
 use rlx_onnx::Error;
 
@@ -98,6 +99,12 @@ pub fn to_py(e: Error) -> PyErr {
         }
         Error::Artifact(_) => InvalidProtobuf::new_err(msg),
         Error::Wgpu(_) | Error::Vulkan(_) | Error::Cuda(_) => EPFail::new_err(msg),
+        // A kernel that finds its inputs invalid (shapes that do not
+        // broadcast, an index out of range): ORT's InvalidArgument.
+        Error::Run(RunError::Node {
+            source: KernelError::Value(_),
+            ..
+        }) => InvalidArgument::new_err(msg),
         Error::Run(_) | Error::Limit(_) => RuntimeException::new_err(msg),
         _ => Fail::new_err(msg),
     }

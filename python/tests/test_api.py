@@ -81,6 +81,26 @@ def test_wrong_inputs_raise_ort_classes(ort, feed):
     assert got == want
 
 
+def test_invalid_kernel_inputs_raise_ort_classes(ort):
+    # A gamma shorter than the hidden size: both refuse it when the run
+    # reaches the node.
+    m = model_bytes(
+        [helper.make_node("SkipLayerNormalization", ["x", "s", "g"], ["y"], domain="com.microsoft")],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 2, 4]),
+            helper.make_tensor_value_info("g", TensorProto.FLOAT, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4])],
+        domains=["com.microsoft"],
+    )
+    o, r = both(ort, m)
+    feed = {"x": np.ones((1, 2, 4), np.float32), "s": np.ones((1, 2, 4), np.float32), "g": np.ones(2, np.float32)}
+    want = error_class(lambda: o.run(None, feed))
+    assert want is not None
+    assert error_class(lambda: r.run(None, feed)) == want
+
+
 def test_wrong_output_name_raises_invalid_argument(ort):
     o, r = both(ort, CNN)
     x = read_inputs(os.path.dirname(CNN))
