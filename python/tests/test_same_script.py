@@ -12,7 +12,7 @@ import rlx_onnx
 from conftest import REPO, assert_close, corpus_cases, golden_cases, read_inputs
 
 sys.path.insert(0, os.path.join(REPO, "scripts", "corpus"))
-from fetch import DYNAMIC_INT8  # noqa: E402
+from fetch import session_options  # noqa: E402
 from models import TOLERANCE  # noqa: E402
 
 
@@ -38,15 +38,7 @@ def script(ort, model, inputs):
     thread, ORT's graph optimizations off, and for dynamic int8 models its
     fused kernels with exact 8-bit products (unfused, without AVX-512 VNNI,
     ORT sums u8 x s8 pairs in saturating 16-bit lanes)."""
-    import onnx
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    ops = {n.op_type for n in onnx.load(model, load_external_data=False).graph.node}
-    if ops & DYNAMIC_INT8:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-        options.add_session_config_entry("session.x64quantprecision", "1")
+    options = session_options(ort, model)
     session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, inputs)))

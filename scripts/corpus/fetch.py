@@ -280,8 +280,14 @@ DYNAMIC_INT8 = {"DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeLSTM",
 
 
 def ort_session(path):
-    import onnx
     import onnxruntime as ort
+    return ort.InferenceSession(path, session_options(ort, path), providers=["CPUExecutionProvider"])
+
+
+def session_options(ort, path):
+    """The options references are made with, for `ort` (onnxruntime, or a
+    module with its API: python/tests runs the same script with rlx_onnx)."""
+    import onnx
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
@@ -297,7 +303,7 @@ def ort_session(path):
         # level: no approximate activations) honours x64quantprecision.
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         so.add_session_config_entry("session.x64quantprecision", "1")
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return so
 
 
 def build_inputs(entry, dims, set_idx, model_path, cache):
