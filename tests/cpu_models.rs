@@ -48,6 +48,28 @@ fn fidelity_cases_match_onnx_runtime() {
     }
 }
 
+/// The branch rlx-onnx could not type at import (if_untypable_branch) fails
+/// when a run takes it, naming the ONNX node, and only then; the artifact
+/// keeps the deferred error.
+#[test]
+fn an_untypable_branch_fails_when_taken() {
+    let dir = common::root().join("tests/data/fidelity/if_untypable_branch");
+    let model = Compiler::new(Target::Cpu)
+        .compile_file(&dir.join("model.onnx"))
+        .unwrap();
+    let bytes = artifact::to_bytes(&model);
+    let model = artifact::from_bytes(&bytes).unwrap();
+    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let x = Tensor::from_f32(&[5, 1, 8], &[0.5; 40]).unwrap();
+    let take = |rate: i64| session.run(&[("x", &x), ("sr", &Tensor::scalar_i64(rate))]);
+    assert!(take(16000).is_ok());
+    let err = take(8000).unwrap_err().to_string();
+    assert!(
+        err.contains("by_rate") && err.contains("else_lstm") && err.contains("rank 4"),
+        "{err}"
+    );
+}
+
 #[test]
 fn light_models_match_reference_outputs() {
     let Some(data) = common::testdata() else {

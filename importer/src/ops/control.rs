@@ -1,7 +1,7 @@
 //! If, Loop and Scan. Bodies are imported as subgraphs whose outer references
 //! become explicit captures: extra op inputs after the op's own operands.
 
-use rlx_ir::ops::{If, Input, Loop, Scan};
+use rlx_ir::ops::{If, Input, Loop, Refused, Scan};
 use rlx_ir::{DType, Graph, Node, Op, Shape, Tensor, TensorType};
 
 use crate::ctx::NodeCtx;
@@ -80,8 +80,20 @@ fn if_(cx: &mut NodeCtx) -> Result<(), MapError> {
         cx.set_outputs(&ys);
         return Ok(());
     }
-    let (mut then_g, then_c) = cx.subgraph("then_branch", then_gp, &[])?;
-    let (mut else_g, else_c) = cx.subgraph("else_branch", else_gp, &[])?;
+    let then_r = cx.subgraph("then_branch", then_gp, &[]);
+    let else_r = cx.subgraph("else_branch", else_gp, &[]);
+    let ((mut then_g, then_c), (mut else_g, else_c)) = match (then_r, else_r) {
+        (Ok(t), Ok(e)) => (t, e),
+        (Err(err), Ok(e)) if deferrable(&err) => {
+            let r = refusal(&e.0, &err, "then_branch", cx.name())?;
+            ((r, Vec::new()), e)
+        }
+        (Ok(t), Err(err)) if deferrable(&err) => {
+            let r = refusal(&t.0, &err, "else_branch", cx.name())?;
+            (t, (r, Vec::new()))
+        }
+        (Err(err), _) | (_, Err(err)) => return Err(err),
+    };
     let mut all = then_c.clone();
     for c in &else_c {
         if !all.contains(c) {
@@ -103,6 +115,54 @@ fn if_(cx: &mut NodeCtx) -> Result<(), MapError> {
     )?;
     cx.set_outputs(&ys);
     Ok(())
+}
+
+/// True if `err`, a branch's import error, may wait for a run that takes the
+/// branch (as ONNX Runtime checks a branch when it runs): nodes that could not
+/// be mapped or typed for the values this import sees. An op no mapper knows
+/// is refused at once, as ONNX Runtime refuses a kernel it does not have.
+fn deferrable(err: &MapError) -> bool {
+    let MapError::Subgraph { source, .. } = err else {
+        return false;
+    };
+    match source.as_ref() {
+        crate::error::ImportError::Nodes(issues) => issues
+            .iter()
+            .all(|i| !matches!(i.error, MapError::UnknownOp { .. })),
+        _ => false,
+    }
+}
+
+/// A branch that fails with `err` when it runs, with the outputs (names and
+/// types) of the other branch `like`; its node is named for the branch
+/// attribute `attr` of the ONNX node `node`.
+fn refusal(like: &Graph, err: &MapError, attr: &str, node: &str) -> Result<Graph, MapError> {
+    let reason = match err {
+        MapError::Subgraph { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
+    let mut g = Graph::new();
+    let types = like
+        .outputs()
+        .iter()
+        .map(|o| like.ty(o.value).clone())
+        .collect();
+    let id = g
+        .add_node(
+            Node::new(
+                Op::Refused(Refused { reason }),
+                attr.to_string(),
+                vec![node.to_string()],
+                types,
+            ),
+            &[],
+        )
+        .map_err(|e| MapError::Unsupported(e.to_string()))?;
+    for (p, o) in like.outputs().iter().enumerate() {
+        g.add_output(o.name.clone(), rlx_ir::Value::new(id, p as u16))
+            .map_err(|e| MapError::Unsupported(e.to_string()))?;
+    }
+    Ok(g)
 }
 
 fn loop_(cx: &mut NodeCtx) -> Result<(), MapError> {

@@ -19,14 +19,46 @@ op_attrs! {
     }
 }
 
+op_attrs! {
+    /// A branch the importer could not map or type (an `If` whose condition is
+    /// only known at run time, as ONNX Runtime checks a branch only when it
+    /// runs): running it fails with `reason`, which names the ONNX node.
+    /// Its outputs keep the types it was created with.
+    pub struct Refused {
+        pub reason: String,
+    }
+}
+
+impl OpDef for Refused {
+    fn arity(&self) -> (usize, usize) {
+        (0, 0)
+    }
+    fn infer(&self, cx: &InferCx) -> Result<Vec<TensorType>, InferError> {
+        Ok(cx.prior.to_vec())
+    }
+}
+
 fn output_types(g: &Graph) -> Vec<TensorType> {
     g.outputs().iter().map(|o| g.ty(o.value).clone()).collect()
 }
 
+/// True if every output of `g` comes from a [`Refused`] node: a branch that
+/// can only fail, whose types say nothing.
+pub fn is_refusal(g: &Graph) -> bool {
+    !g.outputs().is_empty()
+        && g
+            .outputs()
+            .iter()
+            .all(|o| matches!(g.node(o.value.node).op, super::Op::Refused(_)))
+}
+
 impl If {
     /// True if some output has a different rank in the two branches: its type
-    /// is only known once the condition is.
+    /// is only known once the condition is. A refused branch has no say.
     pub fn rank_varies(&self) -> bool {
+        if is_refusal(&self.then_branch) || is_refusal(&self.else_branch) {
+            return false;
+        }
         let (t, e) = (self.then_branch.outputs(), self.else_branch.outputs());
         t.iter().zip(e).any(|(a, b)| {
             self.then_branch.ty(a.value).rank() != self.else_branch.ty(b.value).rank()
@@ -75,9 +107,16 @@ impl OpDef for If {
                 b: a.1.to_string(),
             });
         }
-        // A known condition gives the taken branch's types exactly.
+        // A known condition gives the taken branch's types exactly, and a
+        // refused branch (which only fails) the other's.
         if let Some([c]) = cx.ints(0).as_deref() {
             return Ok(if *c != 0 { t } else { e });
+        }
+        if is_refusal(&self.else_branch) {
+            return Ok(t);
+        }
+        if is_refusal(&self.then_branch) {
+            return Ok(e);
         }
         // A value in one branch and an optional in the other make an optional.
         let kinds: Vec<_> = t

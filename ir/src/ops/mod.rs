@@ -295,6 +295,7 @@ define_ops! {
         DequantizeLinear(DequantizeLinear) = "dequantize_linear",
         DynamicQuantizeLinear(DynamicQuantizeLinear) = "dynamic_quantize_linear",
         If(If) = "if",
+        Refused(Refused) = "refused",
         Loop(Loop) = "loop",
         Scan(Scan) = "scan",
         NllLoss(NllLoss) = "nll_loss",

@@ -58,11 +58,17 @@ enum Command {
 }
 
 /// Prints an error with its `source()` chain.
+/// A cause whose text its effect already printed is left out.
 pub fn report(e: &dyn std::error::Error) {
-    eprintln!("error: {e}");
+    let mut shown = e.to_string();
+    eprintln!("error: {shown}");
     let mut s = e.source();
     while let Some(c) = s {
-        eprintln!("  caused by: {c}");
+        let text = c.to_string();
+        if !shown.contains(&text) {
+            eprintln!("  caused by: {text}");
+            shown = text;
+        }
         s = c.source();
     }
 }

@@ -15,6 +15,10 @@ dynamic_quantize_zeros: DynamicQuantizeLinear of zeros (ORT's scale is 1).
 regex_ascii_classes: RegexFullMatch with \\w and \\d, which RE2 reads as ASCII.
 einsum_four_vectors: Einsum i,j,k,l-> over four 1000-vectors (a sum over
   10^12 terms, now four sums and a product).
+if_untypable_branch: an If on a run-time value whose other branch feeds an
+  LSTM a rank-4 value (the whole model was refused; ORT checks a branch when
+  it runs). Made with ORT's graph optimizations off: its constant folding
+  would show it the rank at load, as rlx-onnx's import sees it.
 
 Run: python3 tests/data/fidelity/make_cases.py (onnx 1.22, onnxruntime 1.31).
 """
@@ -30,8 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(7)
 
 
-def case(name, nodes, inputs, outputs, feeds, opset=17, domains=()):
-    g = helper.make_graph(nodes, name, inputs, outputs)
+def case(name, nodes, inputs, outputs, feeds, opset=17, domains=(), initializers=(), optimize=True):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(initializers))
     ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
     m = helper.make_model(g, opset_imports=ops)
     m.ir_version = 9
@@ -40,7 +44,10 @@ def case(name, nodes, inputs, outputs, feeds, opset=17, domains=()):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "test_data_set_0"))
     onnx.save(m, os.path.join(d, "model.onnx"))
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     got = s.run(None, feeds)
     for i, (n, v) in enumerate(feeds.items()):
         t = numpy_helper.from_array(v, n)
@@ -89,3 +96,28 @@ case("regex_ascii_classes", [helper.make_node("RegexFullMatch", ["x"], ["y"], pa
 v = [rng.standard_normal(1000).astype(np.float32) for _ in range(4)]
 case("einsum_four_vectors", [helper.make_node("Einsum", ["a", "b", "c", "d"], ["y"], equation="i,j,k,l->")],
      [vi(n, F, [1000]) for n in "abcd"], [vi("y", F, [])], dict(zip("abcd", v)))
+
+
+def lstm_branch(name, rank4):
+    nodes, src = [], "x"
+    if rank4:
+        nodes += [helper.make_node("Cast", ["axes_f"], [name + "_axes"], to=I64, name=name + "_axes"),
+                  helper.make_node("Unsqueeze", ["x", name + "_axes"], [name + "_u"], name=name + "_unsqueeze")]
+        src = name + "_u"
+    nodes += [helper.make_node("LSTM", [src, "W", "R"], [name + "_y"], hidden_size=4, name=name + "_lstm"),
+              helper.make_node("ReduceSum", [name + "_y"], [name + "_out"], keepdims=0, name=name + "_sum")]
+    return helper.make_graph(nodes, name, [], [vi(name + "_out", F, [])])
+
+
+W = rng.standard_normal((1, 16, 8)).astype(np.float32)
+R = rng.standard_normal((1, 16, 4)).astype(np.float32)
+case("if_untypable_branch",
+     [helper.make_node("Equal", ["sr", "rate"], ["c"], name="is_16k"),
+      helper.make_node("If", ["c"], ["y"], name="by_rate",
+                       then_branch=lstm_branch("then", False), else_branch=lstm_branch("else", True))],
+     [vi("x", F, [5, 1, 8]), vi("sr", I64, [])], [vi("y", F, [])],
+     {"x": rng.standard_normal((5, 1, 8)).astype(np.float32), "sr": np.array(16000, np.int64)},
+     initializers=[numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"),
+                   numpy_helper.from_array(np.array(16000, np.int64), "rate"),
+                   numpy_helper.from_array(np.array([0.0], np.float32), "axes_f")],
+     optimize=False)

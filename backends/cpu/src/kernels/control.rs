@@ -27,6 +27,14 @@ pub fn if_(node: &Node, inputs: &[Tensor], cx: &EvalCx) -> Result<Vec<Tensor>, K
     run_subgraph(branch, cx, inputs[1..].to_vec())
 }
 
+/// A branch the importer refused: running it is the import's error, now.
+pub fn refused(node: &Node, _: &[Tensor], _: &EvalCx) -> Result<Vec<Tensor>, KernelError> {
+    let Op::Refused(op) = &node.op else {
+        return Err(internal("not a refusal"));
+    };
+    Err(KernelError::Unsupported(op.reason.clone()))
+}
+
 /// Stacks equally shaped tensors along a new axis `axis`.
 pub fn stack(
     parts: &[Tensor],

@@ -67,6 +67,7 @@ pub fn evaluated(op: &Op) -> Option<EvalFn> {
         Op::If(_) => control::if_,
         Op::Loop(_) => control::loop_,
         Op::Scan(_) => control::scan,
+        Op::Refused(_) => control::refused,
         Op::NonZero(_) => data::nonzero,
         Op::Compress(_) => data::compress,
         Op::Unique(_) => data::unique,
