@@ -3,7 +3,7 @@
 are committed). Seeds: the golden models and the smallest ONNX node-suite
 model of each op type (import), the golden graphs' IR text (ir_text), the
 golden models converted to artifacts by --binary (artifact), tensor files
-of several dtypes (tensor_files), random bytes (structured).
+of several dtypes (tensor_files), random bytes (structured, text_ops).
 
     python3 scripts/fuzz-seeds.py --binary target/release/rlx-onnx [--testdata DIR]
 """
@@ -91,6 +91,9 @@ def main():
     rng = random.Random(7)
     for i in range(8):
         write("structured", f"random_{i}", bytes(rng.randrange(256) for _ in range(64 << (i % 4))))
+    rng = random.Random(11)
+    for i in range(6):
+        write("text_ops", f"random_{i}", bytes(rng.randrange(256) for _ in range(64 << (i % 4))))
     total = sum(f.stat().st_size for f in CORPUS.rglob("*") if f.is_file())
     print(f"{sum(1 for f in CORPUS.rglob('*') if f.is_file())} seeds, {total} bytes, in {CORPUS}")
 

@@ -12,6 +12,9 @@
 //!   tensor bytes, the rest is read.
 //! - [`structured`]: an [`arbitrary`]-driven model of up to 12 ONNX nodes
 //!   (see [`structured`](mod@structured)) → compile → one run.
+//! - [`text_ops`]: the same over strings, bytes, sequences and images
+//!   (string and regex ops, Einsum equations, ImageDecoder on the fuzzer's
+//!   bytes) → compile → one run.
 //!
 //! Runs use deterministic inputs of each model's declared types, symbolic
 //! dims bound to 2, and only when they are small. `fuzz/corpus/<target>`
@@ -115,6 +118,15 @@ pub fn structured(data: &[u8]) {
     import(&structured::encode(&spec));
 }
 
+/// A generated model over strings, bytes, sequences and images.
+pub fn text_ops(data: &[u8]) {
+    let mut u = arbitrary::Unstructured::new(data);
+    let Ok(spec) = u.arbitrary::<structured::TextSpec>() else {
+        return;
+    };
+    import(&structured::encode_text(&spec));
+}
+
 /// Compiles `model` for the CPU (verifying after every pass) and runs it.
 pub fn compile_and_run(model: ImportedModel) {
     let compiler = Compiler {
@@ -198,6 +210,10 @@ fn pattern(dtype: DType, dims: &[usize], n: usize) -> Option<Tensor> {
             dims,
             &(0..n).map(|i| (i % 3) as i32).collect::<Vec<_>>(),
         ),
+        DType::Str => {
+            const WORDS: &[&str] = &["a b", "ab1", "", "Héllo wörld", "x_9 y", "日本1", "a,b,,c"];
+            Tensor::from_strings(dims, (0..n).map(|i| WORDS[i % WORDS.len()].into()).collect())
+        }
         DType::Bool | DType::U8 | DType::I8 => Tensor::from_slice(
             dtype,
             dims,

@@ -1,9 +1,14 @@
-//! Generated models: an [`arbitrary`]-driven [`Spec`] of float inputs,
-//! small int64 constants and up to 12 nodes drawn from [`OPS`], each
-//! reading earlier values and carrying attributes from [`ATTRS`], encoded
+//! Generated models: an [`arbitrary`]-driven [`Spec`] of inputs, small
+//! int64 constants and up to 12 nodes drawn from a [`Table`]'s ops, each
+//! reading earlier values and carrying attributes from the table, encoded
 //! as an ONNX model. Most specs are invalid models (the importer must say
 //! why); coverage guidance finds the ones that reach inference, the passes
 //! and the kernels with odd shapes and attribute values.
+//!
+//! Two tables: [`GENERAL`] (float and int64 inputs through the tensor
+//! ops) and [`TEXT`] (string, byte, sequence and image inputs through the
+//! string, regex, sequence, Einsum and image ops, with byte and string
+//! constants taken from the fuzzer's data, see [`TextSpec`]).
 
 use arbitrary::Arbitrary;
 use prost::Message;
@@ -223,6 +228,126 @@ pub const STRINGS: &[&str] = &[
     "",
 ];
 
+/// What a generator draws from: op types, attribute names and string
+/// attribute values, and the ONNX element types of its inputs.
+pub struct Table {
+    pub ops: &'static [&'static str],
+    pub attrs: &'static [&'static str],
+    pub strings: &'static [&'static str],
+    pub elems: &'static [i32],
+}
+
+/// Float and int64 inputs through the tensor ops.
+pub const GENERAL: Table = Table {
+    ops: OPS,
+    attrs: ATTRS,
+    strings: STRINGS,
+    elems: &[1, 7],
+};
+
+/// Strings, bytes, sequences and images: the ops whose output sizes the
+/// data decides (StringSplit, string broadcasts, ConcatFromSequence,
+/// ImageDecoder), regex patterns and Einsum equations.
+pub const TEXT: Table = Table {
+    ops: TEXT_OPS,
+    attrs: TEXT_ATTRS,
+    strings: TEXT_STRINGS,
+    elems: &[8, 2, 1, 7],
+};
+
+/// Default-domain ops of the [`TEXT`] table.
+pub const TEXT_OPS: &[&str] = &[
+    "StringNormalizer",
+    "StringConcat",
+    "StringSplit",
+    "RegexFullMatch",
+    "Equal",
+    "Cast",
+    "Where",
+    "Identity",
+    "Concat",
+    "Reshape",
+    "Expand",
+    "Gather",
+    "Unsqueeze",
+    "Shape",
+    "Size",
+    "Einsum",
+    "ImageDecoder",
+    "SequenceConstruct",
+    "SequenceInsert",
+    "SequenceAt",
+    "SequenceLength",
+    "SequenceErase",
+    "SplitToSequence",
+    "ConcatFromSequence",
+    "TfIdfVectorizer",
+    "Unique",
+    "Tile",
+    "Loop",
+];
+
+/// Attribute names of the [`TEXT`] table.
+pub const TEXT_ATTRS: &[&str] = &[
+    "pattern",
+    "delimiter",
+    "maxsplit",
+    "case_change_action",
+    "is_case_sensitive",
+    "stopwords",
+    "locale",
+    "equation",
+    "pixel_format",
+    "to",
+    "axis",
+    "new_axis",
+    "keepdims",
+    "mode",
+    "min_gram_length",
+    "max_gram_length",
+    "max_skip_count",
+    "ngram_counts",
+    "ngram_indexes",
+    "pool_strings",
+];
+
+/// String attribute values of the [`TEXT`] table: regex patterns (RE2's
+/// syntax, escapes from the full-match group, catastrophic nesting),
+/// delimiters, Einsum equations (many summed labels, ellipses, repeats).
+pub const TEXT_STRINGS: &[&str] = &[
+    r"\w+\d",
+    r"a)|(?:b",
+    r"(a*)*b",
+    r"[[:alpha:]]+",
+    r"\p{L}+",
+    r"(?i)abc",
+    r"[a-z&&[^aeiou]]",
+    r"\",
+    r"(",
+    r"x{1000}{1000}",
+    r".*",
+    "",
+    " ",
+    ",",
+    "ab",
+    "LOWER",
+    "UPPER",
+    "NONE",
+    "en_US",
+    "BGR",
+    "RGB",
+    "Grayscale",
+    "i,j,k,l->",
+    "abcde,abcde->",
+    "ij,jk,kl->il",
+    "...i,...i->...",
+    "ii->",
+    "i,i,i,i,i->i",
+    "ab,bc->",
+    "TF",
+    "IDF",
+];
+
 /// A generated model.
 #[derive(Debug, Arbitrary)]
 pub struct Spec {
@@ -306,10 +431,10 @@ fn value_info(name: &str, elem: i32, dims: Option<&[i64]>) -> ValueInfoProto {
     }
 }
 
-fn attribute(a: &AttrSpec) -> AttributeProto {
+fn attribute(t: &Table, a: &AttrSpec) -> AttributeProto {
     use attribute_proto::AttributeType as T;
     let mut p = AttributeProto {
-        name: Some(pick(ATTRS, a.name as usize).into()),
+        name: Some(pick(t.attrs, a.name as usize).into()),
         ..Default::default()
     };
     match &a.value {
@@ -331,14 +456,64 @@ fn attribute(a: &AttrSpec) -> AttributeProto {
         }
         AttrValue::Str(i) => {
             p.r#type = Some(T::String as i32);
-            p.s = Some(pick(STRINGS, *i as usize).as_bytes().to_vec());
+            p.s = Some(pick(t.strings, *i as usize).as_bytes().to_vec());
         }
     }
     p
 }
 
+/// A [`Spec`] for the [`TEXT`] table, with constants made of the fuzzer's
+/// bytes: a byte string becomes a 1-D uint8 tensor (an encoded image for
+/// ImageDecoder) or, split at newlines, a 1-D string tensor.
+#[derive(Debug, Arbitrary)]
+pub struct TextSpec {
+    pub spec: Spec,
+    pub blobs: Vec<Blob>,
+}
+
+#[derive(Debug, Arbitrary)]
+pub struct Blob {
+    pub text: bool,
+    pub bytes: Vec<u8>,
+}
+
+const MAX_BLOBS: usize = 3;
+const MAX_BLOB_BYTES: usize = 4096;
+
 /// The ONNX model of `spec`, serialized.
 pub fn encode(spec: &Spec) -> Vec<u8> {
+    encode_with(spec, &GENERAL, &[])
+}
+
+/// The ONNX model of a [`TextSpec`], serialized.
+pub fn encode_text(spec: &TextSpec) -> Vec<u8> {
+    encode_with(&spec.spec, &TEXT, &spec.blobs)
+}
+
+/// A blob as an initializer named `name`.
+fn blob_tensor(name: String, b: &Blob) -> TensorProto {
+    let bytes = &b.bytes[..b.bytes.len().min(MAX_BLOB_BYTES)];
+    if b.text {
+        let items: Vec<Vec<u8>> = bytes.split(|c| *c == b'\n').map(<[u8]>::to_vec).collect();
+        TensorProto {
+            name: Some(name),
+            dims: vec![items.len() as i64],
+            data_type: Some(tensor_proto::DataType::String as i32),
+            string_data: items,
+            ..Default::default()
+        }
+    } else {
+        TensorProto {
+            name: Some(name),
+            dims: vec![bytes.len() as i64],
+            data_type: Some(tensor_proto::DataType::Uint8 as i32),
+            raw_data: Some(bytes.to_vec()),
+            ..Default::default()
+        }
+    }
+}
+
+fn encode_with(spec: &Spec, table: &Table, blobs: &[Blob]) -> Vec<u8> {
     let mut graph = GraphProto {
         name: Some("fuzz".into()),
         ..Default::default()
@@ -352,7 +527,7 @@ pub fn encode(spec: &Spec) -> Vec<u8> {
             .take(MAX_RANK)
             .map(|&d| i64::from(d % 6))
             .collect();
-        let elem = if input.kind % 2 == 0 { 1 } else { 7 };
+        let elem = table.elems[input.kind as usize % table.elems.len()];
         graph.input.push(value_info(&name, elem, Some(&dims)));
         values.push(name);
     }
@@ -384,6 +559,11 @@ pub fn encode(spec: &Spec) -> Vec<u8> {
         });
         values.push(name);
     }
+    for (i, b) in blobs.iter().take(MAX_BLOBS).enumerate() {
+        let name = format!("b{i}");
+        graph.initializer.push(blob_tensor(name.clone(), b));
+        values.push(name);
+    }
     if values.is_empty() {
         return Vec::new();
     }
@@ -406,10 +586,10 @@ pub fn encode(spec: &Spec) -> Vec<u8> {
             .collect();
         graph.node.push(NodeProto {
             name: Some(format!("n{n}")),
-            op_type: Some(pick(OPS, node.op as usize).into()),
+            op_type: Some(pick(table.ops, node.op as usize).into()),
             input: inputs,
             output: outputs.clone(),
-            attribute: node.attrs.iter().take(6).map(attribute).collect(),
+            attribute: node.attrs.iter().take(6).map(|a| attribute(table, a)).collect(),
             ..Default::default()
         });
         values.extend(outputs.iter().cloned());
