@@ -158,19 +158,25 @@ fn cast(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kernel
             Ok(())
         }, num), num);
     }
-    if d == DType::Bool && s.is_standard() {
-        let w = s.size();
+    // Bool lanes at memory speed (a one-hot mask cast to float).
+    if s == DType::Bool && d.is_standard() {
         let src = x.bytes;
-        let is_float = s.is_float();
-        par_fill(&mut *out.bytes, |i| {
-            let e = &src[i * w..(i + 1) * w];
-            u8::from(if is_float {
-                matches!(read(s, src, i), Val::Float(f) if f != 0.0)
+        return with_dtype!(d, D => {
+            let (zero, one) = (D::of_i128(0), D::of_i128(1));
+            par_fill(out.slice::<D>()?, |i| if src[i] != 0 { one } else { zero });
+            Ok(())
+        }, num);
+    }
+    if d == DType::Bool && s.is_standard() {
+        return with_dtype!(s, S => {
+            let src = x.slice::<S>()?;
+            if s.is_float() {
+                par_fill(&mut *out.bytes, |i| u8::from(src[i].as_f64() != 0.0));
             } else {
-                e.iter().any(|b| *b != 0)
-            })
-        });
-        return Ok(());
+                par_fill(&mut *out.bytes, |i| u8::from(src[i].as_i128() != 0));
+            }
+            Ok(())
+        }, num);
     }
     let n = x.numel();
     for i in 0..n {

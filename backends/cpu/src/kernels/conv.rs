@@ -3,15 +3,15 @@
 //! ([`super::conv_plan`]), bias, residual and activation applied as the
 //! product is stored; 3-D ones im2col in column tiles into the same
 //! microkernels; the rest (run-time weights, other dtypes, CPUs without
-//! AVX-512) im2col + the `gemm` crate per group. ConvTranspose: GEMM then
-//! col2im. f16/bf16 widen to f32; integer convs (ConvInteger) use a direct
+//! AVX-512) im2col + the `gemm` crate per group. ConvTranspose: in
+//! [`super::conv_transpose`]. f16/bf16 widen to f32; integer convs (ConvInteger) use a direct
 //! loop.
 
-use rlx_ir::ops::{resolve_pads, Activation, Conv, ConvTranspose};
+use rlx_ir::ops::{resolve_pads, Activation, Conv};
 use rlx_ir::{DType, Op};
 
 use super::conv_plan::ConvPlan;
-use super::gemm::{gemm, gemm_strided, GemmElem};
+use super::gemm::{gemm, GemmElem};
 use super::matmul::{activate, widen};
 use super::num::{Comp, Int};
 use super::packed_gemm::{self, Epilogue, Out, PackedA, Shape, B};
@@ -244,7 +244,7 @@ fn im2col_row_2d<T: Copy + Default>(
     }
 }
 
-fn unflatten(mut i: usize, dims: &[usize], out: &mut [usize]) {
+pub(super) fn unflatten(mut i: usize, dims: &[usize], out: &mut [usize]) {
     for d in (0..dims.len()).rev() {
         out[d] = i % dims[d].max(1);
         i /= dims[d].max(1);
@@ -265,11 +265,6 @@ struct ConvKernel {
     /// written as a conv (a 1x1 conv after global pooling). It runs as dot
     /// products of the weight rows with the input, split over the rows.
     fc: Option<Vec<f32>>,
-}
-
-struct ConvTransposeKernel {
-    dtype: DType,
-    g: ConvGeom,
 }
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
@@ -313,9 +308,12 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::Conv(c) => conv(c, Activation::None),
         Op::FusedConv(f) => conv(&f.conv(), f.activation),
         Op::ConvTranspose(t) => {
-            let g = transpose_geom(t, &x, &w, &y);
+            let g = super::conv_transpose::geom(t, &x, &w, &y);
             check_sizes(&g, (w[0], w[1]), bias, true)?;
-            Ok(Box::new(ConvTransposeKernel { dtype, g }))
+            Ok(Box::new(super::conv_transpose::ConvTransposeKernel {
+                dtype,
+                g,
+            }))
         }
         op => Err(KernelError::Internal(format!(
             "{} is not a convolution",
@@ -568,7 +566,9 @@ fn add_residual(act: Activation, r: &TensorRef, y: &mut TensorMut) -> Result<(),
     }
 }
 
-fn bias<'a, T: bytemuck::Pod>(ins: &[TensorRef<'a>]) -> Result<Option<&'a [T]>, KernelError> {
+pub(super) fn bias<'a, T: bytemuck::Pod>(
+    ins: &[TensorRef<'a>],
+) -> Result<Option<&'a [T]>, KernelError> {
     ins.get(2).map(|b| b.slice::<T>()).transpose()
 }
 
@@ -618,17 +618,12 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     for n in 0..g.n {
         let xn = &x[n * g.c * sin..(n + 1) * g.c * sin];
         let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
-        if let Some(b) = bias {
-            for (m, row) in yn.chunks_mut(sout).enumerate() {
-                row.fill(b[m]);
-            }
-        }
         for grp in 0..g.group {
             let wg = &w[grp * mg * rows..(grp + 1) * mg * rows];
             let yg = &mut yn[grp * mg * sout..(grp + 1) * mg * sout];
             if g.is_pointwise() {
                 let xg = &xn[grp * cg * sin..(grp + 1) * cg * sin];
-                gemm(mg, sout, rows, wg, rows, xg, sout, yg, sout, bias.is_some());
+                gemm(mg, sout, rows, wg, rows, xg, sout, yg, sout, false);
                 continue;
             }
             let mut j0 = 0;
@@ -646,14 +641,29 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
                     width,
                     &mut yg[j0..],
                     sout,
-                    bias.is_some(),
+                    false,
                 );
                 j0 = j1;
             }
         }
     }
-    activate(act, y);
+    bias_activate(act, bias, y, sout);
     Ok(())
+}
+
+/// `y = act(y + bias[channel])` over rows of `sout`, row by row while the
+/// row is in cache (the products write `y` without a bias: no fill before
+/// them, no second pass after).
+fn bias_activate<T: Comp>(act: Activation, bias: Option<&[T]>, y: &mut [T], sout: usize) {
+    let Some(b) = bias else {
+        return activate(act, y);
+    };
+    let m = b.len();
+    super::layout::par_rows(y, sout.max(1), |r, row| {
+        let v = b[r % m];
+        row.iter_mut().for_each(|x| *x = *x + v);
+        activate(act, row);
+    });
 }
 
 impl ConvKernel {
@@ -796,155 +806,6 @@ fn conv_int<T: Int + Default>(
                 for (r, wv) in wr.iter().enumerate() {
                     for (o, c) in yr.iter_mut().zip(&col[r * sout..(r + 1) * sout]) {
                         *o = o.wrapping_add(&wv.wrapping_mul(c));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn transpose_geom(t: &ConvTranspose, x: &[usize], w: &[usize], y: &[usize]) -> ConvGeom {
-    let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
-    let (pads, _) = t.resolve(&i64s(&x[2..]), &i64s(&w[2..]));
-    let nsp = x.len() - 2;
-    ConvGeom {
-        n: x[0],
-        c: x[1],
-        m: y[1],
-        group: t.group.max(1) as usize,
-        input: x[2..].to_vec(),
-        kernel: w[2..].to_vec(),
-        output: y[2..].to_vec(),
-        strides: t.strides.iter().map(|&s| s as usize).collect(),
-        dilations: t.dilations.iter().map(|&s| s as usize).collect(),
-        pads: pads[..nsp].iter().map(|&p| p.max(0) as usize).collect(),
-    }
-}
-
-impl Kernel for ConvTransposeKernel {
-    fn flops(&self) -> Option<u64> {
-        // Every input position scatters one filter's worth.
-        Some(self.g.flops(self.g.spatial_in()))
-    }
-
-    fn label(&self) -> String {
-        let g = &self.g;
-        format!(
-            "conv_transpose.{} k{:?} s{:?} g{} {}->{}",
-            self.dtype, g.kernel, g.strides, g.group, g.c, g.m
-        )
-    }
-
-    fn scratch_bytes(&self) -> usize {
-        let g = &self.g;
-        let col = g.m / g.group * g.kernel_size() * g.spatial_in();
-        let widen = g.n * g.c * g.spatial_in()
-            + g.c * g.m / g.group * g.kernel_size()
-            + g.n * g.m * g.spatial_out()
-            + g.m;
-        (col + widen) * 8 + 256
-    }
-
-    fn run(
-        &self,
-        ins: &[TensorRef],
-        outs: &mut [TensorMut],
-        scratch: &mut [u8],
-    ) -> Result<(), KernelError> {
-        let out = &mut outs[0];
-        match self.dtype {
-            DType::F32 => conv_transpose::<f32>(
-                &self.g,
-                ins[0].slice()?,
-                ins[1].slice()?,
-                bias(ins)?,
-                out.slice()?,
-                scratch,
-            ),
-            DType::F64 => conv_transpose::<f64>(
-                &self.g,
-                ins[0].slice()?,
-                ins[1].slice()?,
-                bias(ins)?,
-                out.slice()?,
-                scratch,
-            ),
-            DType::F16 | DType::BF16 => {
-                let (nx, nw, ny) = (ins[0].numel(), ins[1].numel(), out.numel());
-                let nb = ins.get(2).map_or(0, |b| b.numel());
-                let (wide, rest) = scratch.split_at_mut(4 * (nx + nw + ny + nb));
-                let f: &mut [f32] = bytemuck::try_cast_slice_mut(wide)
-                    .map_err(|e| KernelError::Internal(e.to_string()))?;
-                let (fx, r) = f.split_at_mut(nx);
-                let (fw, r) = r.split_at_mut(nw);
-                let (fb, fy) = r.split_at_mut(nb);
-                widen(&ins[0], fx)?;
-                widen(&ins[1], fw)?;
-                if let Some(b) = ins.get(2) {
-                    widen(b, fb)?;
-                }
-                conv_transpose::<f32>(&self.g, fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
-                narrow(fy, out)
-            }
-            d => Err(KernelError::DType(d)),
-        }
-    }
-}
-
-/// `y = col2im(W_g^T · x_g)` per batch and group, plus bias.
-fn conv_transpose<T: GemmElem + Comp + bytemuck::Pod + Default>(
-    g: &ConvGeom,
-    x: &[T],
-    w: &[T],
-    bias: Option<&[T]>,
-    y: &mut [T],
-    scratch: &mut [u8],
-) -> Result<(), KernelError> {
-    let (sin, sout) = (g.spatial_in(), g.spatial_out());
-    if y.is_empty() || sout == 0 {
-        return Ok(());
-    }
-    let (cg, mg) = (g.c / g.group, g.m / g.group);
-    let ks = g.kernel_size();
-    let rows = mg * ks;
-    let sz = std::mem::size_of::<T>();
-    let scratch = super::layout::aligned_mut(scratch, sz);
-    let col: &mut [T] = bytemuck::try_cast_slice_mut(&mut scratch[..rows * sin * sz])
-        .map_err(|e| KernelError::Internal(e.to_string()))?;
-    let nsp = g.input.len();
-    let (mut kidx, mut iidx) = (vec![0usize; nsp], vec![0usize; nsp]);
-    for n in 0..g.n {
-        let yn = &mut y[n * g.m * sout..(n + 1) * g.m * sout];
-        for (m, row) in yn.chunks_mut(sout).enumerate() {
-            row.fill(bias.map_or(T::zero(), |b| b[m]));
-        }
-        for grp in 0..g.group {
-            // W for the group is [cg, mg*ks]; read it transposed.
-            let wg = &w[grp * cg * rows..(grp + 1) * cg * rows];
-            let xg = &x[(n * g.c + grp * cg) * sin..(n * g.c + (grp + 1) * cg) * sin];
-            gemm_strided(rows, sin, cg, wg, (1, rows), xg, (sin, 1), col, sin, false);
-            for mm in 0..mg {
-                let yr = &mut yn[(grp * mg + mm) * sout..(grp * mg + mm + 1) * sout];
-                for kf in 0..ks {
-                    unflatten(kf, &g.kernel, &mut kidx);
-                    let cr = &col[(mm * ks + kf) * sin..(mm * ks + kf + 1) * sin];
-                    for (i, v) in cr.iter().enumerate() {
-                        unflatten(i, &g.input, &mut iidx);
-                        let mut off = 0usize;
-                        let mut inside = true;
-                        for d in 0..nsp {
-                            let p = (iidx[d] * g.strides[d] + kidx[d] * g.dilations[d]) as isize
-                                - g.pads[d] as isize;
-                            if p < 0 || p >= g.output[d] as isize {
-                                inside = false;
-                                break;
-                            }
-                            off = off * g.output[d] + p as usize;
-                        }
-                        if inside {
-                            yr[off] = yr[off] + *v;
-                        }
                     }
                 }
             }

@@ -494,7 +494,8 @@ mod avx512 {
             Activation::Sigmoid => lanes(v, |x| vmath::sigmoid(x)),
             Activation::Tanh => lanes(v, |x| vmath::tanh(x)),
             Activation::Silu => lanes(v, |x| vmath::silu(x)),
-            Activation::GeluErf => lanes(v, |x| vmath::gelu_erf(x)),
+            // Lane by lane through a copy, erf's two branches kept it scalar.
+            Activation::GeluErf => super::super::gelu_lanes::avx512::gelu(v),
             Activation::GeluTanh => lanes(v, |x| vmath::gelu_tanh(x)),
             Activation::HardSwish => {
                 // As vmath::hard_swish: a NaN lane stays NaN through the last product.

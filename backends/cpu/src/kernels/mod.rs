@@ -6,6 +6,7 @@ pub mod control;
 pub mod conv;
 mod conv_direct;
 mod conv_plan;
+mod conv_transpose;
 pub mod data;
 pub mod deform_conv;
 pub mod depthwise;

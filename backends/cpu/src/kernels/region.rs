@@ -149,12 +149,18 @@ impl RegionKernel {
             (CHUNK, false)
         };
         let new = || Scratch::new(srcs.len(), self.program.0.len());
-        let avx512 = super::packed_gemm::available();
+        let (avx512, avx2) = (super::vmath::avx512(), super::vmath::avx2());
         let work = |scratch: &mut Scratch<T::C>, u: usize, block: &mut [T]| {
             #[cfg(target_arch = "x86_64")]
-            if avx512 {
-                // SAFETY: the CPU has AVX-512F (checked above).
-                return unsafe { self.block_avx512(&srcs, u * unit, by_row, block, scratch) };
+            {
+                if avx512 {
+                    // SAFETY: the CPU has AVX-512F (checked above).
+                    return unsafe { self.block_avx512(&srcs, u * unit, by_row, block, scratch) };
+                }
+                if avx2 {
+                    // SAFETY: the CPU has AVX2 and FMA (checked above).
+                    return unsafe { self.block_avx2(&srcs, u * unit, by_row, block, scratch) };
+                }
             }
             self.block(&srcs, u * unit, by_row, block, scratch)
         };
@@ -199,6 +205,23 @@ impl RegionKernel {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
     unsafe fn block_avx512<T: Real>(
+        &self,
+        srcs: &[&[T]],
+        start: usize,
+        in_row: bool,
+        out: &mut [T],
+        scratch: &mut Scratch<T::C>,
+    ) {
+        self.block(srcs, start, in_row, out, scratch)
+    }
+
+    /// [`Self::block`] compiled for AVX2 and FMA: 8 lanes wide.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn block_avx2<T: Real>(
         &self,
         srcs: &[&[T]],
         start: usize,

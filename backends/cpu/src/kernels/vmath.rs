@@ -161,16 +161,43 @@ pub fn avx512() -> bool {
     }
 }
 
-/// Runs `f` compiled for AVX-512 where the CPU has it ([`avx512`]): `f` is inlined into a
-/// function with those target features, so the loops in it vectorize 16
-/// lanes wide (the crate itself is built for the x86-64 baseline).
+/// True when this CPU has AVX2 and FMA (every x86-64 CPU since Haswell and
+/// Zen 1): the tier below [`avx512`], whose copies of the loops run 8 lanes
+/// wide with fused multiply-adds instead of the baseline's 4 without.
+pub fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Runs `f` compiled for AVX-512 where the CPU has it ([`avx512`]), else for
+/// AVX2 and FMA ([`avx2`]): `f` is inlined into a function with those
+/// target features, so the loops in it vectorize 16 (8) lanes wide (the
+/// crate itself is built for the x86-64 baseline).
 #[inline(always)]
 pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { call_avx512(f) };
+    {
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { call_avx512(f) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { call_avx2(f) };
+        }
     }
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn call_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
@@ -191,9 +218,15 @@ pub fn map(xs: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Copy) {
     super::layout::par_rows(&mut out[..n], CHUNK, |c, o| {
         let xs = &xs[c * CHUNK..c * CHUNK + o.len()];
         #[cfg(target_arch = "x86_64")]
-        if avx512() {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { map_avx512(xs, o, f) };
+        {
+            if avx512() {
+                // SAFETY: the CPU has AVX-512F.
+                return unsafe { map_avx512(xs, o, f) };
+            }
+            if avx2() {
+                // SAFETY: the CPU has AVX2 and FMA.
+                return unsafe { map_avx2(xs, o, f) };
+            }
         }
         map_plain(xs, o, f)
     });
@@ -203,9 +236,15 @@ pub fn map(xs: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Copy) {
 pub fn map_in_place(xs: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Copy) {
     super::layout::par_rows(xs, CHUNK, |_, o| {
         #[cfg(target_arch = "x86_64")]
-        if avx512() {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { map_in_place_avx512(o, f) };
+        {
+            if avx512() {
+                // SAFETY: the CPU has AVX-512F.
+                return unsafe { map_in_place_avx512(o, f) };
+            }
+            if avx2() {
+                // SAFETY: the CPU has AVX2 and FMA.
+                return unsafe { map_in_place_avx2(o, f) };
+            }
         }
         map_in_place_plain(o, f)
     });
@@ -237,15 +276,33 @@ unsafe fn map_in_place_avx512(xs: &mut [f32], f: impl Fn(f32) -> f32) {
     map_in_place_plain(xs, f)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn map_avx2(xs: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
+    map_plain(xs, out, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn map_in_place_avx2(xs: &mut [f32], f: impl Fn(f32) -> f32) {
+    map_in_place_plain(xs, f)
+}
+
 /// `out[i] = e^(xs[i] - m)`, returning the sum (16 f32 lanes, then f64),
 /// [`vectorized`].
 pub fn exp_shifted(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     // A closure this large is not inlined into `vectorized`'s AVX-512 copy,
     // so it gets a target-feature function of its own.
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { exp_shifted_avx512(xs, m, out) };
+    {
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { exp_shifted_avx512(xs, m, out) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { exp_shifted_avx2(xs, m, out) };
+        }
     }
     exp_shifted_plain(xs, m, out)
 }
@@ -253,6 +310,12 @@ pub fn exp_shifted(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn exp_shifted_avx512(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
+    exp_shifted_plain(xs, m, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_shifted_avx2(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     exp_shifted_plain(xs, m, out)
 }
 
@@ -272,9 +335,15 @@ fn exp_shifted_plain(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
 /// `sigmoid` over a slice, in AVX-512 lanes where the CPU has them.
 pub fn sigmoid_slice(xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { sigmoid_avx512(xs) };
+    {
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { sigmoid_avx512(xs) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { sigmoid_avx2(xs) };
+        }
     }
     in_lanes(xs, |x| sigmoid(x))
 }
@@ -282,9 +351,15 @@ pub fn sigmoid_slice(xs: &mut [f32]) {
 /// `tanh` over a slice, in AVX-512 lanes where the CPU has them.
 pub fn tanh_slice(xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { tanh_avx512(xs) };
+    {
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { tanh_avx512(xs) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { tanh_avx2(xs) };
+        }
     }
     in_lanes(xs, |x| tanh(x))
 }
@@ -301,6 +376,18 @@ unsafe fn sigmoid_avx512(xs: &mut [f32]) {
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn tanh_avx512(xs: &mut [f32]) {
     in_lanes_avx512(xs, |x| tanh(x))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sigmoid_avx2(xs: &mut [f32]) {
+    in_lanes(xs, |x| sigmoid(x))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tanh_avx2(xs: &mut [f32]) {
+    in_lanes(xs, |x| tanh(x))
 }
 
 /// [`in_lanes`] with the last lanes moved by masked loads and stores (two
