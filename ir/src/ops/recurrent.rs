@@ -166,6 +166,10 @@ impl Recurrent {
         if self.hidden_size < 1 {
             return Err(attr_err("hidden_size", "must be positive"));
         }
+        // Gate rows are gates * hidden_size: far past any weight a model holds.
+        if self.hidden_size > 1 << 31 {
+            return Err(attr_err("hidden_size", "is past 2^31"));
+        }
         let n = self.kind.activations() * self.direction.count();
         if self.activations.len() != n {
             return Err(attr_err(

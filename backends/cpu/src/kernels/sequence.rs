@@ -131,10 +131,13 @@ pub fn split_to_sequence(
     let sizes: Vec<usize> = match inputs.get(1).map(|s| (s.dims().len(), s.to_i64_vec())) {
         None => vec![1; n],
         Some((0, Some(v))) => {
-            let s = usize::try_from(v[0])
+            let first = *v
+                .first()
+                .ok_or_else(|| value("an empty split size".to_string()))?;
+            let s = usize::try_from(first)
                 .ok()
                 .filter(|&s| s > 0)
-                .ok_or_else(|| value(format!("split size {} is not positive", v[0])))?;
+                .ok_or_else(|| value(format!("split size {first} is not positive")))?;
             (0..n.div_ceil(s)).map(|i| s.min(n - i * s)).collect()
         }
         Some((1, Some(v))) => {
