@@ -35,8 +35,29 @@ pub fn run<T: Comp + bytemuck::Pod>(
         run_f32(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
         return;
     }
-    run_any(g, x, w, bias, y);
+    run_any(&as_row(g), x, w, bias, y);
     activate(act, y);
+}
+
+/// A plane one column wide (a 1-D conv written as [T, 1], FSMN's memory
+/// blocks) lies in memory as one row: `g` with its two spatial axes
+/// swapped, so that a kernel slides along the row over many outputs at a
+/// time instead of one output per row.
+fn as_row(g: &ConvGeom) -> ConvGeom {
+    let column = g.input[1] == 1 && g.output[1] == 1 && g.kernel[1] == 1 && g.pads[1] == 0;
+    if !column {
+        return g.clone();
+    }
+    let two = |v: &[usize]| vec![v[1], v[0]];
+    ConvGeom {
+        input: two(&g.input),
+        output: two(&g.output),
+        kernel: two(&g.kernel),
+        strides: two(&g.strides),
+        dilations: two(&g.dilations),
+        pads: two(&g.pads),
+        ..g.clone()
+    }
 }
 
 /// ReLU in the window's store; any other activation on each output plane as
@@ -51,11 +72,9 @@ fn run_f32(
     y: &mut [f32],
 ) {
     let relu = act == Activation::Relu;
-    // A plane one column wide (a 1-D conv written as [T, 1], FSMN's memory
-    // blocks) lies in memory as one row: slide along it, 16 outputs per
-    // register, not one.
-    let column = g.input[1] == 1 && g.output[1] == 1 && g.kernel[1] == 1 && g.pads[1] == 0;
-    let two = |v: &[usize]| if column { [v[1], v[0]] } else { [v[0], v[1]] };
+    // A one-column plane slides along its row, 16 outputs per register.
+    let g = &as_row(g);
+    let two = |v: &[usize]| [v[0], v[1]];
     let geom = window2d::Geom {
         input: two(&g.input),
         output: two(&g.output),
@@ -96,51 +115,55 @@ fn run_any<T: Comp + bytemuck::Pod>(
     let (ph, pw) = (g.pads[0] as isize, g.pads[1] as isize);
     let mult = g.m / g.c;
     let (sin, sout) = ((ih * iw) as usize, oh * ow);
+    // The plane's loops in the CPU's widest lanes (AVX2 where AVX-512's
+    // window path is not there).
     par_rows(y, sout, |plane, out| {
-        let (n, m) = (plane / g.m, plane % g.m);
-        let c = m / mult;
-        let xs = &x[(n * g.c + c) * sin..(n * g.c + c + 1) * sin];
-        let wm = &w[m * kh * kw..(m + 1) * kh * kw];
-        out.fill(bias.map_or(T::zero(), |b| b[m]));
-        for r in 0..oh {
-            let row = &mut out[r * ow..(r + 1) * ow];
-            for a in 0..kh {
-                let h = r as isize * sh - ph + a as isize * dh;
-                if h < 0 || h >= ih {
-                    continue;
-                }
-                let line = &xs[(h * iw) as usize..((h + 1) * iw) as usize];
-                for b in 0..kw {
-                    let wv = wm[a * kw + b];
-                    let off = b as isize * dw - pw;
-                    // Output columns whose input column off + col*sw lies in [0, iw).
-                    let lo = if off >= 0 {
-                        0
-                    } else {
-                        ((-off + sw - 1) / sw) as usize
-                    };
-                    let hi = if iw - 1 - off < 0 {
-                        0
-                    } else {
-                        (((iw - 1 - off) / sw) + 1).min(ow as isize) as usize
-                    };
-                    if lo >= hi {
+        super::vmath::vectorized(|| {
+            let (n, m) = (plane / g.m, plane % g.m);
+            let c = m / mult;
+            let xs = &x[(n * g.c + c) * sin..(n * g.c + c + 1) * sin];
+            let wm = &w[m * kh * kw..(m + 1) * kh * kw];
+            out.fill(bias.map_or(T::zero(), |b| b[m]));
+            for r in 0..oh {
+                let row = &mut out[r * ow..(r + 1) * ow];
+                for a in 0..kh {
+                    let h = r as isize * sh - ph + a as isize * dh;
+                    if h < 0 || h >= ih {
                         continue;
                     }
-                    if sw == 1 {
-                        let start = (lo as isize + off) as usize;
-                        let src = &line[start..start + (hi - lo)];
-                        for (o, v) in row[lo..hi].iter_mut().zip(src) {
-                            *o = *o + wv * *v;
+                    let line = &xs[(h * iw) as usize..((h + 1) * iw) as usize];
+                    for b in 0..kw {
+                        let wv = wm[a * kw + b];
+                        let off = b as isize * dw - pw;
+                        // Output columns whose input column off + col*sw lies in [0, iw).
+                        let lo = if off >= 0 {
+                            0
+                        } else {
+                            ((-off + sw - 1) / sw) as usize
+                        };
+                        let hi = if iw - 1 - off < 0 {
+                            0
+                        } else {
+                            (((iw - 1 - off) / sw) + 1).min(ow as isize) as usize
+                        };
+                        if lo >= hi {
+                            continue;
                         }
-                    } else {
-                        for (col, o) in row.iter_mut().enumerate().take(hi).skip(lo) {
-                            *o = *o + wv * line[(col as isize * sw + off) as usize];
+                        if sw == 1 {
+                            let start = (lo as isize + off) as usize;
+                            let src = &line[start..start + (hi - lo)];
+                            for (o, v) in row[lo..hi].iter_mut().zip(src) {
+                                *o = *o + wv * *v;
+                            }
+                        } else {
+                            for (col, o) in row.iter_mut().enumerate().take(hi).skip(lo) {
+                                *o = *o + wv * line[(col as isize * sw + off) as usize];
+                            }
                         }
                     }
                 }
             }
-        }
+        })
     });
 }
 
@@ -170,6 +193,9 @@ mod tests {
         let (mut got, mut want) = (vec![0f32; 33], vec![0f32; 33]);
         run(&g, &x, &w, Some(&b), Activation::None, &mut got);
         run_any(&g, &x, &w, Some(&b), &mut want);
+        assert_eq!(got, want);
+        // The portable path slides along the row too.
+        run_any(&as_row(&g), &x, &w, Some(&b), &mut want);
         assert_eq!(got, want);
     }
 }
