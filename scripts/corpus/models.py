@@ -445,6 +445,10 @@ TOLERANCE = {
     "tashkeel_bilstm_int8": (1e-3, 2e-2, "DynamicQuantizeLSTM quantizes h to uint8 at every step: a last-bit difference "
                              "in sigmoid/tanh moves an occasional step, and a logit by up to 1.1e-2 (of ±17); ORT "
                              "itself gives up to 0.62 apart with 4 threads, which quantize batch rows apart)"),
+    "ppocrv3_det": (1e-3, 5e-5, "text-probability map: values near 0 move by the convolutions' accumulation order "
+                    "(2.9e-5 on an AVX2 CPU)"),
+    "yolov8n_doclaynet": (1e-3, 1e-5, "class scores near 0 move by the convolutions' accumulation order (1.1e-6); "
+                          "box coordinates up to 1022 stay within rtol"),
     "smart_turn_v3_qdq": (1e-3, 3e-2, "int8 QDQ: one QuantizeLinear input on a rounding boundary moves a logit "
                           "by a quantization step (1.4e-2; ORT's optimized and unoptimized runs differ by 7.8e-3)"),
 }

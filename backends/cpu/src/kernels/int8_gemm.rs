@@ -5,7 +5,8 @@
 //! packed in panels of 16 columns with `k` in groups of 4 (64 bytes per
 //! group and panel), each row of `A` is broadcast four bytes at a time, and
 //! a tile of 8 rows x 32 columns stays in 16 registers over the whole `k`.
-//! Without VNNI, a portable loop computes the same sums. Arithmetic wraps
+//! Without VNNI, AVX2 widens the bytes to 16 bits ([`super::int8_avx2`]),
+//! and a portable loop computes the same sums elsewhere. Arithmetic wraps
 //! (as i32 products of 8-bit values never do below 2^16 terms).
 //!
 //! An [`Epilogue`] finishes each tile as it leaves the registers: the zero
@@ -79,7 +80,7 @@ impl PackedB {
         }
     }
 
-    fn panel(&self, p: usize) -> &[i8] {
+    pub(super) fn panel(&self, p: usize) -> &[i8] {
         let len = k_groups(self.k) * PANEL;
         &self.data[p * len..(p + 1) * len]
     }
@@ -200,6 +201,15 @@ pub fn gemm_panels(
     }
     let _ = use_vnni;
     let col0 = panels.start * PANEL;
+    #[cfg(target_arch = "x86_64")]
+    if super::vmath::avx2() {
+        // SAFETY: the CPU has AVX2; the operands are asserted above.
+        unsafe { super::int8_avx2::gemm(a, m, b, panels, c, ldc) };
+        if let Some(e) = epi {
+            e.finish_rows(m, c, ldc, col0, width);
+        }
+        return;
+    }
     portable(a, m, b, panels, c, ldc);
     if let Some(e) = epi {
         e.finish_rows(m, c, ldc, col0, width);

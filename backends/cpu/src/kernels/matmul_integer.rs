@@ -188,6 +188,10 @@ impl MatMulIntegerKernel {
         };
         if self.vnni {
             columns(packed_a, rows, c.b, blk.col_tasks, out, &epi);
+        } else if super::vmath::avx2() {
+            // The packed panels in AVX2 lanes, exact (widened to 16 bits).
+            let panels = n.div_ceil(int8_gemm::PANEL);
+            int8_gemm::gemm_panels(packed_a, rows, c.b, 0..panels, out, n, false, Some(&epi));
         } else {
             float_gemm(packed_a, rows, c.b, out);
             epi.finish_rows(rows, out, n, 0, n);

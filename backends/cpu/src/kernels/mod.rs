@@ -19,6 +19,7 @@ pub mod gqa;
 pub mod grid;
 pub mod image;
 pub mod indexing;
+mod int8_avx2;
 pub mod int8_gemm;
 pub mod layout;
 pub mod linalg_extra;
