@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Issue 36's CPU patterns as small models, rlx-onnx against onnxruntime on
+one thread (or --threads N), alternating round by round: a one-hot built as
+Equal + Cast, a tall 5x1 convolution over a small plane, 2x2/2 transposed
+convolutions (upsampling), a pointwise convolution alone and followed by an
+erf-GELU or a SiLU, and a softmax guarded with IsNaN/Where behind int8
+weights stored with Cast + Mul.
+
+Usage: python3 scripts/cpu_patterns_bench.py [--binary target/release/rlx-onnx]
+                                             [--threads 1] [--rounds 3] [--only onehot,...]
+Writes the models and inputs to a temporary folder. Needs onnx, onnxruntime, numpy.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+rng = np.random.default_rng(0)
+vi = h.make_tensor_value_info
+
+
+def save(name, nodes, ins, outs, inits, opset=17):
+    g = h.make_graph(nodes, name, ins, outs, inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{name}.onnx")
+
+
+def W(name, *shape, dt=np.float32, scale=0.05):
+    return nh.from_array((rng.standard_normal(shape) * scale).astype(dt), name)
+
+
+def build():
+    # 1. one-hot: Equal(ids[...,None], range) -> Cast -> MatMul
+    save("onehot", [h.make_node("Unsqueeze", ["ids", "ax"], ["u"]), h.make_node("Equal", ["u", "r"], ["e"]),
+                    h.make_node("Cast", ["e"], ["f"], to=T.FLOAT), h.make_node("MatMul", ["f", "w"], ["y"])],
+         [vi("ids", T.INT64, [1, 512])], [vi("y", T.FLOAT, [1, 512, 64])],
+         [nh.from_array(np.array([-1], np.int64), "ax"), nh.from_array(np.arange(1024, dtype=np.int64), "r"), W("w", 1024, 64)])
+    # 2. tall conv 5x1 over 12x32, 256->512
+    save("tallconv", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[5, 1], pads=[2, 0, 2, 0]), h.make_node("Relu", ["y"], ["z"])],
+         [vi("x", T.FLOAT, [1, 256, 12, 32])], [vi("z", T.FLOAT, [1, 512, 12, 32])], [W("w", 512, 256, 5, 1), W("b", 512)])
+    # 3. ConvTranspose 2x2 s2, 16->16, 160x160 -> 320x320 (+BN-like Relu)
+    save("convt2x2", [h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[2, 2], strides=[2, 2]), h.make_node("Relu", ["y"], ["z"])],
+         [vi("x", T.FLOAT, [1, 16, 160, 160])], [vi("z", T.FLOAT, [1, 16, 320, 320])], [W("w", 16, 16, 2, 2), W("b", 16)])
+    # 3b. DB-style: 64->64 k2 s2 at 80x80
+    save("convt2x2_64", [h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+         [vi("x", T.FLOAT, [1, 64, 80, 80])], [vi("y", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 64, 2, 2), W("b", 64)])
+    # 4. pointwise 32->64 at 160x160 + erf GELU
+    save("pw_gelu", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1]),
+                     h.make_node("Div", ["y", "s2"], ["d"]), h.make_node("Erf", ["d"], ["e"]), h.make_node("Add", ["e", "one"], ["a"]),
+                     h.make_node("Mul", ["y", "a"], ["m"]), h.make_node("Mul", ["m", "half"], ["z"])],
+         [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("z", T.FLOAT, [1, 64, 160, 160])],
+         [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64), nh.from_array(np.array(1.4142135, np.float32), "s2"),
+          nh.from_array(np.array(1.0, np.float32), "one"), nh.from_array(np.array(0.5, np.float32), "half")])
+    # 5. NaN-guarded softmax attention with int8 weights (Cast+Mul)
+    S, D, Hh = 256, 256, 4
+    nodes = [h.make_node("Cast", ["wq8"], ["wqf"], to=T.FLOAT), h.make_node("Mul", ["wqf", "sq"], ["wq"]),
+             h.make_node("MatMul", ["x", "wq"], ["q"]),
+             h.make_node("Reshape", ["q", "shp"], ["q4"]), h.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+             h.make_node("Transpose", ["q4"], ["kh"], perm=[0, 2, 3, 1]),
+             h.make_node("MatMul", ["qh", "kh"], ["s"]), h.make_node("Mul", ["s", "scale"], ["ss"]),
+             h.make_node("Softmax", ["ss"], ["p"], axis=-1), h.make_node("IsNaN", ["p"], ["nan"]),
+             h.make_node("Where", ["nan", "zero", "p"], ["pg"]), h.make_node("MatMul", ["pg", "qh"], ["o"]),
+             h.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), h.make_node("Reshape", ["ot", "shp3"], ["y"])]
+    save("nan_softmax", nodes, [vi("x", T.FLOAT, [1, S, D])], [vi("y", T.FLOAT, [1, S, D])],
+         [nh.from_array(rng.integers(-127, 127, (D, D)).astype(np.int8), "wq8"), nh.from_array(np.array(0.002, np.float32), "sq"),
+          nh.from_array(np.array([1, S, Hh, D // Hh], np.int64), "shp"), nh.from_array(np.array([1, S, D], np.int64), "shp3"),
+          nh.from_array(np.array(0.125, np.float32), "scale"), nh.from_array(np.array(0.0, np.float32), "zero")])
+    save("pw_only", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1])],
+         [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("y", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64)])
+    save("pw_silu", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1]), h.make_node("Sigmoid", ["y"], ["s"]), h.make_node("Mul", ["y", "s"], ["z"])],
+         [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("z", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64)])
+
+
+def feeds(m):
+    out = {}
+    for i in m.graph.input:
+        dims = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        r = np.random.default_rng(0)
+        if i.type.tensor_type.elem_type == T.INT64:
+            out[i.name] = r.integers(0, 1000, dims).astype(np.int64)
+        else:
+            out[i.name] = r.standard_normal(dims).astype(np.float32)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "rlx-onnx"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    binary = os.path.abspath(args.binary)
+    os.chdir(tempfile.mkdtemp(prefix="rlx-patterns-"))
+    build()
+    names = ["onehot", "tallconv", "convt2x2", "convt2x2_64", "pw_only", "pw_gelu", "pw_silu", "nan_softmax"]
+    if args.only:
+        names = args.only.split(",")
+    print(f"onnxruntime {ort.__version__}, {args.threads} thread(s); {args.rounds} rounds x {args.iters} runs")
+    print(f"{'model':14s} {'ORT ms':>9s} {'rlx ms':>9s}  rlx/ORT")
+    ratios = []
+    for n in names:
+        m = onnx.load(f"{n}.onnx")
+        f = feeds(m)
+        for k, v in f.items():
+            np.save(f"{n}_{k}.npy", v)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.inter_op_num_threads = 1
+        s = ort.InferenceSession(f"{n}.onnx", so, providers=["CPUExecutionProvider"])
+        o, r = [], []
+        for _ in range(args.rounds):
+            for _ in range(3):
+                s.run(None, f)
+            ts = []
+            for _ in range(args.iters):
+                t = time.perf_counter()
+                s.run(None, f)
+                ts.append(time.perf_counter() - t)
+            o.append(statistics.median(ts) * 1e3)
+            cmd = [binary, "bench", f"{n}.onnx", "--threads", str(args.threads), "--iters", str(args.iters)]
+            for k in f:
+                cmd += ["--input", f"{k}={n}_{k}.npy"]
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            mm = re.search(r"median:\s+([\d.]+)\s*(ms|us|µs)", res.stdout + res.stderr)
+            r.append(float(mm.group(1)) / (1 if mm.group(2) == "ms" else 1000))
+        a, b = statistics.median(o), statistics.median(r)
+        ratios.append(b / a)
+        print(f"{n:14s} {a:9.3f} {b:9.3f}  {b / a:7.3f}")
+    print(f"{'geometric mean':34s}  {float(np.exp(np.mean(np.log(ratios)))):7.3f}")
+
+
+if __name__ == "__main__":
+    main()
