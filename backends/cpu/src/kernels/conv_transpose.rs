@@ -9,9 +9,8 @@
 use rlx_ir::ops::ConvTranspose;
 use rlx_ir::DType;
 
-use super::conv::{bias, narrow, unflatten, ConvGeom};
+use super::conv::{bias, unflatten, widened, ConvGeom};
 use super::gemm::{gemm_strided, GemmElem};
-use super::matmul::widen;
 use super::num::Comp;
 use crate::kernel::{Kernel, KernelError};
 use crate::tensor::{TensorMut, TensorRef};
@@ -87,23 +86,9 @@ impl Kernel for ConvTransposeKernel {
                 out.slice()?,
                 scratch,
             ),
-            DType::F16 | DType::BF16 => {
-                let (nx, nw, ny) = (ins[0].numel(), ins[1].numel(), out.numel());
-                let nb = ins.get(2).map_or(0, |b| b.numel());
-                let (wide, rest) = scratch.split_at_mut(4 * (nx + nw + ny + nb));
-                let f: &mut [f32] = bytemuck::try_cast_slice_mut(wide)
-                    .map_err(|e| KernelError::Internal(e.to_string()))?;
-                let (fx, r) = f.split_at_mut(nx);
-                let (fw, r) = r.split_at_mut(nw);
-                let (fb, fy) = r.split_at_mut(nb);
-                widen(&ins[0], fx)?;
-                widen(&ins[1], fw)?;
-                if let Some(b) = ins.get(2) {
-                    widen(b, fb)?;
-                }
-                conv_transpose::<f32>(&self.g, fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
-                narrow(fy, out)
-            }
+            DType::F16 | DType::BF16 => widened(ins, out, scratch, |x, w, b, y, rest| {
+                conv_transpose::<f32>(&self.g, x, w, b, y, rest)
+            }),
             d => Err(KernelError::DType(d)),
         }
     }
