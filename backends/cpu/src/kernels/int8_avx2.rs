@@ -71,6 +71,48 @@ pub unsafe fn gemm(
     }
 }
 
+/// One row `a` (`groups` of 4 bytes) times a recurrent layer's streamed
+/// weights (`super::recurrent_int8::Streamed`: per block of `block`
+/// columns, per group, the block's columns x 4 bytes), raw sums into `c`
+/// (`blocks * block` of them), 32 columns at a time.
+///
+/// # Safety
+/// The CPU has AVX2; `block` is a multiple of 32; `data` holds
+/// `blocks * groups * block * 4` bytes, `a` `groups * 4`, `c` `blocks * block`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub unsafe fn streamed_row(
+    data: &[i8],
+    groups: usize,
+    blocks: usize,
+    block: usize,
+    a: &[u8],
+    c: &mut [i32],
+) {
+    use std::arch::x86_64::*;
+    for b in 0..blocks {
+        for s in 0..block / 32 {
+            // [8-column chunk][low/high 4 columns]
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..groups {
+                let x = row4(a, g);
+                let at = (b * groups + g) * block * 4 + s * 128;
+                for (q, chunk) in data[at..at + 128].chunks_exact(32).enumerate() {
+                    let bytes = _mm256_loadu_si256(chunk.as_ptr().cast());
+                    let lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(bytes));
+                    let hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(bytes));
+                    acc[q][0] = _mm256_add_epi32(acc[q][0], _mm256_madd_epi16(x, lo));
+                    acc[q][1] = _mm256_add_epi32(acc[q][1], _mm256_madd_epi16(x, hi));
+                }
+            }
+            for (q, pair) in acc.iter().enumerate() {
+                let at = b * block + s * 32 + q * 8;
+                _mm256_storeu_si256(c[at..at + 8].as_mut_ptr().cast(), finish(pair[0], pair[1]));
+            }
+        }
+    }
+}
+
 /// A row's 4 bytes of group `g` as i16, repeated for the 4 columns of a
 /// half panel.
 #[cfg(target_arch = "x86_64")]

@@ -262,7 +262,11 @@ impl RecurrentKernel {
     /// Names the integer products of a packed quantized layer.
     fn labelled(mut self) -> RecurrentKernel {
         if !self.prepared.packed.is_empty() {
-            self.label += " int8 (vnni)";
+            self.label += if super::int8_gemm::vnni() {
+                " int8 (vnni)"
+            } else {
+                " int8 (avx2)"
+            };
         }
         self
     }

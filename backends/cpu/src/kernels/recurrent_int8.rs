@@ -70,11 +70,19 @@ impl Streamed {
             unsafe { self.row_vnni(a, c, groups) };
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if super::vmath::avx2() {
+            let blocks = self.n.div_ceil(BLOCK);
+            // SAFETY: the CPU has AVX2; BLOCK is a multiple of 32 and the
+            // sizes are asserted above (`data` is blocks x groups x BLOCK x 4).
+            unsafe { super::int8_avx2::streamed_row(&self.data, groups, blocks, BLOCK, a, c) };
+            return;
+        }
         self.row_portable(a, c, groups);
     }
 
     /// [`Self::row`] one byte pair at a time (`pack` builds a `Streamed`
-    /// only where VNNI exists; this keeps `row` total).
+    /// only where VNNI or AVX2 exists; this keeps `row` total).
     fn row_portable(&self, a: &[u8], c: &mut [i32], groups: usize) {
         for (b, block) in c
             .chunks_exact_mut(BLOCK)
@@ -117,8 +125,8 @@ impl Streamed {
 
 /// Packs each direction of `w_int` (`[dirs, gh, input]`) and `r_int`
 /// (`[dirs, gh, hidden]`), integers in f32; `None` when a value does not fit
-/// a signed byte (uint8 weights, or a zero point off 0) or the CPU has no
-/// VNNI, where the f32 path stays.
+/// a signed byte (uint8 weights, or a zero point off 0) or the CPU has
+/// neither VNNI nor AVX2, where the f32 path stays.
 pub(super) fn pack(
     w_int: &[f32],
     r_int: &[f32],
@@ -128,7 +136,7 @@ pub(super) fn pack(
     hidden: usize,
 ) -> Option<Vec<PackedDir>> {
     let fits = |v: &[f32]| v.iter().all(|&x| (-128.0..=127.0).contains(&x));
-    if !int8_gemm::vnni()
+    if !(int8_gemm::vnni() || super::vmath::avx2())
         || w_int.len() != dirs * gh * input
         || r_int.len() != dirs * gh * hidden
         || !fits(w_int)
@@ -202,7 +210,7 @@ pub(super) fn product(a: &[f32], rows: usize, b: &PackedB, w_scale: &[f32], out:
     let block = |first: usize, out: &mut [f32]| {
         let m = out.len() / n;
         let mut acc = vec![0i32; m * n];
-        int8_gemm::gemm(&q[first * k4..], m, b, &mut acc, n, true);
+        int8_gemm::gemm(&q[first * k4..], m, b, &mut acc, n, int8_gemm::vnni());
         for (o, a) in out.chunks_exact_mut(n).zip(acc.chunks_exact(n)) {
             scale_sums(a, zp, &b.col_sums, scale, w_scale, o);
         }
