@@ -212,7 +212,10 @@ fn pattern(dtype: DType, dims: &[usize], n: usize) -> Option<Tensor> {
         ),
         DType::Str => {
             const WORDS: &[&str] = &["a b", "ab1", "", "Héllo wörld", "x_9 y", "日本1", "a,b,,c"];
-            Tensor::from_strings(dims, (0..n).map(|i| WORDS[i % WORDS.len()].into()).collect())
+            Tensor::from_strings(
+                dims,
+                (0..n).map(|i| WORDS[i % WORDS.len()].into()).collect(),
+            )
         }
         DType::Bool | DType::U8 | DType::I8 => Tensor::from_slice(
             dtype,

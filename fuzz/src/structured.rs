@@ -589,7 +589,12 @@ fn encode_with(spec: &Spec, table: &Table, blobs: &[Blob]) -> Vec<u8> {
             op_type: Some(pick(table.ops, node.op as usize).into()),
             input: inputs,
             output: outputs.clone(),
-            attribute: node.attrs.iter().take(6).map(|a| attribute(table, a)).collect(),
+            attribute: node
+                .attrs
+                .iter()
+                .take(6)
+                .map(|a| attribute(table, a))
+                .collect(),
             ..Default::default()
         });
         values.extend(outputs.iter().cloned());

@@ -46,8 +46,7 @@ fn output_types(g: &Graph) -> Vec<TensorType> {
 /// can only fail, whose types say nothing.
 pub fn is_refusal(g: &Graph) -> bool {
     !g.outputs().is_empty()
-        && g
-            .outputs()
+        && g.outputs()
             .iter()
             .all(|o| matches!(g.node(o.value.node).op, super::Op::Refused(_)))
 }
