@@ -1,9 +1,9 @@
 //! Convolutions. Conv and FusedConv: f32 2-D convolutions with constant
-//! weights run as implicit GEMMs over the input on the AVX-512 microkernels
-//! ([`super::conv_plan`]), bias, residual and activation applied as the
-//! product is stored; 3-D ones im2col in column tiles into the same
-//! microkernels; the rest (run-time weights, other dtypes, CPUs without
-//! AVX-512) im2col + the `gemm` crate per group. ConvTranspose: in
+//! weights run as implicit GEMMs over the input on the microkernels
+//! (AVX-512 or AVX2, [`super::conv_plan`]), bias, residual and activation
+//! applied as the product is stored; 3-D ones im2col in column tiles into
+//! the same microkernels; the rest (run-time weights, other dtypes, CPUs
+//! without AVX2) im2col + the `gemm` crate per group. ConvTranspose: in
 //! [`super::conv_transpose`]. f16/bf16 widen to f32; integer convs (ConvInteger) use a direct
 //! loop.
 

@@ -1,5 +1,5 @@
-//! How an f32 2-D convolution with constant weights runs on the AVX-512
-//! microkernels, chosen when its kernel is built.
+//! How an f32 2-D convolution with constant weights runs on the
+//! microkernels (AVX-512 or AVX2), chosen when its kernel is built.
 //!
 //! The product is `Y[M, P] = W[M, K] · X[K, P]` per image and group (`M`
 //! output channels, `K` input channels times taps, `P` output positions),
@@ -172,10 +172,11 @@ const ONE_TAP_PANELS: usize = 4;
 const STRIDED_ONE_TAP_PANELS: usize = 8;
 
 /// The cost of a product, in hundredths of a cycle: `fmas` padded
-/// multiply-adds at `speed` (32 per cycle at the peak), and `tiles` tiles
-/// of `per_tile` cycles of prologue and epilogue each.
-fn cost(fmas: usize, speed: usize, tiles: usize, per_tile: usize) -> usize {
-    fmas.saturating_mul(speed) / 32 + tiles.saturating_mul(per_tile * 100)
+/// multiply-adds at `speed` (`peak` per cycle at the peak: 32 in AVX-512
+/// registers, 16 in AVX2 ones), and `tiles` tiles of `per_tile` cycles of
+/// prologue and epilogue each.
+fn cost(fmas: usize, (speed, peak): (usize, usize), tiles: usize, per_tile: usize) -> usize {
+    fmas.saturating_mul(speed) / peak + tiles.saturating_mul(per_tile * 100)
 }
 
 impl ConvPlan {
@@ -214,8 +215,10 @@ impl ConvPlan {
         } else {
             0
         };
-        for shape in Shape::ALL {
+        for &shape in Shape::all() {
             let (mr, nr, nv) = (shape.mr, shape.nr(), shape.nv);
+            // Two FMA units, each a register of lanes per cycle.
+            let peak = if nv == 1 { 16 } else { 32 };
             // Packed: tiles of mr channels by nr positions, each stored with
             // plain vector stores (a cycle for each of its mr * nv vectors
             // and the epilogue's work on it, measured: 8x48 and 6x64 tiles
@@ -224,14 +227,14 @@ impl ConvPlan {
                 let n = g.spatial_out();
                 let tiles = mg.div_ceil(mr) * n.div_ceil(nr);
                 let fmas = pad(mg, mr) * pad(n, nr) * k;
-                let packed = cost(fmas, PACKED_SPEED, tiles, 40 + 4 * mr * nv) + copied;
+                let packed = cost(fmas, (PACKED_SPEED, peak), tiles, 40 + 4 * mr * nv) + copied;
                 consider(packed, shape, Way::Packed);
             }
             // By rows: the same tiles over the wide positions, read in place.
             if !pointwise {
                 let tiles = mg.div_ceil(mr) * n.div_ceil(nr);
                 let fmas = pad(mg, mr) * pad(n, nr) * k;
-                let rows = cost(fmas, ROWS_SPEED, tiles, 40 + 30 * nv) + copied;
+                let rows = cost(fmas, (ROWS_SPEED, peak), tiles, 40 + 30 * nv) + copied;
                 consider(rows, shape, Way::Rows);
             }
             // By columns: tiles of mr positions by nr channels, each
@@ -258,7 +261,7 @@ impl ConvPlan {
                 let rows: usize = tiles.iter().map(|t| t.mr * (200 + mr - t.mr)).sum();
                 let fmas = rows / 200 * pad(mg, nr) * k;
                 consider(
-                    cost(fmas, speed, tiles.len() * panels, 50 + 120 * nv) + copied,
+                    cost(fmas, (speed, peak), tiles.len() * panels, 50 + 120 * nv) + copied,
                     shape,
                     Way::Columns(tiling),
                 );
@@ -586,7 +589,7 @@ fn position_tiles(d: &Direct, shape: Shape, tiling: Tiling) -> Vec<PosTile> {
     if tiling == Tiling::Rows {
         // Near-equal tiles (the first `ow % per_row` one longer), where
         // there are kernels for them.
-        let short = shape.nv == 2 && ow / per_row >= microkernel::SHORT_ROWS;
+        let short = shape.short_rows().is_some_and(|s| ow / per_row >= s);
         let bounds = move |t: usize| {
             if short {
                 (t * ow / per_row, (t + 1) * ow / per_row)
@@ -707,7 +710,7 @@ mod tests {
         let chosen = ConvPlan::new(g, w).unwrap();
         let (mg, k) = (g.m / g.group, g.col_rows());
         let mut all = vec![chosen.clone()];
-        for shape in Shape::ALL {
+        for shape in Shape::runnable() {
             // Packed, by rows, by columns tiled wide and by output rows, and
             // the last two in bands of two output rows.
             for way in 0..6 {
@@ -731,7 +734,7 @@ mod tests {
                 } else {
                     depth_block(k, shape)
                 };
-                let banded = way == 5 || way == 4 && kc == k && shape.nv == 2;
+                let banded = way == 5 || way == 4 && kc == k && shape.short_rows().is_some();
                 if way == 4 && !banded {
                     continue;
                 }

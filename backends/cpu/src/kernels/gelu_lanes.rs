@@ -166,7 +166,7 @@ pub(super) mod avx512 {
 
 /// The AVX-512 module's formulas on 8 lanes.
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(super) mod avx2 {
     use std::arch::x86_64::*;
 
     use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
@@ -208,7 +208,7 @@ mod avx2 {
     }
 
     #[inline(always)]
-    unsafe fn gelu(x: __m256) -> __m256 {
+    pub(in crate::kernels) unsafe fn gelu(x: __m256) -> __m256 {
         let e = erf(_mm256_mul_ps(x, set(std::f32::consts::FRAC_1_SQRT_2)));
         _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), e))
     }

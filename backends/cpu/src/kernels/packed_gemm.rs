@@ -7,13 +7,13 @@
 //! `B` is packed into panels of `NR` columns (a thread-local buffer, reused from
 //! run to run), unless its rows are read in place ([`B::InPlace`]); per block
 //! of rows, each `NR`-column panel stays in L1 while the microkernel
-//! ([`super::microkernel`], AVX-512, `MR`×`NR` tiles of a [`Shape`] chosen
-//! when `A` is packed) sweeps the `MR`-row panels of `A` past it. The bias starts the first `k` block; the residual
+//! ([`super::microkernel`], AVX-512 or AVX2, `MR`×`NR` tiles of a [`Shape`]
+//! chosen when `A` is packed) sweeps the `MR`-row panels of `A` past it. The bias starts the first `k` block; the residual
 //! and the activation are applied as the last one is stored, so the output
 //! is written once per `k` block.
 //!
-//! On a CPU without AVX-512 [`PackedA::new`] returns `None` and callers use
-//! the `gemm` crate.
+//! On a CPU without AVX2 and FMA [`PackedA::new`] returns `None` and
+//! callers use the `gemm` crate.
 
 use std::cell::RefCell;
 
@@ -46,8 +46,7 @@ pub struct PackedA {
 
 impl PackedA {
     /// Packs row-major `a` (m×k, row stride `lda`) for the microkernel of
-    /// `shape` (one of [`Shape::ALL`]); `None` when this CPU has no AVX-512
-    /// microkernel.
+    /// `shape`; `None` when this CPU does not run `shape`'s kernels.
     pub fn new(a: &[f32], m: usize, k: usize, lda: usize, shape: Shape) -> Option<PackedA> {
         PackedA::with_depth(a, (m, k, lda), shape, KC)
     }
@@ -59,8 +58,8 @@ impl PackedA {
         shape: Shape,
         kc_max: usize,
     ) -> Option<PackedA> {
-        if !available()
-            || !Shape::ALL.contains(&shape)
+        if !shape.runs_here()
+            || !Shape::AVX512.contains(&shape) && !Shape::AVX2.contains(&shape)
             || m == 0
             || k == 0
             || a.len() < (m - 1) * lda + k
@@ -131,28 +130,30 @@ impl PackedA {
 }
 
 impl Shape {
-    /// The shape that wastes the least on an `m`×`n` product: padding
-    /// rows to a multiple of `mr` and columns to one of `nr`, weighed by
-    /// how fast each kernel runs (the 14×32 one fastest).
+    /// The shape of this CPU's family ([`Shape::all`]) that wastes the
+    /// least on an `m`×`n` product: padding rows to a multiple of `mr` and
+    /// columns to one of `nr`, weighed by how fast each kernel runs (the
+    /// 14×32 one fastest of AVX-512's, 6×16 of AVX2's).
     pub fn for_product(m: usize, n: usize) -> Shape {
         let cost = |s: Shape| {
             let speed = match (s.mr, s.nv) {
-                (14, 2) => 100,
-                (8, 3) => 103,
+                (14, 2) | (6, 1) => 100,
+                (8, 3) | (5, 1) => 103,
                 _ => 106,
             };
             m.div_ceil(s.mr) * s.mr * n.div_ceil(s.nr()) * s.nr() * speed
         };
-        Shape::ALL
-            .into_iter()
+        Shape::all()
+            .iter()
+            .copied()
             .min_by_key(|&s| cost(s))
-            .unwrap_or(Shape::ALL[0])
+            .unwrap_or(Shape::AVX512[0])
     }
 }
 
-/// True when the AVX-512 microkernel runs on this CPU.
+/// True when microkernels run on this CPU (AVX-512, or AVX2 and FMA).
 pub fn available() -> bool {
-    super::vmath::avx512()
+    !Shape::all().is_empty()
 }
 
 /// What is applied to `C` around the product.
@@ -503,7 +504,7 @@ mod tests {
             (64, 49, 1152),
         ]
         .into_iter()
-        .flat_map(|(m, n, k)| Shape::ALL.map(|s| (m, n, k, s)))
+        .flat_map(|(m, n, k)| Shape::runnable().into_iter().map(move |s| (m, n, k, s)))
         {
             let a: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7) % 13) as f32 * 0.25 - 1.5)
@@ -566,7 +567,7 @@ mod tests {
         }
         let cases = [(5, 3, 9, 7, 7), (29, 300, 16, 14, 14), (14, 9, 58, 56, 3)];
         for ((m, k, pitch, valid, rows), shape) in
-            cases.into_iter().flat_map(|c| Shape::ALL.map(|s| (c, s)))
+            cases.into_iter().flat_map(|c| Shape::runnable().into_iter().map(move |s| (c, s)))
         {
             let n: usize = (rows - 1) * pitch + valid;
             // Row t of B is base[t * 7 + j]: rows overlap, as a convolution's taps do.

@@ -247,7 +247,7 @@ pub(super) struct Prepared {
     pub w_t: Vec<Vec<f32>>,
     /// W per direction packed as the right operand of the projection
     /// ([`super::weights_gemm`]); empty when W is not constant or the CPU
-    /// has no AVX-512 (then `w_t` serves).
+    /// has no microkernels (then `w_t` serves).
     pub w_packed: Vec<super::weights_gemm::PackedW>,
     /// A quantized layer's W and R as integers in f32, when constant.
     pub w_int: Option<Vec<f32>>,

@@ -40,7 +40,7 @@ impl PackedW {
     /// Packs `W` (k×n), element `(t, j)` at `w[t * strides.0 + j * strides.1]`
     /// (a MatMul's `[k, n]` is `(n, 1)`, a recurrent layer's `[n, k]` is
     /// `(1, k)`), for products of about `m` rows; `None` when this CPU has
-    /// no AVX-512 microkernel or `w` is too short.
+    /// no microkernel or `w` is too short.
     pub fn new(
         w: &[f32],
         k: usize,
@@ -145,7 +145,7 @@ impl PackedW {
                                 residual: None,
                                 act: if last { act } else { Activation::None },
                             };
-                            // SAFETY: the CPU has AVX-512 (checked when
+                            // SAFETY: the CPU runs the shape (checked when
                             // packed); both panels hold `depth` rows from
                             // `k0`; the tile's kept elements lie in `c`
                             // (asserted above); groups write disjoint columns.
@@ -179,12 +179,22 @@ fn pack_x(x: &[f32], m: usize, k: usize, mr: usize, packed: &mut [f32]) {
     for (r, panel) in packed.chunks_mut(k * mr).enumerate() {
         let rows = mr.min(m - r * mr);
         let x = &x[r * mr * k..(r * mr + rows) * k];
-        // SAFETY: the microkernel's CPU check (AVX-512F) passed when the
-        // weights were packed; `x` holds `rows` rows of `k`, `panel` `k` of `mr`.
         #[cfg(target_arch = "x86_64")]
-        unsafe {
-            pack_panel(x, rows, k, mr, panel)
-        };
+        if super::vmath::avx512() {
+            // SAFETY: the CPU has AVX-512F; `x` holds `rows` rows of `k`,
+            // `panel` `k` of `mr`.
+            unsafe { pack_panel(x, rows, k, mr, panel) };
+            continue;
+        }
+        // Row by row (AVX2 shapes have at most 6 rows).
+        for (i, row) in x.chunks_exact(k).enumerate() {
+            for (t, v) in row.iter().enumerate() {
+                panel[t * mr + i] = *v;
+            }
+        }
+        for t in 0..k {
+            panel[t * mr + rows..(t + 1) * mr].fill(0.0);
+        }
     }
 }
 
