@@ -164,12 +164,12 @@ pub(super) mod avx512 {
     }
 }
 
-/// The AVX-512 module's formulas on 8 lanes.
+/// The erf GELU over a slice in AVX2 registers ([`super::vmath_avx2`]).
 #[cfg(target_arch = "x86_64")]
-pub(super) mod avx2 {
+mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
+    use super::super::vmath_avx2::gelu_erf as gelu;
 
     /// # Safety
     /// AVX2 and FMA are present.
@@ -191,97 +191,6 @@ pub(super) mod avx2 {
             let n = c.len();
             c.copy_from_slice(&pad[..n]);
         }
-    }
-
-    #[inline(always)]
-    unsafe fn set(v: f32) -> __m256 {
-        _mm256_set1_ps(v)
-    }
-
-    #[inline(always)]
-    unsafe fn horner(x: __m256, coeffs: &[f32]) -> __m256 {
-        let mut acc = set(coeffs[0]);
-        for &c in &coeffs[1..] {
-            acc = _mm256_fmadd_ps(acc, x, set(c));
-        }
-        acc
-    }
-
-    #[inline(always)]
-    pub(in crate::kernels) unsafe fn gelu(x: __m256) -> __m256 {
-        let e = erf(_mm256_mul_ps(x, set(std::f32::consts::FRAC_1_SQRT_2)));
-        _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), e))
-    }
-
-    #[inline(always)]
-    unsafe fn erf(x: __m256) -> __m256 {
-        let z = _mm256_mul_ps(x, x);
-        let small = _mm256_mul_ps(
-            x,
-            horner(
-                z,
-                &[
-                    0.000_120_549_76,
-                    -0.000_854_834_7,
-                    0.005_223_977,
-                    -0.026_866_172,
-                    0.112_837_92,
-                    -0.376_126_4,
-                    1.128_379_2,
-                ],
-            ),
-        );
-        let sign = set(-0.0);
-        let abs = _mm256_andnot_ps(sign, x);
-        let a = _mm256_min_ps(abs, set(10.0));
-        let t = _mm256_div_ps(set(1.0), _mm256_fmadd_ps(set(0.5), a, set(1.0)));
-        let poly = horner(
-            t,
-            &[
-                0.170_872_77,
-                -0.822_152_23,
-                1.488_515_87,
-                -1.135_203_98,
-                0.278_868_07,
-                -0.186_288_06,
-                0.096_784_18,
-                0.374_091_96,
-                1.000_023_7,
-                -1.265_512_2,
-            ],
-        );
-        let arg = _mm256_sub_ps(poly, _mm256_mul_ps(a, a));
-        let one_minus = _mm256_fnmadd_ps(t, exp(arg), set(1.0));
-        let large = _mm256_or_ps(_mm256_andnot_ps(sign, one_minus), _mm256_and_ps(sign, x));
-        // NaN compares false and keeps `small` (NaN), as the scalar form.
-        let big = _mm256_cmp_ps::<_CMP_GE_OQ>(abs, set(0.5));
-        _mm256_blendv_ps(small, large, big)
-    }
-
-    #[inline(always)]
-    unsafe fn exp(x: __m256) -> __m256 {
-        let c = _mm256_min_ps(_mm256_max_ps(x, set(-87.3)), set(88.3));
-        let t = _mm256_fmadd_ps(c, set(LOG2E), set(ROUND));
-        let n = _mm256_sub_ps(t, set(ROUND));
-        let r = _mm256_fnmadd_ps(n, set(LN2_HI), c);
-        let r = _mm256_fnmadd_ps(n, set(LN2_LO), r);
-        let p = horner(
-            r,
-            &[
-                1.987_569_1e-4,
-                1.398_199_9e-3,
-                8.333_452e-3,
-                4.166_579_6e-2,
-                1.666_666_5e-1,
-                5.000_000_1e-1,
-            ],
-        );
-        let y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), set(1.0));
-        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_castps_si256(t),
-            _mm256_set1_epi32(127),
-        ));
-        _mm256_mul_ps(y, _mm256_castsi256_ps(bits))
     }
 }
 

@@ -56,6 +56,8 @@ pub mod tensor_scatter;
 pub mod tfidf;
 pub mod tree;
 pub mod vmath;
+#[cfg(target_arch = "x86_64")]
+mod vmath_avx2;
 pub mod weights_gemm;
 pub mod window2d;
 

@@ -134,7 +134,8 @@ pub fn tanh(x: f32) -> f32 {
             * z
             * x
             + x;
-    let a = x.abs().min(44.0);
+    // Not `min`, which would turn a NaN into 44 (and tanh(NaN) into ±1).
+    let a = if x.abs() > 44.0 { 44.0 } else { x.abs() };
     let large = (1.0 - 2.0 / (exp(2.0 * a) + 1.0)).copysign(x);
     if x.abs() < 0.625 {
         small

@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use rlx_ir::ops::Activation;
 
-use super::super::{gelu_lanes, vmath};
+use super::super::vmath_avx2;
 use super::{Half, Panel, Store, Tile};
 
 /// Columns of a tile: one part.
@@ -306,18 +306,17 @@ unsafe fn relu_keep_nan(x: __m256) -> __m256 {
     _mm256_and_ps(keep, x)
 }
 
-/// `act` on 8 lanes: ReLU, HardSwish and the erf GELU in the register, the
-/// rest through the `vmath` functions, vectorized over a copy of the lanes.
+/// `act` on 8 lanes, in the register.
 #[inline(always)]
 unsafe fn activate(act: Activation, v: __m256) -> __m256 {
     match act {
         Activation::None => v,
         Activation::Relu => relu_keep_nan(v),
-        Activation::Sigmoid => lanes(v, |x| vmath::sigmoid(x)),
-        Activation::Tanh => lanes(v, |x| vmath::tanh(x)),
-        Activation::Silu => lanes(v, |x| vmath::silu(x)),
-        Activation::GeluErf => gelu_lanes::avx2::gelu(v),
-        Activation::GeluTanh => lanes(v, |x| vmath::gelu_tanh(x)),
+        Activation::Sigmoid => vmath_avx2::sigmoid(v),
+        Activation::Tanh => vmath_avx2::tanh(v),
+        Activation::Silu => vmath_avx2::silu(v),
+        Activation::GeluErf => vmath_avx2::gelu_erf(v),
+        Activation::GeluTanh => vmath_avx2::gelu_tanh(v),
         Activation::HardSwish => {
             // As vmath::hard_swish: a NaN lane stays NaN through the last product.
             let t = _mm256_add_ps(
@@ -330,23 +329,13 @@ unsafe fn activate(act: Activation, v: __m256) -> __m256 {
     }
 }
 
-#[inline(always)]
-unsafe fn lanes(v: __m256, f: impl Fn(f32) -> f32) -> __m256 {
-    let mut l = [0f32; 8];
-    _mm256_storeu_ps(l.as_mut_ptr(), v);
-    for x in l.iter_mut() {
-        *x = f(*x);
-    }
-    _mm256_loadu_ps(l.as_ptr())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn transposes_eight_by_eight() {
-        if !vmath::avx2() {
+        if !crate::kernels::vmath::avx2() {
             return;
         }
         #[target_feature(enable = "avx2")]

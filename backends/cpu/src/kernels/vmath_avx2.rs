@@ -1,0 +1,215 @@
+//! [`super::vmath`]'s functions on the 8 lanes of an AVX2 register, with
+//! fused multiply-adds: the formulas and constants of the scalar forms, NaN
+//! kept as they keep it. For loops that cannot rely on the compiler to
+//! vectorize the scalar form (an 8-lane loop inside a microkernel's
+//! epilogue stayed scalar, each element a chain of forty operations).
+//!
+//! # Safety
+//! Every function needs AVX2 and FMA (the callers' `target_feature`).
+
+// The coefficients are `vmath`'s, digits beyond f32 included.
+#![allow(clippy::excessive_precision)]
+
+use std::arch::x86_64::*;
+
+use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
+
+#[inline(always)]
+unsafe fn set(v: f32) -> __m256 {
+    _mm256_set1_ps(v)
+}
+
+/// `acc * x + c` over the coefficients, highest first.
+#[inline(always)]
+unsafe fn horner(x: __m256, coeffs: &[f32]) -> __m256 {
+    let mut acc = set(coeffs[0]);
+    for &c in &coeffs[1..] {
+        acc = _mm256_fmadd_ps(acc, x, set(c));
+    }
+    acc
+}
+
+/// `min(max(x, lo), hi)` with a NaN lane kept NaN (`maxps` and `minps`
+/// return their second operand when either is NaN).
+#[inline(always)]
+unsafe fn clamp(x: __m256, lo: f32, hi: f32) -> __m256 {
+    _mm256_min_ps(set(hi), _mm256_max_ps(set(lo), x))
+}
+
+/// `e^x`, as [`super::vmath::exp`]: infinity above 88.72, 0 below -103.9.
+#[inline(always)]
+pub unsafe fn exp(x: __m256) -> __m256 {
+    let c = clamp(x, -87.3, 88.3);
+    let t = _mm256_fmadd_ps(c, set(LOG2E), set(ROUND));
+    let n = _mm256_sub_ps(t, set(ROUND));
+    let r = _mm256_fnmadd_ps(n, set(LN2_HI), c);
+    let r = _mm256_fnmadd_ps(n, set(LN2_LO), r);
+    let p = horner(
+        r,
+        &[
+            1.987_569_1e-4,
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            5.000_000_1e-1,
+        ],
+    );
+    let y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), set(1.0));
+    let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+        _mm256_castps_si256(t),
+        _mm256_set1_epi32(127),
+    ));
+    let y = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+    let y = _mm256_blendv_ps(y, set(f32::INFINITY), _mm256_cmp_ps::<_CMP_GT_OQ>(x, set(88.72)));
+    _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps::<_CMP_LT_OQ>(x, set(-103.9)))
+}
+
+/// `1 / (1 + e^-x)`.
+#[inline(always)]
+pub unsafe fn sigmoid(x: __m256) -> __m256 {
+    let e = exp(_mm256_xor_ps(x, set(-0.0)));
+    _mm256_div_ps(set(1.0), _mm256_add_ps(set(1.0), e))
+}
+
+/// `x · sigmoid(x)`.
+#[inline(always)]
+pub unsafe fn silu(x: __m256) -> __m256 {
+    _mm256_mul_ps(x, sigmoid(x))
+}
+
+/// `tanh(x)`, as [`super::vmath::tanh`]: a polynomial below |x| = 0.625,
+/// `1 - 2 / (e^2|x| + 1)` with the sign above.
+#[inline(always)]
+pub unsafe fn tanh(x: __m256) -> __m256 {
+    let sign = set(-0.0);
+    let z = _mm256_mul_ps(x, x);
+    let poly = horner(
+        z,
+        &[
+            -5.704_988_7e-3,
+            2.063_908_9e-2,
+            -5.373_971_6e-2,
+            1.333_144_2e-1,
+            -3.333_328_2e-1,
+        ],
+    );
+    let small = _mm256_fmadd_ps(_mm256_mul_ps(poly, z), x, x);
+    let abs = _mm256_andnot_ps(sign, x);
+    let a = _mm256_min_ps(set(44.0), abs);
+    let e = exp(_mm256_add_ps(a, a));
+    let large = _mm256_sub_ps(set(1.0), _mm256_div_ps(set(2.0), _mm256_add_ps(e, set(1.0))));
+    let large = _mm256_or_ps(large, _mm256_and_ps(sign, x));
+    // NaN compares false and keeps `large`, NaN through `a`.
+    _mm256_blendv_ps(large, small, _mm256_cmp_ps::<_CMP_LT_OQ>(abs, set(0.625)))
+}
+
+/// `erf(x)`, as [`super::vmath::erf`].
+#[inline(always)]
+pub unsafe fn erf(x: __m256) -> __m256 {
+    let z = _mm256_mul_ps(x, x);
+    let small = _mm256_mul_ps(
+        x,
+        horner(
+            z,
+            &[
+                0.000_120_549_76,
+                -0.000_854_834_7,
+                0.005_223_977,
+                -0.026_866_172,
+                0.112_837_92,
+                -0.376_126_4,
+                1.128_379_2,
+            ],
+        ),
+    );
+    let sign = set(-0.0);
+    let abs = _mm256_andnot_ps(sign, x);
+    let a = _mm256_min_ps(abs, set(10.0));
+    let t = _mm256_div_ps(set(1.0), _mm256_fmadd_ps(set(0.5), a, set(1.0)));
+    let poly = horner(
+        t,
+        &[
+            0.170_872_77,
+            -0.822_152_23,
+            1.488_515_87,
+            -1.135_203_98,
+            0.278_868_07,
+            -0.186_288_06,
+            0.096_784_18,
+            0.374_091_96,
+            1.000_023_7,
+            -1.265_512_2,
+        ],
+    );
+    let arg = _mm256_sub_ps(poly, _mm256_mul_ps(a, a));
+    let one_minus = _mm256_fnmadd_ps(t, exp(arg), set(1.0));
+    let large = _mm256_or_ps(_mm256_andnot_ps(sign, one_minus), _mm256_and_ps(sign, x));
+    // NaN compares false and keeps `small` (NaN), as the scalar form.
+    let big = _mm256_cmp_ps::<_CMP_GE_OQ>(abs, set(0.5));
+    _mm256_blendv_ps(small, large, big)
+}
+
+/// GELU with the exact (erf) form.
+#[inline(always)]
+pub unsafe fn gelu_erf(x: __m256) -> __m256 {
+    let e = erf(_mm256_mul_ps(x, set(std::f32::consts::FRAC_1_SQRT_2)));
+    _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), e))
+}
+
+/// GELU with the tanh approximation.
+#[inline(always)]
+pub unsafe fn gelu_tanh(x: __m256) -> __m256 {
+    let cube = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    let inner = _mm256_mul_ps(set(0.797_884_6), _mm256_fmadd_ps(set(0.044715), cube, x));
+    let t = tanh(inner);
+    _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::vmath;
+    use super::*;
+
+    /// Each function against its scalar form, NaN and the infinities included.
+    #[test]
+    fn match_the_scalar_forms() {
+        if !vmath::avx2() {
+            return;
+        }
+        let mut xs: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.037).collect();
+        xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 0.625, -0.625]);
+        xs.extend([88.8, -88.8, 104.0, -104.0, 0.5, -0.5, 44.5, -44.5]);
+        type Pair = (&'static str, unsafe fn(__m256) -> __m256, fn(f32) -> f32);
+        let pairs: [Pair; 7] = [
+            ("exp", |v| unsafe { exp(v) }, vmath::exp),
+            ("sigmoid", |v| unsafe { sigmoid(v) }, vmath::sigmoid),
+            ("silu", |v| unsafe { silu(v) }, vmath::silu),
+            ("tanh", |v| unsafe { tanh(v) }, vmath::tanh),
+            ("erf", |v| unsafe { erf(v) }, vmath::erf),
+            ("gelu_erf", |v| unsafe { gelu_erf(v) }, vmath::gelu_erf),
+            ("gelu_tanh", |v| unsafe { gelu_tanh(v) }, vmath::gelu_tanh),
+        ];
+        for (name, vector, scalar) in pairs {
+            for chunk in xs.chunks(8) {
+                let mut lanes = [0f32; 8];
+                lanes[..chunk.len()].copy_from_slice(chunk);
+                // SAFETY: the CPU has AVX2 and FMA (checked above).
+                let got = unsafe {
+                    let mut out = [0f32; 8];
+                    _mm256_storeu_ps(out.as_mut_ptr(), vector(_mm256_loadu_ps(lanes.as_ptr())));
+                    out
+                };
+                for (x, g) in lanes.iter().zip(got) {
+                    let w = scalar(*x);
+                    assert!(
+                        g == w
+                            || (g.is_nan() && w.is_nan())
+                            || (g - w).abs() <= 4e-7 * (1.0 + w.abs()),
+                        "{name}({x}) = {g}, scalar {w}"
+                    );
+                }
+            }
+        }
+    }
+}
