@@ -77,7 +77,10 @@ pub unsafe fn kernel<A: Panel, B: Panel, const MR: usize>(kc: usize, a: &A, b: &
             }
         }
     }
-    for p in 0..kc {
+    // Four steps an iteration: the loop's own instructions are a fifth of
+    // one step's, and measured 5-8% of the speed in L1.
+    let step =
+    |acc: &mut [[__m256; 2]; MR], p: usize| {
         let bp = b.row(p);
         let bv = [_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8))];
         let ap = a.row(p);
@@ -86,6 +89,17 @@ pub unsafe fn kernel<A: Panel, B: Panel, const MR: usize>(kc: usize, a: &A, b: &
             row[0] = _mm256_fmadd_ps(av, bv[0], row[0]);
             row[1] = _mm256_fmadd_ps(av, bv[1], row[1]);
         }
+    };
+    let mut p = 0;
+    while p + 4 <= kc {
+        for q in 0..4 {
+            step(&mut acc, p + q);
+        }
+        p += 4;
+    }
+    while p < kc {
+        step(&mut acc, p);
+        p += 1;
     }
     let part = match t.store {
         Store::Rows(parts) => parts[0],

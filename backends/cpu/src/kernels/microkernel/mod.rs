@@ -281,3 +281,46 @@ pub(crate) use avx512::{activate, transpose16};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+
+/// The microkernels alone, operands in L1: `cargo test --release -p rlx-cpu
+/// --lib microkernel::speed -- --ignored --nocapture`.
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    #[test]
+    #[ignore = "a timing table, not a test"]
+    fn in_l1() {
+        for shape in Shape::runnable() {
+            let kc = 256;
+            let a = AlignedBuf::zeroed(kc * shape.mr);
+            let b = AlignedBuf::zeroed(kc * shape.nr());
+            let mut c = vec![0f32; shape.mr * shape.nr()];
+            let tile = Tile {
+                c: c.as_mut_ptr(),
+                ldc: shape.nr(),
+                rows: shape.mr,
+                store: Store::Rows([Half::prefix(16, 0), Half::prefix(16, 16), Half::prefix(16, 32), Half::prefix(16, 48)]),
+                load_c: false,
+                bias: None,
+                residual: None,
+                act: Activation::None,
+            };
+            let (pa, pb) = (
+                Packed { ptr: a.as_slice().as_ptr(), width: shape.mr },
+                Packed { ptr: b.as_slice().as_ptr(), width: shape.nr() },
+            );
+            let t = std::time::Instant::now();
+            let mut n = 0u64;
+            while t.elapsed().as_secs_f64() < 0.5 {
+                for _ in 0..1000 {
+                    // SAFETY: the shape runs here; the panels hold kc rows.
+                    unsafe { run(shape, kc, &pa, &pb, &tile) };
+                }
+                n += 1000;
+            }
+            let flops = 2.0 * (kc * shape.mr * shape.nr()) as f64 * n as f64;
+            println!("{}x{}: {:.1} GFLOP/s", shape.mr, shape.nr(), flops / t.elapsed().as_secs_f64() / 1e9);
+        }
+    }
+}
