@@ -2,8 +2,10 @@
 //! im2col + GEMM would multiply 1-row matrices.
 //!
 //! f32 on an AVX-512 CPU: a plane at a time through `window2d`, with bias and
-//! ReLU as the result is stored. Otherwise rows are clamped to the valid kernel
-//! taps once, so the inner loop over output columns has no bounds checks.
+//! ReLU as the result is stored; on an AVX2 one, planes of few columns with
+//! eight channels in a register's lanes ([`super::depthwise_lanes`]).
+//! Otherwise rows are clamped to the valid kernel taps once, so the inner
+//! loop over output columns has no bounds checks.
 
 use std::any::TypeId;
 
@@ -35,7 +37,15 @@ pub fn run<T: Comp + bytemuck::Pod>(
         run_f32(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
         return;
     }
-    run_any(&as_row(g), x, w, bias, y);
+    let g = &as_row(g);
+    #[cfg(target_arch = "x86_64")]
+    if TypeId::of::<T>() == TypeId::of::<f32>() && super::depthwise_lanes::applies(g) {
+        let bias = bias.map(bytemuck::cast_slice::<T, f32>);
+        let (x, w) = (bytemuck::cast_slice(x), bytemuck::cast_slice(w));
+        super::depthwise_lanes::run(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
+        return;
+    }
+    run_any(g, x, w, bias, y);
     activate(act, y);
 }
 
@@ -100,7 +110,7 @@ fn run_f32(
     });
 }
 
-fn run_any<T: Comp + bytemuck::Pod>(
+pub(super) fn run_any<T: Comp + bytemuck::Pod>(
     g: &ConvGeom,
     x: &[T],
     w: &[T],

@@ -10,6 +10,8 @@ mod conv_transpose;
 pub mod data;
 pub mod deform_conv;
 pub mod depthwise;
+#[cfg(target_arch = "x86_64")]
+mod depthwise_lanes;
 pub mod elementwise;
 pub mod gelu_lanes;
 pub mod gemm;

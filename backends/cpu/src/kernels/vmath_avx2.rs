@@ -12,6 +12,8 @@
 
 use std::arch::x86_64::*;
 
+use rlx_ir::ops::Activation;
+
 use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
 
 #[inline(always)]
@@ -164,6 +166,36 @@ pub unsafe fn gelu_tanh(x: __m256) -> __m256 {
     let inner = _mm256_mul_ps(set(0.797_884_6), _mm256_fmadd_ps(set(0.044715), cube, x));
     let t = tanh(inner);
     _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), t))
+}
+
+/// `max(x, 0)` with NaN kept, as `vmath::relu`.
+#[inline(always)]
+unsafe fn relu_keep_nan(x: __m256) -> __m256 {
+    let keep = _mm256_cmp_ps::<_CMP_NLT_UQ>(x, _mm256_setzero_ps());
+    _mm256_and_ps(keep, x)
+}
+
+/// `act` on 8 lanes, in the register.
+#[inline(always)]
+pub unsafe fn activate(act: Activation, v: __m256) -> __m256 {
+    match act {
+        Activation::None => v,
+        Activation::Relu => relu_keep_nan(v),
+        Activation::Sigmoid => sigmoid(v),
+        Activation::Tanh => tanh(v),
+        Activation::Silu => silu(v),
+        Activation::GeluErf => gelu_erf(v),
+        Activation::GeluTanh => gelu_tanh(v),
+        Activation::HardSwish => {
+            // As vmath::hard_swish: a NaN lane stays NaN through the last product.
+            let t = _mm256_add_ps(
+                _mm256_mul_ps(v, _mm256_set1_ps(1.0 / 6.0)),
+                _mm256_set1_ps(0.5),
+            );
+            let t = _mm256_min_ps(_mm256_max_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(1.0));
+            _mm256_mul_ps(v, t)
+        }
+    }
 }
 
 #[cfg(test)]

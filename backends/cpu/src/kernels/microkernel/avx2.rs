@@ -9,9 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use rlx_ir::ops::Activation;
-
-use super::super::vmath_avx2;
+use super::super::vmath_avx2::activate;
 use super::{Half, Panel, Store, Tile};
 
 /// Columns of a tile: one part.
@@ -309,36 +307,6 @@ unsafe fn store_part(dst: *mut f32, part: Half, row: *const f32) {
         if part.mask & (1 << l) != 0 {
             *at = *row.add(l);
             at = at.add(1);
-        }
-    }
-}
-
-/// `max(x, 0)` with NaN kept, as `vmath::relu`.
-#[inline(always)]
-unsafe fn relu_keep_nan(x: __m256) -> __m256 {
-    let keep = _mm256_cmp_ps::<_CMP_NLT_UQ>(x, _mm256_setzero_ps());
-    _mm256_and_ps(keep, x)
-}
-
-/// `act` on 8 lanes, in the register.
-#[inline(always)]
-unsafe fn activate(act: Activation, v: __m256) -> __m256 {
-    match act {
-        Activation::None => v,
-        Activation::Relu => relu_keep_nan(v),
-        Activation::Sigmoid => vmath_avx2::sigmoid(v),
-        Activation::Tanh => vmath_avx2::tanh(v),
-        Activation::Silu => vmath_avx2::silu(v),
-        Activation::GeluErf => vmath_avx2::gelu_erf(v),
-        Activation::GeluTanh => vmath_avx2::gelu_tanh(v),
-        Activation::HardSwish => {
-            // As vmath::hard_swish: a NaN lane stays NaN through the last product.
-            let t = _mm256_add_ps(
-                _mm256_mul_ps(v, _mm256_set1_ps(1.0 / 6.0)),
-                _mm256_set1_ps(0.5),
-            );
-            let t = _mm256_min_ps(_mm256_max_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(1.0));
-            _mm256_mul_ps(v, t)
         }
     }
 }
