@@ -2,8 +2,8 @@
 //! im2col + GEMM would multiply 1-row matrices.
 //!
 //! f32 on an AVX-512 CPU: a plane at a time through `window2d`, with bias and
-//! ReLU as the result is stored; on an AVX2 one, planes of few columns with
-//! eight channels in a register's lanes ([`super::depthwise_lanes`]).
+//! ReLU as the result is stored; on an AVX2 one, eight channels in a
+//! register's lanes ([`super::depthwise_lanes`]).
 //! Otherwise rows are clamped to the valid kernel taps once, so the inner
 //! loop over output columns has no bounds checks.
 

@@ -275,6 +275,8 @@ pub unsafe fn run_short<A: Panel, B: Panel>(shape: Shape, kc: usize, a: &A, b: &
 }
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::transpose8;
+#[cfg(target_arch = "x86_64")]
 pub(crate) use avx512::{activate, transpose16};
 
 #[cfg(target_arch = "x86_64")]
