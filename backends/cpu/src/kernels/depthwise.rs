@@ -3,7 +3,7 @@
 //!
 //! f32 on an AVX-512 CPU: a plane at a time through `window2d`, with bias and
 //! ReLU as the result is stored; on an AVX2 one, eight channels in a
-//! register's lanes ([`super::depthwise_lanes`]).
+//! register's lanes ([`super::window_lanes`]).
 //! Otherwise rows are clamped to the valid kernel taps once, so the inner
 //! loop over output columns has no bounds checks.
 
@@ -39,10 +39,16 @@ pub fn run<T: Comp + bytemuck::Pod>(
     }
     let g = &as_row(g);
     #[cfg(target_arch = "x86_64")]
-    if TypeId::of::<T>() == TypeId::of::<f32>() && super::depthwise_lanes::applies(g) {
-        let bias = bias.map(bytemuck::cast_slice::<T, f32>);
-        let (x, w) = (bytemuck::cast_slice(x), bytemuck::cast_slice(w));
-        super::depthwise_lanes::run(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
+    if TypeId::of::<T>() == TypeId::of::<f32>() && super::window_lanes::available() {
+        let reduce = super::window_lanes::Reduce::Dot {
+            w: bytemuck::cast_slice(w),
+            bias: bias.map(bytemuck::cast_slice::<T, f32>),
+            m: g.m,
+            mult: g.m / g.c,
+            act,
+        };
+        let (x, y) = (bytemuck::cast_slice(x), bytemuck::cast_slice_mut(y));
+        super::window_lanes::run(&window_geom(g), g.n * g.m, x, y, reduce);
         return;
     }
     run_any(g, x, w, bias, y);
@@ -70,6 +76,19 @@ fn as_row(g: &ConvGeom) -> ConvGeom {
     }
 }
 
+/// The window of one plane of `g`.
+fn window_geom(g: &ConvGeom) -> window2d::Geom {
+    let two = |v: &[usize]| [v[0], v[1]];
+    window2d::Geom {
+        input: two(&g.input),
+        output: two(&g.output),
+        kernel: two(&g.kernel),
+        strides: two(&g.strides),
+        dilations: two(&g.dilations),
+        pads: two(&g.pads),
+    }
+}
+
 /// ReLU in the window's store; any other activation on each output plane as
 /// soon as it is computed (in cache, and in the same job: one parallel
 /// section per step, not two).
@@ -84,15 +103,7 @@ fn run_f32(
     let relu = act == Activation::Relu;
     // A one-column plane slides along its row, 16 outputs per register.
     let g = &as_row(g);
-    let two = |v: &[usize]| [v[0], v[1]];
-    let geom = window2d::Geom {
-        input: two(&g.input),
-        output: two(&g.output),
-        kernel: two(&g.kernel),
-        strides: two(&g.strides),
-        dilations: two(&g.dilations),
-        pads: two(&g.pads),
-    };
+    let geom = window_geom(g);
     let (taps, mult) = (g.kernel_size(), g.m / g.c);
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
     par_rows(y, sout, |plane, out| {

@@ -10,8 +10,6 @@ mod conv_transpose;
 pub mod data;
 pub mod deform_conv;
 pub mod depthwise;
-#[cfg(target_arch = "x86_64")]
-mod depthwise_lanes;
 pub mod elementwise;
 pub mod gelu_lanes;
 pub mod gemm;
@@ -62,6 +60,8 @@ pub mod vmath;
 mod vmath_avx2;
 pub mod weights_gemm;
 pub mod window2d;
+#[cfg(target_arch = "x86_64")]
+mod window_lanes;
 
 use rlx_ir::{Node, Op, TensorType};
 

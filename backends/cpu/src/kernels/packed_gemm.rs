@@ -566,8 +566,9 @@ mod tests {
             return;
         }
         let cases = [(5, 3, 9, 7, 7), (29, 300, 16, 14, 14), (14, 9, 58, 56, 3)];
-        for ((m, k, pitch, valid, rows), shape) in
-            cases.into_iter().flat_map(|c| Shape::runnable().into_iter().map(move |s| (c, s)))
+        for ((m, k, pitch, valid, rows), shape) in cases
+            .into_iter()
+            .flat_map(|c| Shape::runnable().into_iter().map(move |s| (c, s)))
         {
             let n: usize = (rows - 1) * pitch + valid;
             // Row t of B is base[t * 7 + j]: rows overlap, as a convolution's taps do.

@@ -121,10 +121,11 @@ fn max_nan<T: PartialOrd + Copy>(m: T, v: T) -> T {
     }
 }
 
-/// The vector path's geometry, for f32 on a CPU that has it, when pads are
-/// non-negative (the bordered plane cannot crop).
+/// The vector paths' geometry, for f32 on a CPU that has one (`window2d`
+/// on AVX-512, `window_lanes` on AVX2), when pads are non-negative (the
+/// bordered plane cannot crop).
 fn vector_geom<T: 'static>(w: &Win) -> Option<window2d::Geom> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() || !window2d::available() {
+    if TypeId::of::<T>() != TypeId::of::<f32>() || !window2d::available() && !lanes() {
         return None;
     }
     if w.pad_begin.iter().any(|&p| p < 0) || w.kernel.contains(&0) || w.strides.contains(&0) {
@@ -141,6 +142,37 @@ fn vector_geom<T: 'static>(w: &Win) -> Option<window2d::Geom> {
     })
 }
 
+/// Whether the AVX2 path runs (where `window2d`'s AVX-512 one does not).
+fn lanes() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::window_lanes::available() {
+        return true;
+    }
+    false
+}
+
+/// Runs `reduce` over the planes of `x` on the AVX2 path.
+fn run_lanes(geom: &window2d::Geom, x: &[f32], y: &mut [f32], reduce: LanesReduce) {
+    let planes = y.len() / (geom.output[0] * geom.output[1]).max(1);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let reduce = match reduce {
+            LanesReduce::Max => super::window_lanes::Reduce::Max,
+            LanesReduce::Mean { rows, cols } => super::window_lanes::Reduce::Mean { rows, cols },
+        };
+        super::window_lanes::run(geom, planes, x, y, reduce);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("no AVX2 path off x86-64 ({planes} planes, {reduce:?})");
+}
+
+/// The pools of [`super::window_lanes`].
+#[derive(Debug, Clone, Copy)]
+enum LanesReduce<'a> {
+    Max,
+    Mean { rows: &'a [f32], cols: &'a [f32] },
+}
+
 /// 2-D max pooling without indices, separably: per output row, the max over
 /// the window's input rows (contiguous, vectorizable), then over each output's
 /// columns (clamped tap ranges computed once).
@@ -150,6 +182,9 @@ fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice::<T, f32>(src),
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
+        if !window2d::available() {
+            return run_lanes(&geom, x, y, LanesReduce::Max);
+        }
         let sin = w.input[0] * w.input[1];
         par_rows(y, w.output[0] * w.output[1], |plane, out| {
             window2d::plane(&geom, &x[plane * sin..], out, window2d::Reduce::Max)
@@ -234,6 +269,13 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice::<T, f32>(src),
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
+        if !window2d::available() {
+            let reduce = LanesReduce::Mean {
+                rows: &rows,
+                cols: &cols,
+            };
+            return run_lanes(&geom, x, y, reduce);
+        }
         let reduce = window2d::Reduce::Mean {
             rows: &rows,
             cols: &cols,

@@ -310,8 +310,7 @@ mod tests {
         #[target_feature(enable = "avx512f")]
         unsafe fn check() {
             let m: Vec<f32> = (0..256).map(|i| i as f32).collect();
-            let rows: [__m512; 16] =
-                std::array::from_fn(|i| _mm512_loadu_ps(m[16 * i..].as_ptr()));
+            let rows: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(m[16 * i..].as_ptr()));
             let cols = transpose16(rows);
             for (j, c) in cols.iter().enumerate() {
                 let mut out = [0f32; 16];

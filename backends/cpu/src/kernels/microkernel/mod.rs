@@ -302,15 +302,26 @@ mod speed {
                 c: c.as_mut_ptr(),
                 ldc: shape.nr(),
                 rows: shape.mr,
-                store: Store::Rows([Half::prefix(16, 0), Half::prefix(16, 16), Half::prefix(16, 32), Half::prefix(16, 48)]),
+                store: Store::Rows([
+                    Half::prefix(16, 0),
+                    Half::prefix(16, 16),
+                    Half::prefix(16, 32),
+                    Half::prefix(16, 48),
+                ]),
                 load_c: false,
                 bias: None,
                 residual: None,
                 act: Activation::None,
             };
             let (pa, pb) = (
-                Packed { ptr: a.as_slice().as_ptr(), width: shape.mr },
-                Packed { ptr: b.as_slice().as_ptr(), width: shape.nr() },
+                Packed {
+                    ptr: a.as_slice().as_ptr(),
+                    width: shape.mr,
+                },
+                Packed {
+                    ptr: b.as_slice().as_ptr(),
+                    width: shape.nr(),
+                },
             );
             let t = std::time::Instant::now();
             let mut n = 0u64;
@@ -322,7 +333,12 @@ mod speed {
                 n += 1000;
             }
             let flops = 2.0 * (kc * shape.mr * shape.nr()) as f64 * n as f64;
-            println!("{}x{}: {:.1} GFLOP/s", shape.mr, shape.nr(), flops / t.elapsed().as_secs_f64() / 1e9);
+            println!(
+                "{}x{}: {:.1} GFLOP/s",
+                shape.mr,
+                shape.nr(),
+                flops / t.elapsed().as_secs_f64() / 1e9
+            );
         }
     }
 }
