@@ -25,6 +25,11 @@ pub fn rows(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
         // bounds hold (asserted above).
         return unsafe { rows_avx512(m, n, v, first, out) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::vmath::avx2() {
+        // SAFETY: as above.
+        return unsafe { rows_avx2(m, n, v, first, out) };
+    }
     for (i, x) in out.iter_mut().enumerate() {
         let j = first + i;
         *x = dot8(&m[j * n..(j + 1) * n], v);
@@ -66,6 +71,58 @@ unsafe fn rows_avx512(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f
     while i < out.len() {
         block::<1>(base.add(i * n), n, v.as_ptr(), &mut out[i..i + 1]);
         i += 1;
+    }
+}
+
+/// [`rows`] in AVX2 registers: eight rows at a time, as the AVX-512 path
+/// (the baseline form, one row at a time in SSE, left a GRU's step 2.3x
+/// behind ONNX Runtime on an AVX2 CPU).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
+    let base = m.as_ptr().add(first * n);
+    let mut i = 0;
+    while i + ROWS <= out.len() {
+        block_avx2::<ROWS>(base.add(i * n), n, v.as_ptr(), &mut out[i..i + ROWS]);
+        i += ROWS;
+    }
+    while i < out.len() {
+        block_avx2::<1>(base.add(i * n), n, v.as_ptr(), &mut out[i..i + 1]);
+        i += 1;
+    }
+}
+
+/// `R` rows from `m` (row stride `n`) against `v`, 8 lanes at a time, the
+/// last partial slice by masked loads.
+///
+/// # Safety
+/// AVX2 and FMA; `m` holds `R` rows of `n`, `v` holds `n`; `out` has `R`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn block_avx2<const R: usize>(m: *const f32, n: usize, v: *const f32, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); R];
+    let full = n / 8 * 8;
+    let mut k = 0;
+    while k < full {
+        let x = _mm256_loadu_ps(v.add(k));
+        for (r, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(_mm256_loadu_ps(m.add(r * n + k)), x, *a);
+        }
+        k += 8;
+    }
+    if k < n {
+        let index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - k) as i32), index);
+        let x = _mm256_maskload_ps(v.add(k), mask);
+        for (r, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(_mm256_maskload_ps(m.add(r * n + k), mask), x, *a);
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        let half = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
+        let pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
+        *o = _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
     }
 }
 
