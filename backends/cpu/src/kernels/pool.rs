@@ -151,28 +151,6 @@ fn lanes() -> bool {
     false
 }
 
-/// Runs `reduce` over the planes of `x` on the AVX2 path.
-fn run_lanes(geom: &window2d::Geom, x: &[f32], y: &mut [f32], reduce: LanesReduce) {
-    let planes = y.len() / (geom.output[0] * geom.output[1]).max(1);
-    #[cfg(target_arch = "x86_64")]
-    {
-        let reduce = match reduce {
-            LanesReduce::Max => super::window_lanes::Reduce::Max,
-            LanesReduce::Mean { rows, cols } => super::window_lanes::Reduce::Mean { rows, cols },
-        };
-        super::window_lanes::run(geom, planes, x, y, reduce);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("no AVX2 path off x86-64 ({planes} planes, {reduce:?})");
-}
-
-/// The pools of [`super::window_lanes`].
-#[derive(Debug, Clone, Copy)]
-enum LanesReduce<'a> {
-    Max,
-    Mean { rows: &'a [f32], cols: &'a [f32] },
-}
-
 /// 2-D max pooling without indices, separably: per output row, the max over
 /// the window's input rows (contiguous, vectorizable), then over each output's
 /// columns (clamped tap ranges computed once).
@@ -182,8 +160,10 @@ fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice::<T, f32>(src),
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
+        #[cfg(target_arch = "x86_64")]
         if !window2d::available() {
-            return run_lanes(&geom, x, y, LanesReduce::Max);
+            let planes = y.len() / (w.output[0] * w.output[1]).max(1);
+            return super::window_lanes::run(&geom, planes, x, y, super::window_lanes::Reduce::Max);
         }
         let sin = w.input[0] * w.input[1];
         par_rows(y, w.output[0] * w.output[1], |plane, out| {
@@ -269,12 +249,14 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice::<T, f32>(src),
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
+        #[cfg(target_arch = "x86_64")]
         if !window2d::available() {
-            let reduce = LanesReduce::Mean {
+            let reduce = super::window_lanes::Reduce::Mean {
                 rows: &rows,
                 cols: &cols,
             };
-            return run_lanes(&geom, x, y, reduce);
+            let planes = y.len() / (oh * ow).max(1);
+            return super::window_lanes::run(&geom, planes, x, y, reduce);
         }
         let reduce = window2d::Reduce::Mean {
             rows: &rows,
