@@ -526,7 +526,7 @@ unsafe fn tile<const R: usize, const P: usize>(
                     if let Some(bias) = bias {
                         x = _mm512_add_ps(x, bias);
                     }
-                    _mm512_castps_si512(super::microkernel::activate(act, x))
+                    _mm512_castps_si512(super::gemm::microkernel::activate(act, x))
                 }
             };
             let at = (i + r) * ldc + j - first * PANEL;

@@ -7,11 +7,11 @@ use half::{bf16, f16};
 use rlx_ir::ops::Activation;
 use rlx_ir::{DType, Op};
 
+use super::gemm::microkernel::Shape;
+use super::gemm::weights::PackedW;
 use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::layout::{broadcast_into, broadcast_strides, offset_of, par_rows};
-use super::microkernel::Shape;
 use super::num::{Comp, Int};
-use super::weights_gemm::PackedW;
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -107,7 +107,7 @@ struct MatMulKernel {
 /// Whether a product of `rows` rows against constant `b` (k×n) goes through
 /// [`PackedW`]: deep enough that packing `X` is small beside the product,
 /// and `n` close to a multiple of the tile width (measured against the
-/// `gemm` crate, `weights_gemm::speed`: 1.1x faster on an LSTM's and a BERT
+/// `gemm` crate, `gemm::weights::speed`: 1.1x faster on an LSTM's and a BERT
 /// FFN's products, slower where a narrow last panel wastes a tenth).
 fn packs_b(rows: usize, k: usize, n: usize) -> bool {
     let nr = Shape::for_product(rows.max(1), n).nr();
@@ -291,7 +291,7 @@ impl MatMulKernel {
                 bytemuck::cast_slice::<T, f32>(b),
             );
             let y = bytemuck::cast_slice_mut::<T, f32>(out);
-            super::gemv::vec_mat(&x[..g.k], &w[..g.k * g.n], g.n, y, accumulate);
+            super::gemm::gemv::vec_mat(&x[..g.k], &w[..g.k * g.n], g.n, y, accumulate);
         } else if g.folds_into_rows() {
             gemm(
                 g.batches() * g.m,

@@ -4,16 +4,10 @@ pub mod attention;
 pub mod cast;
 pub mod control;
 pub mod conv;
-mod conv_direct;
-mod conv_plan;
-mod conv_transpose;
 pub mod data;
-pub mod deform_conv;
-pub mod depthwise;
 pub mod elementwise;
 pub mod gelu_lanes;
 pub mod gemm;
-mod gemv;
 pub mod generators;
 pub mod gqa;
 pub mod grid;
@@ -27,13 +21,11 @@ pub mod linear_attention;
 pub mod loss;
 pub mod matmul;
 pub mod matmul_integer;
-mod microkernel;
 pub mod minifloat;
 pub mod movement;
 pub mod norm;
 pub mod norm_rows;
 pub mod num;
-pub mod packed_gemm;
 pub mod pool;
 pub mod quant;
 pub mod re2;
@@ -58,10 +50,6 @@ pub mod tree;
 pub mod vmath;
 #[cfg(target_arch = "x86_64")]
 mod vmath_avx2;
-pub mod weights_gemm;
-pub mod window2d;
-#[cfg(target_arch = "x86_64")]
-mod window_lanes;
 
 use rlx_ir::{Node, Op, TensorType};
 
@@ -122,7 +110,7 @@ pub fn builder(op: &Op) -> Option<BuildFn> {
         Op::MatMulInteger(_) | Op::FusedMatMulInteger(_) => matmul_integer::build,
         Op::Conv(_) | Op::FusedConv(_) | Op::ConvTranspose(_) => conv::build,
         Op::Pool(_) | Op::GlobalPool(_) | Op::Lrn(_) | Op::MaxUnpool(_) => pool::build,
-        Op::DeformConv(_) => deform_conv::build,
+        Op::DeformConv(_) => conv::deform::build,
         Op::Col2Im(_) | Op::Window(_) => signal::build,
         Op::Einsum(_) | Op::Det(_) => linalg_extra::build,
         Op::Gather(_)

@@ -7,9 +7,11 @@ use std::any::TypeId;
 use rlx_ir::ops::{resolve_pads, GlobalPoolKind, Pool, PoolKind};
 use rlx_ir::{DType, Op};
 
+use super::conv::window;
+#[cfg(target_arch = "x86_64")]
+use super::conv::window_lanes;
 use super::layout::par_rows;
 use super::num::{AnyNum, Real};
-use super::window2d;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{with_dtype, with_width};
@@ -121,18 +123,18 @@ fn max_nan<T: PartialOrd + Copy>(m: T, v: T) -> T {
     }
 }
 
-/// The vector paths' geometry, for f32 on a CPU that has one (`window2d`
+/// The vector paths' geometry, for f32 on a CPU that has one (`conv::window`
 /// on AVX-512, `window_lanes` on AVX2), when pads are non-negative (the
 /// bordered plane cannot crop).
-fn vector_geom<T: 'static>(w: &Win) -> Option<window2d::Geom> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() || !window2d::available() && !lanes() {
+fn vector_geom<T: 'static>(w: &Win) -> Option<window::Geom> {
+    if TypeId::of::<T>() != TypeId::of::<f32>() || !window::available() && !lanes() {
         return None;
     }
     if w.pad_begin.iter().any(|&p| p < 0) || w.kernel.contains(&0) || w.strides.contains(&0) {
         return None;
     }
     let two = |v: &[usize]| [v[0], v[1]];
-    Some(window2d::Geom {
+    Some(window::Geom {
         input: two(&w.input),
         output: two(&w.output),
         kernel: two(&w.kernel),
@@ -142,10 +144,10 @@ fn vector_geom<T: 'static>(w: &Win) -> Option<window2d::Geom> {
     })
 }
 
-/// Whether the AVX2 path runs (where `window2d`'s AVX-512 one does not).
+/// Whether the AVX2 path runs (where `conv::window`'s AVX-512 one does not).
 fn lanes() -> bool {
     #[cfg(target_arch = "x86_64")]
-    if super::window_lanes::available() {
+    if window_lanes::available() {
         return true;
     }
     false
@@ -161,13 +163,13 @@ fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
         #[cfg(target_arch = "x86_64")]
-        if !window2d::available() {
+        if !window::available() {
             let planes = y.len() / (w.output[0] * w.output[1]).max(1);
-            return super::window_lanes::run(&geom, planes, x, y, super::window_lanes::Reduce::Max);
+            return window_lanes::run(&geom, planes, x, y, window_lanes::Reduce::Max);
         }
         let sin = w.input[0] * w.input[1];
         par_rows(y, w.output[0] * w.output[1], |plane, out| {
-            window2d::plane(&geom, &x[plane * sin..], out, window2d::Reduce::Max)
+            window::plane(&geom, &x[plane * sin..], out, window::Reduce::Max)
         });
         return;
     }
@@ -244,26 +246,26 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
         let mut cols: Vec<f32> = (0..ow as i64)
             .map(|c| count(c, sw, dw, kw, pw, iw, ew))
             .collect();
-        cols.resize(window2d::mean_cols(ow), 0.0);
+        cols.resize(window::mean_cols(ow), 0.0);
         let (x, y) = (
             bytemuck::cast_slice::<T, f32>(src),
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
         #[cfg(target_arch = "x86_64")]
-        if !window2d::available() {
-            let reduce = super::window_lanes::Reduce::Mean {
+        if !window::available() {
+            let reduce = window_lanes::Reduce::Mean {
                 rows: &rows,
                 cols: &cols,
             };
             let planes = y.len() / (oh * ow).max(1);
-            return super::window_lanes::run(&geom, planes, x, y, reduce);
+            return window_lanes::run(&geom, planes, x, y, reduce);
         }
-        let reduce = window2d::Reduce::Mean {
+        let reduce = window::Reduce::Mean {
             rows: &rows,
             cols: &cols,
         };
         par_rows(y, oh * ow, |plane, out| {
-            window2d::plane(&geom, &x[plane * sin..], out, reduce)
+            window::plane(&geom, &x[plane * sin..], out, reduce)
         });
         return;
     }

@@ -248,7 +248,7 @@ pub(super) struct Prepared {
     /// W per direction packed as the right operand of the projection
     /// ([`super::weights_gemm`]); empty when W is not constant or the CPU
     /// has no microkernels (then `w_t` serves).
-    pub w_packed: Vec<super::weights_gemm::PackedW>,
+    pub w_packed: Vec<super::gemm::weights::PackedW>,
     /// A quantized layer's W and R as integers in f32, when constant.
     pub w_int: Option<Vec<f32>>,
     pub r_int: Option<Vec<f32>>,
@@ -355,9 +355,9 @@ fn per_direction<T>(
 }
 
 /// `W` per direction as the right operand of the projection of `steps` rows.
-fn packed_w(w: &[f32], dims: &[usize], steps: usize) -> Vec<super::weights_gemm::PackedW> {
+fn packed_w(w: &[f32], dims: &[usize], steps: usize) -> Vec<super::gemm::weights::PackedW> {
     per_direction(w, dims, |wd, gh, input| {
-        super::weights_gemm::PackedW::new(wd, input, gh, (1, input), steps)
+        super::gemm::weights::PackedW::new(wd, input, gh, (1, input), steps)
     })
 }
 

@@ -13,7 +13,7 @@
 use rlx_ir::ops::{Recurrent, RecurrentKind, RnnActivation, RnnDirection};
 
 use super::gemm::gemm_strided;
-use super::gemv;
+use super::gemm::gemv;
 use super::recurrent::{Act, Geom};
 use super::vmath;
 
@@ -31,7 +31,7 @@ pub(super) struct DirWeights<'a> {
     /// `w` transposed, `[input, gates*hidden]`, when the kernel made it.
     pub w_t: Option<&'a [f32]>,
     /// `w` packed as the projection's right operand, when the kernel made it.
-    pub w_packed: Option<&'a super::weights_gemm::PackedW>,
+    pub w_packed: Option<&'a super::gemm::weights::PackedW>,
     /// `[gates*hidden, hidden]`.
     pub r: &'a [f32],
     /// Per row of `w` and `r`: the scale of a quantized layer; empty for f32.

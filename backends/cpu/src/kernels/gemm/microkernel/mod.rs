@@ -5,10 +5,10 @@
 //! [`avx2`] (`NV` 1, each 16-lane part two 8-lane registers) for CPUs
 //! without AVX-512; a [`Shape`] names its family by its width. Each operand is read from a packed
 //! panel or in place (rows at offsets into an input: the implicit GEMM of a
-//! convolution, [`super::conv_direct`]). The shapes are [`Shape`]s.
+//! convolution, [`crate::kernels::conv`]). The shapes are [`Shape`]s.
 //!
 //! A tile is stored one of two ways ([`Store`]):
-//! - by rows ([`super::packed_gemm`]): tile row `i` is row `i` of `C`, its
+//! - by rows ([`super::packed`]): tile row `i` is row `i` of `C`, its
 //!   columns in 16-lane parts. Each part names the lanes it keeps and the
 //!   column of `C` its first kept lane goes to; kept lanes go to consecutive
 //!   columns (compressed on store, expanded on load). A dense product keeps
@@ -55,9 +55,9 @@ impl Shape {
     /// The shapes this CPU runs best: the AVX-512 ones where it has
     /// AVX-512, else the AVX2 ones; none without AVX2 and FMA.
     pub fn all() -> &'static [Shape] {
-        if super::vmath::avx512() {
+        if crate::kernels::vmath::avx512() {
             &Shape::AVX512
-        } else if super::vmath::avx2() {
+        } else if crate::kernels::vmath::avx2() {
             &Shape::AVX2
         } else {
             &[]
@@ -77,9 +77,9 @@ impl Shape {
     /// Whether this CPU has the registers of this shape's family.
     pub fn runs_here(self) -> bool {
         if self.nv == 1 {
-            super::vmath::avx2()
+            crate::kernels::vmath::avx2()
         } else {
-            super::vmath::avx512()
+            crate::kernels::vmath::avx512()
         }
     }
 

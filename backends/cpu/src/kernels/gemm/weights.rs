@@ -3,7 +3,7 @@
 //! of a MatMul's left operand, a recurrent layer's time steps) and `W` the
 //! weights.
 //!
-//! The mirror of [`super::packed_gemm`], whose constant operand is the left
+//! The mirror of [`super::packed`], whose constant operand is the left
 //! one: here the weights are the microkernel's `B` panels ([`Shape::nr`]
 //! columns by the product's depth, zero past the last column) and `X` is
 //! packed per run into `MR`-row panels. Tiles go to `C` by rows with plain
@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use rlx_ir::ops::Activation;
 
 use super::microkernel::{self, AlignedBuf, Packed, Shape, Store, Tile};
-use super::packed_gemm::{self, Cols};
+use super::packed::{self, Cols};
 use crate::par::Disjoint;
 
 /// Depth of one block, at most: a 14×512 panel of `X` is 28 KiB (L1), a
@@ -48,7 +48,7 @@ impl PackedW {
         strides: (usize, usize),
         m: usize,
     ) -> Option<PackedW> {
-        if !packed_gemm::available() || k == 0 || n == 0 {
+        if !packed::available() || k == 0 || n == 0 {
             return None;
         }
         let last = (k - 1) * strides.0 + (n - 1) * strides.1;
@@ -180,7 +180,7 @@ fn pack_x(x: &[f32], m: usize, k: usize, mr: usize, packed: &mut [f32]) {
         let rows = mr.min(m - r * mr);
         let x = &x[r * mr * k..(r * mr + rows) * k];
         #[cfg(target_arch = "x86_64")]
-        if super::vmath::avx512() {
+        if crate::kernels::vmath::avx512() {
             // SAFETY: the CPU has AVX-512F; `x` holds `rows` rows of `k`,
             // `panel` `k` of `mr`.
             unsafe { pack_panel(x, rows, k, mr, panel) };
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn matches_the_definition_on_every_edge() {
-        if !packed_gemm::available() {
+        if !packed::available() {
             return;
         }
         let pool = crate::par::Pool::new(3).unwrap();
@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn relu_is_applied_as_tiles_are_stored() {
-        if !packed_gemm::available() {
+        if !packed::available() {
             return;
         }
         let (m, k, n) = (9, 20, 40);
@@ -316,7 +316,7 @@ mod tests {
 }
 
 /// Timings against the `gemm` crate on the products this path takes:
-/// `cargo test --release -p rlx-cpu --lib weights_gemm::speed -- --ignored --nocapture`.
+/// `cargo test --release -p rlx-cpu --lib gemm::weights::speed -- --ignored --nocapture`.
 #[cfg(test)]
 mod speed {
     use super::*;
@@ -349,7 +349,7 @@ mod speed {
                 time(&mut || packed.product(&x, m, &mut c, false, Activation::None))
             });
             let theirs = crate::par::inline(|| {
-                time(&mut || super::super::gemm::gemm(m, n, k, &x, k, &w, n, &mut c, n, false))
+                time(&mut || super::super::gemm(m, n, k, &x, k, &w, n, &mut c, n, false))
             });
             println!(
                 "{m}x{k}x{n}: packed weights {:.1} GFLOP/s, gemm crate {:.1} GFLOP/s",

@@ -1,6 +1,6 @@
 //! 2-D convolutions as implicit GEMMs over the input in place: no im2col
 //! matrix is made or packed. This file holds the geometry and the staging;
-//! [`super::conv_plan`] picks how the product is tiled.
+//! [`super::plan`] picks how the product is tiled.
 //!
 //! Each group's input is staged once per run into zero-bordered planes,
 //! split by stride phase: phase `(ph, pw)` of channel `c` holds padded rows
@@ -18,11 +18,11 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use super::conv::ConvGeom;
-use super::layout::par_rows;
-use super::microkernel::NR_MAX;
-use super::packed_gemm::{self, Cols, Epilogue, Out, PackedA, B};
-use super::vmath::vectorized;
+use super::geometry::ConvGeom;
+use crate::kernels::gemm::microkernel::NR_MAX;
+use crate::kernels::gemm::packed::{self, Cols, Epilogue, Out, PackedA, B};
+use crate::kernels::layout::par_rows;
+use crate::kernels::vmath::vectorized;
 
 /// The staging and the offsets of one convolution's implicit GEMM.
 #[derive(Debug, Clone)]
@@ -214,7 +214,7 @@ impl Direct {
                 base: staging,
                 offsets: &self.offsets,
             };
-            return packed_gemm::gemm(w, b, self.columns(), out, ep);
+            return packed::gemm(w, b, self.columns(), out, ep);
         };
         for r0 in (0..oh).step_by(band.rows) {
             let rows = band.rows.min(oh - r0);
@@ -233,7 +233,7 @@ impl Direct {
                 residual: ep.residual.map(|r| &r[base..]),
                 ..ep
             };
-            packed_gemm::gemm(w, b, (rows - 1) * self.plane[1] + ow, out, ep);
+            packed::gemm(w, b, (rows - 1) * self.plane[1] + ow, out, ep);
         }
     }
 

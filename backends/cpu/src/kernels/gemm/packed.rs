@@ -212,7 +212,7 @@ impl Cols {
     }
 
     /// The 16-lane parts of the tile whose first product column is `j`, of `n`.
-    pub(super) fn parts(self, j: usize, n: usize) -> [Half; 4] {
+    pub(crate) fn parts(self, j: usize, n: usize) -> [Half; 4] {
         let half = |h: usize| {
             let j = j + 16 * h;
             match self {

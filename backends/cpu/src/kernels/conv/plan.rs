@@ -23,11 +23,13 @@
 
 use std::cell::RefCell;
 
-use super::conv::ConvGeom;
-use super::conv_direct::{Band, Direct};
-use super::microkernel::{self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile};
-use super::packed_gemm::{self, Epilogue, Out, PackedA, B};
-use super::vmath::vectorized;
+use super::direct::{Band, Direct};
+use super::geometry::ConvGeom;
+use crate::kernels::gemm::microkernel::{
+    self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile,
+};
+use crate::kernels::gemm::packed::{self, Epilogue, Out, PackedA, B};
+use crate::kernels::vmath::vectorized;
 use crate::par::Disjoint;
 
 /// Tiles of the transposed product whose staged lines are used across the
@@ -183,7 +185,7 @@ impl ConvPlan {
     /// The plan for `g` with weights `w` (`[M, C/group, kh, kw]`); `None`
     /// where this CPU has no microkernels or the geometry does not fit.
     pub fn new(g: &ConvGeom, w: &[f32]) -> Option<ConvPlan> {
-        if !packed_gemm::available() {
+        if !packed::available() {
             return None;
         }
         let direct = Direct::new(g)?;
@@ -355,13 +357,13 @@ impl ConvPlan {
             match product {
                 Product::Packed(w) if g.is_pointwise() => {
                     let b = B::Rows { b: xg, ldb: sout };
-                    packed_gemm::gemm(w, b, sout, Out::dense(yg, sout), ep);
+                    packed::gemm(w, b, sout, Out::dense(yg, sout), ep);
                 }
                 Product::Packed(w) => {
                     let fill = |c: usize, j0: usize, row: &mut [f32]| {
                         subsampled(g, &xg[c * sin..(c + 1) * sin], j0, row)
                     };
-                    packed_gemm::gemm(w, B::Fill(&fill), sout, Out::dense(yg, sout), ep);
+                    packed::gemm(w, B::Fill(&fill), sout, Out::dense(yg, sout), ep);
                 }
                 Product::Rows(w) => match &self.band {
                     Some(band) => BAND.with_borrow_mut(|staging| {
@@ -755,7 +757,7 @@ mod tests {
 
     #[test]
     fn every_way_matches_the_definition() {
-        if !packed_gemm::available() {
+        if !packed::available() {
             return;
         }
         let cases = [

@@ -1,7 +1,7 @@
 //! Direct 2-D depthwise convolution (one input channel per group), where
 //! im2col + GEMM would multiply 1-row matrices.
 //!
-//! f32 on an AVX-512 CPU: a plane at a time through `window2d`, with bias and
+//! f32 on an AVX-512 CPU: a plane at a time through `window`, with bias and
 //! ReLU as the result is stored; on an AVX2 one, eight channels in a
 //! register's lanes ([`super::window_lanes`]).
 //! Otherwise rows are clamped to the valid kernel taps once, so the inner
@@ -11,11 +11,11 @@ use std::any::TypeId;
 
 use rlx_ir::ops::Activation;
 
-use super::conv::ConvGeom;
-use super::layout::par_rows;
-use super::matmul::activate;
-use super::num::Comp;
-use super::window2d;
+use super::geometry::ConvGeom;
+use super::window;
+use crate::kernels::layout::par_rows;
+use crate::kernels::matmul::activate;
+use crate::kernels::num::Comp;
 
 /// True when `g` is a 2-D convolution with one input channel per group.
 pub fn applies(g: &ConvGeom) -> bool {
@@ -31,7 +31,7 @@ pub fn run<T: Comp + bytemuck::Pod>(
     act: Activation,
     y: &mut [T],
 ) {
-    if TypeId::of::<T>() == TypeId::of::<f32>() && window2d::available() {
+    if TypeId::of::<T>() == TypeId::of::<f32>() && window::available() {
         let bias = bias.map(bytemuck::cast_slice::<T, f32>);
         let (x, w) = (bytemuck::cast_slice(x), bytemuck::cast_slice(w));
         run_f32(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
@@ -77,9 +77,9 @@ fn as_row(g: &ConvGeom) -> ConvGeom {
 }
 
 /// The window of one plane of `g`.
-fn window_geom(g: &ConvGeom) -> window2d::Geom {
+fn window_geom(g: &ConvGeom) -> window::Geom {
     let two = |v: &[usize]| [v[0], v[1]];
-    window2d::Geom {
+    window::Geom {
         input: two(&g.input),
         output: two(&g.output),
         kernel: two(&g.kernel),
@@ -109,12 +109,12 @@ fn run_f32(
     par_rows(y, sout, |plane, out| {
         let (n, m) = (plane / g.m, plane % g.m);
         let c = m / mult;
-        let reduce = window2d::Reduce::Dot {
+        let reduce = window::Reduce::Dot {
             w: &w[m * taps..(m + 1) * taps],
             bias: bias.map_or(0.0, |b| b[m]),
             relu,
         };
-        window2d::plane(&geom, &x[(n * g.c + c) * sin..], out, reduce);
+        window::plane(&geom, &x[(n * g.c + c) * sin..], out, reduce);
         if !relu {
             activate(act, out);
         }
@@ -139,7 +139,7 @@ pub(super) fn run_any<T: Comp + bytemuck::Pod>(
     // The plane's loops in the CPU's widest lanes (AVX2 where AVX-512's
     // window path is not there).
     par_rows(y, sout, |plane, out| {
-        super::vmath::vectorized(|| {
+        crate::kernels::vmath::vectorized(|| {
             let (n, m) = (plane / g.m, plane % g.m);
             let c = m / mult;
             let xs = &x[(n * g.c + c) * sin..(n * g.c + c + 1) * sin];

@@ -5,8 +5,8 @@ use std::arch::x86_64::*;
 
 use rlx_ir::ops::Activation;
 
-use super::super::vmath;
 use super::{Half, Panel, Store, Tile, NR_MAX};
+use crate::kernels::vmath;
 
 /// # Safety
 /// As [`super::run`].
@@ -274,7 +274,7 @@ pub(crate) unsafe fn activate(act: Activation, v: __m512) -> __m512 {
         Activation::Tanh => lanes(v, |x| vmath::tanh(x)),
         Activation::Silu => lanes(v, |x| vmath::silu(x)),
         // Lane by lane through a copy, erf's two branches kept it scalar.
-        Activation::GeluErf => super::super::gelu_lanes::avx512::gelu(v),
+        Activation::GeluErf => crate::kernels::gelu_lanes::avx512::gelu(v),
         Activation::GeluTanh => lanes(v, |x| vmath::gelu_tanh(x)),
         Activation::HardSwish => {
             // As vmath::hard_swish: a NaN lane stays NaN through the last product.

@@ -20,13 +20,13 @@ const SHORT: usize = 64;
 pub fn rows(m: &[f32], n: usize, v: &[f32], first: usize, out: &mut [f32]) {
     assert!(m.len() >= (first + out.len()) * n && v.len() >= n);
     #[cfg(target_arch = "x86_64")]
-    if super::vmath::avx512() {
+    if crate::kernels::vmath::avx512() {
         // SAFETY: the CPU has the features (checked just above) and the
         // bounds hold (asserted above).
         return unsafe { rows_avx512(m, n, v, first, out) };
     }
     #[cfg(target_arch = "x86_64")]
-    if super::vmath::avx2() {
+    if crate::kernels::vmath::avx2() {
         // SAFETY: as above.
         return unsafe { rows_avx2(m, n, v, first, out) };
     }
@@ -227,7 +227,7 @@ pub fn vec_mat(x: &[f32], b: &[f32], n: usize, out: &mut [f32], accumulate: bool
         n.max(1)
     };
     let run = |s: usize, o: &mut [f32]| {
-        super::vmath::vectorized(|| stripe_of(x, b, n, s * stripe, o, accumulate))
+        crate::kernels::vmath::vectorized(|| stripe_of(x, b, n, s * stripe, o, accumulate))
     };
     if stripe < n {
         crate::par::chunks_mut(out, stripe, run);

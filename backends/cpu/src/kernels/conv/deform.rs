@@ -6,10 +6,10 @@
 use rlx_ir::ops::DeformConv;
 use rlx_ir::Op;
 
-use super::gemm::{gemm, GemmElem};
-use super::layout::par_rows;
-use super::num::{Comp, Real};
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
+use crate::kernels::gemm::{gemm, GemmElem};
+use crate::kernels::layout::par_rows;
+use crate::kernels::num::{Comp, Real};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
 

@@ -1,5 +1,21 @@
-//! Matrix products through the `gemm` crate (f32, f64), with row-major
-//! operands and optional accumulation into the destination.
+//! Matrix products. This file: through the `gemm` crate (f32, f64), with
+//! row-major operands and optional accumulation into the destination, for
+//! run-time operands and CPUs without the microkernels. The folder:
+//! - [`microkernel`]: the f32 register tiles (AVX-512, AVX2) every packed
+//!   product runs on;
+//! - [`packed`]: products whose constant left operand (a convolution's
+//!   filters) is packed once, the right one streamed;
+//! - [`weights`]: the mirror, a constant right operand (MatMul, recurrent
+//!   weights) packed once;
+//! - [`gemv`]: matrix-vector products (a recurrent step, one-row MatMuls).
+//!
+//! Imports run one way: `microkernel` <- `packed` <- `weights`; nothing here
+//! knows the convolution code that uses it.
+
+pub(crate) mod gemv;
+pub(crate) mod microkernel;
+pub mod packed;
+pub mod weights;
 
 /// `c[m×n] (+)= a[m×k] · b[k×n]`, all row-major with leading dims `lda`, `ldb`, `ldc`.
 /// Threads: those of [`crate::par::threads`] when the product is large.

@@ -9,10 +9,11 @@
 use rlx_ir::ops::ConvTranspose;
 use rlx_ir::DType;
 
-use super::conv::{bias, unflatten, widened, ConvGeom};
-use super::gemm::{gemm_strided, GemmElem};
-use super::num::Comp;
+use super::geometry::{unflatten, ConvGeom};
+use super::operands::{bias, widened};
 use crate::kernel::{Kernel, KernelError};
+use crate::kernels::gemm::{gemm_strided, GemmElem};
+use crate::kernels::num::Comp;
 use crate::tensor::{TensorMut, TensorRef};
 
 pub struct ConvTransposeKernel {
@@ -111,7 +112,7 @@ fn conv_transpose<T: GemmElem + Comp + bytemuck::Pod + Default>(
     let ks = g.kernel_size();
     let rows = mg * ks;
     let sz = std::mem::size_of::<T>();
-    let scratch = super::layout::aligned_mut(scratch, sz);
+    let scratch = crate::kernels::layout::aligned_mut(scratch, sz);
     let col: &mut [T] = bytemuck::try_cast_slice_mut(&mut scratch[..rows * sin * sz])
         .map_err(|e| KernelError::Internal(e.to_string()))?;
     for n in 0..g.n {

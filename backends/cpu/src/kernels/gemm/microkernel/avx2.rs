@@ -9,8 +9,8 @@
 
 use std::arch::x86_64::*;
 
-use super::super::vmath_avx2::activate;
 use super::{Half, Panel, Store, Tile};
+use crate::kernels::vmath_avx2::activate;
 
 /// Columns of a tile: one part.
 const NR: usize = 16;

@@ -1,255 +1,41 @@
 //! Convolutions. Conv and FusedConv: f32 2-D convolutions with constant
 //! weights run as implicit GEMMs over the input on the microkernels
-//! (AVX-512 or AVX2, [`super::conv_plan`]), bias, residual and activation
-//! applied as the product is stored; 3-D ones im2col in column tiles into
-//! the same microkernels; the rest (run-time weights, other dtypes, CPUs
-//! without AVX2) im2col + the `gemm` crate per group. ConvTranspose: in
-//! [`super::conv_transpose`]. f16/bf16 widen to f32; integer convs (ConvInteger) use a direct
-//! loop.
+//! (AVX-512 or AVX2, [`plan`]), bias, residual and activation applied as the
+//! product is stored; 3-D ones im2col in column tiles into the same
+//! microkernels; the rest (run-time weights, other dtypes, CPUs without AVX2)
+//! im2col + the `gemm` crate per group. ConvTranspose: in [`transpose`];
+//! DeformConv: in [`deform`]. f16/bf16 widen to f32; integer convs
+//! (ConvInteger) use a direct loop.
+//!
+//! Imports run one way: `geometry` and `operands` know no other file here;
+//! `window` and `window_lanes` slide 2-D windows (shared with pooling);
+//! `depthwise` runs on them; `direct` is the in-place implicit GEMM, `plan`
+//! picks among its ways; this file builds the kernel over all of them.
 
-use rlx_ir::ops::{resolve_pads, Activation, Conv};
+pub mod deform;
+pub mod depthwise;
+mod direct;
+pub mod geometry;
+mod operands;
+mod plan;
+mod transpose;
+pub mod window;
+#[cfg(target_arch = "x86_64")]
+pub mod window_lanes;
+
+use rlx_ir::ops::{Activation, Conv};
 use rlx_ir::{DType, Op};
 
-use super::conv_plan::ConvPlan;
+use self::geometry::{im2col, ConvGeom};
+pub use self::operands::narrow;
+use self::operands::{bias, widened};
+use self::plan::ConvPlan;
+use super::gemm::packed::{self, Epilogue, Out, PackedA, Shape, B};
 use super::gemm::{gemm, GemmElem};
-use super::matmul::{activate, widen};
+use super::matmul::activate;
 use super::num::{Comp, Int};
-use super::packed_gemm::{self, Epilogue, Out, PackedA, Shape, B};
 use crate::kernel::{Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
-
-/// Resolved geometry of one convolution.
-#[derive(Debug, Clone)]
-pub struct ConvGeom {
-    pub n: usize,
-    pub c: usize,
-    pub m: usize,
-    pub group: usize,
-    pub input: Vec<usize>,
-    pub kernel: Vec<usize>,
-    pub output: Vec<usize>,
-    pub strides: Vec<usize>,
-    pub dilations: Vec<usize>,
-    /// Begin pads (end pads only shape the output).
-    pub pads: Vec<usize>,
-}
-
-impl ConvGeom {
-    fn from_conv(c: &Conv, x: &[usize], w: &[usize], y: &[usize]) -> Result<ConvGeom, KernelError> {
-        let nsp = x.len() - 2;
-        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
-        let pads = resolve_pads(
-            c.auto_pad,
-            &c.pads,
-            &i64s(&x[2..]),
-            &i64s(&w[2..]),
-            &c.strides,
-            &c.dilations,
-        );
-        Ok(ConvGeom {
-            n: x[0],
-            c: x[1],
-            m: w[0],
-            group: c.group.max(1) as usize,
-            input: x[2..].to_vec(),
-            kernel: w[2..].to_vec(),
-            output: y[2..].to_vec(),
-            strides: c.strides.iter().map(|&s| s as usize).collect(),
-            dilations: c.dilations.iter().map(|&s| s as usize).collect(),
-            pads: pads[..nsp].iter().map(|&p| p.max(0) as usize).collect(),
-        }
-        .as_2d())
-    }
-
-    /// A 1-D convolution as a 2-D one of height 1 (the same memory layout), so
-    /// it takes the 2-D im2col, packed and depthwise paths.
-    fn as_2d(mut self) -> ConvGeom {
-        if self.input.len() == 1 {
-            self.input.insert(0, 1);
-            self.kernel.insert(0, 1);
-            self.output.insert(0, 1);
-            self.strides.insert(0, 1);
-            self.dilations.insert(0, 1);
-            self.pads.insert(0, 0);
-        }
-        self
-    }
-
-    pub fn spatial_in(&self) -> usize {
-        self.input.iter().product()
-    }
-    pub fn spatial_out(&self) -> usize {
-        self.output.iter().product()
-    }
-    pub fn kernel_size(&self) -> usize {
-        self.kernel.iter().product()
-    }
-    /// Two per multiply-add when each of `positions` (output positions of a
-    /// convolution, input positions of a transposed one) meets one filter
-    /// per channel of the other side: `m * c / group` filters in all.
-    pub fn flops(&self, positions: usize) -> u64 {
-        [
-            self.n,
-            self.m,
-            self.c / self.group.max(1),
-            self.kernel_size(),
-            positions,
-            2,
-        ]
-        .iter()
-        .fold(1u64, |a, &v| a.saturating_mul(v as u64))
-    }
-    /// Rows of the im2col matrix of one group.
-    pub fn col_rows(&self) -> usize {
-        self.c / self.group * self.kernel_size()
-    }
-    /// One group whose single output position reads every input element:
-    /// each kernel dim spans its input dim, with no pads or dilation.
-    pub fn is_fully_connected(&self) -> bool {
-        self.group == 1
-            && self.spatial_out() == 1
-            && self.input == self.kernel
-            && self.pads.iter().all(|&p| p == 0)
-            && self.dilations.iter().all(|&d| d == 1)
-    }
-
-    pub fn is_pointwise(&self) -> bool {
-        self.kernel.iter().all(|&k| k == 1)
-            && self.strides.iter().all(|&s| s == 1)
-            && self.pads.iter().all(|&p| p == 0)
-    }
-    /// Output columns per im2col tile: about 4 MiB of f32 per tile, so each
-    /// GEMM call is wide enough to amortize packing the weights.
-    fn tile(&self) -> usize {
-        ((1 << 20) / self.col_rows().max(1))
-            .max(64)
-            .min(self.spatial_out().max(1))
-    }
-}
-
-/// Fills `col[r, j - j0]` for output positions `j0..j1` of one group's channels.
-fn im2col<T: Copy + Default>(
-    g: &ConvGeom,
-    x: &[T],
-    c0: usize,
-    j0: usize,
-    j1: usize,
-    col: &mut [T],
-) {
-    let width = j1 - j0;
-    let ks = g.kernel_size();
-    let nsp = g.input.len();
-    let sin = g.spatial_in();
-    if nsp == 2 {
-        for cc in 0..g.c / g.group {
-            let xc = &x[(c0 + cc) * sin..(c0 + cc + 1) * sin];
-            for kh in 0..g.kernel[0] {
-                for kw in 0..g.kernel[1] {
-                    let row = (cc * ks + kh * g.kernel[1] + kw) * width;
-                    im2col_row_2d(g, xc, (kh, kw), j0, &mut col[row..row + width]);
-                }
-            }
-        }
-        return;
-    }
-    // Any spatial rank: walk multi-indices.
-    let mut kidx = vec![0usize; nsp];
-    let mut oidx = vec![0usize; nsp];
-    for cc in 0..g.c / g.group {
-        let xc = &x[(c0 + cc) * sin..(c0 + cc + 1) * sin];
-        for kf in 0..ks {
-            unflatten(kf, &g.kernel, &mut kidx);
-            let row = (cc * ks + kf) * width;
-            for j in j0..j1 {
-                unflatten(j, &g.output, &mut oidx);
-                let mut off = 0usize;
-                let mut inside = true;
-                for d in 0..nsp {
-                    let p = (oidx[d] * g.strides[d] + kidx[d] * g.dilations[d]) as isize
-                        - g.pads[d] as isize;
-                    if p < 0 || p >= g.input[d] as isize {
-                        inside = false;
-                        break;
-                    }
-                    off = off * g.input[d] + p as usize;
-                }
-                col[row + j - j0] = if inside { xc[off] } else { T::default() };
-            }
-        }
-    }
-}
-
-/// Columns `j0..j0 + dst.len()` of the im2col row of kernel tap `(kh, kw)`
-/// over channel plane `xc` of a 2-D convolution.
-fn im2col_row_2d<T: Copy + Default>(
-    g: &ConvGeom,
-    xc: &[T],
-    (kh, kw): (usize, usize),
-    j0: usize,
-    dst: &mut [T],
-) {
-    let (ih, iw) = (g.input[0] as isize, g.input[1] as isize);
-    let ow = g.output[1];
-    let j1 = j0 + dst.len();
-    let (dh, dw) = (
-        (kh * g.dilations[0]) as isize - g.pads[0] as isize,
-        (kw * g.dilations[1]) as isize - g.pads[1] as isize,
-    );
-    let (sh, sw) = (g.strides[0] as isize, g.strides[1] as isize);
-    let mut j = j0;
-    while j < j1 {
-        let (oh, ow0) = (j / ow, j % ow);
-        let run = (ow - ow0).min(j1 - j);
-        let hh = oh as isize * sh + dh;
-        let out = &mut dst[j - j0..j - j0 + run];
-        if hh < 0 || hh >= ih {
-            out.fill(T::default());
-        } else {
-            let xr = &xc[(hh * iw) as usize..((hh + 1) * iw) as usize];
-            // Outputs t of the run read column (ow0 + t) * sw + dw: those
-            // in [lo, hi) fall inside the row, the rest are padding.
-            let first = ow0 as isize * sw + dw;
-            let lo = if first >= 0 {
-                0
-            } else {
-                ((-first + sw - 1) / sw) as usize
-            }
-            .min(run);
-            let hi = if iw - first <= 0 {
-                0
-            } else {
-                (((iw - first + sw - 1) / sw) as usize).min(run)
-            }
-            .max(lo);
-            out[..lo].fill(T::default());
-            out[hi..].fill(T::default());
-            if hi == lo {
-                // The whole run reads padding.
-                j += run;
-                continue;
-            }
-            let start = (first + lo as isize * sw) as usize;
-            if sw == 1 {
-                out[lo..hi].copy_from_slice(&xr[start..start + (hi - lo)]);
-            } else {
-                for (o, v) in out[lo..hi]
-                    .iter_mut()
-                    .zip(xr[start..].iter().step_by(sw as usize))
-                {
-                    *o = *v;
-                }
-            }
-        }
-        j += run;
-    }
-}
-
-pub(super) fn unflatten(mut i: usize, dims: &[usize], out: &mut [usize]) {
-    for d in (0..dims.len()).rev() {
-        out[d] = i % dims[d].max(1);
-        i /= dims[d].max(1);
-    }
-}
 
 struct ConvKernel {
     dtype: DType,
@@ -280,7 +66,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         let g = ConvGeom::from_conv(c, &x, &w, &y)?;
         check_sizes(&g, (w[0], w[1]), bias, false)?;
         let weights = match spec.consts.get(1) {
-            Some(Some(t)) if dtype == DType::F32 && !super::depthwise::applies(&g) => {
+            Some(Some(t)) if dtype == DType::F32 && !depthwise::applies(&g) => {
                 t.as_slice::<f32>().ok()
             }
             _ => None,
@@ -308,12 +94,9 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         Op::Conv(c) => conv(c, Activation::None),
         Op::FusedConv(f) => conv(&f.conv(), f.activation),
         Op::ConvTranspose(t) => {
-            let g = super::conv_transpose::geom(t, &x, &w, &y);
+            let g = transpose::geom(t, &x, &w, &y);
             check_sizes(&g, (w[0], w[1]), bias, true)?;
-            Ok(Box::new(super::conv_transpose::ConvTransposeKernel {
-                dtype,
-                g,
-            }))
+            Ok(Box::new(transpose::ConvTransposeKernel { dtype, g }))
         }
         op => Err(KernelError::Internal(format!(
             "{} is not a convolution",
@@ -373,7 +156,7 @@ impl Kernel for ConvKernel {
             "fully connected".into()
         } else if let Some(plan) = &self.plan {
             format!("direct {}", plan.describe())
-        } else if super::depthwise::applies(g) {
+        } else if depthwise::applies(g) {
             "depthwise".into()
         } else if g.is_pointwise() {
             "pointwise".into()
@@ -395,7 +178,7 @@ impl Kernel for ConvKernel {
         if let Some(plan) = &self.plan {
             return plan.scratch_floats() * 4 + 64;
         }
-        let col = if g.is_pointwise() || super::depthwise::applies(g) {
+        let col = if g.is_pointwise() || depthwise::applies(g) {
             0
         } else {
             g.col_rows() * g.tile()
@@ -481,7 +264,7 @@ impl ConvKernel {
                 scratch,
             ),
             DType::F16 | DType::BF16 => widened(ins, out, scratch, |x, w, b, y, rest| {
-                let rest = super::layout::aligned_mut(rest, 8);
+                let rest = crate::kernels::layout::aligned_mut(rest, 8);
                 conv_float::<f32>(&self.g, act, x, w, b, y, rest)
             }),
             DType::I32 => conv_int::<i32>(
@@ -551,56 +334,6 @@ fn add_residual(act: Activation, r: &TensorRef, y: &mut TensorMut) -> Result<(),
     }
 }
 
-pub(super) fn bias<'a, T: bytemuck::Pod>(
-    ins: &[TensorRef<'a>],
-) -> Result<Option<&'a [T]>, KernelError> {
-    ins.get(2).map(|b| b.slice::<T>()).transpose()
-}
-
-/// Runs `f` on f32 copies of an f16/bf16 convolution's input, weights and
-/// bias (in `scratch`), then narrows its f32 output into `out`; `f` gets the
-/// rest of `scratch`.
-pub(super) fn widened(
-    ins: &[TensorRef],
-    out: &mut TensorMut,
-    scratch: &mut [u8],
-    f: impl FnOnce(&[f32], &[f32], Option<&[f32]>, &mut [f32], &mut [u8]) -> Result<(), KernelError>,
-) -> Result<(), KernelError> {
-    let (nx, nw, ny) = (ins[0].numel(), ins[1].numel(), out.numel());
-    let nb = ins.get(2).map_or(0, |b| b.numel());
-    let (wide, rest) = scratch.split_at_mut(4 * (nx + nw + ny + nb));
-    let all: &mut [f32] =
-        bytemuck::try_cast_slice_mut(wide).map_err(|e| KernelError::Internal(e.to_string()))?;
-    let (fx, r) = all.split_at_mut(nx);
-    let (fw, r) = r.split_at_mut(nw);
-    let (fb, fy) = r.split_at_mut(nb);
-    widen(&ins[0], fx)?;
-    widen(&ins[1], fw)?;
-    if let Some(b) = ins.get(2) {
-        widen(b, fb)?;
-    }
-    f(fx, fw, (nb > 0).then_some(&*fb), fy, rest)?;
-    narrow(fy, out)
-}
-
-/// Narrows f32 results into an f16/bf16 output.
-pub fn narrow(src: &[f32], out: &mut TensorMut) -> Result<(), KernelError> {
-    match out.dtype {
-        DType::F16 => out
-            .slice::<half::f16>()?
-            .iter_mut()
-            .zip(src)
-            .for_each(|(o, v)| *o = half::f16::from_f32(*v)),
-        DType::BF16 => out
-            .slice::<half::bf16>()?
-            .iter_mut()
-            .zip(src)
-            .for_each(|(o, v)| *o = half::bf16::from_f32(*v)),
-        d => return Err(KernelError::DType(d)),
-    }
-    Ok(())
-}
-
 fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     g: &ConvGeom,
     act: Activation,
@@ -610,8 +343,8 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     y: &mut [T],
     scratch: &mut [u8],
 ) -> Result<(), KernelError> {
-    if super::depthwise::applies(g) {
-        super::depthwise::run(g, x, w, bias, act, y);
+    if depthwise::applies(g) {
+        depthwise::run(g, x, w, bias, act, y);
         return Ok(());
     }
     let (sin, sout) = (g.spatial_in(), g.spatial_out());
@@ -623,7 +356,7 @@ fn conv_float<T: GemmElem + Comp + bytemuck::Pod + Default>(
     let tile = g.tile();
     let col_len = if g.is_pointwise() { 0 } else { rows * tile };
     let sz = std::mem::size_of::<T>();
-    let scratch = super::layout::aligned_mut(scratch, sz);
+    let scratch = crate::kernels::layout::aligned_mut(scratch, sz);
     let col: &mut [T] = bytemuck::try_cast_slice_mut(&mut scratch[..col_len * sz])
         .map_err(|e| KernelError::Internal(e.to_string()))?;
     for n in 0..g.n {
@@ -670,11 +403,11 @@ fn bias_activate<T: Comp>(act: Activation, bias: Option<&[T]>, y: &mut [T], sout
         return activate(act, y);
     };
     let m = b.len();
-    super::layout::par_rows(y, sout.max(1), |r, row| {
+    crate::kernels::layout::par_rows(y, sout.max(1), |r, row| {
         let v = b[r % m];
         // A plain loop in the CPU's widest lanes (`for_each` stayed an
         // out-of-line fold in the baseline's).
-        super::vmath::vectorized(|| {
+        crate::kernels::vmath::vectorized(|| {
             for x in row.iter_mut() {
                 *x = *x + v;
             }
@@ -701,7 +434,7 @@ impl ConvKernel {
         let (cg, mg) = (g.c / g.group, g.m / g.group);
         let rows = g.col_rows();
         let tile = g.tile();
-        let scratch = super::layout::aligned_mut(scratch, 4);
+        let scratch = crate::kernels::layout::aligned_mut(scratch, 4);
         let floats = match &self.plan {
             Some(plan) => plan.scratch_floats(),
             None => rows * tile,
@@ -742,7 +475,7 @@ impl ConvKernel {
                         residual: ep.residual.map(|r| &r[j0..]),
                         ..ep
                     };
-                    packed_gemm::gemm(wg, b, width, Out::dense(&mut yg[j0..], sout), ep);
+                    packed::gemm(wg, b, width, Out::dense(&mut yg[j0..], sout), ep);
                     j0 = j1;
                 }
             }
@@ -782,7 +515,7 @@ fn fully_connected(
         let xn = &x[n * k..(n + 1) * k];
         crate::par::chunks_mut(yn, per, |c, out| {
             let first = c * per;
-            super::gemv::rows(w, k, xn, first, out);
+            crate::kernels::gemm::gemv::rows(w, k, xn, first, out);
             // The bias first, then the residual, as the conv epilogue adds them.
             for (i, o) in out.iter_mut().enumerate() {
                 let m = first + i;

@@ -56,7 +56,7 @@ pub fn mean_cols(ow: usize) -> usize {
 
 /// True when this CPU runs the vector path.
 pub fn available() -> bool {
-    super::vmath::avx512()
+    crate::kernels::vmath::avx512()
 }
 
 thread_local! {

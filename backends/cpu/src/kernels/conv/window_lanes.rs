@@ -1,5 +1,5 @@
 //! 2-D windows over f32 planes with eight planes in the lanes of an AVX2
-//! register, for CPUs without AVX-512 (whose `window2d` path slides along
+//! register, for CPUs without AVX-512 (whose `window` path slides along
 //! rows instead): depthwise convolution, max and average pooling.
 //!
 //! Along rows, a plane of a few columns (MobileNet's and ShuffleNet's last
@@ -20,10 +20,10 @@ use std::cell::RefCell;
 
 use rlx_ir::ops::Activation;
 
-use super::microkernel::transpose8;
-use super::vmath;
-use super::vmath_avx2::activate;
-use super::window2d::Geom;
+use super::window::Geom;
+use crate::kernels::gemm::microkernel::transpose8;
+use crate::kernels::vmath;
+use crate::kernels::vmath_avx2::activate;
 use crate::par::Disjoint;
 
 /// Planes per register.
