@@ -1,73 +1,113 @@
-//! The 8-bit GEMM on AVX2 (CPUs without AVX-512 VNNI): the same packed
-//! panels as [`super::int8_gemm`], sums exact as the VNNI path's. Each
-//! group of 4 `k` of 8 columns (32 bytes of a panel) is widened to i16 and
-//! multiplied by the row's 4 bytes with `vpmaddwd`, which adds pairs into
-//! i32 lanes without saturating (`vpmaddubsw` on the bytes themselves
-//! would saturate at 2^15, as ONNX Runtime's AVX2 path does); two rows at a
-//! time share each widened panel. The pairs are added once, at the end.
+//! The 8-bit GEMM on AVX2 (CPUs without AVX-512 VNNI), sums exact as the
+//! VNNI path's. `vpmaddwd` multiplies 16-bit lanes in pairs and adds each
+//! pair into an i32 lane without saturating (`vpmaddubsw` on the bytes
+//! themselves would saturate at 2^15, as ONNX Runtime's AVX2 path does), so
+//! both operands are widened: `B` once, when it is packed
+//! ([`PackedB`]'s wide panels, a pair of `k` per column), `A` per product.
+//! A tile is [`ROWS`] rows by one 16-column panel in 12 registers; each
+//! step broadcasts a row's pair of `k` from memory and multiplies it by the
+//! panel's two registers of 8 columns. Panels are the outer loop, so a
+//! panel's widened columns stay in cache across the row tiles.
 
 use super::int8_gemm::{k_groups, PackedB, PANEL};
 
-/// Raw sums `C[i][j] = Σ_k A[i][k]·B[k][j]` for `m` rows of `a` (each
-/// `k_groups(b.k)` bytes, zero past `k`) and the columns of `panels`, into
-/// `c` (its column 0 is the first panel's, rows `ldc` apart, at least the
-/// panels' width of `n` wide).
-///
-/// # Safety
-/// The CPU has AVX2; `a` holds `m` rows; `c` holds `m` rows of the panels'
-/// width at stride `ldc` (the caller checks both).
+/// Rows of a tile: 2 x `ROWS` accumulators and the panel's two registers.
+pub const ROWS: usize = 6;
+
+/// A product over some panels of a `B` packed for this path.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub unsafe fn gemm(
-    a: &[u8],
-    m: usize,
-    b: &PackedB,
+pub struct Wide<'b> {
+    b: &'b PackedB,
     panels: std::ops::Range<usize>,
-    c: &mut [i32],
-    ldc: usize,
-) {
-    use std::arch::x86_64::*;
-    let k4 = k_groups(b.k);
-    let groups = k4 / 4;
-    let col0 = panels.start * PANEL;
-    let mut i = 0;
-    while i < m {
-        let two = i + 1 < m;
-        let r0 = &a[i * k4..(i + 1) * k4];
-        let r1 = if two {
-            &a[(i + 1) * k4..(i + 2) * k4]
-        } else {
-            r0
-        };
-        for p in panels.clone() {
-            let panel = b.panel(p);
-            // [row][8-column half][low/high 4 columns]
-            let mut acc = [[[_mm256_setzero_si256(); 2]; 2]; 2];
-            for g in 0..groups {
-                let (x0, x1) = (row4(r0, g), row4(r1, g));
-                for (h, half) in panel[g * 64..g * 64 + 64].chunks_exact(32).enumerate() {
-                    let bytes = _mm256_loadu_si256(half.as_ptr().cast());
-                    let lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(bytes));
-                    let hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(bytes));
-                    acc[0][h][0] = _mm256_add_epi32(acc[0][h][0], _mm256_madd_epi16(x0, lo));
-                    acc[0][h][1] = _mm256_add_epi32(acc[0][h][1], _mm256_madd_epi16(x0, hi));
-                    acc[1][h][0] = _mm256_add_epi32(acc[1][h][0], _mm256_madd_epi16(x1, lo));
-                    acc[1][h][1] = _mm256_add_epi32(acc[1][h][1], _mm256_madd_epi16(x1, hi));
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'b> Wide<'b> {
+    /// The product over `panels` of `b`, where `b` has wide panels (packed
+    /// on a CPU that takes this path, [`super::int8_gemm::wide`]).
+    pub fn new(b: &'b PackedB, panels: &std::ops::Range<usize>) -> Option<Wide<'b>> {
+        let last = panels.end.checked_sub(1)?;
+        b.wide_panel(last)?;
+        Some(Wide {
+            b,
+            panels: panels.clone(),
+        })
+    }
+
+    /// Raw sums `C[i][j] = Σ_k A[i][k]·B[k][j]` for `m` rows of `a` (each
+    /// `k_groups(b.k)` bytes, zero past `k`) and the columns of the panels
+    /// into `c` (its column 0 the first panel's, rows `ldc` apart).
+    pub fn gemm(&self, a: &[u8], m: usize, c: &mut [i32], ldc: usize) {
+        let (b, k4) = (self.b, k_groups(self.b.k));
+        let col0 = self.panels.start * PANEL;
+        let width = (self.panels.end * PANEL).min(b.n).saturating_sub(col0);
+        assert!(
+            a.len() >= m * k4 && (m == 0 || ldc >= width && c.len() >= (m - 1) * ldc + width),
+            "int8 gemm operands too small"
+        );
+        let wide: Vec<i16> = a[..m * k4].iter().map(|&v| i16::from(v)).collect();
+        for p in self.panels.clone() {
+            let Some(panel) = b.wide_panel(p) else {
+                continue;
+            };
+            let (j0, cols) = (p * PANEL - col0, PANEL.min(b.n - p * PANEL));
+            let mut i = 0;
+            while i < m {
+                let rows = ROWS.min(m - i);
+                let mut out = [[0i32; PANEL]; ROWS];
+                let x = &wide[i * k4..(i + rows) * k4];
+                // SAFETY: the CPU has AVX2 (the panels were widened for it);
+                // `x` holds `rows` rows of `k4`, `panel` `k4 / 2` pairs of
+                // `PANEL` columns.
+                unsafe {
+                    match rows {
+                        1 => tile::<1>(x, k4, panel, &mut out),
+                        2 => tile::<2>(x, k4, panel, &mut out),
+                        3 => tile::<3>(x, k4, panel, &mut out),
+                        4 => tile::<4>(x, k4, panel, &mut out),
+                        5 => tile::<5>(x, k4, panel, &mut out),
+                        _ => tile::<ROWS>(x, k4, panel, &mut out),
+                    }
                 }
-            }
-            let j0 = p * PANEL - col0;
-            let cols = PANEL.min(b.n - p * PANEL);
-            for (r, rows) in acc.iter().enumerate().take(1 + usize::from(two)) {
-                let mut out = [0i32; PANEL];
-                for (h, pair) in rows.iter().enumerate() {
-                    let v = finish(pair[0], pair[1]);
-                    _mm256_storeu_si256(out[h * 8..].as_mut_ptr().cast(), v);
+                for (r, row) in out.iter().enumerate().take(rows) {
+                    let at = (i + r) * ldc + j0;
+                    c[at..at + cols].copy_from_slice(&row[..cols]);
                 }
-                let at = (i + r) * ldc + j0;
-                c[at..at + cols].copy_from_slice(&out[..cols]);
+                i += rows;
             }
         }
-        i += 2;
+    }
+}
+
+/// `R` rows of `x` (`k4` i16 each) times one wide panel into `out`.
+///
+/// # Safety
+/// The CPU has AVX2; `x` holds `R` rows of `k4` (even), `panel` `k4 * PANEL`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile<const R: usize>(
+    x: &[i16],
+    k4: usize,
+    panel: &[i16],
+    out: &mut [[i32; PANEL]; ROWS],
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(R <= ROWS && x.len() >= R * k4 && panel.len() >= k4 * PANEL);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    let (xp, bp) = (x.as_ptr(), panel.as_ptr());
+    for kp in 0..k4 / 2 {
+        let b0 = _mm256_loadu_si256(bp.add(kp * 2 * PANEL).cast());
+        let b1 = _mm256_loadu_si256(bp.add(kp * 2 * PANEL + PANEL).cast());
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let pair = xp.add(r * k4 + 2 * kp).cast::<i32>().read_unaligned();
+            let v = _mm256_set1_epi32(pair);
+            acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(v, b0));
+            acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(v, b1));
+        }
+    }
+    for (row, acc) in out.iter_mut().zip(&acc) {
+        _mm256_storeu_si256(row.as_mut_ptr().cast(), acc[0]);
+        _mm256_storeu_si256(row[8..].as_mut_ptr().cast(), acc[1]);
     }
 }
 
@@ -148,7 +188,14 @@ mod tests {
         if !std::is_x86_feature_detected!("avx2") {
             return;
         }
-        for (m, k, n) in [(1, 1, 1), (3, 37, 21), (4, 300, 40), (5, 8, 16)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (3, 37, 21),
+            (4, 300, 40),
+            (5, 8, 16),
+            (13, 64, 48),
+            (7, 2, 33),
+        ] {
             let av = |i: usize, kk: usize| {
                 if (i + kk) % 3 == 0 {
                     255u8
@@ -172,8 +219,10 @@ mod tests {
                 }
             }
             let mut c = vec![0i32; m * n];
-            // SAFETY: AVX2 is present; the operands have the sizes above.
-            unsafe { gemm(&a, m, &b, 0..n.div_ceil(PANEL), &mut c, n) };
+            let Some(wide) = Wide::new(&b, &(0..n.div_ceil(PANEL))) else {
+                return; // a VNNI CPU packs no wide panels
+            };
+            wide.gemm(&a, m, &mut c, n);
             for i in 0..m {
                 for j in 0..n {
                     let want: i32 = (0..k)

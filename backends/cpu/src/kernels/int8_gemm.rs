@@ -5,8 +5,9 @@
 //! packed in panels of 16 columns with `k` in groups of 4 (64 bytes per
 //! group and panel), each row of `A` is broadcast four bytes at a time, and
 //! a tile of 8 rows x 32 columns stays in 16 registers over the whole `k`.
-//! Without VNNI, AVX2 widens the bytes to 16 bits ([`super::int8_avx2`]),
-//! and a portable loop computes the same sums elsewhere. Arithmetic wraps
+//! Without VNNI, AVX2 multiplies 16-bit values with `vpmaddwd`
+//! ([`super::int8_avx2`]): `B` is widened once, when it is packed, and `A`
+//! per product; a portable loop computes the same sums elsewhere. Arithmetic wraps
 //! (as i32 products of 8-bit values never do below 2^16 terms).
 //!
 //! An [`Epilogue`] finishes each tile as it leaves the registers: the zero
@@ -41,6 +42,10 @@ pub struct PackedB {
     /// With at most [`NARROW`] columns, each column's `k` bytes again,
     /// contiguous and zero to a multiple of 64, for [`narrow`].
     columns: Vec<i8>,
+    /// Where products take the AVX2 path ([`wide`]): the panels again with
+    /// each byte widened to i16, `[k_groups / 2][PANEL][2]` per panel (a
+    /// pair of `k` per column, as `vpmaddwd` multiplies and adds them).
+    wide: Vec<i16>,
 }
 
 impl PackedB {
@@ -71,12 +76,18 @@ impl PackedB {
                 }
             }
         }
+        let wide = if wide() {
+            widened(&data, k4, panels)
+        } else {
+            Vec::new()
+        };
         PackedB {
             k,
             n,
             data,
             col_sums,
             columns,
+            wide,
         }
     }
 
@@ -85,10 +96,38 @@ impl PackedB {
         &self.data[p * len..(p + 1) * len]
     }
 
+    /// Panel `p` widened (`[k_groups / 2][PANEL][2]`), if this `B` was
+    /// packed for the AVX2 path.
+    pub(super) fn wide_panel(&self, p: usize) -> Option<&[i16]> {
+        let len = k_groups(self.k) * PANEL;
+        self.wide.get(p * len..(p + 1) * len)
+    }
+
     /// `B[kk][j]`, read back from the panels.
     pub fn at(&self, kk: usize, j: usize) -> i8 {
         self.panel(j / PANEL)[(kk / 4) * PANEL * 4 + (j % PANEL) * 4 + kk % 4]
     }
+}
+
+/// The panels `data` (`[k4 / 4][PANEL][4]` each) as `[k4 / 2][PANEL][2]`
+/// i16 each.
+fn widened(data: &[i8], k4: usize, panels: usize) -> Vec<i16> {
+    let len = k4 * PANEL;
+    let mut wide = vec![0i16; panels * len];
+    for (src, dst) in data.chunks_exact(len).zip(wide.chunks_exact_mut(len)) {
+        for kk in 0..k4 {
+            for c in 0..PANEL {
+                dst[(kk / 2) * PANEL * 2 + c * 2 + kk % 2] =
+                    i16::from(src[(kk / 4) * PANEL * 4 + c * 4 + kk % 4]);
+            }
+        }
+    }
+    wide
+}
+
+/// Whether products take the AVX2 path: a CPU with AVX2 and without VNNI.
+pub fn wide() -> bool {
+    !vnni() && super::vmath::avx2()
 }
 
 /// Whether this CPU has AVX-512 VNNI (and the AVX-512 the kernels use).
@@ -202,9 +241,8 @@ pub fn gemm_panels(
     let _ = use_vnni;
     let col0 = panels.start * PANEL;
     #[cfg(target_arch = "x86_64")]
-    if super::vmath::avx2() {
-        // SAFETY: the CPU has AVX2; the operands are asserted above.
-        unsafe { super::int8_avx2::gemm(a, m, b, panels, c, ldc) };
+    if let Some(wide) = super::int8_avx2::Wide::new(b, &panels) {
+        wide.gemm(a, m, c, ldc);
         if let Some(e) = epi {
             e.finish_rows(m, c, ldc, col0, width);
         }
