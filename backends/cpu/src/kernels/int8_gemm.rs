@@ -45,7 +45,7 @@ pub struct PackedB {
     /// Where products take the AVX2 path ([`wide`]): the panels again with
     /// each byte widened to i16, `[k_groups / 2][PANEL][2]` per panel (a
     /// pair of `k` per column, as `vpmaddwd` multiplies and adds them).
-    wide: Vec<i16>,
+    wide: Option<Vec<i16>>,
 }
 
 impl PackedB {
@@ -76,11 +76,7 @@ impl PackedB {
                 }
             }
         }
-        let wide = if wide() {
-            widened(&data, k4, panels)
-        } else {
-            Vec::new()
-        };
+        let wide = wide().then(|| widened(&data, k4, panels));
         PackedB {
             k,
             n,
@@ -100,7 +96,7 @@ impl PackedB {
     /// packed for the AVX2 path.
     pub(super) fn wide_panel(&self, p: usize) -> Option<&[i16]> {
         let len = k_groups(self.k) * PANEL;
-        self.wide.get(p * len..(p + 1) * len)
+        self.wide.as_ref()?.get(p * len..(p + 1) * len)
     }
 
     /// `B[kk][j]`, read back from the panels.
@@ -114,6 +110,9 @@ impl PackedB {
 fn widened(data: &[i8], k4: usize, panels: usize) -> Vec<i16> {
     let len = k4 * PANEL;
     let mut wide = vec![0i16; panels * len];
+    if len == 0 {
+        return wide;
+    }
     for (src, dst) in data.chunks_exact(len).zip(wide.chunks_exact_mut(len)) {
         for kk in 0..k4 {
             for c in 0..PANEL {
