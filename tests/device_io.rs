@@ -20,7 +20,11 @@ use rlx_onnx::{
 const DOUBLE: &str = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[2,3,4]\n  %1 = add(%0, %0) : f32[2,3,4]\n  %2 = neg(%0) : f32[2,3,4]\n  output \"y\" = %1\n  output \"z\" = %2\n}\n";
 
 fn compile(target: Target) -> CompiledModel {
-    let graph = rlx_onnx::ir::text::parse_graph(DOUBLE).unwrap();
+    compile_text(DOUBLE, target)
+}
+
+fn compile_text(text: &str, target: Target) -> CompiledModel {
+    let graph = rlx_onnx::ir::text::parse_graph(text).unwrap();
     Compiler::new(target)
         .compile(
             rlx_onnx::importer::ImportedModel {
@@ -161,6 +165,50 @@ fn cuda_device_tensors_round_trip() {
     )
     .unwrap();
     round_trip(&session, &other);
+}
+
+/// y = x + x and z = -x over f32[512, 1024]: 2 MiB outputs, which the CUDA
+/// device writes into pinned buffers lent to the output tensors.
+const LARGE: &str = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[512,1024]\n  %1 = add(%0, %0) : f32[512,1024]\n  %2 = neg(%0) : f32[512,1024]\n  output \"y\" = %1\n  output \"z\" = %2\n}\n";
+
+/// Large host outputs are the CPU's, run after run, while earlier runs'
+/// outputs are still held (the lent buffers run out after two runs and the
+/// rest come down into ordinary memory: none is written while lent), and
+/// again once they are dropped (the buffers back in the pool).
+#[test]
+fn cuda_large_host_outputs_stay_while_held() {
+    let devices = Arc::new(Devices::new());
+    if let Err(e) = devices.cuda() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let gpu = Session::with_devices(
+        compile_text(LARGE, Target::Cuda),
+        SessionOptions::default(),
+        devices,
+    )
+    .unwrap();
+    let cpu = Session::new(compile_text(LARGE, Target::Cpu), SessionOptions::default()).unwrap();
+    let input = |k: usize| {
+        let v: Vec<f32> = (0..512 * 1024)
+            .map(|i| ((i * 7 + k * 13) % 1001) as f32 * 0.25 - k as f32)
+            .collect();
+        Tensor::from_f32(&[512, 1024], &v).unwrap()
+    };
+    for round in 0..2 {
+        let xs: Vec<Tensor> = (0..5).map(|k| input(k + 5 * round)).collect();
+        let held: Vec<Vec<Tensor>> = xs.iter().map(|x| gpu.run(&[("x", x)]).unwrap()).collect();
+        for (x, outs) in xs.iter().zip(&held) {
+            let want = cpu.run(&[("x", x)]).unwrap();
+            assert_eq!(outs.len(), want.len());
+            for (o, w) in outs.iter().zip(&want) {
+                assert!(
+                    o.bit_eq(w),
+                    "round {round}: a held output changed or differs from the CPU's"
+                );
+            }
+        }
+    }
 }
 
 /// The golden decoder's greedy tokens (ONNX Runtime's, golden/make_golden.py)

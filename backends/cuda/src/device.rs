@@ -21,6 +21,7 @@ use rlx_ir::Tensor;
 use crate::compile::{nvrtc_available, CompileOptions, Compiler};
 use crate::dnn::{self, Dnn, PreparedConv};
 use crate::gemm::{self, Lt, Prepared};
+use crate::pinned_out;
 use crate::schedule::{Launch, Module, Schedule, Step, Trip};
 use crate::tune::Timer;
 use crate::CudaError;
@@ -228,8 +229,11 @@ pub struct Executable {
     ready: Vec<Ready>,
     lt: Option<Lt>,
     dnn: Option<Arc<Dnn>>,
-    /// Staging offsets of the inputs, then of the outputs.
+    /// Staging offsets of the inputs, then of the outputs (those of at
+    /// least [`pinned_out::LENT_BYTES`] have none: they are lent buffers).
     staging_at: Vec<usize>,
+    /// Pinned buffers lent to large host outputs.
+    lent: Arc<pinned_out::Pool>,
     run: Mutex<RunState>,
 }
 
@@ -382,12 +386,22 @@ impl Executable {
                 }
             }
         }
+        // Large outputs come down into lent buffers (or, past the pool's
+        // bound, ordinary memory): no room in the staging.
         let mut staging_at = Vec::new();
         let mut at = 0usize;
-        for s in schedule.inputs.iter().chain(&schedule.outputs) {
+        for s in schedule.inputs.iter() {
             staging_at.push(at);
             at += (s.bytes as usize).next_multiple_of(256);
         }
+        let large = |s: &&crate::schedule::IoSlot| s.bytes as usize >= pinned_out::LENT_BYTES;
+        for s in schedule.outputs.iter() {
+            staging_at.push(at);
+            if !large(&s) {
+                at += (s.bytes as usize).next_multiple_of(256);
+            }
+        }
+        let lent = pinned_out::Pool::new(schedule.outputs.iter().filter(large).count());
         // SAFETY: the contents are written before being read (inputs) or
         // filled by the device (outputs).
         let staging = unsafe { cx.alloc_pinned_with_flags::<u8>(at.max(256), 0) }
@@ -404,6 +418,7 @@ impl Executable {
             lt,
             dnn,
             staging_at,
+            lent,
             run: Mutex::new(RunState {
                 staging,
                 graph: None,

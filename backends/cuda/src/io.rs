@@ -12,11 +12,23 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{result as dr, sys as ds, CudaSlice, DevicePtr, DriverError};
 use rlx_gpu::io::{DeviceMemory, Input, Output, Place, Spans};
-use rlx_ir::tensor::Bytes;
+use rlx_ir::tensor::{AlignedBuf, Bytes};
 use rlx_ir::Tensor;
 
 use super::{Context, Executable};
+use crate::pinned_out;
 use crate::CudaError;
+
+/// Where a run's output came down.
+enum Landed {
+    /// The staging, copied out after the run.
+    Staging,
+    /// A pinned buffer of the pool, lent to the tensor.
+    Lent(cudarc::driver::PinnedHostSlice<u8>),
+    /// Ordinary host memory (the pool out of buffers).
+    Host(AlignedBuf),
+    Device(Buffer),
+}
 
 /// A tensor in the device memory of a CUDA [`Context`].
 pub type DeviceTensor = rlx_gpu::io::DeviceTensor<Buffer>;
@@ -282,18 +294,37 @@ impl Executable {
             }
         }
         self.execute(&mut st)?;
-        let mut kept = Vec::with_capacity(places.len());
+        let mut landed = Vec::with_capacity(places.len());
         {
             let staging = st.staging.as_mut_slice().map_err(dev("staging"))?;
             for ((o, &at), place) in s.outputs.iter().zip(&self.staging_at[n_in..]).zip(places) {
                 let n = o.bytes as usize;
                 let src = self.base + o.offset;
-                match place {
+                landed.push(match place {
+                    Place::Host if n >= pinned_out::LENT_BYTES => match self.lent.take(cx, n) {
+                        Some(mut buf) => {
+                            let dst = buf.as_mut_slice().map_err(dev("an output buffer"))?;
+                            // SAFETY: as above; the buffer is this run's until lent.
+                            unsafe { dr::memcpy_dtoh_async(&mut dst[..n], src, cs) }
+                                .map_err(dev("copying outputs"))?;
+                            Landed::Lent(buf)
+                        }
+                        None => {
+                            let mut b = AlignedBuf::try_zeroed(n).ok_or_else(|| {
+                                CudaError::Device(format!("no host memory for {n} output bytes"))
+                            })?;
+                            // SAFETY: `b` holds `n` bytes and lives past the
+                            // synchronize below.
+                            unsafe { dr::memcpy_dtoh_async(b.as_mut_bytes(), src, cs) }
+                                .map_err(dev("copying outputs"))?;
+                            Landed::Host(b)
+                        }
+                    },
                     Place::Host => {
-                        kept.push(None);
                         // SAFETY: as above; synchronized before the staging is read.
                         unsafe { dr::memcpy_dtoh_async(&mut staging[at..at + n], src, cs) }
                             .map_err(dev("copying outputs"))?;
+                        Landed::Staging
                     }
                     Place::Device => {
                         let b = Buffer::alloc(&self.ctx, n)?;
@@ -302,32 +333,39 @@ impl Executable {
                             unsafe { dr::memcpy_dtod_async(b.0.ptr, src, n, cs) }
                                 .map_err(dev("keeping outputs"))?;
                         }
-                        kept.push(Some(b));
+                        Landed::Device(b)
                     }
-                }
+                });
             }
         }
         stream
             .synchronize()
             .map_err(|e| CudaError::Device(format!("running the schedule: {e:?}")))?;
         let staging = st.staging.as_slice().map_err(dev("staging"))?;
+        let host = |o: &crate::schedule::IoSlot, bytes: Bytes| {
+            Tensor::new(o.dtype, o.dims.clone(), bytes)
+                .map(Output::Host)
+                .map_err(|e| CudaError::Internal(e.to_string()))
+        };
         s.outputs
             .iter()
             .zip(&self.staging_at[n_in..])
-            .zip(kept)
-            .map(|((o, &at), kept)| match kept {
-                Some(b) => Ok(Output::Device(DeviceTensor::new(
+            .zip(landed)
+            .map(|((o, &at), landed)| match landed {
+                Landed::Device(b) => Ok(Output::Device(DeviceTensor::new(
                     o.dtype,
                     o.dims.clone(),
                     b,
                 ))),
-                None => Tensor::new(
-                    o.dtype,
-                    o.dims.clone(),
-                    Bytes::copy_from(&staging[at..at + o.bytes as usize]),
-                )
-                .map(Output::Host)
-                .map_err(|e| CudaError::Internal(e.to_string())),
+                Landed::Lent(buf) => {
+                    let bytes = self
+                        .lent
+                        .lend(buf, o.bytes as usize)
+                        .ok_or_else(|| CudaError::Internal("an output buffer too small".into()))?;
+                    host(o, bytes)
+                }
+                Landed::Host(b) => host(o, b.freeze()),
+                Landed::Staging => host(o, Bytes::copy_from(&staging[at..at + o.bytes as usize])),
             })
             .collect()
     }

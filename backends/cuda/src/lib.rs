@@ -14,6 +14,7 @@ pub mod device;
 mod dnn;
 mod gemm;
 pub mod kernels;
+mod pinned_out;
 pub mod plan;
 pub mod schedule;
 pub mod support;
