@@ -1,6 +1,7 @@
 //! LayerNorm, RmsNorm and ResidualNorm on CUDA (`kernels/cuda/norm.cu`),
 //! planned by rlx-gpu's `kernels::norm`: a warp per row up to
-//! [`WARP_ROW`] elements, a block per longer row; LayerNorm's optional
+//! [`WARP_ROW`] elements where there are [`FEW_ROWS`] rows or more, a block
+//! per row otherwise; LayerNorm's optional
 //! mean and inv_std outputs are written by the same launch.
 
 use rlx_gpu::kernels::norm::{norm_params, NormParams};
@@ -26,12 +27,16 @@ fn layouts() -> Vec<Layout> {
 
 /// Threads per block of a block per row.
 const BLOCK: u32 = 256;
-/// Threads per block of a warp per row: 4 rows a block, so the 128 rows of
-/// a 128-token transformer spread over 32 multiprocessors, not 16.
+/// Threads per block of a warp per row: 4 rows a block.
 const WARP_BLOCK: u32 = 128;
 /// Rows up to this long take a warp each, held in registers (`NM_LANE` in
 /// `norm.cu`: 32 elements a lane); longer ones a block.
 pub const WARP_ROW: u32 = 1024;
+/// Fewer rows than this take a block each whatever their length: a warp per
+/// row leaves most multiprocessors of a large GPU idle and the rest with one
+/// warp, whose instructions then run one latency at a time (BERT's 128 x 768
+/// residual norms: 15 us a warp per row on an H200).
+pub const FEW_ROWS: u64 = 512;
 
 /// Float inputs (scale and bias of the same dtype, which the IR checks); a
 /// residual of the input's shape.
@@ -76,12 +81,16 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let sfx = float_suffix(x.dtype).ok_or_else(|| format!("norm on {}", x.dtype))?;
     let m = cx.modules.of(&SOURCE);
     let rows = u64::from(p.rows);
-    let (mode, blocks, block) = if p.len <= WARP_ROW {
+    let (mode, blocks, block) = if p.len <= WARP_ROW && rows >= FEW_ROWS {
         (
             "warp",
             rows.div_ceil(u64::from(WARP_BLOCK / 32)),
             WARP_BLOCK,
         )
+    } else if p.len <= WARP_ROW {
+        // A few rows: a block each, about four elements a thread.
+        let threads = p.len.div_ceil(4).next_multiple_of(32).clamp(32, BLOCK);
+        ("block", rows, threads)
     } else {
         ("block", rows, BLOCK)
     };
