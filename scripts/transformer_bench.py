@@ -254,6 +254,8 @@ def bench_one(a, name, exporter, precision, work, rows):
         f = path.parent / f"{n}.npy"
         np.save(f, x.numpy())
         feeds.append((n, f))
+    if a.export_only:
+        return
     dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
     dev = torch.device("cuda")
     w = w.to(dev)
@@ -348,6 +350,8 @@ def main():
     ap.add_argument("--profile", action="store_true", help="keep rlx-onnx's per-node profile of each run")
     ap.add_argument("--sdpa", action="store_true", help="also time PyTorch's flash SDPA")
     ap.add_argument("--tiny", help="write the small test models here and stop")
+    ap.add_argument("--export-only", action="store_true",
+                    help="export the models and write their inputs under --work, time nothing")
     a = ap.parse_args()
     a.out = Path(a.out)
     if a.tiny:
@@ -370,6 +374,8 @@ def main():
                     rows.append({"model": name, "exporter": exporter, "precision": precision, "eager_dev": None,
                                  "graph_dev": None, "compile_dev": None, "compile_h2h": None, "rlx_h2h": None,
                                  "error": "export or torch failed"})
+    if a.export_only:
+        return
     (a.out / "transformer_bench.json").write_text(json.dumps(rows, indent=1))
     print(table(rows))
 

@@ -4,7 +4,8 @@
 //! sizes padded up to the kernel's (16, 64, 80, 128), 3-D and 4-D operands,
 //! grouped-query heads, float and bool masks that broadcast, causality, key
 //! windows, per-batch key lengths, softcap, and rows whose every key is
-//! masked. Each case runs on the tiled kernel and on the row kernel, in f32
+//! masked. Each case runs on the tiled kernel (in the half types with
+//! 64-row tiles and with key-split ones) and on the row kernel, in f32
 //! (rtol 2e-4, atol 2e-5), f16 (rtol 1e-2, atol 2e-3) and bf16 (rtol 4e-2,
 //! atol 1.5e-2): the half types round the probabilities to their own
 //! precision before P.V, where the CPU keeps them in f32. Inputs are
@@ -112,6 +113,16 @@ fn cases() -> Vec<Case> {
         &[2, 2, 40, 128],
     );
     c.mask = Some((vec![2, 1, 1, 40], false));
+    v.push(c);
+    // A padding mask (the same for every query row: one bias per key) over
+    // key and query counts no tile size divides.
+    let mut c = case(
+        "padding_mask_d64",
+        &[2, 3, 130, 64],
+        &[2, 3, 150, 64],
+        &[2, 3, 130, 64],
+    );
+    c.mask = Some((vec![2, 1, 1, 150], false));
     v.push(c);
     let mut c = case(
         "window_softcap",
@@ -292,21 +303,24 @@ fn attention_kernels_match_the_cpu() {
         }
     }
     // One device context per kernel choice, so each module compiles once.
-    let gpus: Vec<(AttentionKernel, Arc<Devices>)> =
-        [AttentionKernel::Tiled, AttentionKernel::Rows]
-            .into_iter()
-            .map(|kernel| {
-                let plan = PlanOptions {
-                    attention: kernel,
-                    ..PlanOptions::default()
-                };
-                let options = ContextOptions {
-                    plan,
-                    ..ContextOptions::default()
-                };
-                (kernel, Arc::new(Devices::with_cuda_options(options)))
-            })
-            .collect();
+    let gpus: Vec<(AttentionKernel, Arc<Devices>)> = [
+        AttentionKernel::TiledWide,
+        AttentionKernel::TiledSplit,
+        AttentionKernel::Rows,
+    ]
+    .into_iter()
+    .map(|kernel| {
+        let plan = PlanOptions {
+            attention: kernel,
+            ..PlanOptions::default()
+        };
+        let options = ContextOptions {
+            plan,
+            ..ContextOptions::default()
+        };
+        (kernel, Arc::new(Devices::with_cuda_options(options)))
+    })
+    .collect();
     let mut failures = Vec::new();
     for (d, name, tol) in [
         (

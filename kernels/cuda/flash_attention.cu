@@ -5,8 +5,11 @@
 // are read once per query tile, not once per query row, and any key length
 // runs in fixed memory.
 // - f16/bf16 (flash_mma): tensor cores, mma.sync m16n8k16 with f32
-//   accumulation. Four warps of 16 query rows; fragments by ldmatrix; the
-//   probabilities P stay in registers as the A operand of P.V.
+//   accumulation. Four warps of 16 query rows, or, where that makes too few
+//   blocks, four warps over one 16-row tile (two over 32 rows for D = 128)
+//   splitting each key tile and merged at the end; fragments by ldmatrix;
+//   the probabilities P stay in registers as the A operand of P.V. A mask
+//   the same for every query row (padding) costs one load per key.
 // - f32 (flash_f32): exact fp32 FMAs. 32 query rows; each thread holds 4 rows
 //   x 2 keys of the scores and 4 rows x D/16 features of the output; P goes
 //   through shared memory.
@@ -158,18 +161,24 @@ __device__ __forceinline__ void fa_stage_mask(T* ms, const AttentionParams& p, c
     }
 }
 
-// Whether key tile [j0, j0 + n) needs per-score rules for rows [i0, i1):
-// not when every key is in [k0, k1), no mask, and the causal bound and the
-// window hold for every pair.
-__device__ __forceinline__ bool fa_plain(const AttentionParams& p, const FaTile& t, unsigned int j0, unsigned int n,
-                                         unsigned int i0, unsigned int i1) {
-    if ((p.flags & 1u) || j0 < t.k0 || j0 + n > t.k1 || i1 > p.sq) return false;
+// Whether every score of key tile [j0, j0 + n) x rows [i0, i1) passes the
+// positional rules: every key in [k0, k1), every row a real one, and the
+// causal bound and the window hold for every pair. fa_plain: also no mask,
+// so the tile needs no per-score work at all.
+__device__ __forceinline__ bool fa_rules_pass(const AttentionParams& p, const FaTile& t, unsigned int j0,
+                                              unsigned int n, unsigned int i0, unsigned int i1) {
+    if (j0 < t.k0 || j0 + n > t.k1 || i1 > p.sq) return false;
     const long long first = (long long)i0 + t.off, last = (long long)i1 - 1 + t.off;
     const long long jl = (long long)j0 + n - 1;
     if ((p.flags & 4u) && jl > first) return false;
     if (p.right >= 0 && jl - first > p.right) return false;
     if (p.left >= 0 && last - (long long)j0 > p.left) return false;
     return true;
+}
+
+__device__ __forceinline__ bool fa_plain(const AttentionParams& p, const FaTile& t, unsigned int j0, unsigned int n,
+                                         unsigned int i0, unsigned int i1) {
+    return !(p.flags & 1u) && fa_rules_pass(p, t, j0, n, i0, i1);
 }
 
 // Score x (scaled, before the softcap) of key j for row r: capped, then
@@ -413,18 +422,32 @@ __device__ __forceinline__ void fa_stage_kv(T* ks, T* vs, const T* k, const T* v
     }
 }
 
-template <typename T, int D, int BK>
+// The tensor-core kernel. A block's four warps cover WQ x 16 query rows and
+// split each key tile WK = 4 / WQ ways. WQ = 4 (64 rows, each warp over the
+// whole tile) where the grid has blocks enough; WQ = 1 or 2 (16 or 32 rows,
+// the warps over quarters or halves of each tile, their running maxima,
+// sums and outputs merged through shared memory at the end) where 64-row
+// tiles would leave most multiprocessors idle: a 128-token encoder's 12
+// heads make 24 blocks of 64 rows on a 132-multiprocessor device, each warp
+// then a serial chain over every key.
+template <typename T, int D, int BK, int WQ>
 __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,
                                           const int* nonpad, const AttentionParams& p) {
-    constexpr int BQ = 64, LD = D + 8, KD = D / 16, NK = BK / 8, ND = D / 8;
+    constexpr int WK = 4 / WQ, BQ = 16 * WQ, KW = BK / WK;
+    constexpr int LD = D + 8, KD = D / 16, NK = KW / 8, ND = D / 8;
+    static_assert(WQ * WK == 4 && KW % 16 == 0, "four warps, whole 16-key steps each");
     // Two K/V buffers; the second starts where Q is staged (Q is read into
     // registers before the second buffer is first filled).
     constexpr int QE = BQ * LD, KVE = 2 * BK * LD;
     constexpr int SE = (QE > KVE ? QE : KVE) + KVE;
+    // The merge's rows of partial outputs (row stride OD floats), maxima and sums.
+    constexpr int OD = D + 4;
+    static_assert(WK == 1 || (WK * BQ * (OD + 2)) * 4 <= SE * (int)sizeof(T), "the merge fits");
     __shared__ __align__(16) T sm[SE];
     T* const qs = sm + KVE;
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, tq = lane % 4u;
+    const unsigned int wq = warp % WQ, wk = warp / WQ;
     const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
     const bool async = fa_vec(k, p.k_s, p.dk) && fa_vec(v, p.v_s, p.dv);
     // The first K/V tile goes in flight with Q.
@@ -437,7 +460,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     const unsigned int lr = lane % 8u, lm = lane / 8u;
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
-        fa_ldsm4(qf[kk], &qs[(warp * 16u + lr + (lm % 2u) * 8u) * LD + kk * 16 + (lm / 2u) * 8u]);
+        fa_ldsm4(qf[kk], &qs[(wq * 16u + lr + (lm % 2u) * 8u) * LD + kk * 16 + (lm / 2u) * 8u]);
     }
     __syncthreads();
     const float l2e = 1.4426950408889634f, sl2 = p.scale * l2e;
@@ -446,8 +469,12 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     // Running maxima and sums in the log2 domain.
     float m[2] = {-att_inf<float>(), -att_inf<float>()}, l[2] = {0.0f, 0.0f};
-    const unsigned int row0 = t.q0 + warp * 16u + g;
+    const unsigned int row0 = t.q0 + wq * 16u + g;
     const FaRow rows[2] = {fa_row(p, t, row0), fa_row(p, t, row0 + 8u)};
+    const bool masked = (p.flags & 1u) != 0u;
+    // A mask that is the same for every query row (a padding mask): one
+    // bias per key serves both of a thread's rows.
+    const bool keyed = masked && p.mask_s[2] == 0u;
     unsigned int cur = 0;
     for (unsigned int j0 = t.k0; j0 < t.k1; j0 += BK) {
         // Next tile in flight while this one is scored.
@@ -461,85 +488,91 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
             if (more) fa_wait_one(); else fa_wait_all();
         }
         __syncthreads();
-        const T* ks = kb;
-        const T* vs = kb + BK * LD;
-        float s[NK][4];
+        // This warp's keys: [jw, jw + KW) (none past the tile's end).
+        const unsigned int jw = j0 + wk * KW;
+        if (jw < t.k1) {
+            const T* ks = kb + wk * KW * LD;
+            const T* vs = kb + BK * LD + wk * KW * LD;
+            float s[NK][4];
 #pragma unroll
-        for (int c = 0; c < NK; ++c) s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.0f;
+            for (int c = 0; c < NK; ++c) s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
+            for (int kk = 0; kk < KD; ++kk) {
+#pragma unroll
+                for (int c = 0; c < NK / 2; ++c) {
+                    unsigned int b[4];
+                    fa_ldsm4(b, &ks[(c * 16 + lr + (lm / 2u) * 8u) * LD + kk * 16 + (lm % 2u) * 8u]);
+                    fa_mma<T>(s[2 * c], qf[kk], b[0], b[1]);
+                    fa_mma<T>(s[2 * c + 1], qf[kk], b[2], b[3]);
+                }
+            }
+            // Scores of rows row0 (e < 2) and row0 + 8 (e >= 2), keys
+            // jw + c*8 + 2tq + e%2, to the log2 domain; where every
+            // positional rule passes, only the mask's bias is added.
+            const bool fast = fa_rules_pass(p, t, jw, KW, row0 - g, row0 - g + 16u) && p.softcap <= 0.0f;
+            float mx[2] = {-att_inf<float>(), -att_inf<float>()};
+#pragma unroll
+            for (int c = 0; c < NK; ++c) {
+                float km[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const unsigned int j = jw + c * 8u + 2u * tq + (e % 2);
+                    if (masked && (!keyed || e < 2)) km[e % 2] = fa_mask_at<T>(p, mask, t, rows[e / 2], j);
+                    float x;
+                    if (fast) {
+                        x = masked ? fmaf(s[c][e], sl2, km[e % 2] * l2e) : s[c][e] * sl2;
+                    } else {
+                        x = fa_apply(p, t, rows[e / 2], j, s[c][e] * p.scale, km[e % 2]) * l2e;
+                    }
+                    s[c][e] = x;
+                    mx[e / 2] = x > mx[e / 2] ? x : mx[e / 2];
+                }
+            }
+            float alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                for (int w = 1; w < 4; w <<= 1) {
+                    const float z = __shfl_xor_sync(0xffffffffu, mx[r], w);
+                    mx[r] = z > mx[r] ? z : mx[r];
+                }
+                const float mnew = m[r] > mx[r] ? m[r] : mx[r];
+                const bool live = mnew > FA_MASKED;
+                alpha[r] = live ? (m[r] > FA_MASKED ? fa_exp2(m[r] - mnew) : 0.0f) : 1.0f;
+                if (live) m[r] = mnew;
+                mx[r] = live ? mnew : 0.0f;
+                l[r] *= alpha[r];
+            }
+#pragma unroll
+            for (int c = 0; c < NK; ++c) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float x = s[c][e];
+                    const float pr = x > FA_MASKED && m[e / 2] > FA_MASKED ? fa_exp2(x - mx[e / 2]) : 0.0f;
+                    s[c][e] = pr;
+                    l[e / 2] += pr;
+                }
+            }
+#pragma unroll
+            for (int n2 = 0; n2 < ND; ++n2) {
+                o[n2][0] *= alpha[0];
+                o[n2][1] *= alpha[0];
+                o[n2][2] *= alpha[1];
+                o[n2][3] *= alpha[1];
+            }
 #pragma unroll
             for (int c = 0; c < NK / 2; ++c) {
-                unsigned int b[4];
-                fa_ldsm4(b, &ks[(c * 16 + lr + (lm / 2u) * 8u) * LD + kk * 16 + (lm % 2u) * 8u]);
-                fa_mma<T>(s[2 * c], qf[kk], b[0], b[1]);
-                fa_mma<T>(s[2 * c + 1], qf[kk], b[2], b[3]);
-            }
-        }
-        // Scores of rows row0 (e < 2) and row0 + 8 (e >= 2), keys c*8 + 2tq + e%2,
-        // scaled to the log2 domain.
-        const bool plain = fa_plain(p, t, j0, BK, row0 - g, row0 - g + 16u);
-        float mx[2] = {-att_inf<float>(), -att_inf<float>()};
+                // P over keys c*16..c*16+15 as an A fragment: the score tiles 2c and 2c+1.
+                const unsigned int a[4] = {fa_pack<T>(s[2 * c][0], s[2 * c][1]),
+                                           fa_pack<T>(s[2 * c][2], s[2 * c][3]),
+                                           fa_pack<T>(s[2 * c + 1][0], s[2 * c + 1][1]),
+                                           fa_pack<T>(s[2 * c + 1][2], s[2 * c + 1][3])};
 #pragma unroll
-        for (int c = 0; c < NK; ++c) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x;
-                if (plain && p.softcap <= 0.0f) {
-                    x = s[c][e] * sl2;
-                } else {
-                    const unsigned int j = j0 + c * 8u + 2u * tq + (e % 2);
-                    const float mb = (p.flags & 1u) ? fa_mask_at<T>(p, mask, t, rows[e / 2], j) : 0.0f;
-                    x = fa_apply(p, t, rows[e / 2], j, s[c][e] * p.scale, mb);
-                    x *= l2e;
+                for (int dp = 0; dp < ND / 2; ++dp) {
+                    unsigned int b[4];
+                    fa_ldsm4_t(b, &vs[(c * 16 + lr + (lm % 2u) * 8u) * LD + dp * 16 + (lm / 2u) * 8u]);
+                    fa_mma<T>(o[2 * dp], a, b[0], b[1]);
+                    fa_mma<T>(o[2 * dp + 1], a, b[2], b[3]);
                 }
-                s[c][e] = x;
-                mx[e / 2] = x > mx[e / 2] ? x : mx[e / 2];
-            }
-        }
-        float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            for (int w = 1; w < 4; w <<= 1) {
-                const float z = __shfl_xor_sync(0xffffffffu, mx[r], w);
-                mx[r] = z > mx[r] ? z : mx[r];
-            }
-            const float mnew = m[r] > mx[r] ? m[r] : mx[r];
-            const bool live = mnew > FA_MASKED;
-            alpha[r] = live ? (m[r] > FA_MASKED ? fa_exp2(m[r] - mnew) : 0.0f) : 1.0f;
-            if (live) m[r] = mnew;
-            mx[r] = live ? mnew : 0.0f;
-            l[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int c = 0; c < NK; ++c) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float x = s[c][e];
-                const float pr = x > FA_MASKED && m[e / 2] > FA_MASKED ? fa_exp2(x - mx[e / 2]) : 0.0f;
-                s[c][e] = pr;
-                l[e / 2] += pr;
-            }
-        }
-#pragma unroll
-        for (int n2 = 0; n2 < ND; ++n2) {
-            o[n2][0] *= alpha[0];
-            o[n2][1] *= alpha[0];
-            o[n2][2] *= alpha[1];
-            o[n2][3] *= alpha[1];
-        }
-#pragma unroll
-        for (int c = 0; c < NK / 2; ++c) {
-            // P over keys c*16..c*16+15 as an A fragment: the score tiles 2c and 2c+1.
-            const unsigned int a[4] = {fa_pack<T>(s[2 * c][0], s[2 * c][1]), fa_pack<T>(s[2 * c][2], s[2 * c][3]),
-                                       fa_pack<T>(s[2 * c + 1][0], s[2 * c + 1][1]),
-                                       fa_pack<T>(s[2 * c + 1][2], s[2 * c + 1][3])};
-#pragma unroll
-            for (int dp = 0; dp < ND / 2; ++dp) {
-                unsigned int b[4];
-                fa_ldsm4_t(b, &vs[(c * 16 + lr + (lm % 2u) * 8u) * LD + dp * 16 + (lm / 2u) * 8u]);
-                fa_mma<T>(o[2 * dp], a, b[0], b[1]);
-                fa_mma<T>(o[2 * dp + 1], a, b[2], b[3]);
             }
         }
         // Every warp is done with this buffer before it is filled again.
@@ -550,16 +583,62 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         for (int w = 1; w < 4; w <<= 1) l[r] += __shfl_xor_sync(0xffffffffu, l[r], w);
-        const unsigned int i = row0 + r * 8u;
-        if (i >= p.sq) continue;
-        T* yr = y + (unsigned long long)t.b * p.y_s[0] + (unsigned long long)t.h * p.y_s[1] +
-                (unsigned long long)i * p.y_s[2];
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    }
+    if constexpr (WK == 1) {
 #pragma unroll
-        for (int n2 = 0; n2 < ND; ++n2) {
-            const unsigned int f = n2 * 8u + 2u * tq;
-            if (f < p.dv) yr[f] = T(o[n2][2 * r] * inv);
-            if (f + 1u < p.dv) yr[f + 1u] = T(o[n2][2 * r + 1] * inv);
+        for (int r = 0; r < 2; ++r) {
+            const unsigned int i = row0 + r * 8u;
+            if (i >= p.sq) continue;
+            T* yr = y + (unsigned long long)t.b * p.y_s[0] + (unsigned long long)t.h * p.y_s[1] +
+                    (unsigned long long)i * p.y_s[2];
+            const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+            for (int n2 = 0; n2 < ND; ++n2) {
+                const unsigned int f = n2 * 8u + 2u * tq;
+                if (f < p.dv) yr[f] = T(o[n2][2 * r] * inv);
+                if (f + 1u < p.dv) yr[f + 1u] = T(o[n2][2 * r + 1] * inv);
+            }
+        }
+    } else {
+        // Each warp's share of its rows (maxima, sums, unnormalised outputs)
+        // into shared memory (free: the loop ends on a barrier), then every
+        // thread merges whole output features, rescaled to the rows' maxima.
+        float* const ob = (float*)sm;
+        float* const mb = ob + WK * BQ * OD;
+        float* const lb = mb + WK * BQ;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const unsigned int rr = wk * BQ + wq * 16u + g + 8u * r;
+            if (tq == 0u) {
+                mb[rr] = m[r];
+                lb[rr] = l[r];
+            }
+#pragma unroll
+            for (int n2 = 0; n2 < ND; ++n2) {
+                *(float2*)&ob[rr * OD + n2 * 8 + 2u * tq] = make_float2(o[n2][2 * r], o[n2][2 * r + 1]);
+            }
+        }
+        __syncthreads();
+        for (unsigned int x = threadIdx.x; x < (unsigned int)(BQ * D); x += FA_THREADS) {
+            const unsigned int r = x / D, f = x % D, i = t.q0 + r;
+            if (i >= p.sq || f >= p.dv) continue;
+            float mm = -att_inf<float>();
+#pragma unroll
+            for (int w = 0; w < WK; ++w) mm = fmaxf(mm, mb[w * BQ + r]);
+            float acc = 0.0f, sum = 0.0f;
+            if (mm > FA_MASKED) {
+#pragma unroll
+                for (int w = 0; w < WK; ++w) {
+                    const float mw = mb[w * BQ + r];
+                    if (mw > FA_MASKED) {
+                        const float a = fa_exp2(mw - mm);
+                        acc += a * ob[(w * BQ + r) * OD + f];
+                        sum += a * lb[w * BQ + r];
+                    }
+                }
+            }
+            y[(unsigned long long)t.b * p.y_s[0] + (unsigned long long)t.h * p.y_s[1] +
+              (unsigned long long)i * p.y_s[2] + f] = T(sum > 0.0f ? acc / sum : 0.0f);
         }
     }
 }
@@ -576,14 +655,26 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 FA_ENTRY(flash_attention_f32_d64, float, flash_f32<64>)
 FA_ENTRY(flash_attention_f32_d128, float, flash_f32<128>)
 #endif
-#define FA_MMA(T, D, BK) flash_mma<T, D, BK>
-#ifdef FA_F16
-FA_ENTRY(flash_attention_f16_d32, rlx_f16, (FA_MMA(rlx_half, 32, 64)))
-FA_ENTRY(flash_attention_f16_d64, rlx_f16, (FA_MMA(rlx_half, 64, 64)))
-FA_ENTRY(flash_attention_f16_d128, rlx_f16, (FA_MMA(rlx_half, 128, 32)))
+#define FA_MMA(T, D, BK, WQ) flash_mma<T, D, BK, WQ>
+// Split-key entries (FA_SPLIT) in a module of their own: the 16-row (32 for
+// D = 128) tiles, for grids too small to fill the device.
+#if defined(FA_F16) && !defined(FA_SPLIT)
+FA_ENTRY(flash_attention_f16_d32, rlx_f16, (FA_MMA(rlx_half, 32, 64, 4)))
+FA_ENTRY(flash_attention_f16_d64, rlx_f16, (FA_MMA(rlx_half, 64, 64, 4)))
+FA_ENTRY(flash_attention_f16_d128, rlx_f16, (FA_MMA(rlx_half, 128, 32, 4)))
 #endif
-#ifdef FA_BF16
-FA_ENTRY(flash_attention_bf16_d32, rlx_bf16, (FA_MMA(rlx_bf16, 32, 64)))
-FA_ENTRY(flash_attention_bf16_d64, rlx_bf16, (FA_MMA(rlx_bf16, 64, 64)))
-FA_ENTRY(flash_attention_bf16_d128, rlx_bf16, (FA_MMA(rlx_bf16, 128, 32)))
+#if defined(FA_F16) && defined(FA_SPLIT)
+FA_ENTRY(flash_attention_f16_d32_split, rlx_f16, (FA_MMA(rlx_half, 32, 64, 1)))
+FA_ENTRY(flash_attention_f16_d64_split, rlx_f16, (FA_MMA(rlx_half, 64, 64, 1)))
+FA_ENTRY(flash_attention_f16_d128_split, rlx_f16, (FA_MMA(rlx_half, 128, 32, 2)))
+#endif
+#if defined(FA_BF16) && !defined(FA_SPLIT)
+FA_ENTRY(flash_attention_bf16_d32, rlx_bf16, (FA_MMA(rlx_bf16, 32, 64, 4)))
+FA_ENTRY(flash_attention_bf16_d64, rlx_bf16, (FA_MMA(rlx_bf16, 64, 64, 4)))
+FA_ENTRY(flash_attention_bf16_d128, rlx_bf16, (FA_MMA(rlx_bf16, 128, 32, 4)))
+#endif
+#if defined(FA_BF16) && defined(FA_SPLIT)
+FA_ENTRY(flash_attention_bf16_d32_split, rlx_bf16, (FA_MMA(rlx_bf16, 32, 64, 1)))
+FA_ENTRY(flash_attention_bf16_d64_split, rlx_bf16, (FA_MMA(rlx_bf16, 64, 64, 1)))
+FA_ENTRY(flash_attention_bf16_d128_split, rlx_bf16, (FA_MMA(rlx_bf16, 128, 32, 2)))
 #endif

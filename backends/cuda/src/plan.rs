@@ -30,9 +30,17 @@ pub struct PlanOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionKernel {
     /// The tiled kernel (K/V tiles through shared memory, a block per query
-    /// tile; tensor cores for f16/bf16). The default.
+    /// tile; tensor cores for f16/bf16), its query tiles chosen by the grid
+    /// they make: for f16/bf16, 64-row tiles, or 16-row ones whose four
+    /// warps split the keys where 64-row tiles would make fewer than
+    /// [`FEW_BLOCKS`](crate::kernels::attention::FEW_BLOCKS) blocks. The default.
     #[default]
     Tiled,
+    /// The tiled kernel with 64-row tiles (f16/bf16) whatever the grid.
+    TiledWide,
+    /// The tiled kernel with key-split 16-row tiles (f16/bf16) whatever
+    /// the grid.
+    TiledSplit,
     /// The row kernel (a warp per query row), as before the tiled one: kept
     /// for the QK output and f64, and to compare against.
     Rows,

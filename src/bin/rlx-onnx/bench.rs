@@ -65,8 +65,9 @@ pub struct Args {
         help_heading = "CUDA (--target cuda)"
     )]
     cuda_small_gemm: SmallGemmArg,
-    /// CUDA: which kernel runs attention (the tiled one, or the row kernel
-    /// it replaced, to compare).
+    /// CUDA: which kernel runs attention (the tiled one, its query tiles
+    /// chosen by the grid; the tiled one with 64-row or key-split 16-row
+    /// tiles whatever the grid; or the row kernel it replaced, to compare).
     #[arg(
         long,
         value_enum,
@@ -94,6 +95,8 @@ enum ConvGemmArg {
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum AttentionArg {
     Tiled,
+    TiledWide,
+    TiledSplit,
     Rows,
 }
 
@@ -123,6 +126,8 @@ impl Args {
             },
             attention: match self.cuda_attention {
                 AttentionArg::Tiled => AttentionKernel::Tiled,
+                AttentionArg::TiledWide => AttentionKernel::TiledWide,
+                AttentionArg::TiledSplit => AttentionKernel::TiledSplit,
                 AttentionArg::Rows => AttentionKernel::Rows,
             },
             ..PlanOptions::default()

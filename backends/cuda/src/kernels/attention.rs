@@ -20,6 +20,7 @@ use rlx_gpu::{Layout, Operand, Params, Range};
 use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::{control, Cx, Source};
+use crate::AttentionKernel;
 
 pub const SOURCE: Source = Source {
     name: "attention",
@@ -50,6 +51,14 @@ macro_rules! flash_source {
 pub const FLASH_F32: Source = flash_source!("flash_attention_f32", "#define FA_F32 1");
 pub const FLASH_F16: Source = flash_source!("flash_attention_f16", "#define FA_F16 1");
 pub const FLASH_BF16: Source = flash_source!("flash_attention_bf16", "#define FA_BF16 1");
+pub const FLASH_F16_SPLIT: Source = flash_source!(
+    "flash_attention_f16_split",
+    "#define FA_F16 1\n#define FA_SPLIT 1"
+);
+pub const FLASH_BF16_SPLIT: Source = flash_source!(
+    "flash_attention_bf16_split",
+    "#define FA_BF16 1\n#define FA_SPLIT 1"
+);
 
 fn layouts() -> Vec<Layout> {
     vec![AttentionParams::LAYOUT]
@@ -64,21 +73,50 @@ pub const FLASH_MAX_HEAD: usize = 128;
 /// Threads per block of the tiled kernels.
 const FLASH_THREADS: u32 = 128;
 
-/// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its entry and its
-/// query rows per block; `None` where the row kernel runs.
-fn flash_entry(dtype: DType, dk: usize, dv: usize) -> Option<(&'static Source, &'static str, u64)> {
+/// Below this many blocks of 64 query rows, an f16/bf16 attention runs on
+/// key-split 16-row tiles instead (32-row for head sizes above 64), four
+/// times the blocks, each warp over part of every key tile: BERT-base at
+/// 128 tokens makes 24 blocks of 64 rows, and the H200 has 132
+/// multiprocessors.
+pub const FEW_BLOCKS: u64 = 128;
+
+/// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its module, its
+/// entry and its query rows per block; `None` where the row kernel runs.
+/// `split`: the key-split tiles of the half types (f32 has one shape).
+fn flash_entry(
+    dtype: DType,
+    dk: usize,
+    dv: usize,
+    split: bool,
+) -> Option<(&'static Source, &'static str, u64)> {
     let d = dk.max(dv);
-    Some(match (dtype, d) {
-        (DType::F32, 0..=64) => (&FLASH_F32, "flash_attention_f32_d64", 32),
-        (DType::F32, 65..=128) => (&FLASH_F32, "flash_attention_f32_d128", 32),
-        (DType::F16, 0..=32) => (&FLASH_F16, "flash_attention_f16_d32", 64),
-        (DType::F16, 33..=64) => (&FLASH_F16, "flash_attention_f16_d64", 64),
-        (DType::F16, 65..=128) => (&FLASH_F16, "flash_attention_f16_d128", 64),
-        (DType::BF16, 0..=32) => (&FLASH_BF16, "flash_attention_bf16_d32", 64),
-        (DType::BF16, 33..=64) => (&FLASH_BF16, "flash_attention_bf16_d64", 64),
-        (DType::BF16, 65..=128) => (&FLASH_BF16, "flash_attention_bf16_d128", 64),
+    Some(match (dtype, d, split) {
+        (DType::F32, 0..=64, _) => (&FLASH_F32, "flash_attention_f32_d64", 32),
+        (DType::F32, 65..=128, _) => (&FLASH_F32, "flash_attention_f32_d128", 32),
+        (DType::F16, 0..=32, false) => (&FLASH_F16, "flash_attention_f16_d32", 64),
+        (DType::F16, 33..=64, false) => (&FLASH_F16, "flash_attention_f16_d64", 64),
+        (DType::F16, 65..=128, false) => (&FLASH_F16, "flash_attention_f16_d128", 64),
+        (DType::F16, 0..=32, true) => (&FLASH_F16_SPLIT, "flash_attention_f16_d32_split", 16),
+        (DType::F16, 33..=64, true) => (&FLASH_F16_SPLIT, "flash_attention_f16_d64_split", 16),
+        (DType::F16, 65..=128, true) => (&FLASH_F16_SPLIT, "flash_attention_f16_d128_split", 32),
+        (DType::BF16, 0..=32, false) => (&FLASH_BF16, "flash_attention_bf16_d32", 64),
+        (DType::BF16, 33..=64, false) => (&FLASH_BF16, "flash_attention_bf16_d64", 64),
+        (DType::BF16, 65..=128, false) => (&FLASH_BF16, "flash_attention_bf16_d128", 64),
+        (DType::BF16, 0..=32, true) => (&FLASH_BF16_SPLIT, "flash_attention_bf16_d32_split", 16),
+        (DType::BF16, 33..=64, true) => (&FLASH_BF16_SPLIT, "flash_attention_bf16_d64_split", 16),
+        (DType::BF16, 65..=128, true) => (&FLASH_BF16_SPLIT, "flash_attention_bf16_d128_split", 32),
         _ => return None,
     })
+}
+
+/// Whether the half-type tiled kernel runs key-split tiles, by the
+/// option and, for [`AttentionKernel::Tiled`], the grid 64-row tiles make.
+fn split_tiles(kernel: AttentionKernel, heads: usize, sq: usize) -> bool {
+    match kernel {
+        AttentionKernel::TiledSplit => true,
+        AttentionKernel::Tiled => (heads as u64) * (sq as u64).div_ceil(64) < FEW_BLOCKS,
+        AttentionKernel::TiledWide | AttentionKernel::Rows => false,
+    }
 }
 
 /// Keys per span of the split-key kernels (`ATT_SPLIT` in attention.cu).
@@ -320,7 +358,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     }
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
     let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
-    let tiled = cx.opts.attention == crate::AttentionKernel::Tiled && !extras.qk;
+    let tiled = cx.opts.attention != AttentionKernel::Rows && !extras.qk;
     if tiled && split_keys(dtype, sq, total) {
         // Decode: a warp per (query row, span of keys), then a merge.
         let t = entry.strip_prefix("attention_").unwrap_or(entry);
@@ -351,7 +389,8 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         );
         return Ok(());
     }
-    match flash_entry(dtype, dk, dv).filter(|_| tiled) {
+    let split = split_tiles(cx.opts.attention, b * hq, sq);
+    match flash_entry(dtype, dk, dv, split).filter(|_| tiled) {
         Some((source, flash, rows)) => {
             let m = cx.modules.of(source);
             let blocks = (b * hq) as u64 * (sq as u64).div_ceil(rows);

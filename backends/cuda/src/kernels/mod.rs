@@ -67,6 +67,8 @@ pub const SOURCES: &[&Source] = &[
     &attention::FLASH_F32,
     &attention::FLASH_F16,
     &attention::FLASH_BF16,
+    &attention::FLASH_F16_SPLIT,
+    &attention::FLASH_BF16_SPLIT,
     &reduce::SOURCE,
     &softmax::SOURCE,
     &topk::SOURCE,

@@ -1,7 +1,8 @@
 //! LayerNorm, RmsNorm and ResidualNorm on CUDA (`kernels/cuda/norm.cu`),
 //! planned by rlx-gpu's `kernels::norm`: a warp per row up to
-//! [`WARP_ROW`] elements where there are [`FEW_ROWS`] rows or more, a block
-//! per row otherwise; LayerNorm's optional
+//! [`WARP_ROW`] elements where there are [`FEW_ROWS`] rows or more, else a
+//! block per row, holding it in registers up to [`HELD`] elements a thread
+//! and reading it three times beyond; LayerNorm's optional
 //! mean and inv_std outputs are written by the same launch.
 
 use rlx_gpu::kernels::norm::{norm_params, NormParams};
@@ -32,6 +33,9 @@ const WARP_BLOCK: u32 = 128;
 /// Rows up to this long take a warp each, held in registers (`NM_LANE` in
 /// `norm.cu`: 32 elements a lane); longer ones a block.
 pub const WARP_ROW: u32 = 1024;
+/// Elements a thread holds in registers where a block holds its row
+/// (`NM_HELD` in `norm.cu`).
+pub const HELD: u32 = 8;
 /// Fewer rows than this take a block each whatever their length: a warp per
 /// row leaves most multiprocessors of a large GPU idle and the rest with one
 /// warp, whose instructions then run one latency at a time (BERT's 128 x 768
@@ -87,10 +91,10 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             rows.div_ceil(u64::from(WARP_BLOCK / 32)),
             WARP_BLOCK,
         )
-    } else if p.len <= WARP_ROW {
-        // A few rows: a block each, about four elements a thread.
+    } else if p.len <= HELD * BLOCK {
+        // A few rows: a block each, about four elements a thread, held.
         let threads = p.len.div_ceil(4).next_multiple_of(32).clamp(32, BLOCK);
-        ("block", rows, threads)
+        ("held", rows, threads)
     } else {
         ("block", rows, BLOCK)
     };
