@@ -1,10 +1,12 @@
-//! Cross-backend parity on a CUDA GPU: every golden and light model runs on
+//! Cross-backend parity on a CUDA GPU: every golden, light and small
+//! exported transformer model runs on
 //! CUDA and on the CPU backend, and the outputs must agree (f32: rtol 1e-4,
 //! atol 1e-5; integers and bools exactly). A model CUDA refuses is reported
 //! by name with the reason, and counts as a failure: the test asserts parity
 //! of every model. Without a CUDA device (CI has none) it skips, saying so;
 //! `scripts/gpu-check.sh` runs it on the lent GPU machine. The light models
-//! also run with `--precision tf32` and `fp16`, within their own bounds.
+//! and the small exported transformers (`tests/data/exported`) also run with
+//! `--precision tf32` and `fp16`, within their own bounds.
 
 mod common;
 
@@ -74,6 +76,30 @@ fn parity(path: &std::path::Path, inputs: &[Tensor], devices: &Arc<Devices>) -> 
     Ok(())
 }
 
+/// The small exported transformers of `tests/data/exported` (both PyTorch
+/// exporters): attention reading Q, K and V as views of packed projections,
+/// masks, causality, grouped heads.
+fn exported() -> Vec<(String, std::path::PathBuf, Vec<Tensor>)> {
+    let root = common::root().join("tests/data/exported");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let case = root.join(&name);
+            let set = read_data_set(&data_set_dirs(&case).unwrap()[0]).unwrap();
+            (
+                format!("exported/{name}"),
+                case.join("model.onnx"),
+                set.inputs,
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn golden_and_light_models_match_cpu() {
     let Some(devices) = devices() else { return };
@@ -116,6 +142,7 @@ fn golden_and_light_models_match_cpu() {
         case.join("model.onnx"),
         vec![neg],
     ));
+    cases.extend(exported());
     if let Some(data) = common::testdata() {
         for m in light_models(&data.join("light")).unwrap() {
             let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
@@ -143,7 +170,8 @@ fn golden_and_light_models_match_cpu() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// The light models in TF32 and fp16 against the CPU in exact fp32: the
+/// The light models and the exported transformers in TF32 and fp16 against
+/// the CPU in exact fp32: the
 /// largest error relative to the output's largest magnitude, at most 1e-2
 /// (TF32: a 10-bit mantissa in the products) and 5e-2 (fp16 activations).
 #[test]
@@ -153,17 +181,25 @@ fn light_models_in_tf32_and_fp16_stay_close_to_exact() {
         return;
     };
     let mut bad = Vec::new();
+    let mut models: Vec<(String, std::path::PathBuf, Vec<Tensor>)> = Vec::new();
     for m in light_models(&data.join("light")).unwrap() {
         let c = Compiler::new(Target::Cpu).compile_file(&m.model).unwrap();
         let g = &c.graph;
         let dims = g.node(g.inputs()[0]).outputs[0].shape.as_known().unwrap();
-        let x = vec![arange_input(&dims).unwrap()];
-        let want = run(Target::Cpu, &m.model, &x, &devices).unwrap();
+        models.push((
+            m.name.clone(),
+            m.model.clone(),
+            vec![arange_input(&dims).unwrap()],
+        ));
+    }
+    models.extend(exported());
+    for (name, model, x) in &models {
+        let want = run(Target::Cpu, model, x, &devices).unwrap();
         for (p, bound) in [(Precision::Tf32, 1e-2), (Precision::Fp16, 5e-2)] {
-            let got = match run_at(Target::Cuda, p, &m.model, &x, &devices) {
+            let got = match run_at(Target::Cuda, p, model, x, &devices) {
                 Ok(g) => g,
                 Err(e) => {
-                    bad.push(format!("{} {p}: {e}", m.name));
+                    bad.push(format!("{name} {p}: {e}"));
                     continue;
                 }
             };
@@ -178,14 +214,10 @@ fn light_models_in_tf32_and_fp16_stay_close_to_exact() {
                     worst = worst.max(f64::from((a - b).abs()) / scale);
                 }
             }
-            eprintln!(
-                "{} {p}: max error {worst:.2e} of the output's range",
-                m.name
-            );
+            eprintln!("{name} {p}: max error {worst:.2e} of the output's range");
             if !(worst <= bound) {
                 bad.push(format!(
-                    "{} {p}: max error {worst:.2e} (bound {bound:.0e})",
-                    m.name
+                    "{name} {p}: max error {worst:.2e} (bound {bound:.0e})"
                 ));
             }
         }

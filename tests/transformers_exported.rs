@@ -9,8 +9,10 @@
 //! (no softmax left), the decoders' norms are `rms_norm` / `residual_norm`
 //! and their rotations `rotary_embedding`,
 //! and no head split or merge is left as a transpose where the operand
-//! comes straight from a projection; what stays is listed per model, so a
-//! fusion that stops matching an exporter's form fails here.
+//! comes straight from a projection, nor a split or slice of a packed one
+//! (`fold-attention-layout`: Q, K and V read as views of one projection);
+//! what stays is listed per model, so a fusion that stops matching an
+//! exporter's form fails here.
 
 mod common;
 
@@ -26,19 +28,22 @@ const TOL: Tolerance = Tolerance {
     atol: 1e-5,
 };
 
-/// (model, transposes left on CUDA). BERT, GPT-2 and the decoder (its Q and
+/// (model, transposes left on CUDA, whether attention reads Q, K and V as
+/// views of one packed projection). BERT, GPT-2 and the decoder (its Q and
 /// K rotated in 3-D by `rotary_embedding`) read every head in place;
-/// torchvision's sequence-first attention keeps its packed-QKV unbinding and
-/// head moves.
-const MODELS: &[(&str, usize)] = &[
-    ("bert_script", 0),
-    ("bert_dynamo", 0),
-    ("gpt2_script", 0),
-    ("gpt2_dynamo", 0),
-    ("llama_script", 0),
-    ("llama_dynamo", 0),
-    ("vit_script", 11),
-    ("vit_dynamo", 13),
+/// BERT's three projections become one, and GPT-2's and torchvision's
+/// packed QKV (split, or unflattened and selected sequence-first) is read
+/// where the projection wrote it, with ViT's head merge written in place.
+/// ViT keeps the one transpose of its patch embedding.
+const MODELS: &[(&str, usize, bool)] = &[
+    ("bert_script", 0, true),
+    ("bert_dynamo", 0, true),
+    ("gpt2_script", 0, true),
+    ("gpt2_dynamo", 0, true),
+    ("llama_script", 0, false),
+    ("llama_dynamo", 0, false),
+    ("vit_script", 1, true),
+    ("vit_dynamo", 1, true),
 ];
 
 fn dir(name: &str) -> PathBuf {
@@ -54,7 +59,7 @@ fn count(g: &Graph, op: &str) -> usize {
 
 #[test]
 fn exported_transformers_match_pytorch_on_the_cpu() {
-    for (name, _) in MODELS {
+    for (name, _, _) in MODELS {
         let d = dir(name);
         let model = Compiler::new(Target::Cpu)
             .compile_file(&d.join("model.onnx"))
@@ -73,7 +78,7 @@ fn exported_transformers_match_pytorch_on_the_cpu() {
 
 #[test]
 fn exported_transformers_plan_fused_layers_for_cuda() {
-    for (name, transposes) in MODELS {
+    for (name, transposes, packed) in MODELS {
         let model = Compiler::new(Target::Cuda)
             .compile_file(&dir(name).join("model.onnx"))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -86,6 +91,21 @@ fn exported_transformers_plan_fused_layers_for_cuda() {
         );
         assert_eq!(count(g, "softmax"), 0, "{name}\n{text}");
         assert_eq!(count(g, "transpose"), *transposes, "{name}\n{text}");
+        for id in g.node_ids() {
+            if let rlx_onnx::ir::Op::Attention(a) = &g.node(id).op {
+                assert_eq!(!a.views.is_empty(), *packed, "{name}: views\n{text}");
+                let ins = g.inputs_of(id);
+                if *packed {
+                    assert!(
+                        ins[0] == ins[1] && ins[1] == ins[2],
+                        "{name}: Q, K and V from one projection\n{text}"
+                    );
+                }
+            }
+        }
+        // Nothing left to split or select the packed projection.
+        assert_eq!(count(g, "split"), 0, "{name}\n{text}");
+        assert_eq!(count(g, "slice"), 0, "{name}\n{text}");
         if name.starts_with("llama") {
             assert_eq!(
                 count(g, "reduce_mean"),

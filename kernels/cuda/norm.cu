@@ -14,6 +14,12 @@
 // Elements a lane holds: rows of up to 32 * NM_LANE elements take a warp.
 #define NM_LANE 32
 
+// Element k of a row's scale or bias repeating every `n` elements: no
+// division where it spans the row (every LayerNorm over its last axis).
+__device__ __forceinline__ unsigned int nm_wrap(unsigned int k, unsigned int n, unsigned int len) {
+    return n == len ? k : k % n;
+}
+
 template <typename T, bool RES>
 __device__ __forceinline__ typename RwAcc<T>::type nm_load(const T* __restrict__ x, const T* __restrict__ r,
                                                          unsigned long long k) {
@@ -55,8 +61,8 @@ __device__ __forceinline__ void nm_rows(const T* __restrict__ x, const T* __rest
         q = rw_sum(q, mode);
         const A inv = rw_rsqrt(q / len + (A)p.eps);
         for (unsigned int k = r.lane; k < p.len; k += r.group) {
-            A v = (nm_load<T, RES>(xr, rr, k) - mean) * inv * (A)rw_up(scale[k % p.scale_len]);
-            if (p.has_bias) v += (A)rw_up(bias[k % p.bias_len]);
+            A v = (nm_load<T, RES>(xr, rr, k) - mean) * inv * (A)rw_up(scale[nm_wrap(k, p.scale_len, p.len)]);
+            if (p.has_bias) v += (A)rw_up(bias[nm_wrap(k, p.bias_len, p.len)]);
             rw_store(y + at + k, v);
         }
         if (!RES && p.stats && r.lane == 0u) {
@@ -93,8 +99,8 @@ __device__ __forceinline__ void nm_rows_warp(const T* __restrict__ x, const T* _
             b[c] = (A)0;
             if (k < p.len) {
                 v[c] = nm_load<T, RES>(x + at, RES ? res + at : x + at, k);
-                g[c] = (A)rw_up(scale[k % p.scale_len]);
-                if (p.has_bias) b[c] = (A)rw_up(bias[k % p.bias_len]);
+                g[c] = (A)rw_up(scale[nm_wrap(k, p.scale_len, p.len)]);
+                if (p.has_bias) b[c] = (A)rw_up(bias[nm_wrap(k, p.bias_len, p.len)]);
             }
         }
         A s = (A)0;
@@ -166,8 +172,8 @@ __device__ __forceinline__ void nm_rows_held(const T* __restrict__ x, const T* _
             b[c] = (A)0;
             if (k < p.len) {
                 v[c] = nm_load<T, RES>(x + at, RES ? res + at : x + at, k);
-                g[c] = (A)rw_up(scale[k % p.scale_len]);
-                if (p.has_bias) b[c] = (A)rw_up(bias[k % p.bias_len]);
+                g[c] = (A)rw_up(scale[nm_wrap(k, p.scale_len, p.len)]);
+                if (p.has_bias) b[c] = (A)rw_up(bias[nm_wrap(k, p.bias_len, p.len)]);
             }
         }
         A s = (A)0;

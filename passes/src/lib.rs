@@ -12,6 +12,7 @@ pub mod cse;
 pub mod dce;
 pub mod decompose;
 pub mod fold;
+pub mod fold_attention_layout;
 pub mod fold_batchnorm;
 pub mod fuse_attention;
 pub mod fuse_conv;

@@ -62,6 +62,7 @@ fn attention(cx: &mut NodeCtx) -> Result<(), MapError> {
         left_window_size,
         right_window_size,
         softmax_precision,
+        views: Default::default(),
     };
     let ys = cx.add(op, &ins)?;
     cx.set_outputs(&ys);

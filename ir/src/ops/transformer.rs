@@ -39,6 +39,115 @@ op_attrs! {
         /// The dtype the softmax runs in (`none`: the backend's compute type,
         /// f32 or wider).
         pub softmax_precision: Option<DType>,
+        /// Where Q, K and V lie inside their inputs (not an ONNX attribute:
+        /// `fold-attention-layout` sets it). Empty: as they are.
+        pub views: HeadViews,
+    }
+}
+
+/// Where one Attention operand lies inside its input value: the logical
+/// `[b, h, s, d]` operand starts at element `offset`, its batch, head and
+/// sequence steps `strides` elements apart, its head dimension contiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadView {
+    pub dims: [usize; 4],
+    pub offset: usize,
+    pub strides: [usize; 3],
+}
+
+impl HeadView {
+    /// One past the last element the view reads (0 when it has none).
+    pub fn extent(&self) -> Option<usize> {
+        let [b, h, s, d] = self.dims;
+        if b == 0 || h == 0 || s == 0 || d == 0 {
+            return Some(0);
+        }
+        let [sb, sh, ss] = self.strides;
+        let last = (b - 1)
+            .checked_mul(sb)?
+            .checked_add((h - 1).checked_mul(sh)?)?
+            .checked_add((s - 1).checked_mul(ss)?)?
+            .checked_add(d - 1)?;
+        self.offset.checked_add(last)?.checked_add(1)
+    }
+}
+
+/// Attention's operand views: Q, K and V (in that order) read in place from
+/// wider values, such as one packed QKV projection or a sequence-first
+/// layout, instead of through copies that lay each out on its own. Empty
+/// (the default): every operand as it is. Only for an attention whose one
+/// output is Y (no cache in or out). With views the output is
+/// `[B, S, Hq*Dv]` when `q_num_heads` is set, else `[B, Hq, S, Dv]`. The
+/// text form, left out when empty, is
+/// `views=[[b, h, s, d, offset, stride_b, stride_h, stride_s], .. x3]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeadViews(pub Vec<HeadView>);
+
+impl HeadViews {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The view of operand `i` (0 Q, 1 K, 2 V), if there are views.
+    pub fn get(&self, i: usize) -> Option<&HeadView> {
+        self.0.get(i)
+    }
+}
+
+impl crate::text::AttrValue for HeadViews {
+    fn write_attr(&self, w: &mut crate::text::Writer) {
+        let lists: Vec<Vec<i64>> = self
+            .0
+            .iter()
+            .map(|v| {
+                v.dims
+                    .iter()
+                    .chain([v.offset].iter())
+                    .chain(v.strides.iter())
+                    .map(|&x| x as i64)
+                    .collect()
+            })
+            .collect();
+        lists.write_attr(w);
+    }
+
+    fn read_attr(p: &mut crate::text::Parser) -> Result<Self, crate::text::ParseError> {
+        let at = p.offset();
+        let lists: Vec<Vec<i64>> = crate::text::AttrValue::read_attr(p)?;
+        let bad = || {
+            p.error_at(
+                at,
+                "views are three lists of 8 nonnegative integers".to_string(),
+            )
+        };
+        if lists.len() != 3 {
+            return Err(bad());
+        }
+        let mut views = Vec::with_capacity(3);
+        for l in lists {
+            let u: Vec<usize> = l
+                .iter()
+                .map(|&x| usize::try_from(x))
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad())?;
+            let [b, h, s, d, offset, sb, sh, ss] = u[..] else {
+                return Err(bad());
+            };
+            views.push(HeadView {
+                dims: [b, h, s, d],
+                offset,
+                strides: [sb, sh, ss],
+            });
+        }
+        Ok(HeadViews(views))
+    }
+
+    fn omitted(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn absent() -> Option<Self> {
+        Some(HeadViews::default())
     }
 }
 
@@ -60,6 +169,7 @@ impl Default for Attention {
             left_window_size: -1,
             right_window_size: -1,
             softmax_precision: None,
+            views: HeadViews::default(),
         }
     }
 }
@@ -92,6 +202,34 @@ impl Attention {
             past_value,
             nonpad,
         }
+    }
+
+    /// The `[B, heads, seq, head_dim]` of operand `port` read through its
+    /// view, checked to lie inside the input.
+    fn viewed(&self, cx: &InferCx, port: usize) -> Result<[Dim; 4], InferError> {
+        let what = ["Q", "K", "V"][port];
+        if self.views.0.len() != 3 {
+            return Err(attr_err("views", "one view for each of Q, K and V"));
+        }
+        if self.has_past || self.num_outputs > 1 {
+            return Err(attr_err(
+                "views",
+                "only with Y alone: no past or present key and value, no QK output",
+            ));
+        }
+        let v = self.views.0[port];
+        let extent = v
+            .extent()
+            .ok_or_else(|| attr_err("views", format!("the view of {what} overflows")))?;
+        if let Some(n) = cx.shape(port).numel().known() {
+            if extent as u128 > n.max(0) as u128 {
+                return Err(value_err(
+                    port,
+                    format!("the view of {what} reads {extent} elements of {n}"),
+                ));
+            }
+        }
+        Ok(v.dims.map(|d| Dim::Known(d as i64)))
     }
 
     fn input_count(&self) -> usize {
@@ -150,9 +288,19 @@ impl OpDef for Attention {
                 return Err(attr_err("softmax_precision", "must be a float dtype"));
             }
         }
-        let q = heads_view(cx.shape(0), self.q_num_heads, 0)?;
-        let k = heads_view(cx.shape(1), self.kv_num_heads, 1)?;
-        let v = heads_view(cx.shape(2), self.kv_num_heads, 2)?;
+        let (q, k, v) = if self.views.is_empty() {
+            (
+                heads_view(cx.shape(0), self.q_num_heads, 0)?,
+                heads_view(cx.shape(1), self.kv_num_heads, 1)?,
+                heads_view(cx.shape(2), self.kv_num_heads, 2)?,
+            )
+        } else {
+            (
+                self.viewed(cx, 0)?,
+                self.viewed(cx, 1)?,
+                self.viewed(cx, 2)?,
+            )
+        };
         if let (Some(qh), Some(kh)) = (q[1].known(), k[1].known()) {
             if kh == 0 || qh % kh != 0 {
                 return Err(InferError::Mismatch {
@@ -173,7 +321,12 @@ impl OpDef for Attention {
                 .add(&k[2]),
             None => k[2].clone(),
         };
-        let y = if cx.rank(0) == 4 {
+        let four = if self.views.is_empty() {
+            cx.rank(0) == 4
+        } else {
+            self.q_num_heads < 1
+        };
+        let y = if four {
             Shape(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()])
         } else {
             Shape(vec![q[0].clone(), q[2].clone(), q[1].mul(&v[3])])

@@ -52,6 +52,11 @@ impl<'s> Parser<'s> {
         location(self.src, offset, message)
     }
 
+    /// Where the next token starts, for errors about what follows.
+    pub fn offset(&self) -> usize {
+        self.peek_token().offset
+    }
+
     fn error(&self, message: String) -> ParseError {
         self.error_at(self.peek_token().offset, message)
     }
@@ -378,6 +383,17 @@ impl<'s> Parser<'s> {
 
     /// Reads `name=value` (preceded by `,` unless first).
     pub fn attr<T: AttrValue>(&mut self, first: &mut bool, name: &str) -> Result<T, ParseError> {
+        // An optional attribute (always last) the text left out: the block ends.
+        if let Some(default) = T::absent() {
+            let ends = if *first {
+                !matches!(self.peek(), Tok::Ident(w) if w == name)
+            } else {
+                *self.peek() != Tok::Punct(',')
+            };
+            if ends {
+                return Ok(default);
+            }
+        }
         if !*first {
             self.expect(',')?;
         }

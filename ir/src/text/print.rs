@@ -98,6 +98,9 @@ impl Writer {
 
     /// Writes `name=value`, preceded by `, ` unless it is the first attribute.
     pub fn attr<T: AttrValue>(&mut self, first: &mut bool, name: &str, value: &T) {
+        if value.omitted() {
+            return;
+        }
         if !*first {
             self.push(", ");
         }

@@ -2,6 +2,7 @@
 //! verification on) and is compared, as a parsed graph, with the expected text.
 //! Node names are not compared (passes pick fresh ones); origins are.
 
+mod attention_layout;
 mod exported;
 mod fusion;
 mod generic;

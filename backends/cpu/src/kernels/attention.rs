@@ -28,19 +28,58 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     }
 }
 
-/// `[B, heads, seq, head]` geometry of an operand.
+/// `[B, heads, seq, head]` geometry of an operand: where element `(b, h,
+/// s, 0)` lies (`offset` + the strides; the head contiguous).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Heads {
     b: usize,
     h: usize,
     s: usize,
     d: usize,
+    offset: usize,
+    st: [usize; 3],
 }
 
 impl Heads {
+    /// The operand `i` (0 Q, 1 K, 2 V) of `a` in `t`: through its view, if
+    /// the attention has views, else as `t` lies.
+    fn operand(a: &Attention, i: usize, t: &TensorRef) -> Result<Heads, KernelError> {
+        let what = ["Q", "K", "V"][i];
+        let Some(v) = a.views.get(i) else {
+            let heads = if i == 0 {
+                a.q_num_heads
+            } else {
+                a.kv_num_heads
+            };
+            return Heads::of(t, heads, what);
+        };
+        if v.extent().is_none_or(|e| e > t.numel()) {
+            return Err(KernelError::Value(format!(
+                "the view of {what} does not fit its input of {:?}",
+                t.dims
+            )));
+        }
+        let [b, h, s, d] = v.dims;
+        Ok(Heads {
+            b,
+            h,
+            s,
+            d,
+            offset: v.offset,
+            st: v.strides,
+        })
+    }
+
     fn of(t: &TensorRef, heads: i64, what: &str) -> Result<Heads, KernelError> {
         match *t.dims {
-            [b, h, s, d] => Ok(Heads { b, h, s, d }),
+            [b, h, s, d] => Ok(Heads {
+                b,
+                h,
+                s,
+                d,
+                offset: 0,
+                st: [h * s * d, s * d, d],
+            }),
             [b, s, hidden] => {
                 if heads < 1 || hidden % heads as usize != 0 {
                     return Err(KernelError::Value(format!(
@@ -48,11 +87,14 @@ impl Heads {
                     )));
                 }
                 let h = heads as usize;
+                let d = hidden / h;
                 Ok(Heads {
                     b,
                     h,
                     s,
-                    d: hidden / h,
+                    d,
+                    offset: 0,
+                    st: [s * hidden, d, hidden],
                 })
             }
             _ => Err(KernelError::Value(format!(
@@ -68,21 +110,20 @@ impl Heads {
 }
 
 /// An operand in `[B, heads, seq, head]` order, widened to the compute type
-/// (3-D operands `[B, seq, heads*head]` are transposed).
+/// (read through its strides: 3-D operands `[B, seq, heads*head]` and views
+/// are transposed).
 fn to_bhsd<T: Real>(t: &TensorRef, g: Heads, mul: f64) -> Result<Vec<T::C>, KernelError> {
     let src = t.slice::<T>()?;
     let m = <T::C as Comp>::from_f64c(mul);
     let mut out = Vec::with_capacity(g.len());
-    let four = t.rank() == 4;
     for b in 0..g.b {
         for h in 0..g.h {
             for s in 0..g.s {
-                let at = if four {
-                    ((b * g.h + h) * g.s + s) * g.d
-                } else {
-                    (b * g.s + s) * g.h * g.d + h * g.d
-                };
-                out.extend(src[at..at + g.d].iter().map(|v| v.up() * m));
+                let at = g.offset + b * g.st[0] + h * g.st[1] + s * g.st[2];
+                let row = src.get(at..at + g.d).ok_or_else(|| {
+                    KernelError::Internal(format!("attention operand row at {at} past its input"))
+                })?;
+                out.extend(row.iter().map(|v| v.up() * m));
             }
         }
     }
@@ -221,9 +262,9 @@ where
 {
     let ports = a.ports();
     let (qg, kg, vg) = (
-        Heads::of(&ins[0], a.q_num_heads, "Q")?,
-        Heads::of(&ins[1], a.kv_num_heads, "K")?,
-        Heads::of(&ins[2], a.kv_num_heads, "V")?,
+        Heads::operand(a, 0, &ins[0])?,
+        Heads::operand(a, 1, &ins[1])?,
+        Heads::operand(a, 2, &ins[2])?,
     );
     // Each operand is 3-D or 4-D on its own (a 3-D K or V beside a 4-D Q:
     // `fuse-attention` reads a head split in place); Q's rank is Y's.
@@ -432,7 +473,12 @@ where
     let qk: Vec<T::C> = heads.iter().flat_map(|(_, q)| q.iter().copied()).collect();
     // Y back to the input layout.
     let yo = outs[0].slice::<T>()?;
-    if ins[0].rank() == 4 {
+    let four = if a.views.is_empty() {
+        ins[0].rank() == 4
+    } else {
+        a.q_num_heads < 1
+    };
+    if four {
         for (o, &c) in yo.iter_mut().zip(&y) {
             *o = T::down(c);
         }

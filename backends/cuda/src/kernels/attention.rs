@@ -173,9 +173,10 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     }
     for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
         let t = &inputs[i];
-        let head = match t.shape.rank() {
-            4 => t.shape.0[3].known(),
-            3 if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
+        let head = match (a.views.get(i), t.shape.rank()) {
+            (Some(v), _) => Some(v.dims[3] as i64),
+            (None, 4) => t.shape.0[3].known(),
+            (None, 3) if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
             _ => None,
         };
         if head.is_some_and(|h| h > MAX_HEAD as i64) {
@@ -263,9 +264,19 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let dtype = q.dtype;
     let entry = entry(dtype)?;
     let e = dtype.size();
-    let qg = Heads::of(&q.dims, a.q_num_heads, "Q")?;
-    let kg = Heads::of(&k.dims, a.kv_num_heads, "K")?;
-    let vg = Heads::of(&v.dims, a.kv_num_heads, "V")?;
+    // Where each operand starts: a view's first element, in bytes.
+    let (qg, qo) = Heads::operand(a, 0, &q.dims)?;
+    let (kg, ko) = Heads::operand(a, 1, &k.dims)?;
+    let (vg, vo) = Heads::operand(a, 2, &v.dims)?;
+    let from = |r: Range, at: usize| Range {
+        offset: r.offset + (at * e) as u64,
+        bytes: r.bytes - (at * e) as u64,
+    };
+    let (q_r, k_r, v_r) = (
+        from(q.range(), qo),
+        from(k.range(), ko),
+        from(v.range(), vo),
+    );
     check_heads(qg, kg, vg)?;
     if qg.d > MAX_HEAD || vg.d > MAX_HEAD {
         return Err(format!("head sizes above {MAX_HEAD} have no cuda kernel"));
@@ -280,7 +291,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         .map_or(0, |(pk, _)| pk.dims.get(2).copied().unwrap_or(0));
     let total = p + kg.s;
     let present = cx.io.outs.len() > 1;
-    let (mut kr, mut vr) = ((k.range(), kg), (v.range(), vg));
+    let (mut kr, mut vr) = ((k_r, kg), (v_r, vg));
     if past.is_some() || present {
         let kbytes = (b * hkv * total * dk * e) as u64;
         let vbytes = (b * hkv * total * dv * e) as u64;
@@ -357,7 +368,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         }
     }
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
-    let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
+    let operands = vec![y.range(), q_r, kr.0, vr.0, mask_r, nonpad_r, qk_r];
     let tiled = cx.opts.attention != AttentionKernel::Rows && !extras.qk;
     if tiled && split_keys(dtype, sq, total) {
         // Decode: a warp per (query row, span of keys), then a merge.
@@ -367,7 +378,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         let part = cx.scratch(rows * spans * (dv as u64 + 2) * 4);
         let m = cx.modules.of(&SOURCE);
         let block = (32 * ROWS_PER_BLOCK) as u32;
-        let split = vec![part, q.range(), kr.0, vr.0, mask_r, nonpad_r];
+        let split = vec![part, q_r, kr.0, vr.0, mask_r, nonpad_r];
         let blocks = (rows * spans).div_ceil(ROWS_PER_BLOCK);
         cx.kernel_params(
             m,

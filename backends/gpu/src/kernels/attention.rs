@@ -95,6 +95,42 @@ impl Heads {
         }
     }
 
+    /// Operand `i` (0 Q, 1 K, 2 V) of `a`, an input of `dims`: through its
+    /// view if the attention has views (with the element where it starts),
+    /// else as the input lies (starting at 0).
+    pub fn operand(
+        a: &rlx_ir::ops::Attention,
+        i: usize,
+        dims: &[usize],
+    ) -> LResult<(Heads, usize)> {
+        let what = ["Q", "K", "V"][i];
+        let Some(v) = a.views.get(i) else {
+            let heads = if i == 0 {
+                a.q_num_heads
+            } else {
+                a.kv_num_heads
+            };
+            return Ok((Heads::of(dims, heads, what)?, 0));
+        };
+        let numel: usize = dims.iter().product();
+        if v.extent().is_none_or(|e| e > numel) {
+            return Err(format!(
+                "the view of {what} does not fit its input of {dims:?}"
+            ));
+        }
+        let [b, h, s, d] = v.dims;
+        Ok((
+            Heads {
+                b,
+                h,
+                s,
+                d,
+                st: v.strides,
+            },
+            v.offset,
+        ))
+    }
+
     /// A dense `[b, h, s, d]` value.
     pub fn dense(b: usize, h: usize, s: usize, d: usize) -> Heads {
         Heads {

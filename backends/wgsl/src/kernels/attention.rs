@@ -35,6 +35,11 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     let rlx_ir::Op::Attention(a) = &node.op else {
         return Err("not an attention".into());
     };
+    if !a.views.is_empty() {
+        // WGSL binds each operand at its own offset, aligned as the device
+        // requires; a view starts anywhere inside its input.
+        return Err("attention with operand views has no WGSL kernel".into());
+    }
     for i in 0..3 {
         let d = dtype_of(inputs, i)?;
         if d != DType::F32 {
