@@ -36,12 +36,21 @@ struct FaTile {
 };
 
 __device__ __forceinline__ FaTile fa_tile(const AttentionParams& p, const int* nonpad, unsigned int bq) {
-    const unsigned long long blk = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
     const unsigned int tiles = (p.sq + bq - 1) / bq;
     FaTile t;
-    t.q0 = (unsigned int)(blk % tiles) * bq;
-    t.h = (unsigned int)((blk / tiles) % p.hq);
-    t.b = (unsigned int)(blk / ((unsigned long long)tiles * p.hq));
+    if (gridDim.y == 1u) {
+        // 32-bit division (a 64-bit one is a long call on the critical path
+        // of a short kernel).
+        const unsigned int blk = blockIdx.x, bh = blk / tiles;
+        t.q0 = (blk - bh * tiles) * bq;
+        t.h = bh % p.hq;
+        t.b = bh / p.hq;
+    } else {
+        const unsigned long long blk = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+        t.q0 = (unsigned int)(blk % tiles) * bq;
+        t.h = (unsigned int)((blk / tiles) % p.hq);
+        t.b = (unsigned int)(blk / ((unsigned long long)tiles * p.hq));
+    }
     t.kvh = t.h / p.group;
     long long lo = 0, hi = p.keys;
     long long np = 0;

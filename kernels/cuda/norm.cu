@@ -145,7 +145,7 @@ __device__ __forceinline__ void nm_rows_warp(const T* __restrict__ x, const T* _
 
 // Elements a thread holds in the held block form: rows of up to
 // NM_HELD * blockDim.x elements.
-#define NM_HELD 8
+#define NM_HELD 4
 
 // One row per block, held in registers (element k in thread k % blockDim.x,
 // slot k / blockDim.x): the sums of nm_rows in its order, one read, every

@@ -35,7 +35,9 @@ const WARP_BLOCK: u32 = 128;
 pub const WARP_ROW: u32 = 1024;
 /// Elements a thread holds in registers where a block holds its row
 /// (`NM_HELD` in `norm.cu`).
-pub const HELD: u32 = 8;
+pub const HELD: u32 = 4;
+/// Most threads of a block that holds its row.
+const HELD_BLOCK: u32 = 1024;
 /// Fewer rows than this take a block each whatever their length: a warp per
 /// row leaves most multiprocessors of a large GPU idle and the rest with one
 /// warp, whose instructions then run one latency at a time (BERT's 128 x 768
@@ -91,9 +93,13 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             rows.div_ceil(u64::from(WARP_BLOCK / 32)),
             WARP_BLOCK,
         )
-    } else if p.len <= HELD * BLOCK {
-        // A few rows: a block each, about four elements a thread, held.
-        let threads = p.len.div_ceil(4).next_multiple_of(32).clamp(32, BLOCK);
+    } else if p.len <= HELD * HELD_BLOCK {
+        // A few rows: a block each, up to HELD elements a thread, held.
+        let threads = p
+            .len
+            .div_ceil(HELD)
+            .next_multiple_of(32)
+            .clamp(32, HELD_BLOCK);
         ("held", rows, threads)
     } else {
         ("block", rows, BLOCK)
