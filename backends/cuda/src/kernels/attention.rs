@@ -75,10 +75,12 @@ const FLASH_THREADS: u32 = 128;
 
 /// Below this many blocks of 64 query rows, an f16/bf16 attention runs on
 /// key-split 16-row tiles instead (32-row for head sizes above 64), four
-/// times the blocks, each warp over part of every key tile: BERT-base at
-/// 128 tokens makes 24 blocks of 64 rows, and the H200 has 132
-/// multiprocessors.
-pub const FEW_BLOCKS: u64 = 128;
+/// times the blocks, each warp over a quarter of every key tile: BERT-base
+/// at 128 tokens makes 24 blocks of 64 rows, and the H200 has 132
+/// multiprocessors, each holding three of these blocks; with fewer than
+/// four waves of blocks, a quarter of the serial chain a warp runs buys more
+/// than the waves it adds.
+pub const FEW_BLOCKS: u64 = 512;
 
 /// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its module, its
 /// entry and its query rows per block; `None` where the row kernel runs.
