@@ -55,16 +55,17 @@ struct Strided {
 }
 
 impl Strided {
-    fn dense(dims: &[usize]) -> Strided {
-        let mut strides = vec![1; dims.len()];
+    /// `dims` laid out row-major (`None` if its size overflows).
+    fn dense(dims: &[usize]) -> Option<Strided> {
+        let mut strides = vec![1usize; dims.len()];
         for i in (0..dims.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * dims[i + 1];
+            strides[i] = strides[i + 1].checked_mul(dims[i + 1])?;
         }
-        Strided {
+        Some(Strided {
             dims: dims.to_vec(),
             strides,
             offset: 0,
-        }
+        })
     }
 
     fn transpose(&self, perm: &[usize]) -> Option<Strided> {
@@ -87,11 +88,12 @@ impl Strided {
     /// The same elements as `to` (row-major), where strides can say it:
     /// each run of dims merged must be contiguous in the view.
     fn reshape(&self, to: &[usize]) -> Option<Strided> {
-        if self.dims.iter().product::<usize>() != to.iter().product::<usize>() {
+        let size = |d: &[usize]| d.iter().try_fold(1usize, |a, &x| a.checked_mul(x));
+        if size(&self.dims)? != size(to)? {
             return None;
         }
         if to.contains(&0) {
-            return Some(Strided::dense(to)).map(|s| Strided {
+            return Strided::dense(to).map(|s| Strided {
                 offset: self.offset,
                 ..s
             });
@@ -119,10 +121,10 @@ impl Strided {
             j += 1;
             while po != pn {
                 if po < pn {
-                    po *= old.get(i)?.0;
+                    po = po.checked_mul(old.get(i)?.0)?;
                     i += 1;
                 } else {
-                    pn *= *to.get(j)?;
+                    pn = pn.checked_mul(*to.get(j)?)?;
                     j += 1;
                 }
             }
@@ -136,7 +138,7 @@ impl Strided {
             let mut st = old[i - 1].1;
             for k in (n0..j).rev() {
                 strides[k] = st;
-                st *= to[k];
+                st = st.checked_mul(to[k])?;
             }
         }
         (i == old.len()).then(|| Strided {
@@ -149,11 +151,11 @@ impl Strided {
     /// Index `start`, `start + step`, ... (`len` of them) of `axis`.
     fn narrow(&self, axis: usize, start: usize, len: usize, step: usize) -> Option<Strided> {
         let mut s = self.clone();
-        if len > 0 && start + (len - 1) * step >= *s.dims.get(axis)? {
+        if len > 0 && start.checked_add((len - 1).checked_mul(step)?)? >= *s.dims.get(axis)? {
             return None;
         }
-        s.offset += start * s.strides[axis];
-        s.strides[axis] *= step;
+        s.offset = s.offset.checked_add(start.checked_mul(s.strides[axis])?)?;
+        s.strides[axis] = s.strides[axis].checked_mul(step)?;
         s.dims[axis] = len;
         Some(s)
     }
@@ -341,7 +343,9 @@ fn head_view(s: &Strided, dims: &[usize], heads: i64) -> Option<HeadView> {
     // others, as a dense layout would (kernels test strides for alignment).
     let extent = (0..3)
         .filter(|&i| dims[i] > 1)
-        .map(|i| strides[i] * dims[i])
+        .map(|i| strides[i].checked_mul(dims[i]))
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
         .max()
         .unwrap_or(0)
         .max(dims[3]);
@@ -467,7 +471,7 @@ fn plan_merge(
     let mut full = dims_of(g, roots[0])?;
     let cols: Vec<usize> = parts.iter().map(|p| p.w.dims()[1]).collect();
     *full.last_mut()? = cols.iter().sum();
-    let dense = Strided::dense(&full);
+    let dense = Strided::dense(&full)?;
     let mut at = 0;
     let mut starts = Vec::with_capacity(3);
     for &c in &cols {
@@ -499,7 +503,10 @@ fn build_merge(g: &mut Graph, cx: &mut PassContext, m: &Merge) -> Result<Option<
         _ => None,
     };
     let nodes: Vec<NodeId> = m.parts.iter().map(|p| p.node).collect();
-    let origin = union_origin(g, &nodes);
+    // One origin naming all three: the merged output stands for none of
+    // their ONNX outputs alone, and `compare` takes a step for its latest
+    // origin's output.
+    let origin = vec![union_origin(g, &nodes).join(", ")];
     let base = format!("{}_qkv", g.node(nodes[0]).name);
     let wv = constant(
         g,
@@ -591,7 +598,7 @@ fn fold(g: &mut Graph, cx: &mut PassContext, id: NodeId) -> Result<bool, String>
             }
             let Some(starts) = roots
                 .iter()
-                .map(|&r| dims_of(g, r).map(|d| Strided::dense(&d)))
+                .map(|&r| dims_of(g, r).and_then(|d| Strided::dense(&d)))
                 .collect::<Option<Vec<_>>>()
             else {
                 return Ok(false);
@@ -603,7 +610,18 @@ fn fold(g: &mut Graph, cx: &mut PassContext, id: NodeId) -> Result<bool, String>
             }
         }
     };
-    let op = Attention { views: hv, ..a };
+    // With views, `q_num_heads` says Y's rank: keep it as the operands gave it.
+    let (qh, kh) = if dims[0].len() == 3 {
+        (a.q_num_heads, a.kv_num_heads)
+    } else {
+        (0, 0)
+    };
+    let op = Attention {
+        views: hv,
+        q_num_heads: qh,
+        kv_num_heads: kh,
+        ..a
+    };
     // The target must run the attention as it would be.
     if let Some(backend) = cx.backend {
         let root_types: Option<Vec<TensorType>> = match &merge {
@@ -703,7 +721,7 @@ fn fold_output(g: &mut Graph, cx: &mut PassContext, id: NodeId) -> Result<bool, 
     };
     // Y written [B, S, H, D], seen in its logical [B, H, S, D] order, then
     // through the transpose.
-    let written = Strided::dense(&[b, sq, h, d]).transpose(&[0, 2, 1, 3]);
+    let written = Strided::dense(&[b, sq, h, d]).and_then(|w| w.transpose(&[0, 2, 1, 3]));
     let Some(after) = written.and_then(|w| w.transpose(&perm)) else {
         return Ok(false);
     };
