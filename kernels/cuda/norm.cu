@@ -5,14 +5,11 @@
 // in float (double for f64). Parameter struct: NormParams (rlx-gpu
 // norm.rs); helpers in rows.cuh. Rows are `len` contiguous elements; scale
 // and bias repeat every `scale_len` / `bias_len` elements of a row. A warp
-// (`norm_warp_<T>`, rows up to 32 * NM_LANE elements, held in registers: the
-// row is read once), a block holding its row (`norm_held_<T>`, few rows of
-// up to NM_HELD * blockDim.x elements) or a block reading it three times
-// (`norm_block_<T>`, longer rows) per row; the residual forms are
+// (`norm_warp_<T>`, many rows of up to 32 * NM_HELD elements) or a block
+// (`norm_held_<T>`, rows of up to NM_HELD * blockDim.x) holding its row in
+// registers (one read), or a block reading it three times (`norm_block_<T>`,
+// longer rows) per row; the residual forms are
 // `residual_norm_{warp,held,block}_<T>`.
-
-// Elements a lane holds: rows of up to 32 * NM_LANE elements take a warp.
-#define NM_LANE 32
 
 // Element k of a row's scale or bias repeating every `n` elements: no
 // division where it spans the row (every LayerNorm over its last axis).
@@ -72,92 +69,24 @@ __device__ __forceinline__ void nm_rows(const T* __restrict__ x, const T* __rest
     }
 }
 
-// One row per warp, held in registers (element k of the row in lane k % 32,
-// slot k / 32): the same sums in the same order as nm_rows, one read. Every
-// load comes before any store: the compiler does not move a load above a
-// store that may alias it, so loads between the stores of `sum` or `y` ran
-// one memory latency at a time (a 128 x 768 residual norm took 22 us, one
-// warp per row on 128 of 132 multiprocessors, nothing to hide the wait).
-template <typename T, bool RES>
-__device__ __forceinline__ void nm_rows_warp(const T* __restrict__ x, const T* __restrict__ res,
-                                             const T* __restrict__ scale, const T* __restrict__ bias,
-                                             T* __restrict__ y, T* __restrict__ sum, float* __restrict__ mean_out,
-                                             float* __restrict__ inv_out, const NormParams& p) {
-    typedef typename RwAcc<T>::type A;
-    RwRows r(RW_WARP);
-    const A len = (A)p.len;
-    for (unsigned long long row = r.first; row < p.rows; row += r.step) {
-        const unsigned long long at = row * p.len;
-        A v[NM_LANE];
-        A g[NM_LANE];
-        A b[NM_LANE];
-#pragma unroll
-        for (int c = 0; c < NM_LANE; ++c) {
-            const unsigned int k = r.lane + 32u * c;
-            v[c] = (A)0;
-            g[c] = (A)0;
-            b[c] = (A)0;
-            if (k < p.len) {
-                v[c] = nm_load<T, RES>(x + at, RES ? res + at : x + at, k);
-                g[c] = (A)rw_up(scale[nm_wrap(k, p.scale_len, p.len)]);
-                if (p.has_bias) b[c] = (A)rw_up(bias[nm_wrap(k, p.bias_len, p.len)]);
-            }
-        }
-        A s = (A)0;
-#pragma unroll
-        for (int c = 0; c < NM_LANE; ++c) {
-            const unsigned int k = r.lane + 32u * c;
-            if (k < p.len) {
-                if (RES) rw_store(sum + at + k, v[c]);
-                s += v[c];
-            }
-        }
-        A mean = (A)0;
-        if (RES || p.rms == 0u) {
-            s = rw_sum_warp(s);
-            mean = p.rms ? (A)0 : s / len;
-        }
-        A q = (A)0;
-#pragma unroll
-        for (int c = 0; c < NM_LANE; ++c) {
-            if (r.lane + 32u * c < p.len) {
-                const A d = v[c] - mean;
-                q += d * d;
-            }
-        }
-        q = rw_sum_warp(q);
-        const A inv = rw_rsqrt(q / len + (A)p.eps);
-#pragma unroll
-        for (int c = 0; c < NM_LANE; ++c) {
-            const unsigned int k = r.lane + 32u * c;
-            if (k < p.len) {
-                A o = (v[c] - mean) * inv * g[c];
-                if (p.has_bias) o += b[c];
-                rw_store(y + at + k, o);
-            }
-        }
-        if (!RES && p.stats && r.lane == 0u) {
-            mean_out[row] = (float)mean;
-            inv_out[row] = (float)inv;
-        }
-    }
-}
-
-// Elements a thread holds in the held block form: rows of up to
-// NM_HELD * blockDim.x elements.
+// Elements a thread holds: a warp's rows up to 32 * NM_HELD elements, a
+// block's up to NM_HELD * blockDim.x.
 #define NM_HELD 4
 
-// One row per block, held in registers (element k in thread k % blockDim.x,
-// slot k / blockDim.x): the sums of nm_rows in its order, one read, every
-// load before any store, as nm_rows_warp. For a few rows (a block each):
-// nm_rows reads the row three times, each pass a memory latency.
-template <typename T, bool RES>
+// One row per warp (BLOCK false) or per block (BLOCK true), held in
+// registers (element k in thread k % group, slot k / group): the sums of
+// nm_rows in its order, one read. Every load comes before any store: the
+// compiler does not move a load above a store that may alias it, so loads
+// between the stores of `sum` or `y` ran one memory latency at a time (a
+// 128 x 768 residual norm took 22 us, one warp per row on 128 of 132
+// multiprocessors). A warp held 32 slots a lane once, and spilled them.
+template <typename T, bool RES, bool BLOCK>
 __device__ __forceinline__ void nm_rows_held(const T* __restrict__ x, const T* __restrict__ res,
                                              const T* __restrict__ scale, const T* __restrict__ bias,
                                              T* __restrict__ y, T* __restrict__ sum, float* __restrict__ mean_out,
                                              float* __restrict__ inv_out, const NormParams& p) {
     typedef typename RwAcc<T>::type A;
-    RwRows r(RW_BLOCK);
+    RwRows r(BLOCK ? RW_BLOCK : RW_WARP);
     const A len = (A)p.len;
     for (unsigned long long row = r.first; row < p.rows; row += r.step) {
         const unsigned long long at = row * p.len;
@@ -187,7 +116,7 @@ __device__ __forceinline__ void nm_rows_held(const T* __restrict__ x, const T* _
         }
         A mean = (A)0;
         if (RES || p.rms == 0u) {
-            s = rw_sum_block(s);
+            s = BLOCK ? rw_sum_block(s) : rw_sum_warp(s);
             mean = p.rms ? (A)0 : s / len;
         }
         A q = (A)0;
@@ -198,7 +127,7 @@ __device__ __forceinline__ void nm_rows_held(const T* __restrict__ x, const T* _
                 q += d * d;
             }
         }
-        q = rw_sum_block(q);
+        q = BLOCK ? rw_sum_block(q) : rw_sum_warp(q);
         const A inv = rw_rsqrt(q / len + (A)p.eps);
 #pragma unroll
         for (int c = 0; c < NM_HELD; ++c) {
@@ -217,29 +146,29 @@ __device__ __forceinline__ void nm_rows_held(const T* __restrict__ x, const T* _
 }
 
 #define RLX_NORM(SFX, T)                                                                          \
-    extern "C" __global__ void norm_warp_##SFX(const T* x, const T* scale, const T* bias, T* y,    \
+    extern "C" __global__ void norm_warp_##SFX(const T* x, const T* scale, const T* bias, T* y,   \
                                                float* mean, float* inv_std, NormParams p) {       \
-        nm_rows_warp<T, false>(x, x, scale, bias, y, y, mean, inv_std, p);                        \
+        nm_rows_held<T, false, false>(x, x, scale, bias, y, y, mean, inv_std, p);                 \
     }                                                                                             \
-    extern "C" __global__ void norm_block_##SFX(const T* x, const T* scale, const T* bias, T* y,   \
+    extern "C" __global__ void norm_block_##SFX(const T* x, const T* scale, const T* bias, T* y,  \
                                                 float* mean, float* inv_std, NormParams p) {      \
         nm_rows<T, false>(x, x, scale, bias, y, y, mean, inv_std, p, RW_BLOCK);                   \
     }                                                                                             \
-    extern "C" __global__ void norm_held_##SFX(const T* x, const T* scale, const T* bias, T* y,    \
+    extern "C" __global__ void norm_held_##SFX(const T* x, const T* scale, const T* bias, T* y,   \
                                                float* mean, float* inv_std, NormParams p) {       \
-        nm_rows_held<T, false>(x, x, scale, bias, y, y, mean, inv_std, p);                        \
+        nm_rows_held<T, false, true>(x, x, scale, bias, y, y, mean, inv_std, p);                  \
     }                                                                                             \
-    extern "C" __global__ void residual_norm_held_##SFX(const T* x, const T* residual,             \
+    extern "C" __global__ void residual_norm_held_##SFX(const T* x, const T* residual,            \
                                                         const T* scale, const T* bias, T* y,      \
                                                         T* sum, NormParams p) {                   \
-        nm_rows_held<T, true>(x, residual, scale, bias, y, sum, 0, 0, p);                         \
+        nm_rows_held<T, true, true>(x, residual, scale, bias, y, sum, 0, 0, p);                   \
     }                                                                                             \
-    extern "C" __global__ void residual_norm_warp_##SFX(const T* x, const T* residual,             \
+    extern "C" __global__ void residual_norm_warp_##SFX(const T* x, const T* residual,            \
                                                         const T* scale, const T* bias, T* y,      \
                                                         T* sum, NormParams p) {                   \
-        nm_rows_warp<T, true>(x, residual, scale, bias, y, sum, 0, 0, p);                         \
+        nm_rows_held<T, true, false>(x, residual, scale, bias, y, sum, 0, 0, p);                  \
     }                                                                                             \
-    extern "C" __global__ void residual_norm_block_##SFX(const T* x, const T* residual,            \
+    extern "C" __global__ void residual_norm_block_##SFX(const T* x, const T* residual,           \
                                                          const T* scale, const T* bias, T* y,     \
                                                          T* sum, NormParams p) {                  \
         nm_rows<T, true>(x, residual, scale, bias, y, sum, 0, 0, p, RW_BLOCK);                    \

@@ -56,6 +56,33 @@ pub struct HeadView {
 }
 
 impl HeadView {
+    /// An operand read as it lies in its input of `dims`: `[b, h, s, d]`
+    /// (4-D), or `[b, s, heads * d]` (3-D) split into `heads`.
+    pub fn dense(dims: &[usize], heads: i64, what: &str) -> Result<HeadView, String> {
+        match *dims {
+            [b, h, s, d] => Ok(HeadView {
+                dims: [b, h, s, d],
+                offset: 0,
+                strides: [h * s * d, s * d, d],
+            }),
+            [b, s, hidden] => {
+                let h = usize::try_from(heads).unwrap_or(0);
+                if h == 0 || hidden % h != 0 {
+                    return Err(format!(
+                        "{what} hidden size {hidden} is not a multiple of {heads} heads"
+                    ));
+                }
+                let d = hidden / h;
+                Ok(HeadView {
+                    dims: [b, h, s, d],
+                    offset: 0,
+                    strides: [s * hidden, d, hidden],
+                })
+            }
+            _ => Err(format!("{what} must be 3-D or 4-D, got {dims:?}")),
+        }
+    }
+
     /// One past the last element the view reads (0 when it has none).
     pub fn extent(&self) -> Option<usize> {
         let [b, h, s, d] = self.dims;
@@ -201,6 +228,28 @@ impl Attention {
             past_key,
             past_value,
             nonpad,
+        }
+    }
+
+    /// Where operand `i` (0 Q, 1 K, 2 V) lies in its input of `dims`: its
+    /// view, checked to fit, or the input as it lies (3-D split by the head
+    /// count). What the kernels read.
+    pub fn operand_view(&self, i: usize, dims: &[usize]) -> Result<HeadView, String> {
+        let what = ["Q", "K", "V"].get(i).copied().unwrap_or("operand");
+        let Some(v) = self.views.get(i) else {
+            let heads = if i == 0 {
+                self.q_num_heads
+            } else {
+                self.kv_num_heads
+            };
+            return HeadView::dense(dims, heads, what);
+        };
+        let numel = dims.iter().try_fold(1usize, |a, &x| a.checked_mul(x));
+        match (v.extent(), numel) {
+            (Some(e), Some(n)) if e <= n => Ok(*v),
+            _ => Err(format!(
+                "the view of {what} does not fit its input of {dims:?}"
+            )),
         }
     }
 

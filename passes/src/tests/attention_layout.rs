@@ -2,31 +2,9 @@
 //! from (a packed projection, three projections of one input merged), and
 //! left alone where the target cannot run the result.
 
-use rlx_ir::ops::{Attention, HeadView};
-use rlx_ir::{Graph, Op};
+use rlx_ir::ops::HeadView;
 
-use super::{graph, run, Without};
-
-fn ops(g: &Graph) -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = g
-        .node_ids()
-        .into_iter()
-        .map(|id| g.node(id).op.name())
-        .filter(|n| !matches!(*n, "input" | "constant" | "weight"))
-        .collect();
-    v.sort();
-    v
-}
-
-fn attention(g: &Graph) -> Attention {
-    g.node_ids()
-        .into_iter()
-        .find_map(|id| match &g.node(id).op {
-            Op::Attention(a) => Some(a.clone()),
-            _ => None,
-        })
-        .expect("an attention")
-}
+use super::{attention, graph, ops, run, Without};
 
 /// `[1, 2 heads, 3 positions, 2]` at column `at` of rows `row` wide.
 fn view(at: usize, row: usize) -> HeadView {

@@ -6,31 +6,7 @@
 //! the pattern, cut to a few dims; `tests/transformers_exported.rs` runs the
 //! whole exported models.
 
-use rlx_ir::ops::Attention;
-use rlx_ir::{Graph, Op};
-
-use super::{graph, run};
-
-fn ops(g: &Graph) -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = g
-        .node_ids()
-        .into_iter()
-        .map(|id| g.node(id).op.name())
-        .filter(|n| !matches!(*n, "input" | "constant" | "weight"))
-        .collect();
-    v.sort();
-    v
-}
-
-fn attention(g: &Graph) -> Attention {
-    g.node_ids()
-        .into_iter()
-        .find_map(|id| match &g.node(id).op {
-            Op::Attention(a) => Some(a.clone()),
-            _ => None,
-        })
-        .expect("an attention")
-}
+use super::{attention, graph, ops, run};
 
 #[test]
 fn sdpa_with_split_scale_nan_guard_and_repeated_kv_heads() {

@@ -75,3 +75,26 @@ pub fn check_on(passes: &[&str], src: &str, want: &str, backend: Option<&dyn Bac
 pub fn graph(body: &str) -> String {
     format!("rlx-ir 2\ngraph {{\n{body}}}\n")
 }
+
+/// The op names of `g` other than inputs and leaves, sorted.
+pub fn ops(g: &Graph) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = g
+        .node_ids()
+        .into_iter()
+        .map(|id| g.node(id).op.name())
+        .filter(|n| !matches!(*n, "input" | "constant" | "weight"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The (first) attention of `g`.
+pub fn attention(g: &Graph) -> rlx_ir::ops::Attention {
+    g.node_ids()
+        .into_iter()
+        .find_map(|id| match &g.node(id).op {
+            Op::Attention(a) => Some(a.clone()),
+            _ => None,
+        })
+        .expect("an attention")
+}

@@ -4,7 +4,7 @@
 //! f64 inputs or `softmax_precision` f64).
 
 use num_traits::{Float, ToPrimitive};
-use rlx_ir::ops::Attention;
+use rlx_ir::ops::{Attention, HeadView};
 use rlx_ir::{DType, Op};
 
 use super::gemm::{gemm, gemm_strided, GemmElem};
@@ -28,6 +28,20 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     }
 }
 
+impl From<HeadView> for Heads {
+    fn from(v: HeadView) -> Heads {
+        let [b, h, s, d] = v.dims;
+        Heads {
+            b,
+            h,
+            s,
+            d,
+            offset: v.offset,
+            st: v.strides,
+        }
+    }
+}
+
 /// `[B, heads, seq, head]` geometry of an operand: where element `(b, h,
 /// s, 0)` lies (`offset` + the strides; the head contiguous).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,64 +58,16 @@ impl Heads {
     /// The operand `i` (0 Q, 1 K, 2 V) of `a` in `t`: through its view, if
     /// the attention has views, else as `t` lies.
     fn operand(a: &Attention, i: usize, t: &TensorRef) -> Result<Heads, KernelError> {
-        let what = ["Q", "K", "V"][i];
-        let Some(v) = a.views.get(i) else {
-            let heads = if i == 0 {
-                a.q_num_heads
-            } else {
-                a.kv_num_heads
-            };
-            return Heads::of(t, heads, what);
-        };
-        if v.extent().is_none_or(|e| e > t.numel()) {
-            return Err(KernelError::Value(format!(
-                "the view of {what} does not fit its input of {:?}",
-                t.dims
-            )));
-        }
-        let [b, h, s, d] = v.dims;
-        Ok(Heads {
-            b,
-            h,
-            s,
-            d,
-            offset: v.offset,
-            st: v.strides,
-        })
+        a.operand_view(i, t.dims)
+            .map(Heads::from)
+            .map_err(KernelError::Value)
     }
 
+    /// A `[B, heads, seq, head]` (or 3-D, split into `heads`) operand as it lies.
     fn of(t: &TensorRef, heads: i64, what: &str) -> Result<Heads, KernelError> {
-        match *t.dims {
-            [b, h, s, d] => Ok(Heads {
-                b,
-                h,
-                s,
-                d,
-                offset: 0,
-                st: [h * s * d, s * d, d],
-            }),
-            [b, s, hidden] => {
-                if heads < 1 || hidden % heads as usize != 0 {
-                    return Err(KernelError::Value(format!(
-                        "{what} hidden size {hidden} is not a multiple of {heads} heads"
-                    )));
-                }
-                let h = heads as usize;
-                let d = hidden / h;
-                Ok(Heads {
-                    b,
-                    h,
-                    s,
-                    d,
-                    offset: 0,
-                    st: [s * hidden, d, hidden],
-                })
-            }
-            _ => Err(KernelError::Value(format!(
-                "{what} must be 3-D or 4-D, got {:?}",
-                t.dims
-            ))),
-        }
+        HeadView::dense(t.dims, heads, what)
+            .map(Heads::from)
+            .map_err(KernelError::Value)
     }
 
     fn len(&self) -> usize {

@@ -30,16 +30,13 @@ fn layouts() -> Vec<Layout> {
 const BLOCK: u32 = 256;
 /// Threads per block of a warp per row: 4 rows a block.
 const WARP_BLOCK: u32 = 128;
-/// Rows up to this long take a warp each where there are many
-/// ([`FEW_ROWS`]), held in registers (`NM_LANE` in `norm.cu` is 32 slots a
-/// lane; a lane holds `len / 32`); longer ones a block that holds its row.
-/// A warp holding 768 elements ran BERT's 1024 x 768 residual norm in 20 us
-/// on an H200 (its 96 slots of registers spill), a block holding it in 4
-/// elements a thread in a fraction of that.
-pub const WARP_ROW: u32 = 128;
-/// Elements a thread holds in registers where a block holds its row
-/// (`NM_HELD` in `norm.cu`).
+/// Elements a thread holds in registers (`NM_HELD` in `norm.cu`).
 pub const HELD: u32 = 4;
+/// Rows up to this long take a warp each where there are many
+/// ([`FEW_ROWS`]), [`HELD`] elements a lane; longer ones a block that holds
+/// its row. A warp once held up to 1024 elements in 32 slots a lane and
+/// spilled them: BERT's 1024 x 768 residual norm took 20 us on an H200.
+pub const WARP_ROW: u32 = 32 * HELD;
 /// Most threads of a block that holds its row.
 const HELD_BLOCK: u32 = 1024;
 /// Fewer rows than this take a block each whatever their length: a warp per

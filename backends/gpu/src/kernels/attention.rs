@@ -103,21 +103,7 @@ impl Heads {
         i: usize,
         dims: &[usize],
     ) -> LResult<(Heads, usize)> {
-        let what = ["Q", "K", "V"][i];
-        let Some(v) = a.views.get(i) else {
-            let heads = if i == 0 {
-                a.q_num_heads
-            } else {
-                a.kv_num_heads
-            };
-            return Ok((Heads::of(dims, heads, what)?, 0));
-        };
-        let numel: usize = dims.iter().product();
-        if v.extent().is_none_or(|e| e > numel) {
-            return Err(format!(
-                "the view of {what} does not fit its input of {dims:?}"
-            ));
-        }
+        let v = a.operand_view(i, dims)?;
         let [b, h, s, d] = v.dims;
         Ok((
             Heads {
