@@ -70,29 +70,26 @@ pub struct Heads {
     pub st: [usize; 3],
 }
 
+impl From<rlx_ir::ops::HeadView> for Heads {
+    /// The geometry of a view (its offset aside).
+    fn from(v: rlx_ir::ops::HeadView) -> Heads {
+        let [b, h, s, d] = v.dims;
+        Heads {
+            b,
+            h,
+            s,
+            d,
+            st: v.strides,
+        }
+    }
+}
+
 impl Heads {
     /// The geometry of an operand of `dims`; `heads` splits a 3-D one.
     pub fn of(dims: &[usize], heads: i64, what: &str) -> LResult<Heads> {
-        match *dims {
-            [b, h, s, d] => Ok(Heads::dense(b, h, s, d)),
-            [b, s, hidden] => {
-                let h = usize::try_from(heads).unwrap_or(0);
-                if h == 0 || hidden % h != 0 {
-                    return Err(format!(
-                        "{what} hidden size {hidden} is not a multiple of {heads} heads"
-                    ));
-                }
-                let d = hidden / h;
-                Ok(Heads {
-                    b,
-                    h,
-                    s,
-                    d,
-                    st: [s * hidden, d, hidden],
-                })
-            }
-            _ => Err(format!("{what} must be 3-D or 4-D, got {dims:?}")),
-        }
+        Ok(Heads::from(rlx_ir::ops::HeadView::dense(
+            dims, heads, what,
+        )?))
     }
 
     /// Operand `i` (0 Q, 1 K, 2 V) of `a`, an input of `dims`: through its
@@ -104,17 +101,7 @@ impl Heads {
         dims: &[usize],
     ) -> LResult<(Heads, usize)> {
         let v = a.operand_view(i, dims)?;
-        let [b, h, s, d] = v.dims;
-        Ok((
-            Heads {
-                b,
-                h,
-                s,
-                d,
-                st: v.strides,
-            },
-            v.offset,
-        ))
+        Ok((Heads::from(v), v.offset))
     }
 
     /// A dense `[b, h, s, d]` value.
