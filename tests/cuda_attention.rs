@@ -124,6 +124,17 @@ fn cases() -> Vec<Case> {
     );
     c.mask = Some((vec![2, 1, 1, 150], false));
     v.push(c);
+    // Causal with a per-row mask over query rows that end mid-tile at
+    // every tile size (16, 64, 128).
+    let mut c = case(
+        "causal_row_mask_d64",
+        &[1, 3, 300, 64],
+        &[1, 3, 300, 64],
+        &[1, 3, 300, 64],
+    );
+    c.mask = Some((vec![1, 1, 300, 300], false));
+    c.causal = true;
+    v.push(c);
     let mut c = case(
         "window_softcap",
         &[1, 2, 80, 64],

@@ -87,10 +87,13 @@ __device__ __forceinline__ FaTile fa_tile(const AttentionParams& p, const int* n
 template <typename T, int R, int D, int LD>
 __device__ __forceinline__ void fa_stage(T* s, const T* g, unsigned long long rs, unsigned int rows,
                                          unsigned int cols, bool vec) {
-    constexpr int V = 16 / sizeof(T);
+    constexpr int V = 16 / sizeof(T), C = D / V, N = R * C;
     if (vec) {
-        for (unsigned int x = threadIdx.x; x < (unsigned int)(R * D / V); x += FA_THREADS) {
-            const unsigned int r = x / (D / V), c = (x % (D / V)) * V;
+#pragma unroll
+        for (int i = 0; i < (N + FA_THREADS - 1) / FA_THREADS; ++i) {
+            const unsigned int x = threadIdx.x + i * FA_THREADS;
+            if (N % FA_THREADS != 0 && x >= (unsigned int)N) break;
+            const unsigned int r = x / C, c = (x % C) * V;
             uint4 w = make_uint4(0u, 0u, 0u, 0u);
             if (r < rows && c < cols) w = *(const uint4*)(g + r * rs + c);
             *(uint4*)(s + r * LD + c) = w;
@@ -147,6 +150,16 @@ __device__ __forceinline__ float fa_mask_at(const AttentionParams& p, const unsi
     return (float)((const T*)mask)[mi];
 }
 
+// The mask's bias at key j of the row whose mask starts at `mrow`, without
+// checks (the caller knows the row and key exist).
+template <typename T>
+__device__ __forceinline__ float fa_bias(const AttentionParams& p, const unsigned char* mask,
+                                         unsigned long long mrow, unsigned int j) {
+    const unsigned long long mi = mrow + (unsigned long long)j * p.mask_s[3];
+    if (p.flags & 2u) return mask[mi] != 0 ? 0.0f : -att_inf<float>();
+    return (float)((const T*)mask)[mi];
+}
+
 // The mask over rows [i0, i0 + R) x keys [j0, j0 + BK) into shared memory
 // as additive biases of T (a bool mask's false as -inf), read along keys so
 // the loads coalesce; entries past the rows or keys are not read later.
@@ -171,12 +184,14 @@ __device__ __forceinline__ void fa_stage_mask(T* ms, const AttentionParams& p, c
 }
 
 // Whether every score of key tile [j0, j0 + n) x rows [i0, i1) passes the
-// positional rules: every key in [k0, k1), every row a real one, and the
-// causal bound and the window hold for every pair. fa_plain: also no mask,
-// so the tile needs no per-score work at all.
+// positional rules: every key in [k0, k1), and the causal bound and the
+// window hold for every pair. Rows past the query count need no rule (their
+// queries are zeros and their outputs are not written), but they have no
+// mask row either. fa_plain: also no mask, so the tile needs no per-score
+// work at all.
 __device__ __forceinline__ bool fa_rules_pass(const AttentionParams& p, const FaTile& t, unsigned int j0,
                                               unsigned int n, unsigned int i0, unsigned int i1) {
-    if (j0 < t.k0 || j0 + n > t.k1 || i1 > p.sq) return false;
+    if (j0 < t.k0 || j0 + n > t.k1) return false;
     const long long first = (long long)i0 + t.off, last = (long long)i1 - 1 + t.off;
     const long long jl = (long long)j0 + n - 1;
     if ((p.flags & 4u) && jl > first) return false;
@@ -336,16 +351,19 @@ __device__ __forceinline__ unsigned int fa_smem(const void* p) {
     return (unsigned int)__cvta_generic_to_shared(p);
 }
 
-__device__ __forceinline__ void fa_ldsm4(unsigned int* r, const void* p) {
+// Four 8x8 matrices of 16-bit elements from shared memory (byte address
+// `a`: the constant part of an address then folds into the instruction),
+// plain or transposed.
+__device__ __forceinline__ void fa_ldsm4(unsigned int* r, unsigned int a) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem(p)));
+                 : "r"(a));
 }
 
-__device__ __forceinline__ void fa_ldsm4_t(unsigned int* r, const void* p) {
+__device__ __forceinline__ void fa_ldsm4_t(unsigned int* r, unsigned int a) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem(p)));
+                 : "r"(a));
 }
 
 // d += a (16x16, row) * b (16x8, col), f32 accumulators.
@@ -400,13 +418,23 @@ __device__ __forceinline__ float fa_exp2(float x) {
 template <typename T, int R, int D, int LD>
 __device__ __forceinline__ void fa_stage_async(T* s, const T* g, unsigned long long rs, unsigned int rows,
                                                unsigned int cols) {
-    constexpr int V = 16 / sizeof(T);
-    for (unsigned int x = threadIdx.x; x < (unsigned int)(R * D / V); x += FA_THREADS) {
-        const unsigned int r = x / (D / V), c = (x % (D / V)) * V;
+    constexpr int V = 16 / sizeof(T), C = D / V, RI = FA_THREADS / C;
+    static_assert(FA_THREADS % C == 0, "whole rows a pass");
+    // A fixed count of copies a thread, unrolled, each RI rows below the
+    // last: on the path of every key tile, a loop's bookkeeping and address
+    // arithmetic cost as much as the copies.
+    const unsigned int r0 = threadIdx.x / C, c = (threadIdx.x % C) * V;
+    const T* const src0 = g + r0 * rs + c;
+    const unsigned long long step = RI * rs;
+    const unsigned int dst0 = fa_smem(s + r0 * LD + c);
+#pragma unroll
+    for (int i = 0; i < (R + RI - 1) / RI; ++i) {
+        const unsigned int r = r0 + i * RI;
+        if (R % RI != 0 && r >= (unsigned int)R) break;
         const bool in = r < rows && c < cols;
-        const T* src = in ? g + r * rs + c : g;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(fa_smem(s + r * LD + c)), "l"(src),
-                     "r"(in ? 16 : 0));
+        const T* src = in ? src0 + i * step : g;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst0 + i * RI * LD * (int)sizeof(T)),
+                     "l"(src), "r"(in ? 16 : 0));
     }
     asm volatile("cp.async.commit_group;");
 }
@@ -436,9 +464,7 @@ __device__ __forceinline__ void fa_stage_kv(T* ks, T* vs, const T* k, const T* v
 // whole tile) where the grid has blocks enough; WQ = 1 or 2 (16 or 32 rows,
 // the warps over quarters or halves of each tile, their running maxima,
 // sums and outputs merged through shared memory at the end) where 64-row
-// tiles would leave most multiprocessors idle: a 128-token encoder's 12
-// heads make 24 blocks of 64 rows on a 132-multiprocessor device, each warp
-// then a serial chain over every key.
+// tiles would leave most multiprocessors idle.
 template <typename T, int D, int BK, int WQ>
 __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,
                                           const int* nonpad, const AttentionParams& p) {
@@ -463,20 +489,26 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     if (t.k0 < t.k1) fa_stage_kv<T, BK, D, LD>(sm, sm + BK * LD, k, v, p, t, t.k0, async);
     fa_stage<T, BQ, D, LD>(qs, fa_at(q, p.q_s, t.b, t.h, t.q0), p.q_s[2], qrows, p.dk, fa_vec(q, p.q_s, p.dk));
     __syncthreads();
+    // ldmatrix: lanes 0-7, 8-15, 16-23, 24-31 address the rows of matrices
+    // 0-3. Where this lane's ldmatrix reads, in bytes of shared memory: K's
+    // fragment (keys c*16.., features kk*16..) and V's (keys c*16..,
+    // features dp*16..) at (c*16*LD + kk*16 or dp*16) elements past ka and
+    // va in the first buffer (the constant part folds into the instruction).
+    constexpr unsigned int E = sizeof(T);
+    const unsigned int lr = lane % 8u, lm = lane / 8u;
+    const unsigned int ka = fa_smem(sm) + ((lr + (lm / 2u) * 8u + wk * KW) * LD + (lm % 2u) * 8u) * E;
+    const unsigned int va = fa_smem(sm) + ((BK + lr + (lm % 2u) * 8u + wk * KW) * LD + (lm / 2u) * 8u) * E;
     // This warp's 16 query rows as A fragments, kept for every key tile.
     unsigned int qf[KD][4];
-    // ldmatrix: lanes 0-7, 8-15, 16-23, 24-31 address the rows of matrices 0-3.
-    const unsigned int lr = lane % 8u, lm = lane / 8u;
+    const unsigned int qa = fa_smem(&qs[(wq * 16u + lr + (lm % 2u) * 8u) * LD + (lm / 2u) * 8u]);
 #pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-        fa_ldsm4(qf[kk], &qs[(wq * 16u + lr + (lm % 2u) * 8u) * LD + kk * 16 + (lm / 2u) * 8u]);
-    }
+    for (int kk = 0; kk < KD; ++kk) fa_ldsm4(qf[kk], qa + kk * 16 * E);
     __syncthreads();
     const float l2e = 1.4426950408889634f, sl2 = p.scale * l2e;
     float o[ND][4];
 #pragma unroll
     for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    // Running maxima and sums in the log2 domain.
+    // Running maxima and sums in the log2 domain, of rows row0 and row0 + 8.
     float m[2] = {-att_inf<float>(), -att_inf<float>()}, l[2] = {0.0f, 0.0f};
     const unsigned int row0 = t.q0 + wq * 16u + g;
     const FaRow rows[2] = {fa_row(p, t, row0), fa_row(p, t, row0 + 8u)};
@@ -500,8 +532,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
         // This warp's keys: [jw, jw + KW) (none past the tile's end).
         const unsigned int jw = j0 + wk * KW;
         if (jw < t.k1) {
-            const T* ks = kb + wk * KW * LD;
-            const T* vs = kb + BK * LD + wk * KW * LD;
+            const unsigned int kt = ka + cur * KVE * E, vt = va + cur * KVE * E;
             float s[NK][4];
 #pragma unroll
             for (int c = 0; c < NK; ++c) s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.0f;
@@ -510,55 +541,105 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 #pragma unroll
                 for (int c = 0; c < NK / 2; ++c) {
                     unsigned int b[4];
-                    fa_ldsm4(b, &ks[(c * 16 + lr + (lm / 2u) * 8u) * LD + kk * 16 + (lm % 2u) * 8u]);
+                    fa_ldsm4(b, kt + (c * 16 * LD + kk * 16) * E);
                     fa_mma<T>(s[2 * c], qf[kk], b[0], b[1]);
                     fa_mma<T>(s[2 * c + 1], qf[kk], b[2], b[3]);
                 }
             }
             // Scores of rows row0 (e < 2) and row0 + 8 (e >= 2), keys
-            // jw + c*8 + 2tq + e%2, to the log2 domain; where every
-            // positional rule passes, only the mask's bias is added.
-            const bool fast = fa_rules_pass(p, t, jw, KW, row0 - g, row0 - g + 16u) && p.softcap <= 0.0f;
+            // jw + c*8 + 2tq + e%2, to the log2 domain. The form is chosen
+            // per span (the same for the whole warp) so that the common ones
+            // are straight-line code: where every positional rule passes, a
+            // multiply, or one FMA with the mask's bias (a padding mask: one
+            // bias per key for both rows), and in a tail span (the keys end
+            // inside it) -inf past the last key; else every rule per score.
+            // Rows past the query count need no rule (nor, without a mask
+            // per row, a mask).
+            const unsigned int kn = t.k1 - jw < (unsigned int)KW ? t.k1 - jw : (unsigned int)KW;
+            const bool tail = kn < (unsigned int)KW;
+            const bool fast = fa_rules_pass(p, t, jw, kn, row0 - g, row0 - g + 16u) && p.softcap <= 0.0f &&
+                              (keyed || !masked || row0 - g + 16u <= p.sq);
             float mx[2] = {-att_inf<float>(), -att_inf<float>()};
+            if (fast && !masked && !tail) {
 #pragma unroll
-            for (int c = 0; c < NK; ++c) {
-                float km[2] = {0.0f, 0.0f};
+                for (int c = 0; c < NK; ++c) {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const unsigned int j = jw + c * 8u + 2u * tq + (e % 2);
-                    if (masked && (!keyed || e < 2)) km[e % 2] = fa_mask_at<T>(p, mask, t, rows[e / 2], j);
-                    float x;
-                    if (fast) {
-                        x = masked ? fmaf(s[c][e], sl2, km[e % 2] * l2e) : s[c][e] * sl2;
-                    } else {
-                        x = fa_apply(p, t, rows[e / 2], j, s[c][e] * p.scale, km[e % 2]) * l2e;
+                    for (int e = 0; e < 4; ++e) {
+                        s[c][e] *= sl2;
+                        mx[e / 2] = fmaxf(mx[e / 2], s[c][e]);
                     }
-                    s[c][e] = x;
-                    mx[e / 2] = x > mx[e / 2] ? x : mx[e / 2];
+                }
+            } else if (fast) {
+                float km[NK][2];
+                if (keyed) {
+#pragma unroll
+                    for (int c = 0; c < NK; ++c) {
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const unsigned int j = jw + c * 8u + 2u * tq + e;
+                            km[c][e] = j < t.k1 ? fa_bias<T>(p, mask, rows[0].mrow, j) * l2e : 0.0f;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int c = 0; c < NK; ++c) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const unsigned int j = jw + c * 8u + 2u * tq + (e % 2);
+                        float x;
+                        if (!masked) {
+                            x = s[c][e] * sl2;
+                        } else {
+                            const float bias = keyed         ? km[c][e % 2]
+                                               : j < t.k1 ? fa_bias<T>(p, mask, rows[e / 2].mrow, j) * l2e
+                                                          : 0.0f;
+                            x = fmaf(s[c][e], sl2, bias);
+                        }
+                        if (tail && j >= t.k1) x = -att_inf<float>();
+                        s[c][e] = x;
+                        mx[e / 2] = fmaxf(mx[e / 2], x);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < NK; ++c) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const unsigned int j = jw + c * 8u + 2u * tq + (e % 2);
+                        const FaRow& row = rows[e / 2];
+                        const float bias = masked ? fa_mask_at<T>(p, mask, t, row, j) : 0.0f;
+                        s[c][e] = fa_apply(p, t, row, j, s[c][e] * p.scale, bias) * l2e;
+                        mx[e / 2] = fmaxf(mx[e / 2], s[c][e]);
+                    }
                 }
             }
+            // The online softmax, without branches: a row none of whose
+            // scores so far is above FA_MASKED is not live (its maximum
+            // stays -inf, its reference 0, every probability 0).
             float alpha[2];
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                for (int w = 1; w < 4; w <<= 1) {
-                    const float z = __shfl_xor_sync(0xffffffffu, mx[r], w);
-                    mx[r] = z > mx[r] ? z : mx[r];
-                }
-                const float mnew = m[r] > mx[r] ? m[r] : mx[r];
+                float x = mx[r];
+                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+                const float mnew = fmaxf(m[r], x);
                 const bool live = mnew > FA_MASKED;
-                alpha[r] = live ? (m[r] > FA_MASKED ? fa_exp2(m[r] - mnew) : 0.0f) : 1.0f;
-                if (live) m[r] = mnew;
-                mx[r] = live ? mnew : 0.0f;
+                const float ref = live ? mnew : 0.0f;
+                // m is -inf or above FA_MASKED: 2^(m - ref) is 0 for -inf.
+                alpha[r] = live ? fa_exp2(m[r] - ref) : 1.0f;
+                m[r] = live ? mnew : m[r];
+                mx[r] = ref;
                 l[r] *= alpha[r];
             }
 #pragma unroll
             for (int c = 0; c < NK; ++c) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const float x = s[c][e];
-                    const float pr = x > FA_MASKED && m[e / 2] > FA_MASKED ? fa_exp2(x - mx[e / 2]) : 0.0f;
-                    s[c][e] = pr;
-                    l[e / 2] += pr;
+                    // 0 for a score at or below FA_MASKED: below a live
+                    // row's maximum by far more than 2^-126 reaches, or, in
+                    // a row not live, 2^score itself.
+                    s[c][e] = fa_exp2(s[c][e] - mx[e / 2]);
+                    l[e / 2] += s[c][e];
                 }
             }
 #pragma unroll
@@ -578,7 +659,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 #pragma unroll
                 for (int dp = 0; dp < ND / 2; ++dp) {
                     unsigned int b[4];
-                    fa_ldsm4_t(b, &vs[(c * 16 + lr + (lm % 2u) * 8u) * LD + dp * 16 + (lm / 2u) * 8u]);
+                    fa_ldsm4_t(b, vt + (c * 16 * LD + dp * 16) * E);
                     fa_mma<T>(o[2 * dp], a, b[0], b[1]);
                     fa_mma<T>(o[2 * dp + 1], a, b[2], b[3]);
                 }

@@ -170,6 +170,45 @@ impl Compiler {
         modules.iter().map(|(n, s)| self.ptx(n, s)).collect()
     }
 
+    /// What ptxas reports for every kernel of `source` compiled to machine
+    /// code for this architecture (`--ptxas-options=-v`: registers, stack,
+    /// spill stores and loads), as NVRTC's log gives it. The driver
+    /// assembles the PTX the plan runs with the same ptxas, so a spill seen
+    /// here is a spill on the device.
+    pub fn ptxas_report(&self, name: &str, source: &str) -> Result<String, CudaError> {
+        let src = std::ffi::CString::new(source)
+            .map_err(|_| CudaError::Internal(format!("module `{name}` holds a NUL byte")))?;
+        let file = std::ffi::CString::new(format!("{name}.cu"))
+            .map_err(|_| CudaError::Internal(format!("module name `{name}` holds a NUL byte")))?;
+        let prog = nvrtc::result::create_program(&src, Some(&file))
+            .map_err(|e| CudaError::Device(format!("NVRTC on module `{name}`: {e:?}")))?;
+        let options = [
+            format!("--gpu-architecture={}", self.arch),
+            "--device-int128".to_string(),
+            "--ptxas-options=-v".to_string(),
+        ];
+        // SAFETY: `prog` is the live program created above, destroyed once
+        // below whatever the compile returned.
+        let compiled = unsafe { nvrtc::result::compile_program(prog, &options) };
+        let log = unsafe { nvrtc::result::get_program_log(prog) };
+        let destroyed = unsafe { nvrtc::result::destroy_program(prog) };
+        let log = log.map_err(|e| CudaError::Device(format!("NVRTC log of `{name}`: {e:?}")))?;
+        let text: Vec<u8> = log
+            .iter()
+            .map(|&c| c as u8)
+            .take_while(|&b| b != 0)
+            .collect();
+        let text = String::from_utf8_lossy(&text).into_owned();
+        compiled.map_err(|_| {
+            CudaError::Internal(format!(
+                "NVRTC rejected module `{name}` for {}:\n{text}",
+                self.arch
+            ))
+        })?;
+        destroyed.map_err(|e| CudaError::Device(format!("NVRTC on module `{name}`: {e:?}")))?;
+        Ok(text)
+    }
+
     /// Compiles `source` with NVRTC (no cache).
     pub fn compile(&self, name: &str, source: &str) -> Result<String, CudaError> {
         let opts = nvrtc::CompileOptions {

@@ -375,3 +375,44 @@ fn host_matmul(a: &Tensor, b: &Tensor) -> Tensor {
     }
     Tensor::from_f32(&dims, &out).unwrap()
 }
+
+/// The entries of a ptxas report that spill: `(entry, the line saying so)`.
+fn spilling(report: &str) -> Vec<(String, String)> {
+    let mut entry = String::new();
+    let mut out = Vec::new();
+    for line in report.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            entry = rest.split('\'').next().unwrap_or_default().to_string();
+        } else if line.contains("spill stores") && !line.contains(" 0 bytes spill stores") {
+            out.push((entry.clone(), line.trim().to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn tensor_core_attention_kernels_keep_their_registers() {
+    // A spill puts local-memory traffic on the path of every key tile; it
+    // shows only in ptxas's report, so it is checked here, without a GPU.
+    if let Err(why) = find_nvrtc() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "NVRTC is required in CI: {why}"
+        );
+        eprintln!("skipping the ptxas report test: {why}");
+        return;
+    }
+    // The report's form, as NVRTC 13.0 writes it.
+    let sample = "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+                  ptxas         .     8 bytes stack frame, 16 bytes spill stores, 24 bytes spill loads\n";
+    assert_eq!(spilling(sample).len(), 1);
+    let c = test_compiler();
+    use crate::kernels::attention::{FLASH_BF16, FLASH_BF16_SPLIT, FLASH_F16, FLASH_F16_SPLIT};
+    let mut spills = Vec::new();
+    for f in [&FLASH_F16, &FLASH_BF16, &FLASH_F16_SPLIT, &FLASH_BF16_SPLIT] {
+        let report = c.ptxas_report(f.name, &module_source(f)).unwrap();
+        assert!(report.contains("Compiling entry function"), "{report}");
+        spills.extend(spilling(&report));
+    }
+    assert!(spills.is_empty(), "kernels spilling registers: {spills:#?}");
+}

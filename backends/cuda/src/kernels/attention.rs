@@ -75,12 +75,14 @@ const FLASH_THREADS: u32 = 128;
 
 /// Below this many blocks of 64 query rows, an f16/bf16 attention runs on
 /// key-split 16-row tiles instead (32-row for head sizes above 64), four
-/// times the blocks, each warp over a quarter of every key tile: BERT-base
-/// at 128 tokens makes 24 blocks of 64 rows, and the H200 has 132
-/// multiprocessors, each holding three of these blocks; with fewer than
-/// four waves of blocks, a quarter of the serial chain a warp runs buys more
-/// than the waves it adds.
-pub const FEW_BLOCKS: u64 = 512;
+/// times the blocks, each warp over a quarter of every key tile. Measured on
+/// an H200 (`scripts/attention_bench.py`, heads of 64): with 12 heads of 128
+/// or 197 queries (24 and 48 blocks) the two shapes tie, from 96 blocks on
+/// the 64-row tiles are faster (8 x 128 queries: 16.0 against 22.4 us; 1536
+/// queries: 61 against 117 us): the split reads every K/V tile four times as
+/// often. Below 32 blocks (a few heads, short sequences) most of the device
+/// would idle with 64-row tiles.
+pub const FEW_BLOCKS: u64 = 32;
 
 /// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its module, its
 /// entry and its query rows per block; `None` where the row kernel runs.
