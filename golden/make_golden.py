@@ -711,6 +711,58 @@ def decoder():
     print(f"decoder: greedy {tokens.tolist()}")
 
 
+def norms():
+    """Layer norms in the shapes the GPU norm kernels split on: 600 rows of 8
+    (a warp a row), 6 rows of 20 and a residual norm of 3 rows of 768 (a
+    block a row), each row a multiple of 4 elements (moved 4 at a time), and
+    7 rows of 15 (element by element)."""
+    r = rng(11)
+    nodes = [
+        helper.make_node("LayerNormalization", ["a", "sa", "ba"], ["ya"], name="warp_rows/LayerNorm", axis=-1, epsilon=1e-5),
+        helper.make_node("LayerNormalization", ["b", "sb", "bb"], ["yb"], name="block_rows/LayerNorm", axis=1, epsilon=1e-5),
+        helper.make_node("Add", ["c", "d"], ["cd"], name="residual/Add"),
+        helper.make_node("LayerNormalization", ["cd", "sc", "bc"], ["yc"], name="residual/LayerNorm", axis=-1, epsilon=1e-5),
+        helper.make_node("Mul", ["cd", "two"], ["zc"], name="residual/Mul"),
+        helper.make_node("LayerNormalization", ["e", "se"], ["ye"], name="odd_rows/LayerNorm", axis=-1, epsilon=1e-5),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "norms",
+        [
+            helper.make_tensor_value_info("a", F, [600, 8]),
+            helper.make_tensor_value_info("b", F, [6, 4, 5]),
+            helper.make_tensor_value_info("c", F, [3, 768]),
+            helper.make_tensor_value_info("d", F, [3, 768]),
+            helper.make_tensor_value_info("e", F, [7, 15]),
+        ],
+        [
+            helper.make_tensor_value_info("ya", F, [600, 8]),
+            helper.make_tensor_value_info("yb", F, [6, 4, 5]),
+            helper.make_tensor_value_info("yc", F, [3, 768]),
+            helper.make_tensor_value_info("zc", F, [3, 768]),
+            helper.make_tensor_value_info("ye", F, [7, 15]),
+        ],
+        [
+            init("sa", (1 + 0.2 * r.standard_normal(8)).astype(np.float32)),
+            init("ba", (0.1 * r.standard_normal(8)).astype(np.float32)),
+            init("sb", (1 + 0.2 * r.standard_normal((4, 5))).astype(np.float32)),
+            init("bb", (0.1 * r.standard_normal((4, 5))).astype(np.float32)),
+            init("sc", (1 + 0.2 * r.standard_normal(768)).astype(np.float32)),
+            init("bc", (0.1 * r.standard_normal(768)).astype(np.float32)),
+            init("two", np.array(2.0, dtype=np.float32)),
+            init("se", (1 + 0.2 * r.standard_normal(15)).astype(np.float32)),
+        ],
+    )
+    inputs = [
+        (3 + r.standard_normal((600, 8))).astype(np.float32),
+        r.standard_normal((6, 4, 5)).astype(np.float32),
+        r.standard_normal((3, 768)).astype(np.float32),
+        r.standard_normal((3, 768)).astype(np.float32),
+        r.standard_normal((7, 15)).astype(np.float32),
+    ]
+    save("norms", model(g, 17), inputs)
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -725,3 +777,4 @@ if __name__ == "__main__":
     placeholder_dims()
     if_rank()
     decoder()
+    norms()

@@ -73,6 +73,91 @@ __device__ __forceinline__ void nm_rows(const T* __restrict__ x, const T* __rest
 // block's up to NM_HELD * blockDim.x.
 #define NM_HELD 4
 
+// NM_HELD consecutive elements, moved as one (8 bytes of f16, 16 of f32).
+template <typename T>
+struct __align__(sizeof(T) * NM_HELD) NmVec {
+    T e[NM_HELD];
+};
+
+template <typename T>
+__device__ __forceinline__ bool nm_vec_aligned(const T* p) {
+    return ((unsigned long long)p) % (sizeof(T) * NM_HELD) == 0u;
+}
+
+// nm_rows_held where every row and its scale and bias move NM_HELD
+// elements at a time: thread lane holds elements NM_HELD*lane .. +NM_HELD-1,
+// so each operand is one vector load or store a thread (a BERT-base norm
+// of 128 x 768 f16 ran 500 instructions a warp, 44 of them 2-byte loads).
+template <typename T, bool RES, bool BLOCK>
+__device__ __forceinline__ void nm_rows_vec(const T* __restrict__ x, const T* __restrict__ res,
+                                            const T* __restrict__ scale, const T* __restrict__ bias,
+                                            T* __restrict__ y, T* __restrict__ sum, float* __restrict__ mean_out,
+                                            float* __restrict__ inv_out, const NormParams& p) {
+    typedef typename RwAcc<T>::type A;
+    RwRows r(BLOCK ? RW_BLOCK : RW_WARP);
+    const A len = (A)p.len;
+    const unsigned int k0 = r.lane * NM_HELD;
+    const bool in = k0 < p.len;
+    NmVec<T> gv, bv;
+    if (in) {
+        gv = *(const NmVec<T>*)(scale + k0);
+        if (p.has_bias) bv = *(const NmVec<T>*)(bias + k0);
+    }
+    for (unsigned long long row = r.first; row < p.rows; row += r.step) {
+        const unsigned long long at = row * p.len + k0;
+        A v[NM_HELD];
+        A s = (A)0;
+        if (in) {
+            const NmVec<T> xv = *(const NmVec<T>*)(x + at);
+            NmVec<T> rv;
+            if (RES) rv = *(const NmVec<T>*)(res + at);
+#pragma unroll
+            for (int c = 0; c < NM_HELD; ++c) {
+                if (RES) {
+                    // The sum rounded to T, as it is stored.
+                    T t;
+                    rw_store(&t, (A)rw_up(xv.e[c]) + (A)rw_up(rv.e[c]));
+                    rv.e[c] = t;
+                    v[c] = (A)rw_up(t);
+                } else {
+                    v[c] = (A)rw_up(xv.e[c]);
+                }
+                s += v[c];
+            }
+            if (RES) *(NmVec<T>*)(sum + at) = rv;
+        }
+        A mean = (A)0;
+        if (RES || p.rms == 0u) {
+            s = BLOCK ? rw_sum_block(s) : rw_sum_warp(s);
+            mean = p.rms ? (A)0 : s / len;
+        }
+        A q = (A)0;
+        if (in) {
+#pragma unroll
+            for (int c = 0; c < NM_HELD; ++c) {
+                const A d = v[c] - mean;
+                q += d * d;
+            }
+        }
+        q = BLOCK ? rw_sum_block(q) : rw_sum_warp(q);
+        const A inv = rw_rsqrt(q / len + (A)p.eps);
+        if (in) {
+            NmVec<T> o;
+#pragma unroll
+            for (int c = 0; c < NM_HELD; ++c) {
+                A w = (v[c] - mean) * inv * (A)rw_up(gv.e[c]);
+                if (p.has_bias) w += (A)rw_up(bv.e[c]);
+                rw_store(&o.e[c], w);
+            }
+            *(NmVec<T>*)(y + at) = o;
+        }
+        if (!RES && p.stats && r.lane == 0u) {
+            mean_out[row] = (float)mean;
+            inv_out[row] = (float)inv;
+        }
+    }
+}
+
 // One row per warp (BLOCK false) or per block (BLOCK true), held in
 // registers (element k in thread k % group, slot k / group): the sums of
 // nm_rows in its order, one read. Every load comes before any store: the
@@ -86,6 +171,13 @@ __device__ __forceinline__ void nm_rows_held(const T* __restrict__ x, const T* _
                                              T* __restrict__ y, T* __restrict__ sum, float* __restrict__ mean_out,
                                              float* __restrict__ inv_out, const NormParams& p) {
     typedef typename RwAcc<T>::type A;
+    const bool vec = p.len % NM_HELD == 0u && p.scale_len == p.len && (!p.has_bias || p.bias_len == p.len) &&
+                     nm_vec_aligned(x) && nm_vec_aligned(y) && nm_vec_aligned(scale) &&
+                     (!p.has_bias || nm_vec_aligned(bias)) && (!RES || (nm_vec_aligned(res) && nm_vec_aligned(sum)));
+    if (vec) {
+        nm_rows_vec<T, RES, BLOCK>(x, res, scale, bias, y, sum, mean_out, inv_out, p);
+        return;
+    }
     RwRows r(BLOCK ? RW_BLOCK : RW_WARP);
     const A len = (A)p.len;
     for (unsigned long long row = r.first; row < p.rows; row += r.step) {
