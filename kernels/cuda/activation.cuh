@@ -1,6 +1,6 @@
 // Activations of fused epilogues (the epilogue kernels, the tile GEMM), by
 // code: 0 none, 1 relu, 2 sigmoid, 3 tanh, 4 gelu (erf), 5 gelu (tanh), 6
-// silu, 7 hard swish. They follow the CPU backend (relu keeps NaN; the sigmoids in the
+// silu, 7 hard swish, 8 relu6 (clip to [0, 6]). They follow the CPU backend (relu keeps NaN; the sigmoids in the
 // form 1 / (1 + e^-x)). C is float or double.
 
 template <typename C>
@@ -16,6 +16,11 @@ __device__ __forceinline__ C epi_act(C x, unsigned int act) {
     case 7u: {
         const C t = x * (one / (C)6) + (C)0.5;
         return x * (t < (C)0 ? (C)0 : (t > one ? one : t));
+    }
+    case 8u: {
+        // As ONNX Clip: a NaN stays NaN.
+        const C v = x < (C)0 ? (C)0 : x;
+        return v > (C)6 ? (C)6 : v;
     }
     default: return x;
     }

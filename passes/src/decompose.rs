@@ -297,6 +297,16 @@ impl Builder<'_> {
                 },
                 &[x],
             ),
+            Activation::Relu6 => {
+                let d = self.g.ty(x).dtype;
+                let mut bound = |v: f64| -> Result<Value, String> {
+                    let t = float_tensor(d, &[], &[v]).ok_or_else(|| format!("no {d} scalar"))?;
+                    let name = format!("{}.relu6", self.name);
+                    Ok(constant(self.g, self.w, &name, self.origin.clone(), t))
+                };
+                let (lo, hi) = (bound(0.0)?, bound(6.0)?);
+                self.add(Clip {}, &[x, lo, hi])
+            }
         }
     }
 }

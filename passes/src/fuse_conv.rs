@@ -7,13 +7,13 @@
 //!   the target runs it (a zero bias where the conv had none);
 //! - `act(conv(...))` / `act(fused_conv(...) {activation=none})` ->
 //!   `fused_conv {activation=act}` (`relu`, `sigmoid`, `tanh`, `gelu`, SiLU,
-//!   HardSwish).
+//!   HardSwish, and ReLU6: a `clip` to constant bounds 0 and 6).
 
 use rlx_ir::ops::{Activation, FusedConv};
 use rlx_ir::{Graph, Node, Op, Tensor};
 
 use crate::fold_batchnorm::{per_channel, rev};
-use crate::fuse_matmul::{act_rules, root_activation};
+use crate::fuse_matmul::{act_rules, relu6_rules, root_activation};
 use crate::manager::{Pass, PassContext, PassError};
 use crate::pattern::{any, apply_rules, leaf, op, op_if, Match, Rule};
 use crate::rewrite::{const_of, constant, float_tensor, replace_root, union_origin};
@@ -78,7 +78,9 @@ impl Pass for FuseConv {
             });
         }
         let c4 = op_if(is_residual_conv, [any("x"), any("w"), any("b"), any("r")]).bind("p");
-        rules.extend(act_rules(&[c2, c3, c4], activate, "fused_conv.activation"));
+        let prods = [c2, c3, c4];
+        rules.extend(act_rules(&prods, activate, "fused_conv.activation"));
+        rules.extend(relu6_rules(&prods, activate, "fused_conv.activation"));
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
 }
@@ -166,7 +168,7 @@ fn residual(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Stri
 }
 
 fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some(act) = root_activation(g, m) else {
+    let Some(act) = root_activation(g, cx.weights, m) else {
         return Ok(false);
     };
     let p = m.n("p");

@@ -4,18 +4,19 @@
 //!   when the bias broadcasts into the product without widening it;
 //! - `act(matmul(...))` / `act(fused_matmul(...) {activation=none})` ->
 //!   `fused_matmul {activation=act}` for `relu`, `sigmoid`, `tanh`, `gelu`
-//!   (erf or tanh), SiLU written as `mul(x, sigmoid(x))` and HardSwish (the
-//!   region `fuse-hard-activations` forms);
+//!   (erf or tanh), SiLU written as `mul(x, sigmoid(x))`, HardSwish (the
+//!   region `fuse-hard-activations` forms) and ReLU6 (`clip` to constant
+//!   bounds 0 and 6);
 //! - the same epilogue of an 8-bit product, `act(mul(cast(matmul_integer),
 //!   scale) + bias)` -> `fused_matmul_integer` ([`crate::fuse_matmul_integer`]).
 
 use rlx_ir::ops::{Activation, FusedMatMul, GeluApprox, UnaryKind};
-use rlx_ir::{Graph, Op};
+use rlx_ir::{Graph, Op, Weights};
 
 use crate::fold_batchnorm::rev;
 use crate::manager::{Pass, PassContext, PassError};
-use crate::pattern::{any, apply_rules, op, op_if, Match, Pat, Rule};
-use crate::rewrite::{replace_root, union_origin};
+use crate::pattern::{any, apply_rules, leaf, op, op_if, Match, Pat, Rule};
+use crate::rewrite::{const_of, replace_root, union_origin};
 
 pub struct FuseMatMul;
 
@@ -49,6 +50,24 @@ fn is_plain_fused_mm(op: &Op) -> bool {
     matches!(op, Op::FusedMatMul(f) if f.activation == Activation::None)
 }
 
+/// The rules for ReLU6, `clip(p, 0, 6)` with constant bounds, over
+/// producer patterns `prods` (each binding `p`); [`root_activation`]
+/// checks the bounds.
+pub fn relu6_rules(
+    prods: &[Pat],
+    rewrite: crate::pattern::RewriteFn,
+    name: &'static str,
+) -> Vec<Rule> {
+    prods
+        .iter()
+        .map(|p| Rule {
+            name,
+            pattern: op("clip", [p.clone(), leaf("lo"), leaf("hi")]),
+            rewrite,
+        })
+        .collect()
+}
+
 /// The activation rules over producer patterns `prods` (each binding `p`).
 pub fn act_rules(
     prods: &[Pat],
@@ -71,13 +90,24 @@ pub fn act_rules(
     v
 }
 
-/// The activation the root of `m` applies (SiLU for the `mul` form).
-pub fn root_activation(g: &Graph, m: &Match) -> Option<Activation> {
+/// The activation the root of `m` applies (SiLU for the `mul` form, ReLU6
+/// for a `clip` to constant bounds 0 and 6).
+pub fn root_activation(g: &Graph, w: &Weights, m: &Match) -> Option<Activation> {
     let root = &g.node(m.root()).op;
-    if root.name() == "mul" {
-        return Some(Activation::Silu);
+    match root.name() {
+        "mul" => Some(Activation::Silu),
+        "clip" => {
+            let bound = |k: &str| {
+                let t = const_of(g, w, *m.values.get(k)?)?;
+                match t.to_f64_vec()?.as_slice() {
+                    [v] => Some(*v),
+                    _ => None,
+                }
+            };
+            (bound("lo")? == 0.0 && bound("hi")? == 6.0).then_some(Activation::Relu6)
+        }
+        _ => activation_of(root),
     }
-    activation_of(root)
 }
 
 impl Pass for FuseMatMul {
@@ -94,11 +124,9 @@ impl Pass for FuseMatMul {
             pattern: op("add", [mm.clone(), any("bias")]).commutative(),
             rewrite: bias,
         }];
-        rules.extend(act_rules(
-            &[mm, plain2, plain3],
-            activate,
-            "fused_matmul.activation",
-        ));
+        let prods = [mm, plain2, plain3];
+        rules.extend(act_rules(&prods, activate, "fused_matmul.activation"));
+        rules.extend(relu6_rules(&prods, activate, "fused_matmul.activation"));
         rules.extend(crate::fuse_matmul_integer::rules());
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
@@ -120,7 +148,7 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
 }
 
 fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some(act) = root_activation(g, m) else {
+    let Some(act) = root_activation(g, cx.weights, m) else {
         return Ok(false);
     };
     let p = m.n("p");

@@ -120,7 +120,7 @@ fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> 
 }
 
 fn activate(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
-    let Some(act) = root_activation(g, m) else {
+    let Some(act) = root_activation(g, cx.weights, m) else {
         return Ok(false);
     };
     if g.node(m.n("p")).outputs[0] != g.node(m.root()).outputs[0] {

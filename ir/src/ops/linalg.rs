@@ -167,6 +167,8 @@ attr_enum! {
         GeluErf = "gelu_erf", GeluTanh = "gelu_tanh", Silu = "silu",
         /// `x * clip(x / 6 + 1/2, 0, 1)` (ONNX HardSwish).
         HardSwish = "hard_swish",
+        /// `clip(x, 0, 6)` (ReLU6: MobileNet's `Clip`); NaN stays NaN.
+        Relu6 = "relu6",
     }
 }
 

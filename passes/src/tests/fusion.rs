@@ -1,6 +1,6 @@
 //! Tests of the fusion passes, one IR-text case (or more) per pass.
 
-use super::{check, graph, run, Without};
+use super::{check, graph, ops, run, Without};
 
 const CONV: &str = "strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1";
 
@@ -499,6 +499,54 @@ fn conv_and_hard_swish_fuse() {
 "#
     ));
     check(&["fuse-hard-activations", "fuse-conv"], &src, &want);
+}
+
+/// ReLU6 (a `clip` to constant bounds 0 and 6, MobileNet's) becomes the
+/// conv's and the product's activation; a clip to other bounds stays.
+#[test]
+fn relu6_clip_fuses_into_conv_and_matmul() {
+    let src = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = conv(%0, %1) {{{CONV}}} : f32[1,2,3,3]  # C
+  %3 = constant f32[] [0.0] : f32[]
+  %4 = constant f32[] [6.0] : f32[]
+  %5 = clip(%2, %3, %4) : f32[1,2,3,3]  # R6
+  output "y" = %5
+"#
+    ));
+    let want = graph(&format!(
+        r#"  %0 = input "x" : f32[1,1,3,3]
+  %1 = constant f32[2,1,1,1] [2.0, 3.0] : f32[2,1,1,1]
+  %2 = fused_conv(%0, %1) {{{CONV}, activation=relu6}} : f32[1,2,3,3]  # C, R6
+  output "y" = %2
+"#
+    ));
+    check(&["fuse-conv"], &src, &want);
+    let src = graph(
+        r#"  %0 = input "a" : f32[2,3]
+  %1 = constant f32[3,2] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0] : f32[3,2]
+  %2 = matmul(%0, %1) : f32[2,2]  # MM
+  %3 = constant f32[2] [0.5, -1.5] : f32[2]
+  %4 = add(%2, %3) : f32[2,2]  # B
+  %5 = constant f32[] [0.0] : f32[]
+  %6 = constant f32[] [6.0] : f32[]
+  %7 = clip(%4, %5, %6) : f32[2,2]  # R6
+  output "y" = %7
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "a" : f32[2,3]
+  %1 = constant f32[3,2] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0] : f32[3,2]
+  %2 = constant f32[2] [0.5, -1.5] : f32[2]
+  %3 = fused_matmul(%0, %1, %2) {activation=relu6} : f32[2,2]  # MM, B, R6
+  output "y" = %3
+"#,
+    );
+    check(&["fuse-matmul"], &src, &want);
+    let six_and_a_half = src.replace("[6.0]", "[6.5]");
+    let g = run(&["fuse-matmul", "dce"], &six_and_a_half, None).unwrap();
+    assert!(ops(&g).contains(&"clip".into()));
 }
 
 /// The f32 epilogue of an 8-bit product (the `cast`, the scale, a bias per

@@ -513,6 +513,7 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
             Activation::GeluErf => super::gelu_lanes::gelu_erf_slice(o),
             Activation::GeluTanh => map_in_place(o, |v| vmath::gelu_tanh(v)),
             Activation::HardSwish => map_in_place(o, |v| vmath::hard_swish(v)),
+            Activation::Relu6 => map_in_place(o, |v| vmath::relu6(v)),
         }
         return;
     }
@@ -545,6 +546,17 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
                 let t = x * f(1.0 / 6.0) + f(0.5);
                 let t = if t < T::zero() { T::zero() } else { t };
                 x * if t > T::one() { T::one() } else { t }
+            },
+            out,
+        ),
+        Activation::Relu6 => apply(
+            &|x: T| {
+                let v = if x < T::zero() { T::zero() } else { x };
+                if v > f(6.0) {
+                    f(6.0)
+                } else {
+                    v
+                }
             },
             out,
         ),

@@ -76,6 +76,17 @@ pub fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh(0.797_884_6 * (x + 0.044715 * x * x * x)))
 }
 
+/// `min(max(x, 0), 6)` (ONNX Clip to [0, 6]), NaN passing through.
+#[inline(always)]
+pub fn relu6(x: f32) -> f32 {
+    let v = if x < 0.0 { 0.0 } else { x };
+    if v > 6.0 {
+        6.0
+    } else {
+        v
+    }
+}
+
 /// `max(x, 0)`, NaN passing through.
 #[inline(always)]
 pub fn relu(x: f32) -> f32 {

@@ -199,6 +199,8 @@ pub unsafe fn activate(act: Activation, v: __m256) -> __m256 {
         Activation::Silu => silu(v),
         Activation::GeluErf => gelu_erf(v),
         Activation::GeluTanh => gelu_tanh(v),
+        // min_ps returns its second operand where either is NaN: a NaN lane stays.
+        Activation::Relu6 => _mm256_min_ps(_mm256_set1_ps(6.0), relu_keep_nan(v)),
         Activation::HardSwish => {
             // As vmath::hard_swish: a NaN lane stays NaN through the last product.
             let t = _mm256_add_ps(
@@ -234,7 +236,7 @@ mod tests {
         ]);
         xs.extend([88.8, -88.8, 104.0, -104.0, 0.5, -0.5, 44.5, -44.5]);
         type Pair = (&'static str, unsafe fn(__m256) -> __m256, fn(f32) -> f32);
-        let pairs: [Pair; 7] = [
+        let pairs: [Pair; 9] = [
             ("exp", |v| unsafe { exp(v) }, vmath::exp),
             ("sigmoid", |v| unsafe { sigmoid(v) }, vmath::sigmoid),
             ("silu", |v| unsafe { silu(v) }, vmath::silu),
@@ -242,6 +244,16 @@ mod tests {
             ("erf", |v| unsafe { erf(v) }, vmath::erf),
             ("gelu_erf", |v| unsafe { gelu_erf(v) }, vmath::gelu_erf),
             ("gelu_tanh", |v| unsafe { gelu_tanh(v) }, vmath::gelu_tanh),
+            (
+                "relu",
+                |v| unsafe { activate(Activation::Relu, v) },
+                vmath::relu,
+            ),
+            (
+                "relu6",
+                |v| unsafe { activate(Activation::Relu6, v) },
+                vmath::relu6,
+            ),
         ];
         for (name, vector, scalar) in pairs {
             for chunk in xs.chunks(8) {

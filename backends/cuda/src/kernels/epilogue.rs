@@ -73,6 +73,7 @@ pub fn act_code(a: Activation) -> u32 {
         Activation::GeluTanh => 5,
         Activation::Silu => 6,
         Activation::HardSwish => 7,
+        Activation::Relu6 => 8,
     }
 }
 

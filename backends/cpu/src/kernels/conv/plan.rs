@@ -674,6 +674,7 @@ mod tests {
                 let v = s as f32 + residual[at];
                 y[at] = match act {
                     Activation::HardSwish => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+                    Activation::Relu6 => v.clamp(0.0, 6.0),
                     _ => 1.0 / (1.0 + (-v).exp()),
                 };
             }
@@ -789,7 +790,11 @@ mod tests {
             let residual: Vec<f32> = (0..g.m * g.spatial_out())
                 .map(|i| (i % 7) as f32 * 0.1)
                 .collect();
-            for act in [Activation::Sigmoid, Activation::HardSwish] {
+            for act in [
+                Activation::Sigmoid,
+                Activation::HardSwish,
+                Activation::Relu6,
+            ] {
                 let want = naive(&g, &x, &w, &bias, &residual, act);
                 for plan in plans(&g, &w, true) {
                     let mut staging = vec![f32::NAN; plan.scratch_floats()];

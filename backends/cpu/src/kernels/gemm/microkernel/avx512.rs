@@ -276,6 +276,8 @@ pub(crate) unsafe fn activate(act: Activation, v: __m512) -> __m512 {
         // Lane by lane through a copy, erf's two branches kept it scalar.
         Activation::GeluErf => crate::kernels::gelu_lanes::avx512::gelu(v),
         Activation::GeluTanh => lanes(v, |x| vmath::gelu_tanh(x)),
+        // min_ps returns its second operand where either is NaN: a NaN lane stays.
+        Activation::Relu6 => _mm512_min_ps(_mm512_set1_ps(6.0), relu_keep_nan(v)),
         Activation::HardSwish => {
             // As vmath::hard_swish: a NaN lane stays NaN through the last product.
             let t = _mm512_add_ps(
