@@ -1,6 +1,8 @@
 """``OrtValue`` and ``IOBinding``: values that may stay on a device between
 runs, and DLPack both ways."""
 
+import ctypes
+
 import numpy as np
 
 from . import _native
@@ -17,6 +19,38 @@ _ELEMENT_TYPES = {
 }
 
 
+def _dtype(element_type):
+    """A numpy dtype from a numpy dtype, type or name, or an ONNX element
+    type code."""
+    if isinstance(element_type, int) and not isinstance(element_type, bool):
+        if element_type not in _ELEMENT_TYPES:
+            raise InvalidArgument(f"ONNX element type {element_type} has no numpy dtype here")
+        element_type = _ELEMENT_TYPES[element_type]
+    try:
+        return np.dtype(element_type)
+    except TypeError as e:
+        raise InvalidArgument(f"element type {element_type!r}: {e}") from e
+
+
+def _host_array(name, ortvalue):
+    """The writable numpy array a host ``ortvalue`` shares its memory with,
+    for an output written into it."""
+    a = ortvalue._array
+    if (
+        ortvalue.device_name() != "cpu"
+        or a is None
+        or not a.flags.c_contiguous
+        or not a.flags.writeable
+        or a.ctypes.data != ortvalue.data_ptr()
+    ):
+        raise _NotImplemented(
+            f"output `{name}`: only host OrtValues made from a writable C-contiguous numpy array "
+            "(ortvalue_from_numpy, ortvalue_from_shape_and_type) are written in place; bind the "
+            "output by device (bind_output) and read it from get_outputs()"
+        )
+    return a
+
+
 def _device(device_type):
     d = _DEVICES.get(str(device_type).lower())
     if d is None:
@@ -31,12 +65,15 @@ class OrtValue:
     session on their device: the output of one run can be the input of the
     next without passing through the host."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_value", "_array")
 
-    def __init__(self, value):
+    def __init__(self, value, array=None):
         if not isinstance(value, _native.Value):
             raise TypeError("use OrtValue.ortvalue_from_numpy (or from_dlpack) to make an OrtValue")
         self._value = value
+        # The numpy array a host value was made from (an output bound to
+        # the value is written into it).
+        self._array = array
 
     @staticmethod
     def ortvalue_from_numpy(numpy_obj, device_type="cpu", device_id=0, vendor_id=-1):
@@ -44,15 +81,14 @@ class OrtValue:
         copied: keep it unchanged while the value is used)."""
         d = _device(device_type)
         if d == "cpu":
-            return OrtValue(_native.Value.from_array(numpy_obj))
+            return OrtValue(_native.Value.from_array(numpy_obj), numpy_obj)
         return OrtValue(_native.upload(numpy_obj, d, int(device_id)))
 
     @staticmethod
     def ortvalue_from_shape_and_type(shape, element_type, device_type="cpu", device_id=0, vendor_id=-1):
         """Zeros of ``shape`` and ``element_type`` (a numpy dtype or an ONNX
         element type code) on ``device_type``."""
-        dtype = _ELEMENT_TYPES.get(element_type, element_type) if isinstance(element_type, int) else element_type
-        return OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=dtype), device_type, device_id)
+        return OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=_dtype(element_type)), device_type, device_id)
 
     @staticmethod
     def from_dlpack(data, is_bool_tensor=False):
@@ -112,12 +148,15 @@ class OrtValue:
 class IOBinding:
     """Inputs and outputs bound before a run: inputs from numpy arrays or
     ``OrtValue``s (device values are taken in place), outputs left on the
-    host or on the session's device."""
+    host or on the session's device, or written into the caller's host
+    memory (``bind_ortvalue_output``, ``bind_output`` with ``buffer_ptr``)."""
 
     def __init__(self, session):
         self._session = session
         self._inputs = {}
         self._outputs = []  # (name, device)
+        # Outputs written into the caller's memory: name -> OrtValue.
+        self._into = {}
         self._results = None
 
     def bind_cpu_input(self, name, arr_on_cpu):
@@ -133,30 +172,51 @@ class IOBinding:
         )
 
     def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
-        if buffer_ptr is not None:
-            raise _NotImplemented(
-                f"output `{name}`: writing into a caller's buffer is not supported; "
-                "bind the output by device and read it from get_outputs()"
-            )
+        """Binds output ``name`` to a device (read it from ``get_outputs()``),
+        or, with ``buffer_ptr``, to the caller's host memory of
+        ``element_type`` and ``shape`` that every run writes into."""
         d = _device(device_type)
+        if buffer_ptr is not None:
+            if d != "cpu":
+                raise _NotImplemented(
+                    f"output `{name}`: writing into a caller's {d} buffer is not supported; "
+                    f"bind the output to {d} and read it from get_outputs()"
+                )
+            if element_type is None or shape is None:
+                raise InvalidArgument(
+                    f"output `{name}`: a buffer_ptr needs its element_type and shape"
+                )
+            dtype = _dtype(element_type)
+            dims = [int(s) for s in shape]
+            if any(s < 0 for s in dims):
+                raise InvalidArgument(f"output `{name}`: shape {dims} has a negative dim")
+            nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+            raw = (ctypes.c_char * nbytes).from_address(int(buffer_ptr))
+            arr = np.frombuffer(raw, dtype=dtype).reshape(dims)
+            self.bind_ortvalue_output(name, OrtValue.ortvalue_from_numpy(arr))
+            return
         target = self._session._sess.target
         if d not in ("cpu", target):
             raise InvalidArgument(
                 f"output `{name}` is bound to {d}, but the session runs on {target}"
             )
+        self._into.pop(name, None)
         self._outputs = [(n, dev) for n, dev in self._outputs if n != name] + [(name, d)]
 
     def bind_ortvalue_output(self, name, ortvalue):
-        raise _NotImplemented(
-            f"output `{name}`: writing into a caller's OrtValue is not supported; "
-            "bind the output by device (bind_output) and read it from get_outputs()"
-        )
+        """Binds output ``name`` to the caller's host ``ortvalue``: every run
+        writes the output into its memory (its shape and type must be the
+        output's), and ``get_outputs()`` returns that value."""
+        _host_array(name, ortvalue)
+        self._outputs = [(n, dev) for n, dev in self._outputs if n != name] + [(name, "cpu")]
+        self._into[name] = ortvalue
 
     def clear_binding_inputs(self):
         self._inputs = {}
 
     def clear_binding_outputs(self):
         self._outputs = []
+        self._into = {}
         self._results = None
 
     def synchronize_inputs(self):
@@ -171,7 +231,21 @@ class IOBinding:
         names = [n for n, _ in self._outputs]
         on_device = [n for n, d in self._outputs if d != "cpu"]
         values = self._session._sess.run_values(names, dict(self._inputs), on_device)
-        self._results = [OrtValue(v) for v in values]
+        results = []
+        for n, v in zip(names, values):
+            into = self._into.get(n)
+            if into is None:
+                results.append(OrtValue(v))
+                continue
+            got, a = v.numpy(), _host_array(n, into)
+            if got.shape != a.shape or got.dtype != a.dtype:
+                raise InvalidArgument(
+                    f"output `{n}` is {got.dtype}{list(got.shape)}, but the value bound to it "
+                    f"is {a.dtype}{list(a.shape)}"
+                )
+            np.copyto(a, got)
+            results.append(into)
+        self._results = results
 
     def get_outputs(self):
         if self._results is None:

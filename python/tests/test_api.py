@@ -261,6 +261,44 @@ def test_ortvalue_and_iobinding_on_the_cpu(ort):
     np.testing.assert_array_equal(back.numpy(), want)
 
 
+def test_outputs_written_into_the_callers_memory(ort):
+    r = rlx_onnx.InferenceSession(CNN)
+    x = read_inputs(os.path.dirname(CNN))[0]
+    name, out = r.get_inputs()[0].name, r.get_outputs()[0].name
+    want = r.run(None, {name: x})[0]
+    # Into an OrtValue made for it: the same value comes back, its array filled.
+    v = rlx_onnx.OrtValue.ortvalue_from_shape_and_type(want.shape, want.dtype)
+    b = r.io_binding()
+    b.bind_cpu_input(name, x)
+    b.bind_ortvalue_output(out, v)
+    r.run_with_iobinding(b)
+    (got,) = b.get_outputs()
+    assert got is v
+    np.testing.assert_array_equal(v.numpy(), want)
+    # Into a raw host buffer of the output's type and shape (ONNX type code 1: float).
+    buf = np.full(want.shape, np.nan, dtype=np.float32)
+    b = r.io_binding()
+    b.bind_cpu_input(name, x)
+    b.bind_output(out, "cpu", 0, 1, list(want.shape), buf.ctypes.data)
+    r.run_with_iobinding(b)
+    np.testing.assert_array_equal(buf, want)
+    # A value of another shape is an error naming the output; nothing is written.
+    small = np.zeros((1, 2), dtype=np.float32)
+    b = r.io_binding()
+    b.bind_cpu_input(name, x)
+    b.bind_ortvalue_output(out, rlx_onnx.OrtValue.ortvalue_from_numpy(small))
+    with pytest.raises(rlx_onnx.InvalidArgument, match=out):
+        r.run_with_iobinding(b)
+    assert not small.any()
+    # A read-only array cannot be written into: refused when bound.
+    ro = np.zeros(want.shape, dtype=np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(rlx_onnx.NotImplemented):
+        r.io_binding().bind_ortvalue_output(out, rlx_onnx.OrtValue.ortvalue_from_numpy(ro))
+    with pytest.raises(rlx_onnx.InvalidArgument, match="element_type and shape"):
+        r.io_binding().bind_output(out, "cpu", 0, None, None, buf.ctypes.data)
+
+
 @pytest.mark.parametrize("provider", ["VulkanExecutionProvider", "WgpuExecutionProvider"])
 def test_gpu_provider_and_device_values(ort, provider):
     if provider not in rlx_onnx.get_available_providers():
