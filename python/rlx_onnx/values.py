@@ -186,6 +186,10 @@ class IOBinding:
                 raise InvalidArgument(
                     f"output `{name}`: a buffer_ptr needs its element_type and shape"
                 )
+            # The address itself cannot be checked (as in ONNX Runtime, the
+            # caller vouches for it); a null one can.
+            if int(buffer_ptr) == 0:
+                raise InvalidArgument(f"output `{name}`: buffer_ptr is null")
             dtype = _dtype(element_type)
             dims = [int(s) for s in shape]
             if any(s < 0 for s in dims):

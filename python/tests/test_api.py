@@ -297,6 +297,8 @@ def test_outputs_written_into_the_callers_memory(ort):
         r.io_binding().bind_ortvalue_output(out, rlx_onnx.OrtValue.ortvalue_from_numpy(ro))
     with pytest.raises(rlx_onnx.InvalidArgument, match="element_type and shape"):
         r.io_binding().bind_output(out, "cpu", 0, None, None, buf.ctypes.data)
+    with pytest.raises(rlx_onnx.InvalidArgument, match="null"):
+        r.io_binding().bind_output(out, "cpu", 0, np.float32, list(want.shape), 0)
 
 
 @pytest.mark.parametrize("provider", ["VulkanExecutionProvider", "WgpuExecutionProvider"])
