@@ -124,6 +124,22 @@ fn other_ops_are_refused_by_name() {
 /// cannot find it by name: from the `nvidia-cuda-nvrtc` wheel (found through
 /// python3) or a CUDA toolkit. Loaded objects are matched by soname, so
 /// cudarc's later open by name finds them.
+/// Whether NVRTC loads; CI requires it, elsewhere the test named `what`
+/// says why it skips.
+pub(crate) fn nvrtc_or_skip(what: &str) -> bool {
+    match find_nvrtc() {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "NVRTC is required in CI: {why}"
+            );
+            eprintln!("skipping {what}: {why}");
+            false
+        }
+    }
+}
+
 pub(crate) fn find_nvrtc() -> Result<(), String> {
     if nvrtc_available() {
         return Ok(());
@@ -181,12 +197,7 @@ pub(crate) fn test_compiler() -> Compiler {
 }
 
 pub(crate) fn compile_all(schedules: &[Schedule]) -> Option<Compiler> {
-    if let Err(why) = find_nvrtc() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "NVRTC is required in CI: {why}"
-        );
-        eprintln!("skipping the NVRTC compile test: {why}");
+    if !nvrtc_or_skip("the NVRTC compile test") {
         return None;
     }
     let c = test_compiler();
@@ -394,12 +405,7 @@ fn spilling(report: &str) -> Vec<(String, String)> {
 fn tensor_core_attention_kernels_keep_their_registers() {
     // A spill puts local-memory traffic on the path of every key tile; it
     // shows only in ptxas's report, so it is checked here, without a GPU.
-    if let Err(why) = find_nvrtc() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "NVRTC is required in CI: {why}"
-        );
-        eprintln!("skipping the ptxas report test: {why}");
+    if !nvrtc_or_skip("the ptxas report test") {
         return;
     }
     // The report's form, as NVRTC 13.0 writes it.
