@@ -29,6 +29,10 @@
 //!                 length, value; keys `field:NAME` for the named fields
 //!                 (producer, domain, descriptions, graph name), `prop:KEY`
 //!                 for `metadata_props`, in file order
+//!       7 outputs optional (the shapes the ONNX model declares for its
+//!                 outputs): u32 count, per output: u32 name length, name,
+//!                 u32 rank (u32::MAX: no shape), per dim: u8 kind (0 a
+//!                 value: i64; 1 a name: u32 length, name; 2 unknown)
 //! ```
 //!
 //! Readers ignore section kinds they do not know.
@@ -40,6 +44,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use rlx_importer::DeclaredDim;
 use rlx_ir::text::{parse_graph, print_graph};
 use rlx_ir::{Bindings, Bytes, DType, Tensor, Weights};
 use rlx_passes::OptLevel;
@@ -208,7 +213,8 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
         .sum::<usize>();
     let ptx = m.cuda_ptx.as_ref().map(ptx_section);
     let model = metadata_section(&m.metadata);
-    let section_count = if ptx.is_some() { 6 } else { 5 };
+    let declared = outputs_section(&m.metadata.outputs);
+    let section_count = 5 + usize::from(ptx.is_some()) + usize::from(declared.is_some());
     let table_len = 4 + section_count * 20;
     let meta_off = HEADER + table_len;
     let graph_off = meta_off + meta.len();
@@ -258,7 +264,11 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
         sections.push((5, ptx_off, p.len()));
     }
     sections.push((6, model_off, model.len()));
-    let mut out = Vec::with_capacity(model_off + model.len());
+    let declared_off = model_off + model.len();
+    if let Some(d) = &declared {
+        sections.push((7, declared_off, d.len()));
+    }
+    let mut out = Vec::with_capacity(declared_off + declared.as_ref().map_or(0, Vec::len));
     out.extend(MAGIC);
     out.extend(FORMAT_VERSION.to_le_bytes());
     out.extend(0u32.to_le_bytes());
@@ -278,6 +288,9 @@ pub fn to_bytes_with(m: &CompiledModel, opts: &SaveOptions) -> Vec<u8> {
         out.extend(p);
     }
     out.extend(&model);
+    if let Some(d) = &declared {
+        out.extend(d);
+    }
     let payload_len = (out.len() - HEADER) as u64;
     let crc = crc32fast::hash(&out[HEADER..]);
     out[16..24].copy_from_slice(&payload_len.to_le_bytes());
@@ -335,6 +348,70 @@ fn read_metadata(r: &mut Reader) -> Result<rlx_importer::Metadata, ArtifactError
         }
     }
     Ok(m)
+}
+
+fn outputs_section(outputs: &[(String, Option<Vec<DeclaredDim>>)]) -> Option<Vec<u8>> {
+    if outputs.is_empty() {
+        return None;
+    }
+    let mut b = Vec::new();
+    b.extend((outputs.len() as u32).to_le_bytes());
+    for (name, dims) in outputs {
+        b.extend((name.len() as u32).to_le_bytes());
+        b.extend(name.as_bytes());
+        let Some(dims) = dims else {
+            b.extend(u32::MAX.to_le_bytes());
+            continue;
+        };
+        b.extend((dims.len() as u32).to_le_bytes());
+        for d in dims {
+            match d {
+                DeclaredDim::Value(v) => {
+                    b.push(0);
+                    b.extend(v.to_le_bytes());
+                }
+                DeclaredDim::Param(p) => {
+                    b.push(1);
+                    b.extend((p.len() as u32).to_le_bytes());
+                    b.extend(p.as_bytes());
+                }
+                DeclaredDim::Unknown => b.push(2),
+            }
+        }
+    }
+    Some(b)
+}
+
+type DeclaredOutputs = Vec<(String, Option<Vec<DeclaredDim>>)>;
+
+fn read_outputs(r: &mut Reader) -> Result<DeclaredOutputs, ArtifactError> {
+    let text = |r: &mut Reader| -> Result<String, ArtifactError> {
+        let n = r.u32()? as usize;
+        std::str::from_utf8(r.take(n)?)
+            .map(str::to_string)
+            .map_err(|_| malformed("a declared output name is not UTF-8"))
+    };
+    let count = r.u32()?;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let name = text(r)?;
+        let rank = r.u32()?;
+        if rank == u32::MAX {
+            out.push((name, None));
+            continue;
+        }
+        let mut dims = Vec::new();
+        for _ in 0..rank {
+            dims.push(match r.take(1)?[0] {
+                0 => DeclaredDim::Value(r.u64()? as i64),
+                1 => DeclaredDim::Param(text(r)?),
+                2 => DeclaredDim::Unknown,
+                k => return Err(malformed(format!("declared dim kind {k}"))),
+            });
+        }
+        out.push((name, Some(dims)));
+    }
+    Ok(out)
 }
 
 fn ptx_section(p: &Prebuilt) -> Vec<u8> {
@@ -705,13 +782,19 @@ fn parse(all: &Bytes) -> Result<CompiledModel, ArtifactError> {
         })?),
         None => None,
     };
-    let metadata = match sections.get(&6).copied() {
+    let mut metadata = match sections.get(&6).copied() {
         Some((o, l)) => read_metadata(&mut Reader {
             b: &b[..o + l],
             at: o,
         })?,
-        None => Default::default(),
+        None => rlx_importer::Metadata::default(),
     };
+    if let Some((o, l)) = sections.get(&7).copied() {
+        metadata.outputs = read_outputs(&mut Reader {
+            b: &b[..o + l],
+            at: o,
+        })?;
+    }
     Ok(CompiledModel {
         graph,
         weights,

@@ -22,7 +22,7 @@ pub mod proto {
 
 pub use ctx::NodeCtx;
 pub use error::{ImportError, MapError, NodeIssue, TensorError};
-pub use metadata::Metadata;
+pub use metadata::{DeclaredDim, Metadata};
 pub use model::{
     decode_model, import_bytes, import_file, import_model, onnx_node_name, ImportedModel,
     LATEST_OPSET,

@@ -2,7 +2,33 @@
 //! returns from `get_modelmeta()`, and its `metadata_props` (class names,
 //! image size, licence, ...), kept through compilation and in artifacts.
 
-use crate::proto::ModelProto;
+use crate::proto::{type_proto, ModelProto, ValueInfoProto};
+
+/// One dim of a shape the model declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeclaredDim {
+    /// `dim_value`.
+    Value(i64),
+    /// `dim_param`.
+    Param(String),
+    /// Neither.
+    Unknown,
+}
+
+/// The shape `vi` declares, if it declares a tensor shape.
+fn declared_shape(vi: &ValueInfoProto) -> Option<Vec<DeclaredDim>> {
+    use crate::proto::tensor_shape_proto::dimension::Value as DV;
+    let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return None;
+    };
+    let dims = t.shape.as_ref()?.dim.iter().map(|d| match &d.value {
+        Some(DV::DimValue(v)) => DeclaredDim::Value(*v),
+        Some(DV::DimParam(p)) => DeclaredDim::Param(p.clone()),
+        None => DeclaredDim::Unknown,
+    });
+    Some(dims.collect())
+}
 
 /// A model's metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,6 +45,10 @@ pub struct Metadata {
     pub graph_description: String,
     /// `metadata_props`, in file order (ORT's `custom_metadata_map`).
     pub custom: Vec<(String, String)>,
+    /// The shape each output declares (`None`: no tensor shape), by name,
+    /// in graph order: what ONNX Runtime's `get_outputs()` reports, where
+    /// rlx-onnx's own signature gives the shapes it infers.
+    pub outputs: Vec<(String, Option<Vec<DeclaredDim>>)>,
 }
 
 impl Metadata {
@@ -39,6 +69,14 @@ impl Metadata {
                 .iter()
                 .map(|p| (s(&p.key), s(&p.value)))
                 .collect(),
+            outputs: graph
+                .map(|g| {
+                    g.output
+                        .iter()
+                        .map(|vi| (s(&vi.name), declared_shape(vi)))
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 

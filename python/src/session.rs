@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use rlx_onnx::importer::DeclaredDim;
 use rlx_onnx::ir::{DType, Tensor, ValueKind};
 use rlx_onnx::{
     artifact, CompiledModel, Compiler, DimInfo, Fallback, IoInfo, Limits, OptLevel, Outputs,
@@ -203,6 +204,30 @@ fn describe<'py>(py: Python<'py>, io: &IoInfo) -> PyResult<Bound<'py, PyAny>> {
         .into_any())
 }
 
+/// (name, type, shape) of an output whose model declares its shape `dims`.
+fn describe_declared<'py>(
+    py: Python<'py>,
+    io: &IoInfo,
+    dims: &[DeclaredDim],
+) -> PyResult<Bound<'py, PyAny>> {
+    // A size rlx-onnx's inference fixes wins over a declared name (ONNX
+    // Runtime's own inference refines the declared shape the same way).
+    let same_rank = io.dims.len() == dims.len();
+    let shape = PyList::empty(py);
+    for (i, d) in dims.iter().enumerate() {
+        match (d, io.dims.get(i)) {
+            (_, Some(DimInfo::Fixed(n))) if same_rank => shape.append(*n)?,
+            // Exporters write -1 for "unknown" (ORT reports None).
+            (DeclaredDim::Value(v), _) if *v >= 0 => shape.append(*v)?,
+            (DeclaredDim::Param(p), _) => shape.append(p)?,
+            (DeclaredDim::Value(_) | DeclaredDim::Unknown, _) => shape.append(py.None())?,
+        }
+    }
+    Ok((io.name.as_str(), type_string(io.dtype, io.kind), shape)
+        .into_pyobject(py)?
+        .into_any())
+}
+
 impl PySession {
     /// The indices of `names` among the outputs (all outputs for `None`).
     fn output_indices(&self, names: Option<Vec<String>>) -> PyResult<Vec<usize>> {
@@ -304,9 +329,25 @@ impl PySession {
         self.inputs.iter().map(|io| describe(py, io)).collect()
     }
 
-    /// The outputs: a list of (name, type, shape).
+    /// The outputs: a list of (name, type, shape), the shape as ONNX
+    /// Runtime reports it where the model declares one: each dim's size
+    /// where inference fixes it, else the declared value or name (`None`
+    /// for neither); outputs without a declared shape as inferred.
     fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        self.outputs.iter().map(|io| describe(py, io)).collect()
+        let declared = &self.inner.model().metadata.outputs;
+        self.outputs
+            .iter()
+            .map(|io| {
+                let dims = declared
+                    .iter()
+                    .find(|(n, _)| n == &io.name)
+                    .and_then(|(_, d)| d.as_ref());
+                match dims {
+                    Some(dims) => describe_declared(py, io, dims),
+                    None => describe(py, io),
+                }
+            })
+            .collect()
     }
 
     /// The target the model was compiled for: `cpu`, `cuda`, `wgpu` or `vulkan`.
