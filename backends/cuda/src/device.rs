@@ -184,6 +184,9 @@ impl Context {
     }
 }
 
+/// Shared memory a block may use without opting in (CUDA's default limit).
+const STATIC_SHARED: u32 = 48 << 10;
+
 /// cuBLASLt workspace (NVIDIA's recommendation for Hopper).
 const WORKSPACE: usize = 32 << 20;
 
@@ -192,6 +195,8 @@ struct Resolved {
     function: CudaFunction,
     grid: [u32; 3],
     block: [u32; 3],
+    /// Dynamic shared memory bytes a block.
+    shared: u32,
     pointers: Vec<CUdeviceptr>,
     /// The parameter struct as 4-byte words (aligned as the kernel reads it).
     params: Vec<u32>,
@@ -320,6 +325,20 @@ impl Executable {
                     let function = module
                         .load_function(&k.entry)
                         .map_err(|e| node_err(format!("kernel `{}`: {e:?}", k.entry)))?;
+                    if k.shared > STATIC_SHARED {
+                        // Past 48 KiB a kernel must opt in to dynamic shared memory.
+                        let bytes = i32::try_from(k.shared).map_err(|_| {
+                            node_err(format!("{} bytes of shared memory", k.shared))
+                        })?;
+                        function
+                            .set_attribute(
+                                ds::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                bytes,
+                            )
+                            .map_err(|e| {
+                                node_err(format!("kernel `{}`, {bytes} bytes of shared memory: {e:?}", k.entry))
+                            })?;
+                    }
                     if !k.operands.iter().all(inside) {
                         return Err(node_err("an operand beyond the buffer".into()));
                     }
@@ -340,6 +359,7 @@ impl Executable {
                         function,
                         grid: k.grid,
                         block: k.block,
+                        shared: k.shared,
                         pointers: k.operands.iter().map(|r| base + r.offset).collect(),
                         params,
                     }));
@@ -538,7 +558,7 @@ impl Executable {
                         k.function.cu_function(),
                         (k.grid[0], k.grid[1], k.grid[2]),
                         (k.block[0], k.block[1], k.block[2]),
-                        0,
+                        k.shared,
                         cs,
                         &mut args,
                     )

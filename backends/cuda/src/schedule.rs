@@ -35,6 +35,8 @@ pub struct KernelLaunch {
     pub entry: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Dynamic shared memory bytes a block (0: the kernel's static arrays only).
+    pub shared: u32,
     pub operands: Vec<Range>,
     pub params: ParamBlock,
     pub node: String,
@@ -318,9 +320,13 @@ impl Schedule {
             Some(Launch::Kernel(k)) => {
                 let module = self.modules.get(k.module).map_or("?", |m| m.name.as_str());
                 let ops: Vec<String> = k.operands.iter().map(|r| r.to_string()).collect();
+                let shared = match k.shared {
+                    0 => String::new(),
+                    b => format!(" shared={b}"),
+                };
                 write!(
                     f,
-                    "{i:>3} {module}.{} grid={:?} block={:?} operands={} {{{}}}  # {}",
+                    "{i:>3} {module}.{} grid={:?} block={:?}{shared} operands={} {{{}}}  # {}",
                     k.entry,
                     k.grid,
                     k.block,

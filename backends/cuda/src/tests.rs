@@ -413,9 +413,17 @@ fn tensor_core_attention_kernels_keep_their_registers() {
                   ptxas         .     8 bytes stack frame, 16 bytes spill stores, 24 bytes spill loads\n";
     assert_eq!(spilling(sample).len(), 1);
     let c = test_compiler();
-    use crate::kernels::attention::{FLASH_BF16, FLASH_BF16_SPLIT, FLASH_F16, FLASH_F16_SPLIT};
+    use crate::kernels::attention::{
+        FLASH_BF16, FLASH_BF16_SPLIT, FLASH_F16, FLASH_F16_SPLIT, FLASH_F32,
+    };
     let mut spills = Vec::new();
-    for f in [&FLASH_F16, &FLASH_BF16, &FLASH_F16_SPLIT, &FLASH_BF16_SPLIT] {
+    for f in [
+        &FLASH_F32,
+        &FLASH_F16,
+        &FLASH_BF16,
+        &FLASH_F16_SPLIT,
+        &FLASH_BF16_SPLIT,
+    ] {
         let report = c.ptxas_report(f.name, &module_source(f)).unwrap();
         assert!(report.contains("Compiling entry function"), "{report}");
         spills.extend(spilling(&report));

@@ -2,9 +2,9 @@
 //! strides, with grouped-query heads, bool or float masks, causality, key
 //! windows, softcap and per-batch key lengths, planned by rlx-gpu's
 //! `kernels::attention` (the struct the WGSL kernel reads). Two kernels:
-//! - the tiled one (`kernels/cuda/flash_attention.cu`): a block per (batch,
-//!   head, query tile), K/V tiles through shared memory, online softmax;
-//!   tensor cores for f16/bf16, exact FMAs for f32; head sizes up to
+//! - the tiled one (`kernels/cuda/flash_attention.cu`, `flash_mma.cu`): a
+//!   block per (batch, head, query tile), K/V tiles through shared memory,
+//!   online softmax; tensor cores for f16/bf16, exact FMAs for f32; head sizes up to
 //!   [`FLASH_MAX_HEAD`];
 //! - the row kernel (`kernels/cuda/attention.cu`, a warp per query row) for
 //!   the rest: the QK output, f64, head sizes up to [`MAX_HEAD`].
@@ -32,16 +32,18 @@ pub const SOURCE: Source = Source {
 };
 
 /// The tiled kernels, one module per element type (each compiles only its
-/// own entries: NVRTC takes seconds over the tensor-core ones).
+/// own entries: NVRTC takes seconds over the tensor-core ones), the half
+/// types' with the tensor-core kernel (`flash_mma.cu`).
 macro_rules! flash_source {
-    ($name:literal, $define:literal) => {
+    ($name:literal, $define:literal $(, $more:literal)?) => {
         Source {
             name: $name,
             source: concat!(
                 $define,
                 "\n",
                 include_str!("../../../../kernels/cuda/attention.cuh"),
-                include_str!("../../../../kernels/cuda/flash_attention.cu")
+                include_str!("../../../../kernels/cuda/flash_attention.cu"),
+                $(include_str!($more))?
             ),
             layouts,
         }
@@ -49,15 +51,25 @@ macro_rules! flash_source {
 }
 
 pub const FLASH_F32: Source = flash_source!("flash_attention_f32", "#define FA_F32 1");
-pub const FLASH_F16: Source = flash_source!("flash_attention_f16", "#define FA_F16 1");
-pub const FLASH_BF16: Source = flash_source!("flash_attention_bf16", "#define FA_BF16 1");
+pub const FLASH_F16: Source = flash_source!(
+    "flash_attention_f16",
+    "#define FA_F16 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_BF16: Source = flash_source!(
+    "flash_attention_bf16",
+    "#define FA_BF16 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
 pub const FLASH_F16_SPLIT: Source = flash_source!(
     "flash_attention_f16_split",
-    "#define FA_F16 1\n#define FA_SPLIT 1"
+    "#define FA_F16 1\n#define FA_SPLIT 1",
+    "../../../../kernels/cuda/flash_mma.cu"
 );
 pub const FLASH_BF16_SPLIT: Source = flash_source!(
     "flash_attention_bf16_split",
-    "#define FA_BF16 1\n#define FA_SPLIT 1"
+    "#define FA_BF16 1\n#define FA_SPLIT 1",
+    "../../../../kernels/cuda/flash_mma.cu"
 );
 
 fn layouts() -> Vec<Layout> {
@@ -84,31 +96,101 @@ const FLASH_THREADS: u32 = 128;
 /// would idle with 64-row tiles.
 pub const FEW_BLOCKS: u64 = 32;
 
-/// The tiled kernel for `dtype` and head sizes `dk`, `dv`: its module, its
-/// entry and its query rows per block; `None` where the row kernel runs.
-/// `split`: the key-split tiles of the half types (f32 has one shape).
-fn flash_entry(
-    dtype: DType,
-    dk: usize,
-    dv: usize,
-    split: bool,
-) -> Option<(&'static Source, &'static str, u64)> {
+/// A tensor-core tile shape (`FaShape` in `kernels/cuda/flash_mma.cu`):
+/// head size `d`, `bk` keys a tile, `wq` x `wk` warps over queries (16 rows
+/// each) and keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MmaShape {
+    d: u32,
+    bk: u32,
+    wq: u32,
+    wk: u32,
+}
+
+impl MmaShape {
+    const fn new(d: u32, bk: u32, wq: u32, wk: u32) -> Self {
+        MmaShape { d, bk, wq, wk }
+    }
+
+    fn rows(self) -> u64 {
+        u64::from(16 * self.wq)
+    }
+
+    fn threads(self) -> u32 {
+        32 * self.wq * self.wk
+    }
+
+    /// Dynamic shared memory bytes (`FaShape::SE` elements of 2 bytes):
+    /// two K/V buffers, the second first Q's staging area (Q moves to
+    /// registers before it is filled), rows padded by 8 elements.
+    fn shared(self) -> u32 {
+        let ld = self.d + 8;
+        let (qe, kve) = (self.rows() as u32 * ld, 2 * self.bk * ld);
+        2 * (qe.max(kve) + kve)
+    }
+}
+
+/// A tiled kernel: module, entry, query rows a block, threads a block and
+/// dynamic shared memory bytes.
+#[derive(Clone, Copy)]
+struct Flash {
+    source: &'static Source,
+    entry: &'static str,
+    rows: u64,
+    threads: u32,
+    shared: u32,
+}
+
+impl Flash {
+    fn mma(source: &'static Source, entry: &'static str, s: MmaShape) -> Self {
+        Flash {
+            source,
+            entry,
+            rows: s.rows(),
+            threads: s.threads(),
+            shared: s.shared(),
+        }
+    }
+}
+
+/// The tiled kernel for `dtype` and head sizes `dk`, `dv`; `None` where the
+/// row kernel runs. `split`: the key-split tiles of the half types (f32 has
+/// one shape).
+fn flash_entry(dtype: DType, dk: usize, dv: usize, split: bool) -> Option<Flash> {
     let d = dk.max(dv);
+    let f32 = |entry| Flash {
+        source: &FLASH_F32,
+        entry,
+        rows: 32,
+        threads: FLASH_THREADS,
+        shared: 0,
+    };
+    let (d32, d64, d128) = (
+        MmaShape::new(32, 64, 4, 1),
+        MmaShape::new(64, 64, 4, 1),
+        MmaShape::new(128, 64, 4, 1),
+    );
+    let (s32, s64, s128) = (
+        MmaShape::new(32, 64, 1, 4),
+        MmaShape::new(64, 64, 1, 4),
+        MmaShape::new(128, 32, 2, 2),
+    );
+    let (f16, f16s, bf16, bf16s) = (&FLASH_F16, &FLASH_F16_SPLIT, &FLASH_BF16, &FLASH_BF16_SPLIT);
     Some(match (dtype, d, split) {
-        (DType::F32, 0..=64, _) => (&FLASH_F32, "flash_attention_f32_d64", 32),
-        (DType::F32, 65..=128, _) => (&FLASH_F32, "flash_attention_f32_d128", 32),
-        (DType::F16, 0..=32, false) => (&FLASH_F16, "flash_attention_f16_d32", 64),
-        (DType::F16, 33..=64, false) => (&FLASH_F16, "flash_attention_f16_d64", 64),
-        (DType::F16, 65..=128, false) => (&FLASH_F16, "flash_attention_f16_d128", 64),
-        (DType::F16, 0..=32, true) => (&FLASH_F16_SPLIT, "flash_attention_f16_d32_split", 16),
-        (DType::F16, 33..=64, true) => (&FLASH_F16_SPLIT, "flash_attention_f16_d64_split", 16),
-        (DType::F16, 65..=128, true) => (&FLASH_F16_SPLIT, "flash_attention_f16_d128_split", 32),
-        (DType::BF16, 0..=32, false) => (&FLASH_BF16, "flash_attention_bf16_d32", 64),
-        (DType::BF16, 33..=64, false) => (&FLASH_BF16, "flash_attention_bf16_d64", 64),
-        (DType::BF16, 65..=128, false) => (&FLASH_BF16, "flash_attention_bf16_d128", 64),
-        (DType::BF16, 0..=32, true) => (&FLASH_BF16_SPLIT, "flash_attention_bf16_d32_split", 16),
-        (DType::BF16, 33..=64, true) => (&FLASH_BF16_SPLIT, "flash_attention_bf16_d64_split", 16),
-        (DType::BF16, 65..=128, true) => (&FLASH_BF16_SPLIT, "flash_attention_bf16_d128_split", 32),
+        (DType::F32, 0..=64, _) => f32("flash_attention_f32_d64"),
+        (DType::F32, 65..=128, _) => f32("flash_attention_f32_d128"),
+        (DType::F16, 0..=32, false) => Flash::mma(f16, "flash_attention_f16_d32", d32),
+        (DType::F16, 33..=64, false) => Flash::mma(f16, "flash_attention_f16_d64", d64),
+        (DType::F16, 65..=128, false) => Flash::mma(f16, "flash_attention_f16_d128", d128),
+        (DType::F16, 0..=32, true) => Flash::mma(f16s, "flash_attention_f16_d32_split", s32),
+        (DType::F16, 33..=64, true) => Flash::mma(f16s, "flash_attention_f16_d64_split", s64),
+        (DType::F16, 65..=128, true) => Flash::mma(f16s, "flash_attention_f16_d128_split", s128),
+        (DType::BF16, 0..=32, false) => Flash::mma(bf16, "flash_attention_bf16_d32", d32),
+        (DType::BF16, 33..=64, false) => Flash::mma(bf16, "flash_attention_bf16_d64", d64),
+        (DType::BF16, 65..=128, false) => Flash::mma(bf16, "flash_attention_bf16_d128", d128),
+        (DType::BF16, 0..=32, true) => Flash::mma(bf16s, "flash_attention_bf16_d32_split", s32),
+        (DType::BF16, 33..=64, true) => Flash::mma(bf16s, "flash_attention_bf16_d64_split", s64),
+        (DType::BF16, 65..=128, true) => Flash::mma(bf16s, "flash_attention_bf16_d128_split", s128),
         _ => return None,
     })
 }
@@ -406,10 +488,10 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     }
     let split = split_tiles(cx.opts.attention, b * hq, sq);
     match flash_entry(dtype, dk, dv, split).filter(|_| tiled) {
-        Some((source, flash, rows)) => {
-            let m = cx.modules.of(source);
-            let blocks = (b * hq) as u64 * (sq as u64).div_ceil(rows);
-            cx.kernel_params(m, flash, blocks, FLASH_THREADS, operands, &params);
+        Some(f) => {
+            let m = cx.modules.of(f.source);
+            let blocks = (b * hq) as u64 * (sq as u64).div_ceil(f.rows);
+            cx.kernel_params_shared(m, f.entry, blocks, f.threads, f.shared, operands, &params);
         }
         None => {
             let m = cx.modules.of(&SOURCE);

@@ -39,6 +39,7 @@ fn kernel(
         entry: entry.to_string(),
         grid,
         block: [block, 1, 1],
+        shared: 0,
         operands,
         params,
         node: String::new(),

@@ -348,6 +348,7 @@ fn gemm(
                 entry: entry.to_string(),
                 grid: [across, rows, 1],
                 block: [threads, 1, 1],
+                shared: 0,
                 operands: vec![xi, ci],
                 params: ParamBlock::of(&params),
                 node: String::new(),

@@ -289,6 +289,21 @@ impl<'a> Cx<'a> {
         operands: Vec<Range>,
         params: ParamBlock,
     ) {
+        self.kernel_with_shared(module, entry, blocks, block, 0, operands, params);
+    }
+
+    /// [`Cx::kernel`] with `shared` bytes of dynamic shared memory a block.
+    #[allow(clippy::too_many_arguments)]
+    pub fn kernel_with_shared(
+        &mut self,
+        module: usize,
+        entry: &str,
+        blocks: u64,
+        block: u32,
+        shared: u32,
+        operands: Vec<Range>,
+        params: ParamBlock,
+    ) {
         if blocks == 0 {
             return;
         }
@@ -297,6 +312,7 @@ impl<'a> Cx<'a> {
             entry: entry.to_string(),
             grid: fold_grid(blocks),
             block: [block, 1, 1],
+            shared,
             operands,
             params,
             node: String::new(),
@@ -315,6 +331,22 @@ impl<'a> Cx<'a> {
         p: &P,
     ) {
         self.kernel(module, entry, blocks, block, operands, ParamBlock::of(p));
+    }
+
+    /// [`Cx::kernel_params`] with `shared` bytes of dynamic shared memory a block.
+    #[allow(clippy::too_many_arguments)]
+    pub fn kernel_params_shared<P: Params>(
+        &mut self,
+        module: usize,
+        entry: &str,
+        blocks: u64,
+        block: u32,
+        shared: u32,
+        operands: Vec<Range>,
+        p: &P,
+    ) {
+        let params = ParamBlock::of(p);
+        self.kernel_with_shared(module, entry, blocks, block, shared, operands, params);
     }
 
     /// A launch built elsewhere (a GEMM, say).
