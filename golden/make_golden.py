@@ -763,6 +763,59 @@ def norms():
     save("norms", model(g, 17), inputs)
 
 
+def unrolled_lstm():
+    """An LSTM cell unrolled over 5 steps as a tracing exporter writes it
+    (PyTorch's LSTMCell in a Python loop): each step projects its input with
+    its own Gemm against one weight (stacked into one product by
+    `stack-matmuls`) and the last state with another (a chain, left alone)."""
+    r = rng(12)
+    t_steps, b, i_size, h = 5, 2, 12, 8
+    nodes = []
+    inits = [
+        init("w_ih", (0.3 * r.standard_normal((4 * h, i_size))).astype(np.float32)),
+        init("b_ih", (0.1 * r.standard_normal(4 * h)).astype(np.float32)),
+        init("w_hh", (0.3 * r.standard_normal((4 * h, h))).astype(np.float32)),
+        init("b_hh", (0.1 * r.standard_normal(4 * h)).astype(np.float32)),
+        init("sizes", np.array([h, h, h, h], dtype=np.int64)),
+        init("h0", np.zeros((b, h), dtype=np.float32)),
+    ]
+    hs = []
+    h_prev, c_prev = "h0", "h0"
+    for t in range(t_steps):
+        p = f"/lstm/cell_{t}/"
+        inits.append(init(f"t{t}", np.array(t, dtype=np.int64)))
+        nodes += [
+            helper.make_node("Gather", ["x", f"t{t}"], [p + "xt"], name=f"/lstm/Gather_{t}", axis=0),
+            helper.make_node("Gemm", [p + "xt", "w_ih", "b_ih"], [p + "gi"], name=p + "Gemm_1", transB=1),
+            helper.make_node("Gemm", [h_prev, "w_hh", "b_hh"], [p + "gh"], name=p + "Gemm", transB=1),
+            helper.make_node("Add", [p + "gi", p + "gh"], [p + "g"], name=p + "Add"),
+            helper.make_node("Split", [p + "g", "sizes"], [p + "i", p + "f", p + "cc", p + "o"], name=p + "Split", axis=1),
+            helper.make_node("Sigmoid", [p + "i"], [p + "si"], name=p + "Sigmoid"),
+            helper.make_node("Sigmoid", [p + "f"], [p + "sf"], name=p + "Sigmoid_1"),
+            helper.make_node("Tanh", [p + "cc"], [p + "tc"], name=p + "Tanh"),
+            helper.make_node("Sigmoid", [p + "o"], [p + "so"], name=p + "Sigmoid_2"),
+            helper.make_node("Mul", [p + "sf", c_prev], [p + "fc"], name=p + "Mul"),
+            helper.make_node("Mul", [p + "si", p + "tc"], [p + "ic"], name=p + "Mul_1"),
+            helper.make_node("Add", [p + "fc", p + "ic"], [p + "c"], name=p + "Add_1"),
+            helper.make_node("Tanh", [p + "c"], [p + "tch"], name=p + "Tanh_1"),
+            helper.make_node("Mul", [p + "so", p + "tch"], [p + "h"], name=p + "Mul_2"),
+        ]
+        h_prev, c_prev = p + "h", p + "c"
+        hs.append(p + "h")
+    nodes.append(helper.make_node("Concat", hs, ["y"], name="/lstm/Concat", axis=0))
+    g = helper.make_graph(
+        nodes,
+        "unrolled_lstm",
+        [helper.make_tensor_value_info("x", F, [t_steps, b, i_size])],
+        [
+            helper.make_tensor_value_info("y", F, [t_steps * b, h]),
+            helper.make_tensor_value_info(c_prev, F, [b, h]),
+        ],
+        inits,
+    )
+    save("unrolled_lstm", model(g, 17), [r.standard_normal((t_steps, b, i_size)).astype(np.float32)])
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -778,3 +831,4 @@ if __name__ == "__main__":
     if_rank()
     decoder()
     norms()
+    unrolled_lstm()

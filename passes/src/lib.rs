@@ -36,6 +36,7 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod simplify;
 pub mod simplify_affine;
+pub mod stack_matmuls;
 pub mod target;
 pub mod to_f16;
 

@@ -46,6 +46,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-qdq-matmul", "matmul of dequantized 8-bit operands (QDQ) -> matmul_integer scaled (targets that run it)", crate::fuse_qdq_matmul::FuseQdqMatMul),
     reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul; the f32 epilogue of matmul_integer -> fused_matmul_integer", crate::fuse_matmul::FuseMatMul),
     reg!("fold-attention-layout", "attention operands read in place through their layout ops (packed QKV, head splits, selects); Q/K/V projections of one input -> one projection (targets that run it)", crate::fold_attention_layout::FoldAttentionLayout),
+    reg!("stack-matmuls", "matmuls of one constant weight over independent rows -> one matmul over their rows stacked (an unrolled recurrence's input projections)", crate::stack_matmuls::StackMatMuls),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
     reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
     reg!("to-f16", "compute in f16 what the target runs in f16, casting at the edges (--precision fp16)", crate::to_f16::ToF16),
@@ -92,6 +93,7 @@ const FUSE: &[&str] = &[
     "fuse-matmul",
     // After the projections took their biases.
     "fold-attention-layout",
+    "stack-matmuls",
     "fuse-conv",
 ];
 

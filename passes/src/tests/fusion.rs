@@ -623,3 +623,40 @@ fn int8_epilogue_fuses_into_the_product() {
         "{ops:?}"
     );
 }
+
+#[test]
+fn products_of_one_weight_over_independent_rows_stack() {
+    // P0 and P1 read the weight over independent inputs (1 and 2 rows): one
+    // product over 3 rows, split back. P2 reads what P0 feeds: it stays.
+    let src = graph(
+        r#"  %0 = input "a" : f32[1,4]
+  %1 = input "b" : f32[2,4]
+  %2 = constant f32[4,2] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0] : f32[4,2]
+  %3 = constant f32[2] [0.5, -0.5] : f32[2]
+  %4 = fused_matmul(%0, %2, %3) {activation=none} : f32[1,2]  # P0
+  %5 = fused_matmul(%1, %2, %3) {activation=none} : f32[2,2]  # P1
+  %6 = constant f32[2,4] [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0] : f32[2,4]
+  %7 = matmul(%4, %6) : f32[1,4]  # Back
+  %8 = fused_matmul(%7, %2, %3) {activation=none} : f32[1,2]  # P2
+  output "y0" = %5
+  output "y1" = %8
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "a" : f32[1,4]
+  %1 = input "b" : f32[2,4]
+  %2 = constant f32[4,2] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0] : f32[4,2]
+  %3 = constant f32[2] [0.5, -0.5] : f32[2]
+  %4 = concat(%0, %1) {axis=0} : f32[3,4]  # "P0, P1"
+  %5 = fused_matmul(%4, %2, %3) {activation=none} : f32[3,2]  # "P0, P1"
+  %6 = constant i64[2] [1, 2] : i64[2]  # "P0, P1"
+  %7:2 = split(%5, %6) {axis=0, num_outputs=2} : (f32[1,2], f32[2,2])  # "P0, P1"
+  %8 = constant f32[2,4] [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0] : f32[2,4]
+  %9 = matmul(%7.0, %8) : f32[1,4]  # Back
+  %10 = fused_matmul(%9, %2, %3) {activation=none} : f32[1,2]  # P2
+  output "y0" = %7.1
+  output "y1" = %10
+"#,
+    );
+    check(&["stack-matmuls"], &src, &want);
+}
