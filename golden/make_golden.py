@@ -816,6 +816,105 @@ def unrolled_lstm():
     save("unrolled_lstm", model(g, 17), [r.standard_normal((t_steps, b, i_size)).astype(np.float32)])
 
 
+def while_loops():
+    """Two while-loops as tf2onnx writes them. `map`: a tf.map_fn over the
+    batch, counters carried, the condition `counter + 1 < batch` read from
+    the input's shape, each row framed through shape arithmetic: its trip
+    count is known once the batch is (`loop-trips`), then it unrolls. `until`:
+    a loop whose condition reads the data (halve until the sum is below 1):
+    its count stays unknown and it runs as a loop."""
+    i32 = TensorProto.INT32
+    b_ = helper.make_node
+    body = helper.make_graph(
+        [
+            b_("Unsqueeze", ["counter", "axes0"], ["idx"], name="map/Unsqueeze"),
+            b_("Gather", ["x", "idx"], ["row2"], name="map/Gather", axis=0),
+            b_("Squeeze", ["row2", "axes0"], ["row"], name="map/Squeeze"),
+            b_("Shape", ["row"], ["n"], name="map/frame/Shape"),
+            b_("Div", ["n", "two64"], ["half"], name="map/frame/floordiv"),
+            b_("Concat", ["half", "two64"], ["frame_shape"], name="map/frame/concat", axis=0),
+            b_("Reshape", ["row", "frame_shape"], ["frames"], name="map/frame/Reshape"),
+            b_("ReduceSum", ["frames", "axes1"], ["energy"], name="map/ReduceSum", keepdims=0),
+            b_("Add", ["counter", "one32"], ["next"], name="map/add"),
+            b_("Shape", ["x"], ["xs"], name="map/Shape"),
+            b_("Gather", ["xs", "zero64"], ["batch"], name="map/batch", axis=0),
+            b_("Cast", ["batch"], ["batch_f"], name="map/batch_f", to=F),
+            b_("Cast", ["next"], ["next_f"], name="map/next_f", to=F),
+            b_("Less", ["next_f", "batch_f"], ["cond_out"], name="map/Less"),
+        ],
+        "map_body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("counter", i32, []),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", i32, []),
+            helper.make_tensor_value_info("energy", F, [4]),
+        ],
+        [
+            init("axes0", np.array([0], dtype=np.int64)),
+            init("axes1", np.array([1], dtype=np.int64)),
+            init("two64", np.array([2], dtype=np.int64)),
+            init("one32", np.array(1, dtype=np.int32)),
+            init("zero64", np.array(0, dtype=np.int64)),
+        ],
+    )
+    until = helper.make_graph(
+        [
+            b_("Mul", ["v", "half_f"], ["v_next"], name="until/Mul"),
+            b_("ReduceSum", ["v_next"], ["s"], name="until/ReduceSum", keepdims=0),
+            b_("Less", ["one_f", "s"], ["go"], name="until/Less"),
+        ],
+        "until_body",
+        [
+            helper.make_tensor_value_info("j", I64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", F, [4]),
+        ],
+        [
+            helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_next", F, [4]),
+            helper.make_tensor_value_info("s", F, []),
+        ],
+        [init("half_f", np.array(0.5, dtype=np.float32)), init("one_f", np.array(1.0, dtype=np.float32))],
+    )
+    nodes = [
+        b_("Loop", ["", "yes", "zero32"], ["final_counter", "energies"], name="map/while", body=body),
+        b_("MatMul", ["energies", "w"], ["y"], name="head/MatMul"),
+        b_("ReduceSum", ["y"], ["total"], name="head/ReduceSum", keepdims=1),
+        b_("Reshape", ["total", "shape1"], ["total1"], name="head/Reshape"),
+        b_("Expand", ["total1", "shape4"], ["total4"], name="head/Expand"),
+        b_("Abs", ["total4"], ["start"], name="head/Abs"),
+        b_("Loop", ["", "yes", "start"], ["halved", "sums"], name="until/while", body=until),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "while_loops",
+        [helper.make_tensor_value_info("x", F, ["b", 8])],
+        [
+            helper.make_tensor_value_info("y", F, ["b", 3]),
+            helper.make_tensor_value_info("halved", F, [4]),
+            helper.make_tensor_value_info("sums", F, [None]),
+        ],
+        [
+            init("yes", np.array(True)),
+            init("zero32", np.array(0, dtype=np.int32)),
+            init("w", rng(13).standard_normal((4, 3)).astype(np.float32)),
+            init("shape1", np.array([1], dtype=np.int64)),
+            init("shape4", np.array([4], dtype=np.int64)),
+        ],
+    )
+    r = rng(14)
+    save(
+        "while_loops",
+        model(g, 17),
+        [(3 * r.standard_normal((2, 8))).astype(np.float32)],
+        more=[[(3 * r.standard_normal((3, 8))).astype(np.float32)]],
+    )
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -832,3 +931,4 @@ if __name__ == "__main__":
     decoder()
     norms()
     unrolled_lstm()
+    while_loops()

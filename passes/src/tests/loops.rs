@@ -119,3 +119,55 @@ fn a_body_that_reads_only_loop_state_keeps_every_node() {
     );
     check(&["loop-invariants"], &src, &src);
 }
+
+#[test]
+fn body_shapes_of_captures_fold_and_of_carried_values_do_not() {
+    // shape(x_in) reads a capture: [2, 3] whatever the iteration. shape(acc)
+    // reads a carried value that grows each iteration although the body
+    // declares it f32[4]: it stays. (Body nodes keep their names: the
+    // folded constant is named past the cast it replaced.)
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = input "m" : i64[]
+  %2 = constant bool[] [true] : bool[]
+  %3 = input "acc0" : f32[4]
+  %4:2 = loop(%1, %2, %3, %0) {body=graph {
+    %0 = input "i" : i64[]
+    %1 = input "cond" : bool[]
+    %2 = input "acc" : f32[4]
+    %3 = input "x_in" : f32[2,3]
+    %4 = shape(%3) {start=0, end=none} : i64[2]  # S
+    %5 = cast(%4) {to=f32, saturate=true, round_mode=up} : f32[2]  # C
+    %6 = shape(%2) {start=0, end=none} : i64[1]  # SC
+    %7 = concat(%2, %5) {axis=0} : f32[6]  # Grow
+    output "cond_out" = %1
+    output "acc_out" = %7
+    output "lens" = %6
+  }, num_carried=1} : (f32["$L.o0.d0"], i64["$L.o1.d0",1])  # L
+  output "y" = %4.0
+  output "lens" = %4.1
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = input "m" : i64[]
+  %2 = constant bool[] [true] : bool[]
+  %3 = input "acc0" : f32[4]
+  %4:2 = loop(%1, %2, %3, %0) {body=graph {
+    %0 = input "i" : i64[]
+    %1 = input "cond" : bool[]
+    %2 = input "acc" : f32[4]
+    %3 = input "x_in" : f32[2,3]
+    %4 = constant f32[2] [2.0, 3.0] : f32[2]  # [C_1] C
+    %5 = concat(%2, %4) {axis=0} : f32[6]  # Grow
+    %6 = shape(%2) {start=0, end=none} : i64[1]  # SC
+    output "cond_out" = %1
+    output "acc_out" = %5
+    output "lens" = %6
+  }, num_carried=1} : (f32["$L.o0.d0"], i64["$L.o1.d0",1])  # L
+  output "y" = %4.0
+  output "lens" = %4.1
+"#,
+    );
+    check(&["fold-shapes"], &src, &want);
+}
