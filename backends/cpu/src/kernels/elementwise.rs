@@ -51,8 +51,8 @@ fn unary_float_map<T: Real>(k: U, x: &[T], out: &mut [T]) -> Result<(), KernelEr
         );
         match k {
             U::Exp => return Ok(vmath::map(x, o, |v| vmath::exp(v))),
-            U::Tanh => return Ok(vmath::map(x, o, |v| vmath::tanh(v))),
-            U::Sigmoid => return Ok(vmath::map(x, o, |v| vmath::sigmoid(v))),
+            U::Tanh => return Ok(vmath::map_slices(x, o, vmath::tanh_slice)),
+            U::Sigmoid => return Ok(vmath::map_slices(x, o, vmath::sigmoid_slice)),
             U::Erf => return Ok(vmath::map(x, o, |v| vmath::erf(v))),
             _ => {}
         }

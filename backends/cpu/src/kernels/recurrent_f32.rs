@@ -59,7 +59,7 @@ pub(super) struct DirOut {
 fn apply(a: Act, x: f32) -> f32 {
     match a.0 {
         RnnActivation::Sigmoid => vmath::sigmoid(x),
-        RnnActivation::Tanh => vmath::tanh(x),
+        RnnActivation::Tanh => vmath::tanh_exp(x),
         RnnActivation::Relu => x.max(0.0),
         _ => a.apply(x as f64) as f32,
     }
@@ -69,7 +69,7 @@ fn apply(a: Act, x: f32) -> f32 {
 fn apply_slice(a: Act, xs: &mut [f32]) {
     match a.0 {
         RnnActivation::Sigmoid => vmath::sigmoid_slice(xs),
-        RnnActivation::Tanh => vmath::tanh_slice(xs),
+        RnnActivation::Tanh => vmath::tanh_exp_slice(xs),
         _ => xs.iter_mut().for_each(|x| *x = apply(a, *x)),
     }
 }

@@ -90,33 +90,39 @@ pub unsafe fn silu(x: __m256) -> __m256 {
     _mm256_mul_ps(x, sigmoid(x))
 }
 
-/// `tanh(x)`, as [`super::vmath::tanh`]: a polynomial below |x| = 0.625,
-/// `1 - 2 / (e^2|x| + 1)` with the sign above.
+/// `tanh(x)`, as [`super::vmath::tanh`]: a [13/6] rational function of `x`
+/// clamped to +-9.
 #[inline(always)]
 pub unsafe fn tanh(x: __m256) -> __m256 {
     let sign = set(-0.0);
-    let z = _mm256_mul_ps(x, x);
-    let poly = horner(
+    let abs = _mm256_andnot_ps(sign, x);
+    let c = clamp(x, -9.0, 9.0);
+    let z = _mm256_mul_ps(c, c);
+    let p = horner(
         z,
         &[
-            -5.704_988_7e-3,
-            2.063_908_9e-2,
-            -5.373_971_6e-2,
-            1.333_144_2e-1,
-            -3.333_328_2e-1,
+            -2.760_768_5e-16,
+            2.000_187_9e-13,
+            -8.604_671_5e-11,
+            5.122_297e-8,
+            1.485_722_4e-5,
+            6.372_619_3e-4,
+            4.893_524_6e-3,
         ],
     );
-    let small = _mm256_fmadd_ps(_mm256_mul_ps(poly, z), x, x);
-    let abs = _mm256_andnot_ps(sign, x);
-    let a = _mm256_min_ps(set(44.0), abs);
-    let e = exp(_mm256_add_ps(a, a));
-    let large = _mm256_sub_ps(
-        set(1.0),
-        _mm256_div_ps(set(2.0), _mm256_add_ps(e, set(1.0))),
+    let q = horner(
+        z,
+        &[
+            1.198_258_4e-6,
+            1.185_347_1e-4,
+            2.268_434_6e-3,
+            4.893_525_2e-3,
+        ],
     );
-    let large = _mm256_or_ps(large, _mm256_and_ps(sign, x));
-    // NaN compares false and keeps `large`, NaN through `a`.
-    _mm256_blendv_ps(large, small, _mm256_cmp_ps::<_CMP_LT_OQ>(abs, set(0.625)))
+    let r = _mm256_div_ps(_mm256_mul_ps(p, c), q);
+    // From 9 on, +-1. NaN compares false and stays in `r`.
+    let one = _mm256_or_ps(set(1.0), _mm256_and_ps(sign, x));
+    _mm256_blendv_ps(r, one, _mm256_cmp_ps::<_CMP_GE_OQ>(abs, set(9.0)))
 }
 
 /// `erf(x)`, as [`super::vmath::erf`].
@@ -172,13 +178,13 @@ pub unsafe fn gelu_erf(x: __m256) -> __m256 {
     _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), e))
 }
 
-/// GELU with the tanh approximation.
+/// GELU with the tanh approximation, as [`super::vmath::gelu_tanh`]:
+/// `x sigmoid(2u)`.
 #[inline(always)]
 pub unsafe fn gelu_tanh(x: __m256) -> __m256 {
     let cube = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-    let inner = _mm256_mul_ps(set(0.797_884_6), _mm256_fmadd_ps(set(0.044715), cube, x));
-    let t = tanh(inner);
-    _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), t))
+    let inner = _mm256_mul_ps(set(1.595_769_2), _mm256_fmadd_ps(set(0.044715), cube, x));
+    _mm256_mul_ps(x, sigmoid(inner))
 }
 
 /// `max(x, 0)` with NaN kept, as `vmath::relu`.
