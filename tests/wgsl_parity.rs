@@ -26,10 +26,16 @@ const TOL: Tolerance = Tolerance {
 
 /// Golden models the WGSL plan does not run, and why: a model that cannot
 /// goes here with its reason, and the test fails if one listed starts to run.
-const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[(
-    "if_rank",
-    "the rank of `by_sign`'s output depends on the input data; GPU schedules are static",
-)];
+const EXPECTED_UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "if_rank",
+        "the rank of `by_sign`'s output depends on the input data; GPU schedules are static",
+    ),
+    (
+        "while_loops",
+        "`until`'s trip count (the length of its scan output) depends on the input data",
+    ),
+];
 
 /// A WGSL device with its session devices.
 struct Gpu {
