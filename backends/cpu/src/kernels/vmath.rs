@@ -143,6 +143,24 @@ pub fn sigmoid(x: f32) -> f32 {
 /// polynomial-or-exponential form it replaces cost three times as much in
 /// AVX-512 lanes). From 9 on, +-1 (what f32's tanh rounds to); NaN stays
 /// NaN (the clamp's comparisons are false for it).
+/// [`tanh`]'s numerator (odd: in `x^2` from the highest power down, then
+/// times `x`) and denominator (even) coefficients.
+pub const TANH_NUM: [f32; 7] = [
+    -2.760_768_5e-16,
+    2.000_187_9e-13,
+    -8.604_671_5e-11,
+    5.122_297e-8,
+    1.485_722_4e-5,
+    6.372_619_3e-4,
+    4.893_524_6e-3,
+];
+pub const TANH_DEN: [f32; 4] = [
+    1.198_258_4e-6,
+    1.185_347_1e-4,
+    2.268_434_6e-3,
+    4.893_525_2e-3,
+];
+
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
     const CLAMP: f32 = 9.0;
@@ -154,19 +172,12 @@ pub fn tanh(x: f32) -> f32 {
         x
     };
     let z = c * c;
-    let mut p = -2.760_768_5e-16f32;
-    for k in [
-        2.000_187_9e-13,
-        -8.604_671_5e-11,
-        5.122_297e-8,
-        1.485_722_4e-5,
-        6.372_619_3e-4,
-        4.893_524_6e-3,
-    ] {
+    let mut p = TANH_NUM[0];
+    for &k in &TANH_NUM[1..] {
         p = p.mul_add(z, k);
     }
-    let mut q = 1.198_258_4e-6f32;
-    for k in [1.185_347_1e-4, 2.268_434_6e-3, 4.893_525_2e-3] {
+    let mut q = TANH_DEN[0];
+    for &k in &TANH_DEN[1..] {
         q = q.mul_add(z, k);
     }
     if x.abs() >= CLAMP {

@@ -98,27 +98,8 @@ pub unsafe fn tanh(x: __m256) -> __m256 {
     let abs = _mm256_andnot_ps(sign, x);
     let c = clamp(x, -9.0, 9.0);
     let z = _mm256_mul_ps(c, c);
-    let p = horner(
-        z,
-        &[
-            -2.760_768_5e-16,
-            2.000_187_9e-13,
-            -8.604_671_5e-11,
-            5.122_297e-8,
-            1.485_722_4e-5,
-            6.372_619_3e-4,
-            4.893_524_6e-3,
-        ],
-    );
-    let q = horner(
-        z,
-        &[
-            1.198_258_4e-6,
-            1.185_347_1e-4,
-            2.268_434_6e-3,
-            4.893_525_2e-3,
-        ],
-    );
+    let p = horner(z, &super::vmath::TANH_NUM);
+    let q = horner(z, &super::vmath::TANH_DEN);
     let r = _mm256_div_ps(_mm256_mul_ps(p, c), q);
     // From 9 on, +-1. NaN compares false and stays in `r`.
     let one = _mm256_or_ps(set(1.0), _mm256_and_ps(sign, x));
