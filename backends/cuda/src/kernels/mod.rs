@@ -292,9 +292,10 @@ impl<'a> Cx<'a> {
         self.kernel_with_shared(module, entry, blocks, block, 0, operands, params);
     }
 
-    /// [`Cx::kernel`] with `shared` bytes of dynamic shared memory a block.
+    /// The launch [`Cx::kernel`] and [`Cx::kernel_params_shared`] push, with
+    /// `shared` bytes of dynamic shared memory a block.
     #[allow(clippy::too_many_arguments)]
-    pub fn kernel_with_shared(
+    fn kernel_with_shared(
         &mut self,
         module: usize,
         entry: &str,
