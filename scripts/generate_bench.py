@@ -224,6 +224,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="where the exports go [default: a temporary folder]")
     ap.add_argument("--profile", action="store_true", help="print rlx-onnx's profile of one decode step")
+    ap.add_argument("--top", type=int, default=15, help="steps the profile lists [default: 15]")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -254,7 +255,7 @@ def main():
                 same_c = bool((got_c == want).all())
             else:
                 same_c = None
-            extra = ["--profile", "--top", "15"] if a.profile else []
+            extra = ["--profile", "--top", str(a.top)] if a.profile else []
             toks, pre, dec, cache = rlx_generate(a.binary, path, pfile, a.new, a.device, a.threads, extra)
             same = toks.shape == want.shape and bool((toks == want).all())
             first_diff = None if same else int(np.argmax((toks != want).any(0))) if toks.shape == want.shape else -1

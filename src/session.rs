@@ -10,7 +10,7 @@ use rlx_cpu::tensor::TensorRef;
 use rlx_cpu::{PlannedExecutable, Schedule};
 use rlx_ir::analysis::{bind_input_values, bind_shapes, specialize, value_inputs};
 use rlx_ir::{Graph, Tensor, Weights};
-use rlx_passes::{plan_memory, plan_memory_with, MemoryOptions};
+use rlx_passes::{plan_memory_with, MemoryOptions};
 
 use crate::backend::GpuExecutable;
 use crate::compile::{run_passes, CompiledModel, Fallback, Precision, Target};
@@ -540,7 +540,7 @@ impl Session {
         if !concrete {
             return Err(dynamic_shapes(Target::Wgpu, &g));
         }
-        let mem = plan_memory(&g)?;
+        let mem = plan_memory_with(&g, &memory_options(Target::Wgpu))?;
         let opts = rlx_wgsl::PlanOptions { caps };
         Ok(rlx_wgsl::plan(&g, &weights, &mem, &opts).map_err(rlx_wgpu::WgpuError::from)?)
     }
@@ -555,7 +555,7 @@ impl Session {
         if !concrete {
             return Err(dynamic_shapes(Target::Cuda, &g));
         }
-        let mem = plan_memory(&g)?;
+        let mem = plan_memory_with(&g, &memory_options(Target::Cuda))?;
         let opts = rlx_cuda::PlanOptions {
             tf32: self.model.precision == Precision::Tf32,
             ..rlx_cuda::PlanOptions::default()
@@ -658,12 +658,7 @@ impl Session {
                 cache: BodyCache::new(self.model.limits.run_limits()),
             });
         }
-        // The CPU schedule skips concatenations whose inputs are written in
-        // place; the GPU plans run every node.
-        let opts = MemoryOptions {
-            concat_in_place: target == Target::Cpu,
-        };
-        let mem = plan_memory_with(&g, &opts)?;
+        let mem = plan_memory_with(&g, &memory_options(target))?;
         self.model.limits.check_arena(mem.arena_bytes)?;
         if target == Target::Cpu {
             let limits = self.model.limits.run_limits();
@@ -855,5 +850,16 @@ fn dynamic_shapes(target: Target, g: &Graph) -> Error {
         Target::Vulkan => Error::Vulkan(rlx_vulkan::VulkanError::Unsupported(why)),
         // Not reached: the CPU runs such graphs node by node.
         Target::Cpu => Error::Pipeline(why),
+    }
+}
+
+/// How the memory of a graph planned for `target` is laid out: the CPU
+/// schedule skips concatenations whose inputs are written in place (GPU
+/// kernels write only their own outputs); every schedule skips splits whose
+/// outputs are views of their input.
+fn memory_options(target: Target) -> MemoryOptions {
+    MemoryOptions {
+        concat_in_place: target == Target::Cpu,
+        split_in_place: true,
     }
 }

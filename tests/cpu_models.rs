@@ -261,9 +261,13 @@ fn memory_plans_never_overlap_live_tensors() {
             // runs such a graph, without a memory plan.
             continue;
         }
-        // As the GPU backends plan, and as the CPU one does (concatenations in place).
-        for concat_in_place in [false, true] {
-            let opts = rlx_onnx::passes::MemoryOptions { concat_in_place };
+        // As the GPU backends plan (splits in place), and as the CPU one
+        // does (concatenations too), and with neither.
+        for (concat_in_place, split_in_place) in [(false, false), (false, true), (true, true)] {
+            let opts = rlx_onnx::passes::MemoryOptions {
+                concat_in_place,
+                split_in_place,
+            };
             let plan = rlx_onnx::passes::plan_memory_with(&g, &opts).unwrap();
             plan.check_no_overlap()
                 .unwrap_or_else(|e| panic!("{}: {e}", case.display()));

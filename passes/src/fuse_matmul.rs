@@ -7,16 +7,20 @@
 //!   (erf or tanh), SiLU written as `mul(x, sigmoid(x))`, HardSwish (the
 //!   region `fuse-hard-activations` forms) and ReLU6 (`clip` to constant
 //!   bounds 0 and 6);
+//! - `act(view(p))` for a product `p` seen through a reshape (the
+//!   TorchScript exporter writes GPT-2's `Conv1D` as `view(gemm(view(x)))`)
+//!   -> `view(fused_matmul {activation=act})`: an elementwise activation
+//!   commutes with a view;
 //! - the same epilogue of an 8-bit product, `act(mul(cast(matmul_integer),
 //!   scale) + bias)` -> `fused_matmul_integer` ([`crate::fuse_matmul_integer`]).
 
 use rlx_ir::ops::{Activation, FusedMatMul, GeluApprox, UnaryKind};
-use rlx_ir::{Graph, Op, Weights};
+use rlx_ir::{Graph, Op, Value, Weights};
 
 use crate::fold_batchnorm::rev;
 use crate::manager::{Pass, PassContext, PassError};
 use crate::pattern::{any, apply_rules, leaf, op, op_if, Match, Pat, Rule};
-use crate::rewrite::{const_of, replace_root, union_origin};
+use crate::rewrite::{add_op, const_of, replace_root, union_origin};
 
 pub struct FuseMatMul;
 
@@ -126,10 +130,58 @@ impl Pass for FuseMatMul {
         }];
         let prods = [mm, plain2, plain3];
         rules.extend(act_rules(&prods, activate, "fused_matmul.activation"));
+        for p in &prods {
+            for view in [
+                op_if(is_view, [p.clone()]).bind("view"),
+                op_if(is_view, [p.clone(), any("view_arg")]).bind("view"),
+            ] {
+                rules.push(Rule {
+                    name: "fused_matmul.activation_through_view",
+                    pattern: op_if(is_act, [view]),
+                    rewrite: activate_through_view,
+                });
+            }
+        }
         rules.extend(relu6_rules(&prods, activate, "fused_matmul.activation"));
         rules.extend(crate::fuse_matmul_integer::rules());
         Ok(apply_rules(g, cx, NAME, &rules)? > 0)
     }
+}
+
+fn is_view(op: &Op) -> bool {
+    crate::memory::is_view(op)
+}
+
+/// `act(view(p))` -> `view(fused_matmul {activation=act})` over `p`'s inputs.
+fn activate_through_view(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
+    let Some(act) = activation_of(&g.node(m.root()).op) else {
+        return Ok(false);
+    };
+    let (p, view) = (m.n("p"), m.n("view"));
+    let out = &g.node(p).outputs[0];
+    let root = &g.node(m.root()).outputs[0];
+    if !out.dtype.is_float() || root != &g.node(view).outputs[0] {
+        return Ok(false);
+    }
+    let mut ins = vec![m.v("a"), m.v("b")];
+    if let Some(b) = m.values.get("bias") {
+        ins.push(*b);
+    }
+    let origin = union_origin(g, &rev(g, m));
+    let name = g.node(m.root()).name.clone();
+    let fused = add_op(
+        g,
+        cx.weights,
+        FusedMatMul { activation: act },
+        &format!("{name}.product"),
+        origin.clone(),
+        &ins,
+    )?;
+    let mut view_ins = vec![Value::of(fused)];
+    view_ins.extend(m.values.get("view_arg").copied());
+    let view_op = g.node(view).op.clone();
+    replace_root(g, cx.weights, m.root(), view_op, &view_ins, origin)?;
+    Ok(true)
 }
 
 fn bias(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {

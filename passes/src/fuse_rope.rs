@@ -5,16 +5,21 @@
 //! y = x * cos + concat(neg(x[..., h:]), x[..., :h]) * sin      (h = D/2)
 //! ```
 //!
-//! with `cos` and `sin` constants `[.., S, D]` whose two halves are equal
-//! (`cat(freqs, freqs)` folded once the positions are known), becomes one
+//! with `cos` and `sin` `[.., S, D]` whose two halves are equal, becomes one
 //! `rotary_embedding` (ONNX opset 23, split-half pairs) over caches `[B, S,
-//! h]`. Where `x` is a head split `transpose(reshape(x3, [B,S,H,D]),
+//! h]`. Constant tables (`cat(freqs, freqs)` folded once the positions are
+//! known) are checked value by value and halved at compile time; tables
+//! computed at run time (a decode step's positions are an input) must be
+//! elementwise functions of a `concat(f, f)` on the last axis, and their
+//! first half is sliced off once (shared by every layer after `cse`). Where `x` is a head split `transpose(reshape(x3, [B,S,H,D]),
 //! [0,2,1,3])` of a projection, the rotation runs on `x3` in its 3-D form
 //! and the split moves after it, so `fuse-attention` can read the rotated Q
 //! and K in place: no head transpose is left before attention.
 
-use rlx_ir::ops::{Reshape, RotaryEmbedding, Transpose};
-use rlx_ir::{Graph, Op, Tensor, Value};
+use rlx_ir::ops::{
+    Concat, Expand, Reshape, RotaryEmbedding, ShapeOf, Slice, Squeeze, Transpose, Unsqueeze,
+};
+use rlx_ir::{Dim, Graph, Op, Tensor, Value};
 
 use crate::fold_batchnorm::rev;
 use crate::manager::{Pass, PassContext, PassError};
@@ -49,8 +54,8 @@ fn patterns() -> Vec<Pat> {
     for hi in half("hi") {
         for lo in half("lo") {
             let rot = op_if(is_last_concat, [op("neg", [hi.clone()]), lo.clone()]);
-            let a = op("mul", [any("x"), leaf("cos")]).commutative();
-            let b = op("mul", [rot, leaf("sin")]).commutative();
+            let a = op("mul", [any("x"), any("cos")]).commutative();
+            let b = op("mul", [rot, any("sin")]).commutative();
             v.push(op("add", [a, b]).commutative());
         }
     }
@@ -125,16 +130,131 @@ fn cache(g: &Graph, cx: &PassContext, v: Value, b: usize, s: usize, d: usize) ->
     float_tensor(t.dtype(), &[b, s, h], &out)
 }
 
+/// Whether `v`, a table computed at run time for `x [B, H, S, D]`, is `[b,
+/// 1.., S, D]` or `[S, D]` with halves along D equal by construction
+/// ([`equal_halves`]). Dims may be symbolic (a decode step's tables come
+/// from its positions, through shapes the exporter computes): the table's
+/// batch `b` is `B` or 1, and its last dim `D`, as the broadcasting product
+/// `x * table` that this replaces requires; the rotation's kernel checks
+/// the last dim and [`first_half`] expands the batch.
+fn computed_table(g: &Graph, v: Value, x: &[Dim]) -> bool {
+    let dims = g.ty(v).shape.dims();
+    let n = dims.len();
+    if n < 2 || dims[n - 2] != x[2] {
+        return false;
+    }
+    let last_ok = dims[n - 1] == x[3] || matches!(dims[n - 1], Dim::Expr(_));
+    let one = Dim::Known(1);
+    let batch_ok = match dims[..n - 2].split_first() {
+        None => true,
+        Some((first, rest)) => {
+            let first_ok = match (first, &x[0]) {
+                (Dim::Known(a), Dim::Known(b)) => *a == 1 || a == b,
+                _ => true,
+            };
+            first_ok && rest.iter().all(|d| *d == one)
+        }
+    };
+    last_ok && batch_ok && equal_halves(g, v, 0)
+}
+
+/// Whether `v`'s two halves along its last axis are equal by construction:
+/// it is `concat(f, f)` on that axis, or an elementwise function of such
+/// values (operands of last dim 1 broadcast alike over both halves), or a
+/// reshape that keeps the last dim.
+fn equal_halves(g: &Graph, v: Value, depth: usize) -> bool {
+    const DEPTH: usize = 8;
+    let last = |v: Value| {
+        let dims = g.ty(v).shape.dims();
+        dims.last().cloned().unwrap_or(Dim::Known(1))
+    };
+    let ins = g.inputs_of(v.node);
+    if depth > DEPTH || ins.is_empty() {
+        return false;
+    }
+    match &g.node(v.node).op {
+        Op::Concat(c) => {
+            let rank = g.ty(v).shape.rank() as i64;
+            (c.axis == -1 || c.axis == rank - 1) && ins.len() == 2 && ins[0] == ins[1]
+        }
+        Op::Unary(_) | Op::Cast(_) => equal_halves(g, ins[0], depth + 1),
+        Op::Reshape(_) | Op::Unsqueeze(_) | Op::Squeeze(_) | Op::Flatten(_) => {
+            last(ins[0]) == last(v) && equal_halves(g, ins[0], depth + 1)
+        }
+        Op::Binary(_) => ins
+            .iter()
+            .all(|&i| last(i) == Dim::Known(1) || equal_halves(g, i, depth + 1)),
+        _ => false,
+    }
+}
+
+/// The `[B, S, D/2]` cache of a [`computed_table`] `v` for the rotation of
+/// `x` (batch first): the table's first half along D, sliced at run time,
+/// its leading 1s after the batch squeezed away (or a batch axis added),
+/// expanded to `x`'s batch where that is not the table's by its type (an
+/// expansion that `simplify` removes once the shapes are known equal).
+fn first_half(
+    g: &mut Graph,
+    cx: &mut PassContext,
+    v: Value,
+    x: Value,
+    d: usize,
+    name: &str,
+    origin: &[String],
+) -> Result<Value, String> {
+    let mut ints = |g: &mut Graph, what: &str, vals: &[i64]| -> Result<Value, String> {
+        let t = Tensor::from_i64(&[vals.len()], vals).map_err(|e| e.to_string())?;
+        Ok(constant(
+            g,
+            cx.weights,
+            &format!("{name}.{what}"),
+            origin.to_vec(),
+            t,
+        ))
+    };
+    let starts = ints(g, "starts", &[0])?;
+    let ends = ints(g, "ends", &[(d / 2) as i64])?;
+    let axes = ints(g, "axes", &[-1])?;
+    let rank = g.ty(v).shape.rank();
+    let to_rank_3: Option<(Op, Value)> = match rank {
+        2 => Some((Unsqueeze {}.into(), ints(g, "batch", &[0])?)),
+        3 => None,
+        _ => {
+            let lead: Vec<i64> = (1..rank as i64 - 2).collect();
+            Some((Squeeze {}.into(), ints(g, "lead", &lead)?))
+        }
+    };
+    let ones = ints(g, "ones", &[1, 1])?;
+    let origin = origin.to_vec();
+    let node = |g: &mut Graph, op: Op, what: &str, ins: &[Value]| {
+        let name = format!("{name}.{what}");
+        add_op(g, cx.weights, op, &name, origin.clone(), ins).map(Value::of)
+    };
+    let mut rows = node(g, Slice {}.into(), "half", &[v, starts, ends, axes])?;
+    if let Some((op, axes)) = to_rank_3 {
+        rows = node(g, op, "rows", &[rows, axes])?;
+    }
+    if g.ty(rows).shape.dims()[0] == g.ty(x).shape.dims()[0] {
+        return Ok(rows);
+    }
+    let batch = ShapeOf {
+        start: 0,
+        end: Some(1),
+    };
+    let batch = node(g, batch.into(), "batch_of", &[x])?;
+    let shape = node(g, Concat { axis: 0 }.into(), "batch_shape", &[batch, ones])?;
+    node(g, Expand {}.into(), "expand", &[rows, shape])
+}
+
 fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, String> {
     let x = m.v("x");
     let xt = g.ty(x).clone();
-    let Some(dims) = xt.shape.as_known() else {
+    let xd = xt.shape.dims().to_vec();
+    let (4, Some(&Dim::Known(d))) = (xd.len(), xd.last()) else {
         return Ok(false);
     };
-    let [b, heads, s, d] = dims[..] else {
-        return Ok(false);
-    };
-    if !xt.dtype.is_float() || d % 2 != 0 || g.node(m.root()).outputs[0] != xt {
+    let d = d as usize;
+    if !xt.dtype.is_float() || d % 2 != 0 || !same_as_x(&g.node(m.root()).outputs[0], &xt) {
         return Ok(false);
     }
     if !is_half(g, cx, m, "lo", d / 2, d) || !is_half(g, cx, m, "hi", d / 2, d) {
@@ -145,24 +265,42 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
             return Ok(false);
         }
     }
-    let (Some(cos), Some(sin)) = (
-        cache(g, cx, m.v("cos"), b, s, d),
-        cache(g, cx, m.v("sin"), b, s, d),
-    ) else {
-        return Ok(false);
-    };
     let name = g.node(m.root()).name.clone();
     let origin = union_origin(g, &rev(g, m));
-    let cos = constant(g, cx.weights, &format!("{name}.cos"), origin.clone(), cos);
-    let sin = constant(g, cx.weights, &format!("{name}.sin"), origin.clone(), sin);
+    // A head split of [B,S,H*D]: rotate in 3-D, split after.
+    let split = match &xd[1] {
+        Dim::Known(_) => head_split(g, x, &xd),
+        Dim::Expr(_) => None,
+    };
+    let tables = match xt.shape.as_known().as_deref() {
+        Some(&[b, _, s, _]) => {
+            cache(g, cx, m.v("cos"), b, s, d).zip(cache(g, cx, m.v("sin"), b, s, d))
+        }
+        _ => None,
+    };
+    let (cos, sin) = match tables {
+        Some((cos, sin)) => (
+            constant(g, cx.weights, &format!("{name}.cos"), origin.clone(), cos),
+            constant(g, cx.weights, &format!("{name}.sin"), origin.clone(), sin),
+        ),
+        None => {
+            if !computed_table(g, m.v("cos"), &xd) || !computed_table(g, m.v("sin"), &xd) {
+                return Ok(false);
+            }
+            let input = split.unwrap_or(x);
+            (
+                first_half(g, cx, m.v("cos"), input, d, &format!("{name}.cos"), &origin)?,
+                first_half(g, cx, m.v("sin"), input, d, &format!("{name}.sin"), &origin)?,
+            )
+        }
+    };
     let mut op = RotaryEmbedding {
         interleaved: false,
         rotary_embedding_dim: 0,
         num_heads: 0,
     };
-    // A head split of [B,S,H*D]: rotate in 3-D, split after.
-    if let Some(x3) = head_split(g, x, b, s, heads, d) {
-        op.num_heads = heads as i64;
+    if let (Some(x3), Dim::Known(heads)) = (split, &xd[1]) {
+        op.num_heads = *heads;
         let r = add_op(
             g,
             cx.weights,
@@ -171,8 +309,8 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
             origin.clone(),
             &[x3, cos, sin],
         )?;
-        let shape: Vec<i64> = [b, s, heads, d].iter().map(|&v| v as i64).collect();
-        let t = Tensor::from_i64(&[4], &shape).map_err(|e| e.to_string())?;
+        // [B, S, H, D], 0 keeping the (maybe symbolic) B and S.
+        let t = Tensor::from_i64(&[4], &[0, 0, *heads, d as i64]).map_err(|e| e.to_string())?;
         let shape = constant(g, cx.weights, &format!("{name}.heads"), origin.clone(), t);
         let split = add_op(
             g,
@@ -192,8 +330,22 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     Ok(true)
 }
 
-/// `x3 [B,S,H*D]` when `x` is `transpose(reshape(x3, [B,S,H,D]), [0,2,1,3])`.
-fn head_split(g: &Graph, x: Value, b: usize, s: usize, h: usize, d: usize) -> Option<Value> {
+/// Whether the rotation's result type `y` is `x`'s: the same dtype and
+/// rank, each dim `x`'s or a symbol the broadcasting product made of `x`'s
+/// and the table's (which a table broadcasting over `x` leaves `x`'s).
+fn same_as_x(y: &rlx_ir::TensorType, x: &rlx_ir::TensorType) -> bool {
+    let (yd, xd) = (y.shape.dims(), x.shape.dims());
+    y.dtype == x.dtype
+        && yd.len() == xd.len()
+        && yd
+            .iter()
+            .zip(xd)
+            .all(|(a, b)| a == b || matches!(a, Dim::Expr(_)))
+}
+
+/// `x3 [B,S,H*D]` when `x [B,H,S,D]` is `transpose(reshape(x3, [B,S,H,D]),
+/// [0,2,1,3])`.
+fn head_split(g: &Graph, x: Value, xd: &[Dim]) -> Option<Value> {
     if !matches!(&g.node(x.node).op, Op::Transpose(t) if t.perm == [0, 2, 1, 3]) {
         return None;
     }
@@ -202,5 +354,9 @@ fn head_split(g: &Graph, x: Value, b: usize, s: usize, h: usize, d: usize) -> Op
         return None;
     }
     let x3 = g.inputs_of(r.node)[0];
-    (g.ty(x3).shape.as_known()? == [b, s, h * d]).then_some(x3)
+    let (Dim::Known(h), Dim::Known(d)) = (&xd[1], &xd[3]) else {
+        return None;
+    };
+    let want = [xd[0].clone(), xd[2].clone(), Dim::Known(h * d)];
+    (g.ty(x3).shape.dims() == want).then_some(x3)
 }

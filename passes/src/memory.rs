@@ -14,6 +14,14 @@
 //! lives from the first piece's definition on, and the concatenation itself
 //! is [`MemoryPlan::in_place`], no step. A piece may itself be such a
 //! concatenation (DenseNet's growing blocks nest so), at the sum of offsets.
+//!
+//! With [`MemoryOptions::split_in_place`], the mirror image: a split whose
+//! outputs are consecutive pieces of its input (everything before the axis
+//! of size 1: a fused projection of one token split into Q, K and V) has
+//! outputs that are views of its input at their offsets, which keeps the
+//! input's buffer alive while any of them is read; the split is
+//! [`MemoryPlan::in_place`] too. Only pieces at [`ALIGN`]ed offsets are
+//! views, so every operand a kernel sees stays aligned.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -48,6 +56,10 @@ pub struct MemoryOptions {
     /// consecutive pieces of it, and list it in [`MemoryPlan::in_place`]: a
     /// backend that plans with this skips those nodes.
     pub concat_in_place: bool,
+    /// Make a split's outputs views of its input where they are
+    /// consecutive, aligned pieces of it, and list it in
+    /// [`MemoryPlan::in_place`].
+    pub split_in_place: bool,
 }
 
 /// The memory plan of a concrete graph in a given schedule order.
@@ -56,8 +68,9 @@ pub struct MemoryPlan {
     pub order: Vec<NodeId>,
     pub slots: HashMap<Value, Slot>,
     pub buffers: Vec<Buffer>,
-    /// Concatenations whose inputs their producers wrote in place (see
-    /// [`MemoryOptions::concat_in_place`]): nothing is left to run for them.
+    /// Concatenations whose inputs their producers wrote in place and
+    /// splits whose outputs are views of their input (see
+    /// [`MemoryOptions`]): nothing is left to run for them.
     pub in_place: HashSet<NodeId>,
     /// Arena size: the peak of simultaneously live bytes after packing.
     pub arena_bytes: usize,
@@ -155,6 +168,36 @@ fn concat_pieces(
     (pieces, in_place)
 }
 
+/// The byte offsets of split `id`'s outputs in its input, when they are
+/// consecutive pieces of it (every dim before the axis 1), each at an
+/// [`ALIGN`]ed offset, and the input is not a constant.
+fn split_pieces(g: &Graph, id: NodeId, consts: &HashMap<Value, NodeId>) -> Option<Vec<usize>> {
+    let node = g.node(id);
+    let Op::Split(s) = &node.op else {
+        return None;
+    };
+    let src = g.input(id, 0)?;
+    if consts.contains_key(&src) {
+        return None;
+    }
+    let dims = g.ty(src).shape.as_known()?;
+    let rank = dims.len() as i64;
+    let axis = if s.axis < 0 { s.axis + rank } else { s.axis };
+    if !(0..rank).contains(&axis) || dims[..axis as usize].iter().product::<usize>() != 1 {
+        return None;
+    }
+    let mut at = 0;
+    let mut offsets = Vec::with_capacity(node.outputs.len());
+    for t in &node.outputs {
+        if at % ALIGN != 0 {
+            return None;
+        }
+        offsets.push(at);
+        at += t.byte_size()?;
+    }
+    (at == g.ty(src).byte_size()?).then_some(offsets)
+}
+
 /// [`plan_memory_in`] with `opts`.
 pub fn plan_memory_in_with(
     g: &Graph,
@@ -164,7 +207,10 @@ pub fn plan_memory_in_with(
     let step: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     // Root buffer of every value: views resolve to their input's root.
     let mut root: HashMap<Value, Value> = HashMap::new();
+    // Byte offset of a view within its root (split pieces, and views of them).
+    let mut within_root: HashMap<Value, usize> = HashMap::new();
     let mut consts: HashMap<Value, NodeId> = HashMap::new();
+    let mut split_views = HashSet::new();
     for &id in &order {
         let node = g.node(id);
         if matches!(node.op, Op::Constant(_) | Op::Weight(_)) {
@@ -180,8 +226,25 @@ pub fn plan_memory_in_with(
             } else {
                 let r = root.get(&src).copied().unwrap_or(src);
                 root.insert(Value::of(id), r);
+                if let Some(&o) = within_root.get(&src) {
+                    within_root.insert(Value::of(id), o);
+                }
             }
             continue;
+        }
+        if opts.split_in_place {
+            if let Some(offsets) = split_pieces(g, id, &consts) {
+                let src = g.inputs_of(id)[0];
+                let r = root.get(&src).copied().unwrap_or(src);
+                let base = within_root.get(&src).copied().unwrap_or(0);
+                for (p, o) in offsets.into_iter().enumerate() {
+                    let v = Value::new(id, p as u16);
+                    root.insert(v, r);
+                    within_root.insert(v, base + o);
+                }
+                split_views.insert(id);
+                continue;
+            }
         }
         for p in 0..node.outputs.len() {
             let v = Value::new(id, p as u16);
@@ -213,11 +276,12 @@ pub fn plan_memory_in_with(
             }
         }
     }
-    let (pieces, in_place) = if opts.concat_in_place {
+    let (pieces, mut in_place) = if opts.concat_in_place {
         concat_pieces(g, &order, &root)
     } else {
         Default::default()
     };
+    in_place.extend(split_views);
     // The buffer a root lives in (itself, or a concatenation it is a piece
     // of), and its byte offset there.
     let place = |r: Value| {
@@ -270,14 +334,15 @@ pub fn plan_memory_in_with(
     let total_bytes = roots.iter().map(|r| r.1).sum();
     let mut slots = HashMap::new();
     for (&v, &r) in &root {
-        let bytes = g.node(r.node).outputs[usize::from(r.port)]
+        let bytes = g.node(v.node).outputs[usize::from(v.port)]
             .byte_size()
             .unwrap_or(0);
         let (buffer, within) = place(r);
+        let piece = within_root.get(&v).copied().unwrap_or(0);
         slots.insert(
             v,
             Slot::Arena {
-                offset: offsets[&buffer] + within,
+                offset: offsets[&buffer] + within + piece,
                 bytes,
             },
         );

@@ -81,8 +81,9 @@ impl Schedule {
 /// A complete CPU schedule.
 pub struct Schedule {
     pub steps: Vec<Step>,
-    /// Concatenations whose inputs were written in place (see
-    /// [`rlx_passes::MemoryOptions::concat_in_place`]): no step runs them.
+    /// Concatenations whose inputs were written in place and splits whose
+    /// outputs are views of their input (see [`rlx_passes::MemoryOptions`]):
+    /// no step runs them. Each is printed as it is listed here.
     pub in_place: Vec<String>,
     /// Arena slot of each graph input (in input order).
     pub input_slots: Vec<Option<Slot>>,
@@ -145,7 +146,10 @@ pub fn plan_with(
             }
             op if is_view(op) => continue,
             _ if mem.in_place.contains(&id) => {
-                in_place.push(node.name.clone());
+                in_place.push(match node.op {
+                    Op::Split(_) => format!("split {}: outputs are views of its input", node.name),
+                    _ => format!("concat {}: inputs written in place", node.name),
+                });
                 continue;
             }
             _ => {}
@@ -253,8 +257,8 @@ impl fmt::Display for Schedule {
                 s.origin.join(", ")
             )?;
         }
-        for name in &self.in_place {
-            writeln!(f, "  concat {name}: inputs written in place")?;
+        for line in &self.in_place {
+            writeln!(f, "  {line}")?;
         }
         for (n, o) in self.output_names.iter().zip(&self.outputs) {
             writeln!(f, "  output {n:?} = {o}")?;

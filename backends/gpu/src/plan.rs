@@ -166,14 +166,15 @@ fn operand(g: &Graph, lay: &Layout, v: Value) -> Result<Operand, PlanError> {
     })
 }
 
-/// Nodes that become launches or control steps, in schedule order.
+/// Nodes that become launches or control steps, in schedule order (views,
+/// and splits whose outputs are views of their input, are none).
 fn runs(g: &Graph, mem: &MemoryPlan) -> Vec<NodeId> {
     mem.order
         .iter()
         .copied()
         .filter(|&id| {
             let op = &g.node(id).op;
-            !op.is_leaf() && !is_view(op)
+            !op.is_leaf() && !is_view(op) && !mem.in_place.contains(&id)
         })
         .collect()
 }

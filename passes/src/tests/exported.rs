@@ -199,3 +199,57 @@ fn split_half_rotations_become_rotary_embeddings_on_the_projection() {
     let g = run(&["fuse-rope", "dce"], &bad, None).unwrap();
     assert!(!ops(&g).contains(&"rotary_embedding"));
 }
+
+/// One decode position of a TorchScript-exported Llama: the tables are
+/// computed from `position_ids` at run time (`cos(concat(f, f))`), so the
+/// rotation takes their first half, sliced once.
+const COMPUTED_TABLES: &str = r#"  %0 = input "q" : f32[1,1,8]
+  %1 = input "position_ids" : i64[1,1]
+  %2 = constant i64[4] [1, 2, 1, 4] : i64[4]
+  %3 = reshape(%0, %2) {allowzero=false} : f32[1,2,1,4]  # Heads
+  %4 = constant f32[1,2,1] [1.0, 0.01] : f32[1,2,1]
+  %5 = constant i64[1] [1] : i64[1]
+  %6 = unsqueeze(%1, %5) : i64[1,1,1]
+  %7 = cast(%6) {to=f32, saturate=true, round_mode=up} : f32[1,1,1]
+  %8 = matmul(%4, %7) : f32[1,2,1]
+  %9 = constant i64[3] [1, 1, 2] : i64[3]
+  %10 = reshape(%8, %9) {allowzero=false} : f32[1,1,2]
+  %11 = concat(%10, %10) {axis=-1} : f32[1,1,4]  # Freqs
+  %12 = cos(%11) : f32[1,1,4]
+  %13 = unsqueeze(%12, %5) : f32[1,1,1,4]  # Cos
+  %14 = sin(%11) : f32[1,1,4]
+  %15 = unsqueeze(%14, %5) : f32[1,1,1,4]  # Sin
+  %16 = constant i64[1] [2] : i64[1]
+  %17 = constant i64[1] [9223372036854775807] : i64[1]
+  %18 = constant i64[1] [3] : i64[1]
+  %19 = constant i64[1] [0] : i64[1]
+  %20 = slice(%3, %16, %17, %18, %5) : f32[1,2,1,2]  # HI
+  %21 = neg(%20) : f32[1,2,1,2]
+  %22 = slice(%3, %19, %16, %18, %5) : f32[1,2,1,2]  # LO
+  %23 = concat(%21, %22) {axis=-1} : f32[1,2,1,4]
+  %24 = mul(%3, %13) : f32[1,2,1,4]
+  %25 = mul(%23, %15) : f32[1,2,1,4]
+  %26 = add(%24, %25) : f32[1,2,1,4]  # Y
+  output "y" = %26
+"#;
+
+#[test]
+fn split_half_rotations_with_tables_computed_at_run_time() {
+    let src = graph(COMPUTED_TABLES);
+    let g = run(&["fuse-rope", "dce"], &src, None).unwrap();
+    let text = rlx_ir::text::print_graph(&g);
+    let ops = ops(&g);
+    assert!(ops.contains(&"rotary_embedding"), "{text}");
+    assert!(!ops.contains(&"neg"), "{text}");
+    // Each table's first half, as [B, S, D/2].
+    assert_eq!(ops.iter().filter(|o| **o == "slice").count(), 2, "{text}");
+    assert!(text.contains("rotary_embedding(%3, "), "{text}");
+    assert!(text.contains(": f32[1,1,2]  # [Y.cos.rows]"), "{text}");
+    // A table whose halves are not equal by construction is left alone.
+    let other = src.replace(
+        "%11 = concat(%10, %10) {axis=-1}",
+        "%30 = neg(%10) : f32[1,1,2]\n  %11 = concat(%10, %30) {axis=-1}",
+    );
+    let g = run(&["fuse-rope", "dce"], &other, None).unwrap();
+    assert!(!super::ops(&g).contains(&"rotary_embedding"));
+}

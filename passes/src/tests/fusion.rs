@@ -96,6 +96,34 @@ fn matmul_bias_and_activation_fuse() {
     check(&["fuse-matmul"], &src, &want);
 }
 
+/// GPT-2's `Conv1D` as the TorchScript exporter writes it: the product on
+/// rows, viewed back to `[B, S, N]`, then the GELU; the GELU joins the
+/// product and the view moves after it.
+#[test]
+fn activation_through_a_view_joins_the_product() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = input "w" : f32[3,4]
+  %2 = constant f32[4] [1.0, 2.0, 3.0, 4.0] : f32[4]
+  %3 = matmul(%0, %1) : f32[2,4]  # MM
+  %4 = add(%3, %2) : f32[2,4]  # Bias
+  %5 = constant i64[3] [1, 2, 4] : i64[3]
+  %6 = reshape(%4, %5) {allowzero=false} : f32[1,2,4]  # View
+  %7 = gelu(%6) {approximate=tanh} : f32[1,2,4]  # Gelu
+  output "y" = %7
+"#,
+    );
+    let g = run(&["fuse-matmul", "dce"], &src, None).unwrap();
+    let text = rlx_ir::text::print_graph(&g);
+    assert_eq!(ops(&g), ["fused_matmul", "reshape"], "{text}");
+    assert!(text.contains("{activation=gelu_tanh}"), "{text}");
+    assert!(text.contains("= reshape(") && text.contains(": f32[1,2,4]  # [Gelu]"), "{text}");
+    // A view whose product is read elsewhere too keeps the activation apart.
+    let shared = src.replace(r#"  output "y" = %7"#, "  output \"y\" = %7\n  output \"p\" = %4");
+    let g = run(&["fuse-matmul", "dce"], &shared, None).unwrap();
+    assert!(ops(&g).contains(&"gelu"));
+}
+
 #[test]
 fn conv_bias_and_activation_fuse() {
     let src = graph(&format!(

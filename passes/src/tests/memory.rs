@@ -1,4 +1,4 @@
-//! Tests of the memory planner's in-place concatenation.
+//! Tests of the memory planner's in-place concatenation and split.
 
 use rlx_ir::{Op, Value};
 
@@ -6,8 +6,12 @@ use super::graph;
 use crate::memory::{plan_memory_with, MemoryOptions, MemoryPlan, Slot};
 
 fn plan(src: &str, concat_in_place: bool) -> (rlx_ir::Graph, MemoryPlan) {
+    let opts = MemoryOptions {
+        concat_in_place,
+        split_in_place: concat_in_place,
+    };
     let g = rlx_ir::text::parse_graph(&graph(src)).unwrap();
-    let plan = plan_memory_with(&g, &MemoryOptions { concat_in_place }).unwrap();
+    let plan = plan_memory_with(&g, &opts).unwrap();
     plan.check_no_overlap().unwrap();
     (g, plan)
 }
@@ -97,4 +101,83 @@ fn pieces_that_are_not_consecutive_or_not_owned_stay_copied() {
         .node_ids()
         .into_iter()
         .any(|id| matches!(g.node(id).op, Op::Concat(_))));
+}
+
+/// One token's fused projection split into three: the pieces are views of
+/// the projection, which stays alive while any of them is read.
+const ONE_ROW_SPLIT: &str = r#"  %0 = input "x" : f32[1,1,48]
+  %1 = relu(%0) : f32[1,1,48]  # P
+  %2:3 = split(%1) {axis=2, num_outputs=3} : (f32[1,1,16], f32[1,1,16], f32[1,1,16])  # S
+  %4 = constant i64[2] [1, 16] : i64[2]
+  %3 = reshape(%2.1, %4) {allowzero=false} : f32[1,16]  # K
+  %5 = sigmoid(%2.0) : f32[1,1,16]  # A
+  %6 = tanh(%3) : f32[1,16]  # B
+  %7 = neg(%2.2) : f32[1,1,16]  # C
+  output "a" = %5
+  output "b" = %6
+  output "c" = %7
+"#;
+
+#[test]
+fn a_split_of_one_row_is_views_of_its_input() {
+    let (g, plan) = plan(ONE_ROW_SPLIT, true);
+    let names: Vec<&str> = plan
+        .in_place
+        .iter()
+        .map(|&id| g.node(id).name.as_str())
+        .collect();
+    assert_eq!(names, ["S"]);
+    let p = offset(&g, &plan, "P");
+    let id = |name: &str| {
+        g.node_ids()
+            .into_iter()
+            .find(|&id| g.node(id).name == name)
+            .unwrap()
+    };
+    let s = id("S");
+    for (port, want) in [(0, p), (1, p + 64), (2, p + 128)] {
+        assert_eq!(
+            plan.slots[&Value::new(s, port)],
+            Slot::Arena {
+                offset: want,
+                bytes: 64
+            }
+        );
+    }
+    // A view of a piece (K) is at the piece's offset.
+    assert_eq!(offset(&g, &plan, "K"), p + 64);
+    // Nothing written while the pieces are read overlaps the projection.
+    for later in ["A", "B", "C"] {
+        let o = offset(&g, &plan, later);
+        assert!(
+            o >= p + 192 || o + 64 <= p,
+            "{later} at {o} overlaps P at {p}"
+        );
+    }
+}
+
+#[test]
+fn splits_of_many_rows_or_unaligned_pieces_run() {
+    // Two rows interleave the pieces; 3-float pieces sit at unaligned
+    // offsets; a constant input has no arena buffer to view.
+    let src = r#"  %0 = input "x" : f32[2,8]
+  %1 = relu(%0) : f32[2,8]  # P
+  %2:2 = split(%1) {axis=1, num_outputs=2} : (f32[2,4], f32[2,4])  # Rows
+  %3 = input "y" : f32[1,6]
+  %4 = relu(%3) : f32[1,6]  # Q
+  %5:2 = split(%4) {axis=1, num_outputs=2} : (f32[1,3], f32[1,3])  # Unaligned
+  output "a" = %2.0
+  output "b" = %2.1
+  output "c" = %5.0
+  output "d" = %5.1
+"#;
+    let (g, plan) = plan(src, true);
+    assert!(
+        plan.in_place.is_empty(),
+        "{:?}",
+        plan.in_place
+            .iter()
+            .map(|&id| &g.node(id).name)
+            .collect::<Vec<_>>()
+    );
 }
