@@ -915,6 +915,137 @@ def while_loops():
     )
 
 
+def decode_step():
+    """One decode step of a Llama-style layer as the TorchScript exporter
+    writes it: RMSNorm, Q/K/V projections of the one new token, rotary
+    embeddings whose cos/sin tables are computed from `position_ids` at run
+    time (`cos(concat(freqs, freqs))`, `rotate_half` as Slice/Neg/Concat),
+    the cache concatenated, attention, a SiLU-gated MLP, the head. Set 0 is
+    one sequence (its projections' outputs one row: GPU plans merge them
+    and read their pieces in place), set 1 two."""
+    r = rng(15)
+    vocab, d, h, hd, ff = 40, 32, 4, 8, 64
+
+    def w(*s, scale=0.3):
+        return (r.standard_normal(s) * scale).astype(np.float32)
+
+    n = helper.make_node
+    inits = [
+        init("wte", w(vocab, d, scale=1.0)),
+        init("inv_freq", (1.0 / (100.0 ** (np.arange(0, hd, 2) / hd))).astype(np.float32)),
+        init("heads", np.array([0, 0, h, hd], dtype=np.int64)),
+        init("merge", np.array([0, 0, d], dtype=np.int64)),
+        init("scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32)),
+        init("eps", np.array(1e-6, dtype=np.float32)),
+        init("two", np.array(2.0, dtype=np.float32)),
+        init("axis1", np.array([1], dtype=np.int64)),
+        init("axis2", np.array([2], dtype=np.int64)),
+        init("axis3", np.array([3], dtype=np.int64)),
+        init("i0", np.array([0], dtype=np.int64)),
+        init("ihalf", np.array([hd // 2], dtype=np.int64)),
+        init("iend", np.array([np.iinfo(np.int64).max], dtype=np.int64)),
+        init("wq", w(d, d)), init("wk", w(d, d)), init("wv", w(d, d)), init("wo", w(d, d)),
+        init("wg", w(d, ff)), init("wu", w(d, ff)), init("wd", w(ff, d)),
+        init("g1", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+        init("g2", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+        init("gf", (1 + 0.1 * r.standard_normal(d)).astype(np.float32)),
+        init("head", w(d, vocab, scale=1.0)),
+    ]
+
+    def rms(x, g, name):
+        return [
+            n("Pow", [x, "two"], [f"{name}/sq"], name=f"{name}/Pow"),
+            n("ReduceMean", [f"{name}/sq"], [f"{name}/ms"], name=f"{name}/ReduceMean", axes=[-1], keepdims=1),
+            n("Add", [f"{name}/ms", "eps"], [f"{name}/mse"], name=f"{name}/Add"),
+            n("Sqrt", [f"{name}/mse"], [f"{name}/rms"], name=f"{name}/Sqrt"),
+            n("Div", [x, f"{name}/rms"], [f"{name}/xn"], name=f"{name}/Div"),
+            n("Mul", [f"{name}/xn", g], [f"{name}/y"], name=f"{name}/Mul"),
+        ]
+
+    def heads(x, name):
+        return [
+            n("Reshape", [x, "heads"], [f"{name}/r"], name=f"{name}/Reshape"),
+            n("Transpose", [f"{name}/r"], [f"{name}/t"], name=f"{name}/Transpose", perm=[0, 2, 1, 3]),
+        ]
+
+    def rotate(x, name):
+        return [
+            n("Slice", [x, "ihalf", "iend", "axis3"], [f"{name}/hi"], name=f"{name}/Slice_1"),
+            n("Neg", [f"{name}/hi"], [f"{name}/nhi"], name=f"{name}/Neg"),
+            n("Slice", [x, "i0", "ihalf", "axis3"], [f"{name}/lo"], name=f"{name}/Slice"),
+            n("Concat", [f"{name}/nhi", f"{name}/lo"], [f"{name}/rot"], name=f"{name}/Concat", axis=-1),
+            n("Mul", [x, "cos4"], [f"{name}/xc"], name=f"{name}/Mul"),
+            n("Mul", [f"{name}/rot", "sin4"], [f"{name}/rs"], name=f"{name}/Mul_1"),
+            n("Add", [f"{name}/xc", f"{name}/rs"], [f"{name}/y"], name=f"{name}/Add"),
+        ]
+
+    nodes = [
+        n("Gather", ["wte", "input_ids"], ["x0"], name="embed_tokens/Gather", axis=0),
+        # The tables: freqs [B, S, hd/2] from the positions, doubled, cos/sin.
+        n("Cast", ["position_ids"], ["posf"], name="rotary_emb/Cast", to=F),
+        n("Unsqueeze", ["posf", "axis2"], ["pos3"], name="rotary_emb/Unsqueeze"),
+        n("Mul", ["pos3", "inv_freq"], ["freqs"], name="rotary_emb/Mul"),
+        n("Concat", ["freqs", "freqs"], ["emb"], name="rotary_emb/Concat", axis=-1),
+        n("Cos", ["emb"], ["cos"], name="rotary_emb/Cos"),
+        n("Sin", ["emb"], ["sin"], name="rotary_emb/Sin"),
+        n("Unsqueeze", ["cos", "axis1"], ["cos4"], name="attn/Unsqueeze_cos"),
+        n("Unsqueeze", ["sin", "axis1"], ["sin4"], name="attn/Unsqueeze_sin"),
+        *rms("x0", "g1", "input_layernorm"),
+        n("MatMul", ["input_layernorm/y", "wq"], ["q"], name="attn/q_proj/MatMul"),
+        n("MatMul", ["input_layernorm/y", "wk"], ["k"], name="attn/k_proj/MatMul"),
+        n("MatMul", ["input_layernorm/y", "wv"], ["v"], name="attn/v_proj/MatMul"),
+        *heads("q", "attn/q"), *heads("k", "attn/k"), *heads("v", "attn/v"),
+        *rotate("attn/q/t", "attn/q_rot"), *rotate("attn/k/t", "attn/k_rot"),
+        n("Concat", ["past_key", "attn/k_rot/y"], ["present_key"], name="attn/Concat_k", axis=2),
+        n("Concat", ["past_value", "attn/v/t"], ["present_value"], name="attn/Concat_v", axis=2),
+        n("Transpose", ["present_key"], ["kt"], name="attn/Transpose_k", perm=[0, 1, 3, 2]),
+        n("MatMul", ["attn/q_rot/y", "kt"], ["scores"], name="attn/MatMul"),
+        n("Mul", ["scores", "scale"], ["scaled"], name="attn/Mul_scale"),
+        n("Softmax", ["scaled"], ["probs"], name="attn/Softmax", axis=-1),
+        n("MatMul", ["probs", "present_value"], ["ctx"], name="attn/MatMul_1"),
+        n("Transpose", ["ctx"], ["ctx_t"], name="attn/Transpose_o", perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx_t", "merge"], ["ctx3"], name="attn/Reshape_o"),
+        n("MatMul", ["ctx3", "wo"], ["o"], name="attn/o_proj/MatMul"),
+        n("Add", ["x0", "o"], ["x1"], name="Add"),
+        *rms("x1", "g2", "post_attention_layernorm"),
+        n("MatMul", ["post_attention_layernorm/y", "wg"], ["gate"], name="mlp/gate_proj/MatMul"),
+        n("Sigmoid", ["gate"], ["gs"], name="mlp/act_fn/Sigmoid"),
+        n("Mul", ["gate", "gs"], ["silu"], name="mlp/act_fn/Mul"),
+        n("MatMul", ["post_attention_layernorm/y", "wu"], ["up"], name="mlp/up_proj/MatMul"),
+        n("Mul", ["silu", "up"], ["gated"], name="mlp/Mul"),
+        n("MatMul", ["gated", "wd"], ["down"], name="mlp/down_proj/MatMul"),
+        n("Add", ["x1", "down"], ["x2"], name="Add_1"),
+        *rms("x2", "gf", "norm"),
+        n("MatMul", ["norm/y", "head"], ["logits"], name="lm_head/MatMul"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "decode_step",
+        [
+            helper.make_tensor_value_info("input_ids", I64, ["batch", "seq"]),
+            helper.make_tensor_value_info("position_ids", I64, ["batch", "seq"]),
+            helper.make_tensor_value_info("past_key", F, ["batch", h, "past", hd]),
+            helper.make_tensor_value_info("past_value", F, ["batch", h, "past", hd]),
+        ],
+        [
+            helper.make_tensor_value_info("logits", F, ["batch", "seq", vocab]),
+            helper.make_tensor_value_info("present_key", F, ["batch", h, "total", hd]),
+            helper.make_tensor_value_info("present_value", F, ["batch", h, "total", hd]),
+        ],
+        inits,
+    )
+
+    def step(b, past):
+        return [
+            r.integers(0, vocab, (b, 1)).astype(np.int64),
+            np.full((b, 1), past, dtype=np.int64),
+            r.standard_normal((b, h, past, hd)).astype(np.float32),
+            r.standard_normal((b, h, past, hd)).astype(np.float32),
+        ]
+
+    save("decode_step", model(g, 17), step(1, 5), more=[step(2, 3)])
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -932,3 +1063,4 @@ if __name__ == "__main__":
     norms()
     unrolled_lstm()
     while_loops()
+    decode_step()

@@ -251,6 +251,20 @@ fn bound(g: &Graph, w: &Weights, v: Value, depth: usize) -> Option<f64> {
     }
 }
 
+/// `act(x)` as IR ops named `name` (what a fused activation computes, apart
+/// from its product).
+pub(crate) fn activation(
+    g: &mut Graph,
+    w: &mut Weights,
+    name: &str,
+    origin: Vec<String>,
+    act: Activation,
+    x: Value,
+) -> Result<Value, String> {
+    let mut b = Builder { g, w, name, origin };
+    b.activation(act, x)
+}
+
 struct Builder<'a> {
     g: &'a mut Graph,
     w: &'a mut Weights,

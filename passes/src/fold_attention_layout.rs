@@ -396,7 +396,7 @@ fn projection(g: &Graph, w: &Weights, v: Value) -> Option<Projection> {
 
 /// `parts` side by side along their last axis (each `[rows, n_i]`, or
 /// `[n_i]` as one row).
-fn concat_columns(parts: &[&Tensor]) -> Option<Tensor> {
+pub(crate) fn concat_columns(parts: &[&Tensor]) -> Option<Tensor> {
     let dtype = parts.first()?.dtype();
     let e = dtype.size();
     let rows = |t: &Tensor| if t.dims().len() == 2 { t.dims()[0] } else { 1 };

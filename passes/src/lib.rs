@@ -32,6 +32,7 @@ pub mod loop_invariant;
 pub mod loop_trips;
 pub mod manager;
 pub mod memory;
+pub mod merge_projections;
 pub mod pattern;
 pub mod pipeline;
 pub mod rewrite;

@@ -41,6 +41,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-layer-norm", "ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div(/Mul/Add) -> layer_norm", crate::fuse_layer_norm::FuseLayerNorm),
     reg!("fuse-gelu", "the Erf and Tanh GELU formulas -> gelu", crate::fuse_gelu::FuseGelu),
     reg!("fuse-hard-activations", "HardSigmoid and HardSwish chains -> one elementwise_region", crate::fuse_hard::FuseHard),
+    reg!("merge-projections", "products of one row by several constant weights -> one product over the weights side by side, split into views (GPU targets)", crate::merge_projections::MergeProjections),
     reg!("fuse-rope", "x*cos + rotate_half(x)*sin with constant split-half caches -> rotary_embedding (3-D on a head split)", crate::fuse_rope::FuseRope),
     reg!("fuse-attention", "MatMul(Q, K^T), scale, mask add, Softmax, MatMul(V) with the head reshapes -> attention", crate::fuse_attention::FuseAttention),
     reg!("fuse-residual-norm", "residual add + layer_norm/rms_norm -> residual_norm", crate::fuse_residual_norm::FuseResidualNorm),
@@ -117,6 +118,11 @@ pub fn names(target: &str, level: OptLevel) -> Vec<&'static str> {
     }
     if level >= OptLevel::O2 {
         v.extend(FUSE);
+        if target != GENERIC && target != "cpu" {
+            // A launch's fixed cost is a GPU's; the activations it leaves
+            // apart join the regions below.
+            v.push("merge-projections");
+        }
         // Regions come last: they absorb what the named fusions left.
         v.push("fuse-elementwise");
         v.push("dce");
@@ -137,7 +143,7 @@ mod tests {
 
     #[test]
     fn every_pipeline_pass_is_registered() {
-        for t in [GENERIC, "cpu"] {
+        for t in [GENERIC, "cpu", "cuda"] {
             for l in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
                 for n in names(t, l) {
                     assert!(make_pass(n).is_some(), "{n} is not registered");

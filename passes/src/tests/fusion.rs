@@ -117,9 +117,15 @@ fn activation_through_a_view_joins_the_product() {
     let text = rlx_ir::text::print_graph(&g);
     assert_eq!(ops(&g), ["fused_matmul", "reshape"], "{text}");
     assert!(text.contains("{activation=gelu_tanh}"), "{text}");
-    assert!(text.contains("= reshape(") && text.contains(": f32[1,2,4]  # [Gelu]"), "{text}");
+    assert!(
+        text.contains("= reshape(") && text.contains(": f32[1,2,4]  # [Gelu]"),
+        "{text}"
+    );
     // A view whose product is read elsewhere too keeps the activation apart.
-    let shared = src.replace(r#"  output "y" = %7"#, "  output \"y\" = %7\n  output \"p\" = %4");
+    let shared = src.replace(
+        r#"  output "y" = %7"#,
+        "  output \"y\" = %7\n  output \"p\" = %4",
+    );
     let g = run(&["fuse-matmul", "dce"], &shared, None).unwrap();
     assert!(ops(&g).contains(&"gelu"));
 }
