@@ -694,3 +694,46 @@ fn products_of_one_weight_over_independent_rows_stack() {
     );
     check(&["stack-matmuls"], &src, &want);
 }
+
+/// One row's Q/K/V-style projections and a gated pair: each group becomes
+/// one product and a split; the gate's SiLU moves after the split.
+#[test]
+fn projections_of_one_row_merge() {
+    let fill = |n: usize, v: &str| format!("[{}]", vec![v; n].join(", "));
+    let src = graph(
+        &r#"  %0 = input "x" : f32[1,1,16]
+  %1 = constant f32[16,16] W1 : f32[16,16]
+  %2 = constant f32[16,32] W2 : f32[16,32]
+  %3 = constant f32[16] B1 : f32[16]
+  %4 = fused_matmul(%0, %1, %3) {activation=silu} : f32[1,1,16]  # Gate
+  %5 = matmul(%0, %2) : f32[1,1,32]  # Up
+  %6 = relu(%5) : f32[1,1,32]  # R
+  output "g" = %4
+  output "u" = %6
+"#
+        .replace("W1", &fill(256, "0.5"))
+        .replace("W2", &fill(512, "0.25"))
+        .replace("B1", &fill(16, "1.0")),
+    );
+    let g = run(&["merge-projections", "dce"], &src, None).unwrap();
+    let text = rlx_ir::text::print_graph(&g);
+    let mut got = ops(&g);
+    got.sort();
+    assert_eq!(
+        got,
+        ["fused_matmul", "mul", "relu", "sigmoid", "split"],
+        "{text}"
+    );
+    assert!(
+        text.contains("f32[16,48]") && text.contains("f32[48]"),
+        "{text}"
+    );
+    // Two rows: the split would copy, so nothing merges.
+    let rows = src
+        .replace("f32[1,1,16]", "f32[1,2,16]")
+        .replace("f32[1,1,32]", "f32[1,2,32]");
+    let g = run(&["merge-projections", "dce"], &rows, None).unwrap();
+    let mut got = ops(&g);
+    got.sort();
+    assert_eq!(got, ["fused_matmul", "matmul", "relu"]);
+}
