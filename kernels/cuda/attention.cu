@@ -135,23 +135,44 @@ __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T*
     }
 }
 
-// Split keys (decode: few query rows, many keys): one warp per (query row,
-// span of ATT_SPLIT keys) runs the row kernel's loop over its span and
-// writes its running max m, sum l and unnormalized output to `part` (f32,
-// dv + 2 per row and span); attention_merge then rescales the spans to
-// their common max and divides. The tiled kernels' 32- or 64-row query
-// tiles would leave all but one row idle and one block per head.
+// Split keys (decode: few query rows, many keys): one block of ATT_WARPS
+// warps per (query row, span of ATT_SPLIT keys). The warps score the span's
+// keys together, each lane a slice of the head and ATT_SPLIT_BATCH keys'
+// loads in flight at once (a warp sum per key), so the K rows stream in at
+// memory speed rather than one dependent load after another; the block
+// takes the span's max and sum, then each thread accumulates output
+// features over the span's keys, their V rows read coalesced. The span's
+// max m, sum l and unnormalized output go to `part` (f32, dv + 2 per row
+// and span); attention_merge then rescales the spans to their common max
+// and divides. The tiled kernels' 32- or 64-row query tiles would leave all
+// but one row idle and one block per head.
 #define ATT_SPLIT 64u
+#define ATT_SPLIT_BATCH 8
+
+// The block's maximum (op 0) or sum (op 1) of v, on every thread.
+template <typename C>
+__device__ __forceinline__ C att_block_reduce(C v, C* red, int op) {
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    v = op == 0 ? att_warp_max<C>(v) : att_warp_sum<C>(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    C r = red[0];
+    for (unsigned int w = 1; w < ATT_WARPS; ++w) r = op == 0 ? (red[w] > r ? red[w] : r) : r + red[w];
+    return r;
+}
 
 template <typename T, typename C>
 __device__ __forceinline__ void attention_split(float* part, const T* q, const T* k, const T* v,
                                                 const unsigned char* mask, const int* nonpad,
                                                 const AttentionParams& p) {
-    __shared__ C qs[ATT_WARPS][ATT_MAX_HEAD];
+    __shared__ C qs[ATT_MAX_HEAD];
+    __shared__ C ps[ATT_SPLIT];
+    __shared__ C red[ATT_WARPS];
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
-    const unsigned long long block = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    const unsigned int threads = 32u * ATT_WARPS;
+    const unsigned long long item = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
     const unsigned int spans = (p.keys + ATT_SPLIT - 1u) / ATT_SPLIT;
-    const unsigned long long item = block * ATT_WARPS + warp;
     if (item >= p.rows * (unsigned long long)spans) return;
     const unsigned long long row = item / spans;
     const unsigned int span = (unsigned int)(item % spans);
@@ -159,26 +180,71 @@ __device__ __forceinline__ void attention_split(float* part, const T* q, const T
     const unsigned int h = (unsigned int)((row / p.sq) % p.hq);
     const unsigned int b = (unsigned int)(row / ((unsigned long long)p.sq * p.hq));
     const unsigned int kvh = h / p.group;
-    C* qrow = qs[warp];
     const T* qr = q + (unsigned long long)b * p.q_s[0] + (unsigned long long)h * p.q_s[1] +
                   (unsigned long long)i * p.q_s[2];
-    for (unsigned int d = lane; d < p.dk; d += 32u) qrow[d] = (C)qr[d] * (C)p.scale;
-    __syncwarp();
+    for (unsigned int d = threadIdx.x; d < p.dk; d += threads) qs[d] = (C)qr[d] * (C)p.scale;
+    __syncthreads();
+    const unsigned int j0 = span * ATT_SPLIT;
+    const unsigned int n = p.keys - j0 < ATT_SPLIT ? p.keys - j0 : ATT_SPLIT;
+    const T* kb = k + (unsigned long long)b * p.k_s[0] + (unsigned long long)kvh * p.k_s[1];
+    for (unsigned int base = warp; base < n; base += ATT_WARPS * ATT_SPLIT_BATCH) {
+        C s[ATT_SPLIT_BATCH];
+#pragma unroll
+        for (int u = 0; u < ATT_SPLIT_BATCH; ++u) s[u] = (C)0;
+        for (unsigned int d = lane; d < p.dk; d += 32u) {
+            const C qd = qs[d];
+#pragma unroll
+            for (int u = 0; u < ATT_SPLIT_BATCH; ++u) {
+                const unsigned int jj = base + (unsigned int)u * ATT_WARPS;
+                if (jj < n) s[u] += qd * (C)kb[(unsigned long long)(j0 + jj) * p.k_s[2] + d];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_SPLIT_BATCH; ++u) {
+            const C raw = att_warp_sum<C>(s[u]);
+            const unsigned int jj = base + (unsigned int)u * ATT_WARPS;
+            if (lane == 0 && jj < n) {
+                ps[jj] = att_cap<C>(p, raw) + att_bias<T, C>(p, mask, nonpad, b, h, i, j0 + jj);
+            }
+        }
+    }
+    __syncthreads();
     const C MASKED = (C)-3.0e38f;
-    C m = -att_inf<C>(), l = (C)0;
-    C acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = (C)0;
-    const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1];
-    const unsigned int end = span * ATT_SPLIT + ATT_SPLIT < p.keys ? span * ATT_SPLIT + ATT_SPLIT : p.keys;
-    att_keys<T, C>(p, qrow, k, vb, mask, nonpad, (T*)nullptr, 0, b, h, i, span * ATT_SPLIT, end, m, l, acc);
+    C mx = -att_inf<C>();
+    for (unsigned int jj = threadIdx.x; jj < n; jj += threads) mx = ps[jj] > mx ? ps[jj] : mx;
+    const C m = att_block_reduce<C>(mx, red, 0);
+    C sum = (C)0;
+    for (unsigned int jj = threadIdx.x; jj < n; jj += threads) {
+        const C e = (m > MASKED && ps[jj] > MASKED) ? exp(ps[jj] - m) : (C)0;
+        ps[jj] = e;
+        sum += e;
+    }
+    const C l = att_block_reduce<C>(sum, red, 1);
+    // att_block_reduce's barriers also order the writes of ps above before
+    // the reads below.
     float* out = part + item * (unsigned long long)(p.dv + 2u);
-    if (lane == 0) {
+    const T* vb = v + (unsigned long long)b * p.v_s[0] + (unsigned long long)kvh * p.v_s[1] +
+                  (unsigned long long)j0 * p.v_s[2];
+    for (unsigned int d = threadIdx.x; d < p.dv; d += threads) {
+        C a[ATT_SPLIT_BATCH];
+#pragma unroll
+        for (int u = 0; u < ATT_SPLIT_BATCH; ++u) a[u] = (C)0;
+        unsigned int jj = 0;
+        for (; jj + ATT_SPLIT_BATCH <= n; jj += ATT_SPLIT_BATCH) {
+#pragma unroll
+            for (int u = 0; u < ATT_SPLIT_BATCH; ++u) {
+                a[u] += ps[jj + u] * (C)vb[(unsigned long long)(jj + u) * p.v_s[2] + d];
+            }
+        }
+        for (; jj < n; ++jj) a[0] += ps[jj] * (C)vb[(unsigned long long)jj * p.v_s[2] + d];
+        C total = (C)0;
+#pragma unroll
+        for (int u = 0; u < ATT_SPLIT_BATCH; ++u) total += a[u];
+        out[2 + d] = (float)total;
+    }
+    if (threadIdx.x == 0) {
         out[0] = (float)(m > MASKED ? m : MASKED);
         out[1] = (float)l;
-    }
-    for (int c = 0; c < 8; ++c) {
-        const unsigned int d = lane + 32u * c;
-        if (d < p.dv) out[2 + d] = (float)acc[c];
     }
 }
 

@@ -457,7 +457,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let operands = vec![y.range(), q_r, kr.0, vr.0, mask_r, nonpad_r, qk_r];
     let tiled = cx.opts.attention != AttentionKernel::Rows && !extras.qk;
     if tiled && split_keys(dtype, sq, total) {
-        // Decode: a warp per (query row, span of keys), then a merge.
+        // Decode: a block per (query row, span of keys), then a merge.
         let t = entry.strip_prefix("attention_").unwrap_or(entry);
         let rows = u64::from(params.rows);
         let spans = (total as u64).div_ceil(SPLIT_KEYS);
@@ -465,7 +465,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         let m = cx.modules.of(&SOURCE);
         let block = (32 * ROWS_PER_BLOCK) as u32;
         let split = vec![part, q_r, kr.0, vr.0, mask_r, nonpad_r];
-        let blocks = (rows * spans).div_ceil(ROWS_PER_BLOCK);
+        let blocks = rows * spans;
         cx.kernel_params(
             m,
             &format!("attention_split_{t}"),
