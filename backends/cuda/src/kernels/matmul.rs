@@ -103,16 +103,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     if cx.opts.small_gemm == SmallGemm::Tile && tiles(cx, bias.as_ref(), along_n, act)? {
         return Ok(());
     }
-    // A few rows (a decode step's one token) leave cuBLASLt few output
-    // tiles, which it fills by splitting K, and a nonlinear epilogue rules
-    // that out; there the product takes only the bias and the activation
-    // runs after it (GPT-2's decode step, where the GELU first joined its
-    // product through a view, was no faster with it fused: 1.41/1.34 ms
-    // against 1.52/1.35 before, H200, within the calls' noise).
-    let rows = c.numel() / c.dims.last().copied().unwrap_or(1).max(1);
-    let few_rows = rows <= SPLIT_K_ROWS && act != Activation::None;
     let lt_act = match act {
-        _ if few_rows => Some(GemmAct::None),
         Activation::None => Some(GemmAct::None),
         Activation::Relu => Some(GemmAct::Relu),
         Activation::GeluTanh => Some(GemmAct::GeluTanh),
@@ -126,20 +117,12 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     for l in gemm_launches(&cx.io, lt_bias, lt)? {
         cx.push(l);
     }
-    match fused {
-        None => {
-            let b = bias.as_ref().map(|b| (b.range(), b.dims.as_slice()));
-            epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
-        }
-        Some(_) if few_rows => epilogue::emit(cx, c.dtype, c.range(), &c.dims, None, None, act)?,
-        Some(_) => {}
+    if fused.is_none() {
+        let b = bias.as_ref().map(|b| (b.range(), b.dims.as_slice()));
+        epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
     }
     Ok(())
 }
-
-/// Rows of output at or below which a product's activation runs in its own
-/// kernel rather than in cuBLASLt's epilogue.
-const SPLIT_K_ROWS: usize = 16;
 
 /// Emits the MatMul as tile kernel launches if every GEMM of it is small
 /// enough ([`tile_gemm::params`]); false, emitting nothing, if not. The bias
