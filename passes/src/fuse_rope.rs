@@ -267,6 +267,10 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
     }
     let name = g.node(m.root()).name.clone();
     let origin = union_origin(g, &rev(g, m));
+    // The nodes made on the way stand for none of the matched ONNX outputs
+    // alone: one origin naming them all (`compare` maps a step to its
+    // latest origin's output, which only the root computes).
+    let inner = vec![origin.join(", ")];
     // A head split of [B,S,H*D]: rotate in 3-D, split after.
     let split = match &xd[1] {
         Dim::Known(_) => head_split(g, x, &xd),
@@ -289,8 +293,8 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
             }
             let input = split.unwrap_or(x);
             (
-                first_half(g, cx, m.v("cos"), input, d, &format!("{name}.cos"), &origin)?,
-                first_half(g, cx, m.v("sin"), input, d, &format!("{name}.sin"), &origin)?,
+                first_half(g, cx, m.v("cos"), input, d, &format!("{name}.cos"), &inner)?,
+                first_half(g, cx, m.v("sin"), input, d, &format!("{name}.sin"), &inner)?,
             )
         }
     };
@@ -306,18 +310,18 @@ fn rewrite(g: &mut Graph, cx: &mut PassContext, m: &Match) -> Result<bool, Strin
             cx.weights,
             op,
             &format!("{name}.rotary"),
-            origin.clone(),
+            inner.clone(),
             &[x3, cos, sin],
         )?;
         // [B, S, H, D], 0 keeping the (maybe symbolic) B and S.
         let t = Tensor::from_i64(&[4], &[0, 0, *heads, d as i64]).map_err(|e| e.to_string())?;
-        let shape = constant(g, cx.weights, &format!("{name}.heads"), origin.clone(), t);
+        let shape = constant(g, cx.weights, &format!("{name}.heads"), inner.clone(), t);
         let split = add_op(
             g,
             cx.weights,
             Reshape { allowzero: false },
             &format!("{name}.split"),
-            origin.clone(),
+            inner.clone(),
             &[Value::of(r), shape],
         )?;
         let perm = Transpose {
