@@ -143,11 +143,9 @@ __device__ __forceinline__ void attention(T* y, const T* q, const T* k, const T*
 // takes the span's max and sum, then each thread accumulates output
 // features over the span's keys, their V rows read coalesced. The span's
 // max m, sum l and unnormalized output go to `part` (f32, dv + 2 per row
-// and span); the row's last span to finish (a ticket per row, taken after
-// a device-wide fence, reset by the block that merges) rescales the spans
-// to their common max, divides and writes the output: one launch. The tiled
-// kernels' 32- or 64-row query tiles would leave all but one row idle and
-// one block per head.
+// and span); attention_merge then rescales the spans to their common max
+// and divides. The tiled kernels' 32- or 64-row query tiles would leave all
+// but one row idle and one block per head.
 #define ATT_SPLIT 64u
 #define ATT_SPLIT_BATCH 8
 
@@ -164,56 +162,10 @@ __device__ __forceinline__ C att_block_reduce(C v, C* red, int op) {
     return r;
 }
 
-// A load that skips L1 (another block wrote the line), a device-wide fence
-// and a ticket: the old value of *t, incremented.
-__device__ __forceinline__ float att_ld_cg(const float* a) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(a));
-    return v;
-}
-__device__ __forceinline__ void att_fence() { asm volatile("membar.gl;" ::: "memory"); }
-__device__ __forceinline__ unsigned int att_ticket(unsigned int* t) {
-    unsigned int old;
-    asm volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(t) : "memory");
-    return old;
-}
-
-// The spans of query row `row` into its output, by the block that finished
-// the row's last span.
-template <typename T>
-__device__ __forceinline__ void attention_merge_row(T* y, const float* part, unsigned long long row,
-                                                    unsigned int spans, const AttentionParams& p) {
-    const unsigned long long w = p.dv + 2u;
-    const float* r = part + row * spans * w;
-    float m = -3.0e38f;
-    for (unsigned int s = 0; s < spans; ++s) {
-        const float ms = att_ld_cg(r + s * w), ls = att_ld_cg(r + s * w + 1);
-        if (ls > 0.0f && ms > m) m = ms;
-    }
-    float l = 0.0f;
-    for (unsigned int s = 0; s < spans; ++s) {
-        const float ms = att_ld_cg(r + s * w), ls = att_ld_cg(r + s * w + 1);
-        if (ls > 0.0f) l += ls * __expf(ms - m);
-    }
-    const unsigned int i = (unsigned int)(row % p.sq);
-    const unsigned int h = (unsigned int)((row / p.sq) % p.hq);
-    const unsigned int b = (unsigned int)(row / ((unsigned long long)p.sq * p.hq));
-    T* yr = y + (unsigned long long)b * p.y_s[0] + (unsigned long long)h * p.y_s[1] +
-            (unsigned long long)i * p.y_s[2];
-    for (unsigned int d = threadIdx.x; d < p.dv; d += blockDim.x) {
-        float a = 0.0f;
-        for (unsigned int s = 0; s < spans; ++s) {
-            const float ms = att_ld_cg(r + s * w), ls = att_ld_cg(r + s * w + 1);
-            if (ls > 0.0f) a += att_ld_cg(r + s * w + 2 + d) * __expf(ms - m);
-        }
-        yr[d] = (T)(l > 0.0f ? a / l : 0.0f);
-    }
-}
-
 template <typename T, typename C>
-__device__ __forceinline__ void attention_split(T* y, float* part, unsigned int* tickets, const T* q,
-                                                const T* k, const T* v, const unsigned char* mask,
-                                                const int* nonpad, const AttentionParams& p) {
+__device__ __forceinline__ void attention_split(float* part, const T* q, const T* k, const T* v,
+                                                const unsigned char* mask, const int* nonpad,
+                                                const AttentionParams& p) {
     __shared__ C qs[ATT_MAX_HEAD];
     __shared__ C ps[ATT_SPLIT];
     __shared__ C red[ATT_WARPS];
@@ -294,24 +246,49 @@ __device__ __forceinline__ void attention_split(T* y, float* part, unsigned int*
         out[0] = (float)(m > MASKED ? m : MASKED);
         out[1] = (float)l;
     }
-    // Every thread's part is visible device-wide before the row's ticket.
-    att_fence();
-    __shared__ unsigned int last;
-    __syncthreads();
-    if (threadIdx.x == 0) last = att_ticket(tickets + row) == spans - 1u ? 1u : 0u;
-    __syncthreads();
-    if (last == 0u) return;
-    att_fence();
-    attention_merge_row<T>(y, part, row, spans, p);
-    if (threadIdx.x == 0) tickets[row] = 0u;
+}
+
+// The spans of a row into its output: a warp per query row.
+template <typename T>
+__device__ __forceinline__ void attention_merge(T* y, const float* part, const AttentionParams& p) {
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const unsigned long long block = (unsigned long long)blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    const unsigned long long row = block * ATT_WARPS + warp;
+    if (row >= p.rows) return;
+    const unsigned int spans = (p.keys + ATT_SPLIT - 1u) / ATT_SPLIT;
+    const unsigned long long w = p.dv + 2u;
+    const float* r = part + row * spans * w;
+    float m = -3.0e38f;
+    for (unsigned int s = 0; s < spans; ++s) {
+        if (r[s * w + 1] > 0.0f && r[s * w] > m) m = r[s * w];
+    }
+    float l = 0.0f;
+    for (unsigned int s = 0; s < spans; ++s) {
+        if (r[s * w + 1] > 0.0f) l += r[s * w + 1] * __expf(r[s * w] - m);
+    }
+    const unsigned int i = (unsigned int)(row % p.sq);
+    const unsigned int h = (unsigned int)((row / p.sq) % p.hq);
+    const unsigned int b = (unsigned int)(row / ((unsigned long long)p.sq * p.hq));
+    T* yr = y + (unsigned long long)b * p.y_s[0] + (unsigned long long)h * p.y_s[1] +
+            (unsigned long long)i * p.y_s[2];
+    for (unsigned int d = lane; d < p.dv; d += 32u) {
+        float a = 0.0f;
+        for (unsigned int s = 0; s < spans; ++s) {
+            if (r[s * w + 1] > 0.0f) a += r[s * w + 2 + d] * __expf(r[s * w] - m);
+        }
+        yr[d] = (T)(l > 0.0f ? a / l : 0.0f);
+    }
 }
 
 #define ATT_SPLIT_ENTRY(t, T)                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
-        attention_split_##t(T* y, float* part, unsigned int* tickets, const T* q, const T* k,  \
-                            const T* v, const unsigned char* mask, const int* nonpad,           \
-                            AttentionParams p) {                                                \
-        attention_split<T, float>(y, part, tickets, q, k, v, mask, nonpad, p);                  \
+        attention_split_##t(float* part, const T* q, const T* k, const T* v,                   \
+                            const unsigned char* mask, const int* nonpad, AttentionParams p) {  \
+        attention_split<T, float>(part, q, k, v, mask, nonpad, p);                              \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
+        attention_merge_##t(T* y, const float* part, AttentionParams p) {                       \
+        attention_merge<T>(y, part, p);                                                         \
     }
 ATT_SPLIT_ENTRY(f32, float)
 ATT_SPLIT_ENTRY(f16, rlx_f16)

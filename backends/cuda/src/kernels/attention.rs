@@ -457,23 +457,31 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let operands = vec![y.range(), q_r, kr.0, vr.0, mask_r, nonpad_r, qk_r];
     let tiled = cx.opts.attention != AttentionKernel::Rows && !extras.qk;
     if tiled && split_keys(dtype, sq, total) {
-        // Decode: a block per (query row, span of keys); the row's last
-        // span merges. Its tickets start at zero (a constant block, uploaded
-        // once) and the merging block puts them back.
+        // Decode: a block per (query row, span of keys), then a merge.
         let t = entry.strip_prefix("attention_").unwrap_or(entry);
         let rows = u64::from(params.rows);
         let spans = (total as u64).div_ceil(SPLIT_KEYS);
         let part = cx.scratch(rows * spans * (dv as u64 + 2) * 4);
-        let tickets = cx.constant(vec![0; rows as usize * 4]);
         let m = cx.modules.of(&SOURCE);
         let block = (32 * ROWS_PER_BLOCK) as u32;
-        let split = vec![y.range(), part, tickets, q_r, kr.0, vr.0, mask_r, nonpad_r];
+        let split = vec![part, q_r, kr.0, vr.0, mask_r, nonpad_r];
+        let blocks = rows * spans;
         cx.kernel_params(
             m,
             &format!("attention_split_{t}"),
-            rows * spans,
+            blocks,
             block,
             split,
+            &params,
+        );
+        let blocks = rows.div_ceil(ROWS_PER_BLOCK);
+        let merge = vec![y.range(), part];
+        cx.kernel_params(
+            m,
+            &format!("attention_merge_{t}"),
+            blocks,
+            block,
+            merge,
             &params,
         );
         return Ok(());
