@@ -30,7 +30,7 @@ done
 secs=${1:-60}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(import ir_text artifact tensor_files structured text_ops)
+[[ ${#targets[@]} -gt 0 ]] || targets=(import ir_text artifact tensor_files structured gpu_plans text_ops)
 if [[ -z $bin ]]; then
 host=$(rustc -vV | sed -n 's/^host: //p')
 # With --target, RUSTFLAGS reach only the fuzzed code, not build scripts.

@@ -12,6 +12,9 @@
 //!   tensor bytes, the rest is read.
 //! - [`structured`]: an [`arbitrary`]-driven model of up to 12 ONNX nodes
 //!   (see [`structured`](mod@structured)) → compile → one run.
+//! - [`gpu_plans`]: the same generated models compiled for CUDA (its
+//!   pipeline: legalization, the GPU-only passes) and planned without a
+//!   device (the CUDA lowering of every node).
 //! - [`text_ops`]: the same over strings, bytes, sequences and images
 //!   (string and regex ops, Einsum equations, ImageDecoder on the fuzzer's
 //!   bytes) → compile → one run.
@@ -116,6 +119,37 @@ pub fn structured(data: &[u8]) {
         return;
     };
     import(&structured::encode(&spec));
+}
+
+/// A generated model compiled for CUDA and planned without a device.
+pub fn gpu_plans(data: &[u8]) {
+    let mut u = arbitrary::Unstructured::new(data);
+    let Ok(spec) = u.arbitrary::<structured::Spec>() else {
+        return;
+    };
+    let Ok(model) = import_bytes(&structured::encode(&spec), None, &Registry::standard()) else {
+        return;
+    };
+    let compiler = Compiler {
+        limits: limits(),
+        verify: true,
+        ..Compiler::new(Target::Cuda)
+    };
+    let mut compiled = match compiler.compile(model, None) {
+        Ok(m) => m,
+        Err(e) => return no_bug(&e),
+    };
+    compiled.limits = limits();
+    let Some(inputs) = inputs(&compiled) else {
+        return;
+    };
+    let Ok(session) = Session::new(compiled, SessionOptions { threads: 1 }) else {
+        return;
+    };
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    if let Err(e) = session.cuda_schedule(&named) {
+        no_bug(&e);
+    }
 }
 
 /// A generated model over strings, bytes, sequences and images.

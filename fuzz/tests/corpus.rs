@@ -12,6 +12,7 @@ const TARGETS: &[(&str, Body)] = &[
     ("artifact", rlx_fuzz::artifact),
     ("tensor_files", rlx_fuzz::tensor_files),
     ("structured", rlx_fuzz::structured),
+    ("gpu_plans", rlx_fuzz::gpu_plans),
     ("text_ops", rlx_fuzz::text_ops),
 ];
 
