@@ -16,6 +16,17 @@ fn plan(src: &str, concat_in_place: bool) -> (rlx_ir::Graph, MemoryPlan) {
     (g, plan)
 }
 
+/// The names of the nodes the plan runs in place (sorted).
+fn in_place_names<'g>(g: &'g rlx_ir::Graph, plan: &MemoryPlan) -> Vec<&'g str> {
+    let mut names: Vec<&str> = plan
+        .in_place
+        .iter()
+        .map(|&id| g.node(id).name.as_str())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The arena offset of the value of the node named `name`.
 fn offset(g: &rlx_ir::Graph, plan: &MemoryPlan, name: &str) -> usize {
     let id = g
@@ -49,11 +60,7 @@ fn nested_concatenations_take_their_pieces_in_place() {
     assert_eq!(offset(&g, &plan, "A"), c2);
     assert_eq!(offset(&g, &plan, "B"), c2 + 64);
     assert_eq!(offset(&g, &plan, "D"), c2 + 128);
-    let names: Vec<&str> = plan
-        .in_place
-        .iter()
-        .map(|&id| g.node(id).name.as_str())
-        .collect();
+    let names = in_place_names(&g, &plan);
     assert_eq!(names.len(), 2, "{names:?}");
     // The outermost buffer is reserved from the first piece's definition
     // on: nothing else written meanwhile may overlap it.
@@ -91,11 +98,7 @@ fn pieces_that_are_not_consecutive_or_not_owned_stay_copied() {
   output "d" = %9
 "#;
     let (g, plan) = plan(src, true);
-    let names: Vec<&str> = plan
-        .in_place
-        .iter()
-        .map(|&id| g.node(id).name.as_str())
-        .collect();
+    let names = in_place_names(&g, &plan);
     assert!(names.is_empty(), "{names:?}");
     assert!(g
         .node_ids()
@@ -121,11 +124,7 @@ const ONE_ROW_SPLIT: &str = r#"  %0 = input "x" : f32[1,1,48]
 #[test]
 fn a_split_of_one_row_is_views_of_its_input() {
     let (g, plan) = plan(ONE_ROW_SPLIT, true);
-    let names: Vec<&str> = plan
-        .in_place
-        .iter()
-        .map(|&id| g.node(id).name.as_str())
-        .collect();
+    let names = in_place_names(&g, &plan);
     assert_eq!(names, ["S"]);
     let p = offset(&g, &plan, "P");
     let id = |name: &str| {
