@@ -135,20 +135,9 @@ pub fn gpu_plans(data: &[u8]) {
         verify: true,
         ..Compiler::new(Target::Cuda)
     };
-    let mut compiled = match compiler.compile(model, None) {
-        Ok(m) => m,
-        Err(e) => return no_bug(&e),
-    };
-    compiled.limits = limits();
-    let Some(inputs) = inputs(&compiled) else {
-        return;
-    };
-    let Ok(session) = Session::new(compiled, SessionOptions { threads: 1 }) else {
-        return;
-    };
-    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    if let Err(e) = session.cuda_schedule(&named) {
-        no_bug(&e);
+    match compiler.compile(model, None) {
+        Ok(m) => on_inputs(m, |s, named| s.cuda_schedule(named).map(drop)),
+        Err(e) => no_bug(&e),
     }
 }
 
@@ -175,7 +164,17 @@ pub fn compile_and_run(model: ImportedModel) {
 }
 
 /// Runs `model` once on deterministic inputs, when they are small.
-pub fn run(mut model: CompiledModel) {
+pub fn run(model: CompiledModel) {
+    on_inputs(model, |s, named| s.run(named).map(drop));
+}
+
+/// A session of `model` under [`limits`] and its deterministic inputs (when
+/// they are small), handed to `f`; an error `f` returns must not be a
+/// compiler bug.
+fn on_inputs(
+    mut model: CompiledModel,
+    f: impl FnOnce(&Session, &[(&str, &Tensor)]) -> Result<(), Error>,
+) {
     model.limits = limits();
     let Some(inputs) = inputs(&model) else {
         return;
@@ -184,7 +183,7 @@ pub fn run(mut model: CompiledModel) {
         return;
     };
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    if let Err(e) = session.run(&named) {
+    if let Err(e) = f(&session, &named) {
         no_bug(&e);
     }
 }
