@@ -8,12 +8,14 @@
 //! them starts to run (so the list only shrinks). Without a device the tests
 //! skip, saying so, except under `CI`, where they fail.
 
+#[path = "common/attention.rs"]
+mod attention;
 mod common;
 
 use std::sync::Arc;
 
 use rlx_onnx::conformance::{compare, Tolerance};
-use rlx_onnx::ir::Tensor;
+use rlx_onnx::ir::{DType, Tensor};
 use rlx_onnx::testdata::{arange_input, data_set_dirs, light_models, read_data_set};
 use rlx_onnx::wgpu::{Executable, WgpuError};
 use rlx_onnx::wgsl::Caps;
@@ -115,6 +117,43 @@ fn golden_models_match_cpu_on(gpu: Gpu) {
             Ok(false) if !expected => bad.push(format!("{name}: {} rejects it", gpu.target)),
             Ok(_) => {}
             Err(e) => bad.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The WGSL attention kernels against the CPU backend on the attention
+/// cases the CUDA kernels are tested on, f32 (rtol 2e-4, atol 2e-5): the
+/// 8-row kernel takes the cases of 8 or more query rows and heads up to 64,
+/// the row kernel the rest. On Vulkan only (the plan is the same for both
+/// devices).
+#[test]
+fn attention_matches_cpu_on_vulkan() {
+    let Some(gpu) = vulkan() else { return };
+    let tol = Tolerance {
+        rtol: 2e-4,
+        atol: 2e-5,
+    };
+    let mut bad = Vec::new();
+    for (i, c) in attention::cases().iter().enumerate() {
+        let text = attention::graph(c, "f32");
+        let ins: Vec<Tensor> = attention::inputs(c, DType::F32, 17 * i as u64)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        let want = run(attention::compiled(&text, Target::Cpu), &ins, None).unwrap();
+        let got = run(
+            attention::compiled(&text, gpu.target),
+            &ins,
+            Some(&gpu.devices),
+        );
+        match got
+            .map_err(|e| e.to_string())
+            .and_then(|g| compare(&g[0], &want[0], tol).map_err(|e| e.to_string()))
+        {
+            Ok(d) if d.mismatched == 0 => {}
+            Ok(d) => bad.push(format!("{}: {d:?}", c.name)),
+            Err(e) => bad.push(format!("{}: {e}", c.name)),
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));

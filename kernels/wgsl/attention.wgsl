@@ -11,7 +11,8 @@
 // position), left and right (the key window, -1 unbounded), qk mode, scale,
 // softcap, rows. Flags: 1 mask, 2 bool mask, 4 causal, 8 nonpad, 16 nonpad is
 // i64, 32 qk out, 64 the first query row sits at nonpad[b] - sq. A row with
-// every key masked gives zeros.
+// every key masked gives zeros. The softcap and masks are attention_mask.wgsl's
+// (prepended).
 
 var<workgroup> qrow: array<f32, 256>;
 var<workgroup> red: array<f32, 64>;
@@ -43,50 +44,8 @@ fn score(b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
     for (var d = 0u; d < dk; d++) {
         raw += qrow[d] * ldf(p.k, kb + d);
     }
-    var capped = raw;
-    let cap = p.softcap;
-    if (cap > 0.0) {
-        capped = cap * ew_att_tanh(raw / cap);
-    }
-    var bias = 0.0;
-    let flags = p.flags;
-    var np = 0;
-    if ((flags & 8u) != 0u) {
-        np = ldidx(p.nonpad, b, (flags >> 4u) & 1u);
-        if (i32(j) >= np) {
-            bias = -inf_f32();
-        }
-    }
-    // Query position minus key position, bottom-right aligned.
-    var off = i32(p.past);
-    if ((flags & 64u) != 0u) {
-        off = np - i32(p.sq);
-    }
-    let diff = i32(i) + off - i32(j);
-    if (((flags & 4u) != 0u && diff < 0) || (p.left >= 0 && diff > p.left) || (p.right >= 0 && -diff > p.right)) {
-        bias = -inf_f32();
-    }
-    if ((flags & 1u) != 0u) {
-        if (j >= p.mask_len) {
-            bias = -inf_f32();
-        } else {
-            let mi = b * p.mask_s[0] + h * p.mask_s[1] + i * p.mask_s[2] + j * p.mask_s[3];
-            if ((flags & 2u) != 0u) {
-                if (ldb(p.mask, mi) == 0u) {
-                    bias = -inf_f32();
-                }
-            } else {
-                bias += ldf(p.mask, mi);
-            }
-        }
-    }
-    return vec3<f32>(raw, capped, capped + bias);
-}
-
-fn ew_att_tanh(x: f32) -> f32 {
-    let c = clamp(x, -15.0, 15.0);
-    let e = exp(2.0 * c);
-    return (e - 1.0) / (e + 1.0);
+    let capped = att_cap(raw);
+    return vec3<f32>(raw, capped, capped + att_bias(b, h, i, j));
 }
 
 @compute @workgroup_size(64)

@@ -1,22 +1,122 @@
-// matmul: batched, strided C = act(A * B + bias), 32x32 output tiles per
-// workgroup of 64 invocations (4x4 each), K in steps of 16 through workgroup memory.
+// matmul: batched, strided C = act(A * B + bias). A workgroup of 64 invocations
+// computes a 64x64 output tile, each invocation an 8x8 block of it held in
+// registers (16 vec4 accumulators), K in steps of 16 through workgroup memory.
+// Per step an invocation reads 4 vec4 of A and B from workgroup memory for every
+// 64 fma; the next step's operands are loaded from the buffer into registers
+// while this step computes.
 // Params `p`: rlx-gpu `MatmulParams` (sizes m, n, k, element strides, flags bit 0:
-// add bias, bit 1: relu, bit 2: accumulate into C; tiles, right-aligned batch dims
-// with per-operand batch strides) after the operand handles a, b, c, bias.
+// add bias, bit 1: apply `epilogue`, bit 2: accumulate into C; tiles, right-aligned
+// batch dims with per-operand batch strides) after the operand handles a, b, c,
+// bias. The pipeline prepends `fn epilogue(x0: f32) -> f32`, the fused product's
+// activation (rlx-gpu `elementwise::wgsl::epilogue`).
 
-var<workgroup> As: array<f32, 512>;
-var<workgroup> Bs: array<f32, 512>;
+// Operand tiles, K-major: As[k * 16 + q] holds rows 4q..4q+3 of column k of
+// the A tile; Bs[k * 16 + q] columns 4q..4q+3 of row k of the B tile.
+var<workgroup> As: array<vec4<f32>, 256>;
+var<workgroup> Bs: array<vec4<f32>, 256>;
+
+// Four elements of operand `h` from `at`, `step` apart; the first `valid` of
+// them (the rest are past the matrix's edge and read as zero).
+fn quad(h: u32, at: u32, step: u32, valid: u32) -> vec4<f32> {
+    if (valid >= 4u) {
+        return vec4<f32>(ldf(h, at), ldf(h, at + step), ldf(h, at + 2u * step), ldf(h, at + 3u * step));
+    }
+    var v = vec4<f32>(0.0);
+    if (valid > 0u) {
+        v.x = ldf(h, at);
+    }
+    if (valid > 1u) {
+        v.y = ldf(h, at + step);
+    }
+    if (valid > 2u) {
+        v.z = ldf(h, at + 2u * step);
+    }
+    return v;
+}
+
+// How many of four consecutive indices from `i` lie below `end`.
+fn inside(i: u32, end: u32) -> u32 {
+    return min(end - min(i, end), 4u);
+}
+
+// Quad `j` (of four) of this invocation's share of a 64 x 16 operand tile
+// whose 64 "rows" (A's rows, B's columns) start at `r0` of `rows` and whose
+// K starts at `k0`; `s_r` and `s_k` are the element strides. Along K when
+// K is the contiguous axis (a row-major A, a transposed B), else along rows,
+// so neighbouring invocations read neighbouring addresses either way.
+fn load(h: u32, base: u32, along_k: bool, li: u32, j: u32, r0: u32, rows: u32, k0: u32, K: u32, s_r: u32, s_k: u32) -> vec4<f32> {
+    if (along_k) {
+        let r = r0 + li / 4u + 16u * j;
+        let k = k0 + (li % 4u) * 4u;
+        let valid = select(0u, inside(k, K), r < rows);
+        return quad(h, base + r * s_r + k * s_k, s_k, valid);
+    }
+    let r = r0 + (li % 16u) * 4u;
+    let k = k0 + li / 16u + 4u * j;
+    let valid = select(0u, inside(r, rows), k < K);
+    return quad(h, base + r * s_r + k * s_k, s_r, valid);
+}
+
+// Stores quad `j` loaded by `load` into a K-major tile.
+fn stage_a(along_k: bool, li: u32, j: u32, v: vec4<f32>) {
+    if (along_k) {
+        let r = li / 4u + 16u * j;
+        let k = (li % 4u) * 4u;
+        As[k * 16u + r / 4u][r % 4u] = v.x;
+        As[(k + 1u) * 16u + r / 4u][r % 4u] = v.y;
+        As[(k + 2u) * 16u + r / 4u][r % 4u] = v.z;
+        As[(k + 3u) * 16u + r / 4u][r % 4u] = v.w;
+    } else {
+        As[(li / 16u + 4u * j) * 16u + li % 16u] = v;
+    }
+}
+
+fn stage_b(along_k: bool, li: u32, j: u32, v: vec4<f32>) {
+    if (along_k) {
+        let r = li / 4u + 16u * j;
+        let k = (li % 4u) * 4u;
+        Bs[k * 16u + r / 4u][r % 4u] = v.x;
+        Bs[(k + 1u) * 16u + r / 4u][r % 4u] = v.y;
+        Bs[(k + 2u) * 16u + r / 4u][r % 4u] = v.z;
+        Bs[(k + 3u) * 16u + r / 4u][r % 4u] = v.w;
+    } else {
+        Bs[(li / 16u + 4u * j) * 16u + li % 16u] = v;
+    }
+}
+
+// Writes four outputs of row `m` from column `n` with the epilogue.
+fn put(m: u32, n: u32, v: vec4<f32>, co: u32, biaso: u32) {
+    if (m >= p.m) {
+        return;
+    }
+    let flags = p.flags;
+    for (var j = 0u; j < 4u; j++) {
+        if (n + j < p.n) {
+            var x = v[j];
+            let ci = co + m * p.c_sm + (n + j) * p.c_sn;
+            if ((flags & 4u) != 0u) {
+                x += ldf(p.c, ci);
+            }
+            if ((flags & 1u) != 0u) {
+                x += ldf(p.bias, biaso + m * p.bias_sm + (n + j) * p.bias_sn);
+            }
+            if ((flags & 2u) != 0u) {
+                x = epilogue(x);
+            }
+            stf(p.c, ci, x);
+        }
+    }
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let wg = wg_linear(wid, nwg);
     let M = p.m; let N = p.n; let K = p.k;
-    let tiles_m = p.tiles_m; let tiles_n = p.tiles_n; let batches = p.batches;
-    let tn = wg % tiles_n;
-    let rest = wg / tiles_n;
-    let tm = rest % tiles_m;
-    let bi = rest / tiles_m;
-    if (bi >= batches) {
+    let tn = wg % p.tiles_n;
+    let rest = wg / p.tiles_n;
+    let tm = rest % p.tiles_m;
+    let bi = rest / p.tiles_m;
+    if (bi >= p.batches) {
         return;
     }
     var ao = 0u;
@@ -34,79 +134,85 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         biaso += c * p.bias_sb[a];
     }
     let a_sm = p.a_sm; let a_sk = p.a_sk; let b_sk = p.b_sk; let b_sn = p.b_sn;
-    let tx = li % 8u;
-    let ty = li / 8u;
-    let m0 = tm * 32u;
-    let n0 = tn * 32u;
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i++) {
-        acc[i] = 0.0;
-    }
-    // Neighbouring invocations load neighbouring addresses: along k when
-    // an operand's k stride is 1 (a row-major A, a transposed B), else
-    // along its rows or columns (coalesced either way).
     let a_along_k = a_sk == 1u && a_sm != 1u;
     let b_along_k = b_sk == 1u && b_sn != 1u;
+    let m0 = tm * 64u;
+    let n0 = tn * 64u;
+    let tx = li % 8u;
+    let ty = li / 8u;
+
+    // Rows ty*4.. (lo) and 32+ty*4.. (hi) of output column j of this
+    // invocation's block (columns tx*4.. then 32+tx*4..).
+    var lo0 = vec4<f32>(0.0); var lo1 = vec4<f32>(0.0); var lo2 = vec4<f32>(0.0); var lo3 = vec4<f32>(0.0);
+    var lo4 = vec4<f32>(0.0); var lo5 = vec4<f32>(0.0); var lo6 = vec4<f32>(0.0); var lo7 = vec4<f32>(0.0);
+    var hi0 = vec4<f32>(0.0); var hi1 = vec4<f32>(0.0); var hi2 = vec4<f32>(0.0); var hi3 = vec4<f32>(0.0);
+    var hi4 = vec4<f32>(0.0); var hi5 = vec4<f32>(0.0); var hi6 = vec4<f32>(0.0); var hi7 = vec4<f32>(0.0);
+
+    var a0 = load(p.a, ao, a_along_k, li, 0u, m0, M, 0u, K, a_sm, a_sk);
+    var a1 = load(p.a, ao, a_along_k, li, 1u, m0, M, 0u, K, a_sm, a_sk);
+    var a2 = load(p.a, ao, a_along_k, li, 2u, m0, M, 0u, K, a_sm, a_sk);
+    var a3 = load(p.a, ao, a_along_k, li, 3u, m0, M, 0u, K, a_sm, a_sk);
+    var b0 = load(p.b, bo, b_along_k, li, 0u, n0, N, 0u, K, b_sn, b_sk);
+    var b1 = load(p.b, bo, b_along_k, li, 1u, n0, N, 0u, K, b_sn, b_sk);
+    var b2 = load(p.b, bo, b_along_k, li, 2u, n0, N, 0u, K, b_sn, b_sk);
+    var b3 = load(p.b, bo, b_along_k, li, 3u, n0, N, 0u, K, b_sn, b_sk);
     for (var k0 = 0u; k0 < K; k0 += 16u) {
-        for (var i = 0u; i < 8u; i++) {
-            let idx = li + 64u * i;
-            var kk = idx / 32u;
-            var x = idx % 32u;
-            if (a_along_k) {
-                kk = idx % 16u;
-                x = idx / 16u;
-            }
-            var k = k0 + kk;
-            var av = 0.0;
-            if (m0 + x < M && k < K) {
-                av = ldf(p.a, ao + (m0 + x) * a_sm + k * a_sk);
-            }
-            As[kk * 32u + x] = av;
-            kk = idx / 32u;
-            x = idx % 32u;
-            if (b_along_k) {
-                kk = idx % 16u;
-                x = idx / 16u;
-            }
-            k = k0 + kk;
-            var bv = 0.0;
-            if (n0 + x < N && k < K) {
-                bv = ldf(p.b, bo + k * b_sk + (n0 + x) * b_sn);
-            }
-            Bs[kk * 32u + x] = bv;
-        }
+        stage_a(a_along_k, li, 0u, a0);
+        stage_a(a_along_k, li, 1u, a1);
+        stage_a(a_along_k, li, 2u, a2);
+        stage_a(a_along_k, li, 3u, a3);
+        stage_b(b_along_k, li, 0u, b0);
+        stage_b(b_along_k, li, 1u, b1);
+        stage_b(b_along_k, li, 2u, b2);
+        stage_b(b_along_k, li, 3u, b3);
         workgroupBarrier();
+        let k1 = k0 + 16u;
+        if (k1 < K) {
+            a0 = load(p.a, ao, a_along_k, li, 0u, m0, M, k1, K, a_sm, a_sk);
+            a1 = load(p.a, ao, a_along_k, li, 1u, m0, M, k1, K, a_sm, a_sk);
+            a2 = load(p.a, ao, a_along_k, li, 2u, m0, M, k1, K, a_sm, a_sk);
+            a3 = load(p.a, ao, a_along_k, li, 3u, m0, M, k1, K, a_sm, a_sk);
+            b0 = load(p.b, bo, b_along_k, li, 0u, n0, N, k1, K, b_sn, b_sk);
+            b1 = load(p.b, bo, b_along_k, li, 1u, n0, N, k1, K, b_sn, b_sk);
+            b2 = load(p.b, bo, b_along_k, li, 2u, n0, N, k1, K, b_sn, b_sk);
+            b3 = load(p.b, bo, b_along_k, li, 3u, n0, N, k1, K, b_sn, b_sk);
+        }
         for (var kk = 0u; kk < 16u; kk++) {
-            let a4 = vec4<f32>(As[kk * 32u + ty * 4u], As[kk * 32u + ty * 4u + 1u], As[kk * 32u + ty * 4u + 2u], As[kk * 32u + ty * 4u + 3u]);
-            let b4 = vec4<f32>(Bs[kk * 32u + tx * 4u], Bs[kk * 32u + tx * 4u + 1u], Bs[kk * 32u + tx * 4u + 2u], Bs[kk * 32u + tx * 4u + 3u]);
-            for (var i = 0u; i < 4u; i++) {
-                acc[i * 4u] += a4[i] * b4.x;
-                acc[i * 4u + 1u] += a4[i] * b4.y;
-                acc[i * 4u + 2u] += a4[i] * b4.z;
-                acc[i * 4u + 3u] += a4[i] * b4.w;
-            }
+            let al = As[kk * 16u + ty];
+            let ah = As[kk * 16u + 8u + ty];
+            let bl = Bs[kk * 16u + tx];
+            let bh = Bs[kk * 16u + 8u + tx];
+            lo0 = fma(al, vec4<f32>(bl.x), lo0); hi0 = fma(ah, vec4<f32>(bl.x), hi0);
+            lo1 = fma(al, vec4<f32>(bl.y), lo1); hi1 = fma(ah, vec4<f32>(bl.y), hi1);
+            lo2 = fma(al, vec4<f32>(bl.z), lo2); hi2 = fma(ah, vec4<f32>(bl.z), hi2);
+            lo3 = fma(al, vec4<f32>(bl.w), lo3); hi3 = fma(ah, vec4<f32>(bl.w), hi3);
+            lo4 = fma(al, vec4<f32>(bh.x), lo4); hi4 = fma(ah, vec4<f32>(bh.x), hi4);
+            lo5 = fma(al, vec4<f32>(bh.y), lo5); hi5 = fma(ah, vec4<f32>(bh.y), hi5);
+            lo6 = fma(al, vec4<f32>(bh.z), lo6); hi6 = fma(ah, vec4<f32>(bh.z), hi6);
+            lo7 = fma(al, vec4<f32>(bh.w), lo7); hi7 = fma(ah, vec4<f32>(bh.w), hi7);
         }
         workgroupBarrier();
     }
-    let flags = p.flags;
-    for (var i = 0u; i < 4u; i++) {
-        let m = m0 + ty * 4u + i;
-        for (var j = 0u; j < 4u; j++) {
-            let n = n0 + tx * 4u + j;
-            if (m < M && n < N) {
-                var v = acc[i * 4u + j];
-                let ci = co + m * p.c_sm + n * p.c_sn;
-                if ((flags & 4u) != 0u) {
-                    v += ldf(p.c, ci);
-                }
-                if ((flags & 1u) != 0u) {
-                    v += ldf(p.bias, biaso + m * p.bias_sm + n * p.bias_sn);
-                }
-                if ((flags & 2u) != 0u) {
-                    v = max(v, 0.0);
-                }
-                stf(p.c, ci, v);
-            }
-        }
-    }
+
+    // Row i of the block is component i of every column's accumulator.
+    let ml = m0 + ty * 4u;
+    let mh = ml + 32u;
+    let nl = n0 + tx * 4u;
+    let nh = nl + 32u;
+    put(ml, nl, vec4<f32>(lo0.x, lo1.x, lo2.x, lo3.x), co, biaso);
+    put(ml, nh, vec4<f32>(lo4.x, lo5.x, lo6.x, lo7.x), co, biaso);
+    put(ml + 1u, nl, vec4<f32>(lo0.y, lo1.y, lo2.y, lo3.y), co, biaso);
+    put(ml + 1u, nh, vec4<f32>(lo4.y, lo5.y, lo6.y, lo7.y), co, biaso);
+    put(ml + 2u, nl, vec4<f32>(lo0.z, lo1.z, lo2.z, lo3.z), co, biaso);
+    put(ml + 2u, nh, vec4<f32>(lo4.z, lo5.z, lo6.z, lo7.z), co, biaso);
+    put(ml + 3u, nl, vec4<f32>(lo0.w, lo1.w, lo2.w, lo3.w), co, biaso);
+    put(ml + 3u, nh, vec4<f32>(lo4.w, lo5.w, lo6.w, lo7.w), co, biaso);
+    put(mh, nl, vec4<f32>(hi0.x, hi1.x, hi2.x, hi3.x), co, biaso);
+    put(mh, nh, vec4<f32>(hi4.x, hi5.x, hi6.x, hi7.x), co, biaso);
+    put(mh + 1u, nl, vec4<f32>(hi0.y, hi1.y, hi2.y, hi3.y), co, biaso);
+    put(mh + 1u, nh, vec4<f32>(hi4.y, hi5.y, hi6.y, hi7.y), co, biaso);
+    put(mh + 2u, nl, vec4<f32>(hi0.z, hi1.z, hi2.z, hi3.z), co, biaso);
+    put(mh + 2u, nh, vec4<f32>(hi4.z, hi5.z, hi6.z, hi7.z), co, biaso);
+    put(mh + 3u, nl, vec4<f32>(hi0.w, hi1.w, hi2.w, hi3.w), co, biaso);
+    put(mh + 3u, nh, vec4<f32>(hi4.w, hi5.w, hi6.w, hi7.w), co, biaso);
 }

@@ -1,8 +1,9 @@
 // matmul_sum: the sum of a split-K GEMM's partial products, part[s, m, n]
-// (dense, s < splits), into C with bias and relu: one invocation per output
+// (dense, s < splits), into C with bias and activation: one invocation per output
 // element. Params: SplitKSumParams (rlx-gpu kernels/matmul.rs) with the
 // handles part, c, bias: m, n, splits, c_sm, c_sn, bias_sm, bias_sn, flags
-// (bit 0: add bias, bit 1: relu).
+// (bit 0: add bias, bit 1: apply `epilogue`, the activation the pipeline
+// prepends, as in matmul.wgsl).
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -21,7 +22,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         v += ldf(p.bias, m * p.bias_sm + n * p.bias_sn);
     }
     if ((p.flags & 2u) != 0u) {
-        v = max(v, 0.0);
+        v = epilogue(v);
     }
     stf(p.c, m * p.c_sm + n * p.c_sn, v);
 }

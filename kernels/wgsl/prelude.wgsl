@@ -3,7 +3,9 @@
 // it fits the binding limit). Binding 4 holds the dispatch's parameters as the struct
 // `p`, generated from the kernel's Rust parameter struct (rlx-gpu `kernel_params!`):
 // first one handle per operand (window index << 30 | byte offset in that window),
-// named as the kernel names its operands, then the kernel's own fields.
+// named as the kernel names its operands, then the kernel's own fields. Words are
+// read and written through `rd` and `wr`, from `access_windows.wgsl` or, when the
+// whole buffer is one window, `access_whole.wgsl`.
 
 @group(0) @binding(0) var<storage, read_write> B0: array<u32>;
 @group(0) @binding(1) var<storage, read_write> B1: array<u32>;
@@ -12,28 +14,6 @@
 
 fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
-}
-
-// Word `i` of the operand with handle `h` (window in the top 2 bits, byte
-// offset in that window below).
-fn rd(h: u32, i: u32) -> u32 {
-    let w = ((h & 0x3fffffffu) >> 2u) + i;
-    switch (h >> 30u) {
-        case 0u: { return B0[w]; }
-        case 1u: { return B1[w]; }
-        case 2u: { return B2[w]; }
-        default: { return B3[w]; }
-    }
-}
-
-fn wr(h: u32, i: u32, v: u32) {
-    let w = ((h & 0x3fffffffu) >> 2u) + i;
-    switch (h >> 30u) {
-        case 0u: { B0[w] = v; }
-        case 1u: { B1[w] = v; }
-        case 2u: { B2[w] = v; }
-        default: { B3[w] = v; }
-    }
 }
 
 fn ldf(b: u32, i: u32) -> f32 {

@@ -124,7 +124,7 @@ pub fn plan(
     }
     place_barriers(&steps, &mut dispatches);
     Ok(Schedule {
-        pipelines: wgsl.pipelines.into_vec(),
+        pipelines: wgsl.pipelines.into_vec(buffer_bytes <= max_binding),
         dispatches,
         steps,
         consts,

@@ -117,6 +117,8 @@ const GRAPHS: &[&str] = &[
     // 64-bit integer arithmetic (int64.wgsl): every i64 and u64 element-wise kind
     "  %0 = input \"a\" : i64[2,3]\n  %1 = input \"b\" : i64[3]\n  %2 = add(%0, %1) : i64[2,3]\n  %3 = sub(%2, %1) : i64[2,3]\n  %4 = mul(%3, %1) : i64[2,3]\n  %5 = div(%4, %1) : i64[2,3]\n  %6 = mod(%5, %1) : i64[2,3]\n  %7 = fmod(%6, %1) : i64[2,3]\n  %8 = min(%7, %1) : i64[2,3]\n  %9 = max(%8, %1) : i64[2,3]\n  %10 = bitwise_and(%9, %1) : i64[2,3]\n  %11 = bitwise_or(%10, %1) : i64[2,3]\n  %12 = bitwise_xor(%11, %1) : i64[2,3]\n  %13 = neg(%12) : i64[2,3]\n  %14 = abs(%13) : i64[2,3]\n  %15 = sign(%14) : i64[2,3]\n  %16 = relu(%15) : i64[2,3]\n  %17 = bitwise_not(%16) : i64[2,3]\n  %18 = less(%17, %1) : bool[2,3]\n  %19 = less_or_equal(%17, %1) : bool[2,3]\n  %20 = greater(%17, %1) : bool[2,3]\n  %21 = greater_or_equal(%17, %1) : bool[2,3]\n  %22 = equal(%17, %1) : bool[2,3]\n  %23 = clip(%17, %1, %1) : i64[2,3]\n  %24 = cast(%23) {to=f32, saturate=true, round_mode=nearest} : f32[2,3]\n  %25 = cast(%24) {to=i64, saturate=true, round_mode=nearest} : i64[2,3]\n  %26 = cast(%25) {to=u64, saturate=true, round_mode=nearest} : u64[2,3]\n  %27 = cast(%24) {to=u64, saturate=true, round_mode=nearest} : u64[2,3]\n  %28 = shift_left(%26, %27) : u64[2,3]\n  %29 = shift_right(%28, %27) : u64[2,3]\n  %30 = div(%29, %27) : u64[2,3]\n  %31 = mod(%30, %27) : u64[2,3]\n  %32 = min(%31, %27) : u64[2,3]\n  %33 = max(%32, %27) : u64[2,3]\n  %34 = sign(%33) : u64[2,3]\n  %35 = less(%34, %27) : bool[2,3]\n  %36 = cast(%34) {to=f32, saturate=true, round_mode=nearest} : f32[2,3]\n  %37 = where(%35, %0, %1) : i64[2,3]\n  output \"a\" = %18\n  output \"b\" = %19\n  output \"c\" = %20\n  output \"d\" = %21\n  output \"e\" = %22\n  output \"f\" = %36\n  output \"g\" = %37\n",
     // integer cumulative sums and products, integer reductions and arg reductions
+    // attention over 9 query rows (the 8-row kernel) with a bool mask
+    "  %0 = input \"q\" : f32[1,2,9,16]\n  %1 = input \"k\" : f32[1,2,21,16]\n  %2 = input \"v\" : f32[1,2,21,16]\n  %3 = input \"m\" : bool[9,21]\n  %4 = attention(%0, %1, %2, %3) {q_num_heads=0, kv_num_heads=0, scale=none, is_causal=true, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=false, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none} : f32[1,2,9,16]\n  output \"y\" = %4\n",
     "  %0 = input \"x\" : i64[2,4]\n  %1 = constant i64[] [1] : i64[]\n  %2 = cumsum(%0, %1) {exclusive=true, reverse=true} : i64[2,4]\n  %3 = cumprod(%0, %1) {exclusive=false, reverse=false} : i64[2,4]\n  %4 = input \"y\" : i32[2,4]\n  %5 = cumsum(%4, %1) {exclusive=false, reverse=false} : i32[2,4]\n  %6 = constant i64[1] [1] : i64[1]\n  %7 = reduce_sum(%0, %6) {keepdims=false, noop_with_empty_axes=false} : i64[2]\n  %8 = reduce_mean(%4, %6) {keepdims=true, noop_with_empty_axes=false} : i32[2,1]\n  %9 = argmin(%0) {axis=1, keepdims=false, select_last_index=true} : i64[2]\n  output \"a\" = %2\n  output \"b\" = %3\n  output \"c\" = %5\n  output \"d\" = %7\n  output \"e\" = %8\n  output \"f\" = %9\n",
 ];
 
@@ -126,6 +128,56 @@ fn every_generated_pipeline_validates() {
         let s = planned(g);
         assert!(!s.dispatches.is_empty());
         validate(&s);
+    }
+}
+
+/// A fused product of `x: f32[4, k]` and `w: f32[k, 8]` plus a bias row, with
+/// `act` in the epilogue.
+fn fused_product(k: usize, act: &str) -> String {
+    format!(
+        "  %0 = input \"x\" : f32[4,{k}]\n  %1 = input \"w\" : f32[{k},8]\n  %2 = input \"b\" : f32[8]\n  %3 = fused_matmul(%0, %1, %2) {{activation={act}}} : f32[4,8]\n  output \"y\" = %3\n"
+    )
+}
+
+/// Bias and activation run in the GEMM's epilogue (one dispatch), or in the
+/// split-K sum's when K is split; every activation's epilogue validates.
+#[test]
+fn fused_products_apply_bias_and_activation_in_the_epilogue() {
+    for act in [
+        "none",
+        "relu",
+        "sigmoid",
+        "tanh",
+        "gelu_erf",
+        "gelu_tanh",
+        "silu",
+    ] {
+        for k in [16, 512] {
+            let s = planned(&fused_product(k, act));
+            validate(&s);
+            let names: Vec<&str> = s
+                .dispatches
+                .iter()
+                .map(|d| s.pipelines[d.pipeline].name.as_str())
+                .collect();
+            let suffix = if act == "none" {
+                String::new()
+            } else {
+                format!(".{act}")
+            };
+            let want: Vec<String> = if k == 16 {
+                vec![format!("matmul.tiled64x64{suffix}")]
+            } else {
+                vec![
+                    format!("matmul.tiled64x64{suffix}"),
+                    format!("matmul.split_k_sum{suffix}"),
+                ]
+            };
+            assert_eq!(names, want, "{act}, k = {k}");
+            let flags = s.dispatches.last().unwrap().params.to_string();
+            let want_flags = if act == "none" { "flags=1" } else { "flags=3" };
+            assert!(flags.contains(want_flags), "{act}, k = {k}: {flags}");
+        }
     }
 }
 

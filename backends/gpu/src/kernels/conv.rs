@@ -199,7 +199,7 @@ impl Conv2d {
             b_s: [b_sk, 1],
             c_s: [p, 1],
             bias: bias.then_some([1, 0]),
-            relu: false,
+            activate: false,
             batch: if g > 1 {
                 vec![BatchDim {
                     dim: g,

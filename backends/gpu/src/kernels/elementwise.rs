@@ -13,7 +13,8 @@ pub mod cuda;
 pub mod wgsl;
 
 use rlx_ir::ops::{
-    BinaryKind, CompareKind, GeluApprox, LogicalKind, Operand as RegionOperand, RegionFn, UnaryKind,
+    Activation, BinaryKind, CompareKind, GeluApprox, LogicalKind, Operand as RegionOperand,
+    RegionFn, UnaryKind,
 };
 use rlx_ir::{DType, Op};
 
@@ -109,6 +110,39 @@ pub fn class(d: DType) -> DType {
 
 fn no(what: &str, d: DType) -> String {
     format!("`{what}` on {d} has no element-wise kernel")
+}
+
+/// A fused product's epilogue activation of input 0 (f32), as the
+/// element-wise nodes `legalize` would decompose it into compute it; `None`
+/// for the activations whose bounds are literals (hard swish, ReLU6), which
+/// an epilogue does not carry.
+pub fn activation(act: Activation) -> Option<Expr> {
+    let f = DType::F32;
+    let unary = |kind, x| Expr::Unary {
+        kind,
+        dtype: f,
+        x: bx(x),
+    };
+    let gelu = |approx| Expr::Gelu {
+        approx,
+        dtype: f,
+        x: bx(Expr::Input(0)),
+    };
+    Some(match act {
+        Activation::None => Expr::Input(0),
+        Activation::Relu => unary(UnaryKind::Relu, Expr::Input(0)),
+        Activation::Sigmoid => unary(UnaryKind::Sigmoid, Expr::Input(0)),
+        Activation::Tanh => unary(UnaryKind::Tanh, Expr::Input(0)),
+        Activation::GeluErf => gelu(GeluApprox::None),
+        Activation::GeluTanh => gelu(GeluApprox::Tanh),
+        Activation::Silu => Expr::Binary {
+            kind: BinaryKind::Mul,
+            dtype: f,
+            a: bx(Expr::Input(0)),
+            b: bx(unary(UnaryKind::Sigmoid, Expr::Input(0))),
+        },
+        Activation::HardSwish | Activation::Relu6 => return None,
+    })
 }
 
 /// The expression tree of an element-wise node with inputs of `inputs`.

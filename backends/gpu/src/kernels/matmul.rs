@@ -31,7 +31,8 @@ crate::kernel_params! {
         pub bias_sm: u32,
         /// The bias's column stride.
         pub bias_sn: u32,
-        /// Bit 0: add the bias, bit 1: relu, bit 2: accumulate into C.
+        /// Bit 0: add the bias, bit 1: apply the kernel's epilogue activation,
+        /// bit 2: accumulate into C.
         pub flags: u32,
         /// Tiles along M.
         pub tiles_m: u32,
@@ -56,7 +57,7 @@ crate::kernel_params! {
 pub const MATMUL_OPERANDS: &[&str] = &["a", "b", "c", "bias"];
 
 /// Output tile edge of the GEMM kernel.
-pub const TILE: usize = 32;
+pub const TILE: usize = 64;
 
 /// One batch dim of a GEMM with the A, B and C element strides across it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +81,8 @@ pub struct Gemm {
     pub c_s: [usize; 2],
     /// `Some((row, column))` strides: a bias is added.
     pub bias: Option<[usize; 2]>,
-    pub relu: bool,
+    /// Apply the epilogue activation the kernel was made with.
+    pub activate: bool,
     pub batch: Vec<BatchDim>,
     /// Bias strides per batch dim (missing: 0).
     pub bias_batch: Vec<usize>,
@@ -155,7 +157,7 @@ pub fn matmul(a: &[usize], b: &[usize]) -> LResult<Gemm> {
         b_s: [n, 1],
         c_s: [n, 1],
         bias: None,
-        relu: false,
+        activate: false,
         batch: merged,
         bias_batch: Vec::new(),
     })
@@ -195,7 +197,7 @@ impl Gemm {
         [p.c_sm, p.c_sn] = [w(self.c_s[0])?, w(self.c_s[1])?];
         [p.bias_sm, p.bias_sn] = [w(bias_sm)?, w(bias_sn)?];
         p.flags = u32::from(self.bias.is_some())
-            | (u32::from(self.relu) << 1)
+            | (u32::from(self.activate) << 1)
             | (u32::from(accumulate) << 2);
         p.tiles_m = u32_of(self.m.div_ceil(TILE), "tiles")?;
         p.tiles_n = u32_of(self.n.div_ceil(TILE), "tiles")?;
@@ -217,7 +219,7 @@ crate::kernel_params! {
         pub c_sn: u32,
         pub bias_sm: u32,
         pub bias_sn: u32,
-        /// Bit 0: add bias, bit 1: relu.
+        /// Bit 0: add bias, bit 1: apply the epilogue activation.
         pub flags: u32,
     }
 }
@@ -226,8 +228,10 @@ crate::kernel_params! {
 pub const SPLIT_K_SUM_OPERANDS: &[&str] = &["part", "c", "bias"];
 
 /// Output tiles below which a GEMM's K is split over this many workgroups
-/// at most (enough to fill a large GPU: ~16 workgroups per SM).
-pub const SPLIT_K_GROUPS: usize = 2048;
+/// at most: ~4 workgroups of 64 invocations per SM of a large GPU (132 on
+/// an H200), whose 64 accumulators a thread and next-step prefetch keep
+/// many loads and FMAs in flight each.
+pub const SPLIT_K_GROUPS: usize = 512;
 
 /// A split of K for an unbatched GEMM whose output tiles are too few to
 /// fill a device: `Some(splits)` (a power of two dividing K, chunks of 64
@@ -256,7 +260,11 @@ impl Gemm {
             return self;
         };
         let rows = self.m * self.a_s[0];
-        if b.b != 0 || b.a != rows || b.c != self.m * self.c_s[0] || self.bias.is_some() {
+        // A bias that varies along rows or batch entries would need its
+        // own row stride across the fold.
+        let row_bias = self.bias.is_some_and(|[sm, _]| sm != 0);
+        let batch_bias = self.bias_batch.iter().any(|&s| s != 0);
+        if b.b != 0 || b.a != rows || b.c != self.m * self.c_s[0] || row_bias || batch_bias {
             return self;
         }
         Gemm {
@@ -276,7 +284,7 @@ impl Gemm {
             k: kc,
             c_s: [self.n, 1],
             bias: None,
-            relu: false,
+            activate: false,
             batch: vec![BatchDim {
                 dim: splits,
                 a: kc * self.a_s[1],
@@ -300,7 +308,7 @@ impl Gemm {
             c_sn: w(self.c_s[1])?,
             bias_sm: w(bias_sm)?,
             bias_sn: w(bias_sn)?,
-            flags: u32::from(self.bias.is_some()) | (u32::from(self.relu) << 1),
+            flags: u32::from(self.bias.is_some()) | (u32::from(self.activate) << 1),
         })
     }
 }
@@ -343,9 +351,9 @@ mod tests {
     #[test]
     fn params_right_align_batches() {
         let g = matmul(&[3, 40, 5], &[3, 5, 70]).unwrap();
-        assert_eq!(g.groups(), 2 * 3 * 3);
+        assert_eq!(g.groups(), 2 * 3);
         let p = g.params(true).unwrap();
-        assert_eq!((p.tiles_m, p.tiles_n, p.batches), (2, 3, 3));
+        assert_eq!((p.tiles_m, p.tiles_n, p.batches), (1, 2, 3));
         assert_eq!(p.batch, [1, 1, 1, 3]);
         assert_eq!(p.c_sb, [0, 0, 0, 2800]);
         assert_eq!(p.flags, 4);

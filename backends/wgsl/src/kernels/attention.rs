@@ -1,9 +1,14 @@
 //! Attention (ONNX opset 23): scaled dot-product attention with grouped-query
 //! heads, 3-D or 4-D operands, bool or float masks, causality, softcap,
-//! per-batch key lengths, a KV cache and the QK output, in one tiled kernel
-//! (`wgsl/attention.wgsl`: a workgroup per query row, keys in tiles of 64 with
-//! an online softmax). A KV cache is first concatenated into the present
-//! outputs (or scratch) by slab copies; the kernel then reads keys from there.
+//! per-batch key lengths, a KV cache and the QK output, in two tiled kernels
+//! with an online softmax that share their mask rules
+//! (`wgsl/attention_mask.wgsl`): `attention_rows.wgsl`, a workgroup per 8
+//! query rows with keys and values staged through workgroup memory, for heads
+//! of up to 64 features and several query rows; `attention.wgsl`, a
+//! workgroup per query row with keys in tiles of 64, for the rest (a single
+//! query row, larger heads, the QK output). A KV cache is first concatenated
+//! into the present outputs (or scratch) by slab copies; the kernel then reads
+//! keys from there.
 
 use rlx_gpu::kernels::attention::{
     check_heads, mask_strides, params, AttentionParams, Extras, Heads, ATTENTION_OPERANDS,
@@ -17,6 +22,14 @@ use super::{Cx, LResult, Operand};
 use crate::schedule::Range;
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/attention.wgsl");
+const ROWS_SRC: &str = include_str!("../../../../kernels/wgsl/attention_rows.wgsl");
+const MASK: &str = include_str!("../../../../kernels/wgsl/attention_mask.wgsl");
+
+/// Largest head of `attention_rows.wgsl` (16 vec4 a row in workgroup memory).
+const ROWS_HEAD: usize = 64;
+/// Query rows per workgroup of `attention_rows.wgsl`; fewer query rows take
+/// the row kernel, whose 64 invocations score 64 keys at once.
+const ROWS: usize = 8;
 
 /// Largest head size: the query row lives in workgroup memory and each of the
 /// 64 invocations accumulates 4 output features.
@@ -246,14 +259,26 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
             return Err("the QK output does not have [B, Hq, Sq, keys] f32 elements".into());
         }
     }
+    let qk = extras.qk;
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
+    let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
+    if dk <= ROWS_HEAD && dv <= ROWS_HEAD && sq >= ROWS && !qk {
+        let pipe = cx.typed_pipeline(
+            "attention.rows8",
+            ATTENTION_OPERANDS,
+            &AttentionParams::LAYOUT,
+            &format!("{MASK}\n{ROWS_SRC}"),
+        );
+        let groups = b * hq * sq.div_ceil(ROWS);
+        cx.launch_params(pipe, operands, &params, groups as u64);
+        return Ok(());
+    }
     let pipe = cx.typed_pipeline(
         "attention.flash64",
         ATTENTION_OPERANDS,
         &AttentionParams::LAYOUT,
-        SRC,
+        &format!("{MASK}\n{SRC}"),
     );
-    let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
     cx.launch_params(pipe, operands, &params, u64::from(params.rows));
     Ok(())
 }

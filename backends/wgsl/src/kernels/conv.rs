@@ -6,7 +6,7 @@
 
 use rlx_gpu::kernels::conv::{conv2d, Im2colParams, IM2COL_OPERANDS};
 use rlx_gpu::Params;
-use rlx_ir::ops::Conv;
+use rlx_ir::ops::{Activation, Conv};
 use rlx_ir::{DType, Node, TensorType};
 
 use super::matmul::Gemm;
@@ -90,6 +90,7 @@ pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
                 c: sub(yr, p0 * 4, oimg - p0 * 4),
                 bias: bias.as_ref().map(|bo| bo.range()),
                 shape: g.gemm(cols, b_sk, bias.is_some()),
+                act: Activation::None,
             }
             .emit(cx)?;
             p0 += cols;

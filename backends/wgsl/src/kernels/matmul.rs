@@ -1,13 +1,18 @@
-//! MatMul lowering onto the tiled, batched, strided GEMM in
-//! `kernels/wgsl/matmul.wgsl`, which convolution reuses (see [`Gemm`]). The
-//! GEMM's shape and parameters are planned by rlx-gpu (`kernels::matmul`);
-//! splitting K to fit the binding limit is the WGSL plan's.
+//! MatMul and FusedMatMul lowering onto the tiled, batched, strided GEMM in
+//! `kernels/wgsl/matmul.wgsl`, which convolution reuses (see [`Gemm`]): a
+//! fused product's bias and activation run in the GEMM's epilogue (or in
+//! the split-K sum's). The GEMM's shape and parameters are planned by
+//! rlx-gpu (`kernels::matmul`); splitting K to fit the binding limit is the
+//! WGSL plan's.
 
+use rlx_gpu::geometry::broadcast_strides;
+use rlx_gpu::kernels::elementwise::wgsl::epilogue;
 use rlx_gpu::kernels::matmul::{
     self as plan, split_k, MatmulParams, SplitKSumParams, MATMUL_OPERANDS, SPLIT_K_SUM_OPERANDS,
 };
 use rlx_gpu::Params;
-use rlx_ir::{DType, Node, TensorType};
+use rlx_ir::ops::Activation;
+use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::{Cx, LResult};
 use crate::schedule::Range;
@@ -15,7 +20,8 @@ use crate::schedule::Range;
 const SRC: &str = include_str!("../../../../kernels/wgsl/matmul.wgsl");
 const SUM: &str = include_str!("../../../../kernels/wgsl/matmul_sum.wgsl");
 
-/// One GEMM over arena ranges (`bias` with its strides in `shape.bias`).
+/// One GEMM over arena ranges (`bias` with its strides in `shape.bias`),
+/// `act` applied where `shape.activate` says.
 #[derive(Debug, Clone)]
 pub struct Gemm {
     pub a: Range,
@@ -23,6 +29,7 @@ pub struct Gemm {
     pub c: Range,
     pub bias: Option<Range>,
     pub shape: plan::Gemm,
+    pub act: Activation,
 }
 
 impl Gemm {
@@ -54,9 +61,10 @@ impl Gemm {
                 b: sub(self.b, k0 * g.b_s[0], span(k, g.b_s[0], g.n, g.b_s[1])),
                 c: self.c,
                 bias: if last { self.bias } else { None },
+                act: self.act,
                 shape: plan::Gemm {
                     bias: if last { g.bias } else { None },
-                    relu: last && g.relu,
+                    activate: last && g.activate,
                     k,
                     ..g.clone()
                 },
@@ -67,6 +75,21 @@ impl Gemm {
         Ok(())
     }
 
+    /// The source of `kernel` with this GEMM's epilogue activation.
+    fn source(&self, kernel: &str) -> LResult<String> {
+        let act = epilogue(self.act)
+            .ok_or_else(|| format!("a {} epilogue has no WGSL kernel", self.act.name()))?;
+        Ok(format!("{act}\n{kernel}"))
+    }
+
+    /// The pipeline name of `kernel`, with the epilogue activation if any.
+    fn name(&self, kernel: &str) -> String {
+        match self.act {
+            Activation::None => kernel.to_string(),
+            act => format!("{kernel}.{}", act.name()),
+        }
+    }
+
     fn emit_one(&self, cx: &mut Cx, accumulate: bool) -> LResult<()> {
         if let Some(splits) = split_k(&self.shape).filter(|_| !accumulate) {
             return self.emit_split(cx, splits);
@@ -74,10 +97,10 @@ impl Gemm {
         let p = self.shape.params(accumulate)?;
         let bias = self.bias.unwrap_or(self.c);
         let pipe = cx.typed_pipeline(
-            "matmul.tiled32x32",
+            &self.name("matmul.tiled64x64"),
             MATMUL_OPERANDS,
             &MatmulParams::LAYOUT,
-            SRC,
+            &self.source(SRC)?,
         );
         cx.launch_params(
             pipe,
@@ -100,18 +123,18 @@ impl Gemm {
         let parts = g.split_parts(splits);
         let p = parts.params(false)?;
         let pipe = cx.typed_pipeline(
-            "matmul.tiled32x32",
+            &self.name("matmul.tiled64x64"),
             MATMUL_OPERANDS,
             &MatmulParams::LAYOUT,
-            SRC,
+            &self.source(SRC)?,
         );
         cx.launch_params(pipe, vec![self.a, self.b, part, part], &p, parts.groups());
         let sum = g.split_sum(splits)?;
         let pipe = cx.typed_pipeline(
-            "matmul.split_k_sum",
+            &self.name("matmul.split_k_sum"),
             SPLIT_K_SUM_OPERANDS,
             &SplitKSumParams::LAYOUT,
-            SUM,
+            &self.source(SUM)?,
         );
         let bias = self.bias.unwrap_or(self.c);
         cx.launch_items(pipe, vec![part, self.c, bias], &sum, (g.m * g.n) as u64);
@@ -119,7 +142,13 @@ impl Gemm {
     }
 }
 
-pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
+/// f32 operands; a fused product's bias must vary along columns only (a
+/// row or batch bias is left to `legalize`, which splits the add off) and
+/// its activation must be one the epilogue expresses.
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    if inputs.len() < 2 {
+        return Err("matmul needs two inputs".into());
+    }
     for t in inputs.iter().take(2) {
         if t.dtype != DType::F32 {
             return Err(format!(
@@ -128,12 +157,30 @@ pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
             ));
         }
     }
-    if inputs.len() < 2 {
-        return Err("matmul needs two inputs".into());
+    if let Op::FusedMatMul(f) = &node.op {
+        if epilogue(f.activation).is_none() {
+            return Err(format!(
+                "a {} epilogue has no WGSL kernel",
+                f.activation.name()
+            ));
+        }
+        if let Some(bias) = inputs.get(2) {
+            if inputs[1].shape.rank() < 2 {
+                // The product's last dim is then A's rows, not columns.
+                return Err("a fused bias on a product with a vector has no WGSL epilogue".into());
+            }
+            let dims = &bias.shape.0;
+            let along_rows = dims.iter().rev().skip(1).any(|d| d.known() != Some(1));
+            if bias.dtype != DType::F32 || along_rows {
+                return Err("a fused bias that is not one row of f32 has no WGSL epilogue".into());
+            }
+        }
     }
     Ok(())
 }
 
+/// MatMul, or FusedMatMul with its bias (one row, broadcast over the rows
+/// and batch entries) and activation in the epilogue.
 pub fn lower(cx: &mut Cx) -> LResult<()> {
     let (a, b, c) = (
         cx.input(0)?.clone(),
@@ -143,12 +190,31 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     if a.dtype != DType::F32 || b.dtype != DType::F32 {
         return Err(format!("matmul on {} has no WGSL kernel", a.dtype));
     }
+    let act = match &cx.node.op {
+        Op::FusedMatMul(f) => f.activation,
+        _ => Activation::None,
+    };
+    let mut shape = plan::matmul(&a.dims, &b.dims)?;
+    shape.activate = act != Activation::None;
+    let bias = match cx.ins.get(2) {
+        Some(t) if matches!(cx.node.op, Op::FusedMatMul(_)) => {
+            let s = broadcast_strides(&t.dims, &c.dims)?;
+            let rank = s.len();
+            if rank == 0 || s[..rank - 1].iter().any(|&x| x != 0) {
+                return Err("a fused bias that is not one row has no WGSL epilogue".into());
+            }
+            shape.bias = Some([0, s[rank - 1]]);
+            Some(t.range())
+        }
+        _ => None,
+    };
     Gemm {
         a: a.range(),
         b: b.range(),
         c: c.range(),
-        bias: None,
-        shape: plan::matmul(&a.dims, &b.dims)?.fold_batch_into_rows(),
+        bias,
+        shape: shape.fold_batch_into_rows(),
+        act,
     }
     .emit(cx)
 }

@@ -37,6 +37,10 @@ use crate::plan::WG;
 use crate::schedule::{Pipeline, PipelineParams, Range};
 
 pub const PRELUDE: &str = include_str!("../../../../kernels/wgsl/prelude.wgsl");
+/// `rd`/`wr` through up to four windows of the buffer (a branch per access).
+const ACCESS_WINDOWS: &str = include_str!("../../../../kernels/wgsl/access_windows.wgsl");
+/// `rd`/`wr` when the whole buffer is one window (one load or store).
+const ACCESS_WHOLE: &str = include_str!("../../../../kernels/wgsl/access_whole.wgsl");
 
 /// A dispatch before windowing: pipeline, touched ranges (one per operand
 /// handle of the kernel, in order), parameters, workgroups.
@@ -51,7 +55,9 @@ pub struct Draft {
     pub groups: u64,
 }
 
-/// Pipelines, deduplicated by source.
+/// Pipelines, deduplicated by source. Sources are kept without the
+/// prelude's buffer access, which the plan picks once the buffer's size is
+/// known ([`Pipelines::into_vec`]).
 #[derive(Default)]
 pub struct Pipelines {
     list: Vec<Pipeline>,
@@ -83,8 +89,17 @@ impl Pipelines {
         self.add(name, format!("{PRELUDE}\n{text}\n{body}"), Some(params))
     }
 
-    pub fn into_vec(self) -> Vec<Pipeline> {
+    /// The pipelines with their buffer access: `whole` when the buffer fits
+    /// one binding, so every operand handle is an offset into binding 0.
+    pub fn into_vec(self, whole: bool) -> Vec<Pipeline> {
+        let access = if whole { ACCESS_WHOLE } else { ACCESS_WINDOWS };
         self.list
+            .into_iter()
+            .map(|p| Pipeline {
+                source: format!("{access}\n{}", p.source),
+                ..p
+            })
+            .collect()
     }
 }
 
@@ -270,7 +285,7 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Clip(_)
         | Op::Gelu(_)
         | Op::ElementwiseRegion(_) => fam(elementwise::supports, elementwise::lower),
-        Op::MatMul(_) => fam(matmul::supports, matmul::lower),
+        Op::MatMul(_) | Op::FusedMatMul(_) => fam(matmul::supports, matmul::lower),
         Op::Conv(_) => fam(conv::supports, |cx| match &cx.node.op {
             Op::Conv(c) => conv::lower(cx, c),
             _ => Err("not a conv".into()),

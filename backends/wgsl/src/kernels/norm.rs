@@ -42,7 +42,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         bias.as_ref().map(|b| b.dims.as_slice()),
         stats,
     )?;
-    let pipe = cx.typed_pipeline("norm.tree64", NORM_OPERANDS, &NormParams::LAYOUT, SRC);
+    let pipe = cx.typed_pipeline("norm.row64", NORM_OPERANDS, &NormParams::LAYOUT, SRC);
     let br = bias.as_ref().map_or(scale.range(), |b| b.range());
     let stat = |i: usize| cx.outs.get(i).map_or(y.range(), |o| o.range());
     let ops = vec![x.range(), scale.range(), br, y.range(), stat(1), stat(2)];

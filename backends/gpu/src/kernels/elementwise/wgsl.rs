@@ -6,10 +6,10 @@
 //! tables below; operands are generated names (`x0`, `t3`, `p.lits[1]`),
 //! never model data.
 
-use rlx_ir::ops::{BinaryKind, CompareKind, GeluApprox, LogicalKind, UnaryKind};
+use rlx_ir::ops::{Activation, BinaryKind, CompareKind, GeluApprox, LogicalKind, UnaryKind};
 use rlx_ir::DType;
 
-use super::{class, print_body, Elementwise, Lang};
+use super::{activation, class, print, print_body, Elementwise, Lang};
 use crate::geometry::LResult;
 
 const HELPERS: &str = include_str!("../../../../../kernels/wgsl/elementwise.wgsl");
@@ -329,6 +329,17 @@ pub fn items(out: DType, n: u64) -> u64 {
         s @ (1 | 2) => n.div_ceil(4 / s as u64),
         _ => n,
     }
+}
+
+/// `fn epilogue(x0: f32) -> f32`, a fused product's activation (with the
+/// helpers it calls), for kernels whose epilogue applies it; `None` for an
+/// activation [`activation`] does not express.
+pub fn epilogue(act: Activation) -> Option<String> {
+    let body = print(&Wgsl, &activation(act)?).ok()?;
+    let helpers = if act == Activation::None { "" } else { HELPERS };
+    Some(format!(
+        "{helpers}\nfn epilogue(x0: f32) -> f32 {{\n    return {body};\n}}\n"
+    ))
 }
 
 /// The WGSL of `e` over `rank` collapsed dims: the helpers, `ev` (the
