@@ -159,6 +159,50 @@ fn attention_matches_cpu_on_vulkan() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// Norms against the CPU backend on Vulkan: rows held in registers (up to
+/// 1024 elements) and longer ones, with a residual add that
+/// `fuse-residual-norm` joins to the norm (its sum is an output too).
+#[test]
+fn norms_match_cpu_on_vulkan() {
+    let Some(gpu) = vulkan() else { return };
+    let graphs: [(&str, &[&[usize]]); 3] = [
+        ("  %0 = input \"x\" : f32[3,40]\n  %1 = input \"s\" : f32[40]\n  %2 = input \"b\" : f32[40]\n  %3 = layer_norm(%0, %1, %2) {axis=-1, epsilon=1e-5, stats=false} : f32[3,40]\n  output \"y\" = %3\n", &[&[3, 40], &[40], &[40]]),
+        ("  %0 = input \"x\" : f32[2,1100]\n  %1 = input \"s\" : f32[1100]\n  %2 = rms_norm(%0, %1) {axis=-1, epsilon=1e-5} : f32[2,1100]\n  output \"y\" = %2\n", &[&[2, 1100], &[1100]]),
+        ("  %0 = input \"x\" : f32[4,2,96]\n  %1 = input \"r\" : f32[4,2,96]\n  %2 = input \"s\" : f32[96]\n  %3 = input \"b\" : f32[96]\n  %4 = add(%0, %1) : f32[4,2,96]\n  %5 = layer_norm(%4, %2, %3) {axis=-1, epsilon=1e-5, stats=false} : f32[4,2,96]\n  output \"y\" = %5\n  output \"sum\" = %4\n", &[&[4, 2, 96], &[4, 2, 96], &[96], &[96]]),
+    ];
+    let mut bad = Vec::new();
+    for (i, (body, dims)) in graphs.iter().enumerate() {
+        let text = format!("rlx-ir 2\ngraph {{\n{body}}}\n");
+        let cpu = attention::compiled(&text, Target::Cpu);
+        let ins: Vec<Tensor> = dims
+            .iter()
+            .enumerate()
+            .map(|(j, d)| {
+                let n: usize = d.iter().product();
+                let v: Vec<f32> = (0..n)
+                    .map(|e| ((e * 7 + j * 13 + i) % 23) as f32 / 11.0 - 1.0)
+                    .collect();
+                Tensor::from_values(d, &v).unwrap()
+            })
+            .collect();
+        let want = run(cpu, &ins, None).unwrap();
+        let got = run(
+            attention::compiled(&text, gpu.target),
+            &ins,
+            Some(&gpu.devices),
+        )
+        .unwrap();
+        for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+            match compare(g, w, TOL) {
+                Ok(d) if d.mismatched == 0 => {}
+                Ok(d) => bad.push(format!("graph {i} output {o}: {d:?}")),
+                Err(e) => bad.push(format!("graph {i} output {o}: {e}")),
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 #[test]
 fn golden_models_match_cpu_on_wgpu() {
     if let Some(gpu) = wgpu() {

@@ -48,11 +48,6 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     let rlx_ir::Op::Attention(a) = &node.op else {
         return Err("not an attention".into());
     };
-    if !a.views.is_empty() {
-        // WGSL binds each operand at its own offset, aligned as the device
-        // requires; a view starts anywhere inside its input.
-        return Err("attention with operand views has no WGSL kernel".into());
-    }
     for i in 0..3 {
         let d = dtype_of(inputs, i)?;
         if d != DType::F32 {
@@ -74,9 +69,10 @@ pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
     }
     for (i, heads) in [(0, a.q_num_heads), (2, a.kv_num_heads)] {
         let t = &inputs[i];
-        let head = match t.shape.rank() {
-            4 => t.shape.0[3].known(),
-            3 if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
+        let head = match (a.views.get(i), t.shape.rank()) {
+            (Some(v), _) => Some(v.dims[3] as i64),
+            (None, 4) => t.shape.0[3].known(),
+            (None, 3) if heads > 0 => t.shape.0[2].known().map(|h| h / heads),
             _ => None,
         };
         if head.is_some_and(|h| h > MAX_HEAD as i64) {
@@ -164,9 +160,21 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
             q.dtype
         ));
     }
-    let qg = Heads::of(&q.dims, a.q_num_heads, "Q")?;
-    let kg = Heads::of(&k.dims, a.kv_num_heads, "K")?;
-    let vg = Heads::of(&v.dims, a.kv_num_heads, "V")?;
+    // Each operand as it lies, or through its view (packed projections,
+    // sequence-first layouts), from the view's first element: a handle
+    // addresses any word of the buffer.
+    let (qg, qo) = Heads::operand(a, 0, &q.dims)?;
+    let (kg, ko) = Heads::operand(a, 1, &k.dims)?;
+    let (vg, vo) = Heads::operand(a, 2, &v.dims)?;
+    let from = |r: Range, at: usize| Range {
+        offset: r.offset + (at * 4) as u64,
+        bytes: r.bytes - (at * 4) as u64,
+    };
+    let (q_r, k_r, v_r) = (
+        from(q.range(), qo),
+        from(k.range(), ko),
+        from(v.range(), vo),
+    );
     check_heads(qg, kg, vg)?;
     if qg.d > MAX_HEAD || vg.d > MAX_HEAD {
         return Err(format!("head sizes above {MAX_HEAD} have no WGSL kernel"));
@@ -183,7 +191,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
         .map_or(0, |(pk, _)| pk.dims.get(2).copied().unwrap_or(0));
     let total = p + kg.s;
     let present = cx.outs.len() > 1;
-    let (mut kr, mut vr) = ((k.range(), kg), (v.range(), vg));
+    let (mut kr, mut vr) = ((k_r, kg), (v_r, vg));
     if past.is_some() || present {
         let kbytes = (b * hkv * total * dk * 4) as u64;
         let vbytes = (b * hkv * total * dv * 4) as u64;
@@ -261,7 +269,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     }
     let qk = extras.qk;
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
-    let operands = vec![y.range(), q.range(), kr.0, vr.0, mask_r, nonpad_r, qk_r];
+    let operands = vec![y.range(), q_r, kr.0, vr.0, mask_r, nonpad_r, qk_r];
     if dk <= ROWS_HEAD && dv <= ROWS_HEAD && sq >= ROWS && !qk {
         let pipe = cx.typed_pipeline(
             "attention.rows8",

@@ -313,7 +313,7 @@ pub fn family(op: &Op) -> Option<Family> {
             Op::Attention(a) => attention::lower(cx, a),
             _ => Err("not an attention".into()),
         }),
-        Op::LayerNorm(_) | Op::RmsNorm(_) => fam(norm::supports, norm::lower),
+        Op::LayerNorm(_) | Op::RmsNorm(_) | Op::ResidualNorm(_) => fam(norm::supports, norm::lower),
         Op::Transpose(_)
         | Op::Slice(_)
         | Op::Concat(_)
