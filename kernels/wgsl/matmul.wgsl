@@ -84,26 +84,56 @@ fn stage_b(along_k: bool, li: u32, j: u32, v: vec4<f32>) {
     }
 }
 
-// Writes four outputs of row `m` from column `n` with the epilogue.
-fn put(m: u32, n: u32, v: vec4<f32>, co: u32, biaso: u32) {
-    if (m >= p.m) {
+// What the epilogue reads from `p`, read once before the first store (a load
+// after a store to the one buffer waits for its turn).
+struct Epi {
+    m: u32,
+    n: u32,
+    c_sm: u32,
+    c_sn: u32,
+    bias_sm: u32,
+    bias_sn: u32,
+    flags: u32,
+    c: u32,
+    bias: u32,
+    co: u32,
+    biaso: u32,
+}
+
+// What is added to four outputs of row `m` from column `n`: C's current
+// values when accumulating, the bias. Loads only.
+fn addend(e: Epi, m: u32, n: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (m >= e.m || (e.flags & 5u) == 0u) {
+        return v;
+    }
+    for (var j = 0u; j < 4u; j++) {
+        if (n + j < e.n) {
+            var x = 0.0;
+            if ((e.flags & 4u) != 0u) {
+                x += ldf(e.c, e.co + m * e.c_sm + (n + j) * e.c_sn);
+            }
+            if ((e.flags & 1u) != 0u) {
+                x += ldf(e.bias, e.biaso + m * e.bias_sm + (n + j) * e.bias_sn);
+            }
+            v[j] = x;
+        }
+    }
+    return v;
+}
+
+// Stores four outputs of row `m` from column `n` through the activation.
+fn put(e: Epi, m: u32, n: u32, v: vec4<f32>) {
+    if (m >= e.m) {
         return;
     }
-    let flags = p.flags;
     for (var j = 0u; j < 4u; j++) {
-        if (n + j < p.n) {
+        if (n + j < e.n) {
             var x = v[j];
-            let ci = co + m * p.c_sm + (n + j) * p.c_sn;
-            if ((flags & 4u) != 0u) {
-                x += ldf(p.c, ci);
-            }
-            if ((flags & 1u) != 0u) {
-                x += ldf(p.bias, biaso + m * p.bias_sm + (n + j) * p.bias_sn);
-            }
-            if ((flags & 2u) != 0u) {
+            if ((e.flags & 2u) != 0u) {
                 x = epilogue(x);
             }
-            stf(p.c, ci, x);
+            stf(e.c, e.co + m * e.c_sm + (n + j) * e.c_sn, x);
         }
     }
 }
@@ -195,24 +225,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 
     // Row i of the block is component i of every column's accumulator.
+    // Four rows at a time: their addends loaded together, then stored.
+    let e = Epi(M, N, p.c_sm, p.c_sn, p.bias_sm, p.bias_sn, p.flags, p.c, p.bias, co, biaso);
     let ml = m0 + ty * 4u;
     let mh = ml + 32u;
     let nl = n0 + tx * 4u;
     let nh = nl + 32u;
-    put(ml, nl, vec4<f32>(lo0.x, lo1.x, lo2.x, lo3.x), co, biaso);
-    put(ml, nh, vec4<f32>(lo4.x, lo5.x, lo6.x, lo7.x), co, biaso);
-    put(ml + 1u, nl, vec4<f32>(lo0.y, lo1.y, lo2.y, lo3.y), co, biaso);
-    put(ml + 1u, nh, vec4<f32>(lo4.y, lo5.y, lo6.y, lo7.y), co, biaso);
-    put(ml + 2u, nl, vec4<f32>(lo0.z, lo1.z, lo2.z, lo3.z), co, biaso);
-    put(ml + 2u, nh, vec4<f32>(lo4.z, lo5.z, lo6.z, lo7.z), co, biaso);
-    put(ml + 3u, nl, vec4<f32>(lo0.w, lo1.w, lo2.w, lo3.w), co, biaso);
-    put(ml + 3u, nh, vec4<f32>(lo4.w, lo5.w, lo6.w, lo7.w), co, biaso);
-    put(mh, nl, vec4<f32>(hi0.x, hi1.x, hi2.x, hi3.x), co, biaso);
-    put(mh, nh, vec4<f32>(hi4.x, hi5.x, hi6.x, hi7.x), co, biaso);
-    put(mh + 1u, nl, vec4<f32>(hi0.y, hi1.y, hi2.y, hi3.y), co, biaso);
-    put(mh + 1u, nh, vec4<f32>(hi4.y, hi5.y, hi6.y, hi7.y), co, biaso);
-    put(mh + 2u, nl, vec4<f32>(hi0.z, hi1.z, hi2.z, hi3.z), co, biaso);
-    put(mh + 2u, nh, vec4<f32>(hi4.z, hi5.z, hi6.z, hi7.z), co, biaso);
-    put(mh + 3u, nl, vec4<f32>(hi0.w, hi1.w, hi2.w, hi3.w), co, biaso);
-    put(mh + 3u, nh, vec4<f32>(hi4.w, hi5.w, hi6.w, hi7.w), co, biaso);
+    var x0 = addend(e, ml, nl);
+    var x1 = addend(e, ml, nh);
+    var x2 = addend(e, ml + 1u, nl);
+    var x3 = addend(e, ml + 1u, nh);
+    var x4 = addend(e, ml + 2u, nl);
+    var x5 = addend(e, ml + 2u, nh);
+    var x6 = addend(e, ml + 3u, nl);
+    var x7 = addend(e, ml + 3u, nh);
+    put(e, ml, nl, vec4<f32>(lo0.x, lo1.x, lo2.x, lo3.x) + x0);
+    put(e, ml, nh, vec4<f32>(lo4.x, lo5.x, lo6.x, lo7.x) + x1);
+    put(e, ml + 1u, nl, vec4<f32>(lo0.y, lo1.y, lo2.y, lo3.y) + x2);
+    put(e, ml + 1u, nh, vec4<f32>(lo4.y, lo5.y, lo6.y, lo7.y) + x3);
+    put(e, ml + 2u, nl, vec4<f32>(lo0.z, lo1.z, lo2.z, lo3.z) + x4);
+    put(e, ml + 2u, nh, vec4<f32>(lo4.z, lo5.z, lo6.z, lo7.z) + x5);
+    put(e, ml + 3u, nl, vec4<f32>(lo0.w, lo1.w, lo2.w, lo3.w) + x6);
+    put(e, ml + 3u, nh, vec4<f32>(lo4.w, lo5.w, lo6.w, lo7.w) + x7);
+    x0 = addend(e, mh, nl);
+    x1 = addend(e, mh, nh);
+    x2 = addend(e, mh + 1u, nl);
+    x3 = addend(e, mh + 1u, nh);
+    x4 = addend(e, mh + 2u, nl);
+    x5 = addend(e, mh + 2u, nh);
+    x6 = addend(e, mh + 3u, nl);
+    x7 = addend(e, mh + 3u, nh);
+    put(e, mh, nl, vec4<f32>(hi0.x, hi1.x, hi2.x, hi3.x) + x0);
+    put(e, mh, nh, vec4<f32>(hi4.x, hi5.x, hi6.x, hi7.x) + x1);
+    put(e, mh + 1u, nl, vec4<f32>(hi0.y, hi1.y, hi2.y, hi3.y) + x2);
+    put(e, mh + 1u, nh, vec4<f32>(hi4.y, hi5.y, hi6.y, hi7.y) + x3);
+    put(e, mh + 2u, nl, vec4<f32>(hi0.z, hi1.z, hi2.z, hi3.z) + x4);
+    put(e, mh + 2u, nh, vec4<f32>(hi4.z, hi5.z, hi6.z, hi7.z) + x5);
+    put(e, mh + 3u, nl, vec4<f32>(hi0.w, hi1.w, hi2.w, hi3.w) + x6);
+    put(e, mh + 3u, nh, vec4<f32>(hi4.w, hi5.w, hi6.w, hi7.w) + x7);
 }

@@ -1,7 +1,7 @@
 //! LayerNorm, RmsNorm and ResidualNorm over trailing axes
 //! (`kernels/wgsl/norm.wgsl`): a workgroup per row, planned by rlx-gpu's
 //! `kernels::norm`. The kernel reads the normalized value through `nx` and
-//! stores what else it keeps through `keep` and `stats`, which this file
+//! finds what else it stores through `kept` and `stats`, which this file
 //! prepends per op: a residual norm adds its residual on load and writes the
 //! sum for the next residual, in the same pass.
 
@@ -16,13 +16,13 @@ const SRC: &str = include_str!("../../../../kernels/wgsl/norm.wgsl");
 
 /// A norm's element access: x as it is, the statistics when asked for.
 const PLAIN: &str = "fn nx(i: u32) -> f32 {\n    return ldf(p.x, i);\n}\n\n\
-fn keep(i: u32, v: f32) {}\n\n\
+fn kept() -> u32 {\n    return NONE;\n}\n\n\
 fn stats(row: u32, mean: f32, inv: f32) {\n    if (p.stats != 0u) {\n        stf(p.mean, row, mean);\n        stf(p.inv_std, row, inv);\n    }\n}\n";
 
 /// A residual norm's: x + residual, whose sum is kept.
 const RESIDUAL: &str =
     "fn nx(i: u32) -> f32 {\n    return ldf(p.x, i) + ldf(p.residual, i);\n}\n\n\
-fn keep(i: u32, v: f32) {\n    stf(p.sum, i, v);\n}\n\n\
+fn kept() -> u32 {\n    return p.sum;\n}\n\n\
 fn stats(row: u32, mean: f32, inv: f32) {}\n";
 
 /// f32 inputs and scales; a residual of the input's own shape.
