@@ -57,30 +57,31 @@ fn load(h: u32, base: u32, along_k: bool, li: u32, j: u32, r0: u32, rows: u32, k
     return quad(h, base + r * s_r + k * s_k, s_r, valid);
 }
 
-// Stores quad `j` loaded by `load` into a K-major tile.
-fn stage_a(along_k: bool, li: u32, j: u32, v: vec4<f32>) {
-    if (along_k) {
-        let r = li / 4u + 16u * j;
-        let k = (li % 4u) * 4u;
-        As[k * 16u + r / 4u][r % 4u] = v.x;
-        As[(k + 1u) * 16u + r / 4u][r % 4u] = v.y;
-        As[(k + 2u) * 16u + r / 4u][r % 4u] = v.z;
-        As[(k + 3u) * 16u + r / 4u][r % 4u] = v.w;
+// Element `c` of vec4 `i` of tile A (`b` false) or B.
+fn put_tile(b: bool, i: u32, c: u32, x: f32) {
+    if (b) {
+        Bs[i][c] = x;
     } else {
-        As[(li / 16u + 4u * j) * 16u + li % 16u] = v;
+        As[i][c] = x;
     }
 }
 
-fn stage_b(along_k: bool, li: u32, j: u32, v: vec4<f32>) {
+// Stores quad `j` loaded by `load` into K-major tile A (`b` false) or B.
+fn stage(b: bool, along_k: bool, li: u32, j: u32, v: vec4<f32>) {
     if (along_k) {
         let r = li / 4u + 16u * j;
         let k = (li % 4u) * 4u;
-        Bs[k * 16u + r / 4u][r % 4u] = v.x;
-        Bs[(k + 1u) * 16u + r / 4u][r % 4u] = v.y;
-        Bs[(k + 2u) * 16u + r / 4u][r % 4u] = v.z;
-        Bs[(k + 3u) * 16u + r / 4u][r % 4u] = v.w;
+        put_tile(b, k * 16u + r / 4u, r % 4u, v.x);
+        put_tile(b, (k + 1u) * 16u + r / 4u, r % 4u, v.y);
+        put_tile(b, (k + 2u) * 16u + r / 4u, r % 4u, v.z);
+        put_tile(b, (k + 3u) * 16u + r / 4u, r % 4u, v.w);
+        return;
+    }
+    let i = (li / 16u + 4u * j) * 16u + li % 16u;
+    if (b) {
+        Bs[i] = v;
     } else {
-        Bs[(li / 16u + 4u * j) * 16u + li % 16u] = v;
+        As[i] = v;
     }
 }
 
@@ -187,14 +188,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var b2 = load(p.b, bo, b_along_k, li, 2u, n0, N, 0u, K, b_sn, b_sk);
     var b3 = load(p.b, bo, b_along_k, li, 3u, n0, N, 0u, K, b_sn, b_sk);
     for (var k0 = 0u; k0 < K; k0 += 16u) {
-        stage_a(a_along_k, li, 0u, a0);
-        stage_a(a_along_k, li, 1u, a1);
-        stage_a(a_along_k, li, 2u, a2);
-        stage_a(a_along_k, li, 3u, a3);
-        stage_b(b_along_k, li, 0u, b0);
-        stage_b(b_along_k, li, 1u, b1);
-        stage_b(b_along_k, li, 2u, b2);
-        stage_b(b_along_k, li, 3u, b3);
+        stage(false, a_along_k, li, 0u, a0);
+        stage(false, a_along_k, li, 1u, a1);
+        stage(false, a_along_k, li, 2u, a2);
+        stage(false, a_along_k, li, 3u, a3);
+        stage(true, b_along_k, li, 0u, b0);
+        stage(true, b_along_k, li, 1u, b1);
+        stage(true, b_along_k, li, 2u, b2);
+        stage(true, b_along_k, li, 3u, b3);
         workgroupBarrier();
         let k1 = k0 + 16u;
         if (k1 < K) {
