@@ -157,6 +157,7 @@ impl GpuExecutable for rlx_cuda::Executable {
             schedule: s.to_string(),
             arena_bytes: s.arena_bytes as usize,
             total_bytes: s.buffer_bytes as usize,
+            kernel_statistics: Vec::new(),
         }
     }
 }
@@ -215,7 +216,10 @@ impl GpuExecutable for rlx_vulkan::Executable {
     }
 
     fn plan(&self) -> PlanInfo {
-        wgsl_plan(&self.schedule)
+        PlanInfo {
+            kernel_statistics: self.kernel_statistics().to_vec(),
+            ..wgsl_plan(&self.schedule)
+        }
     }
 }
 
@@ -236,5 +240,6 @@ fn wgsl_plan(s: &rlx_wgsl::Schedule) -> PlanInfo {
         schedule: s.to_string(),
         arena_bytes: s.arena_bytes as usize,
         total_bytes: s.buffer_bytes as usize,
+        kernel_statistics: Vec::new(),
     }
 }

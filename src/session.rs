@@ -781,6 +781,10 @@ pub struct PlanInfo {
     pub arena_bytes: usize,
     /// Sum of all planned tensor sizes.
     pub total_bytes: usize,
+    /// What the device's driver reports of each compiled kernel (registers,
+    /// spills, instructions), where it reports anything (Vulkan with
+    /// `VK_KHR_pipeline_executable_properties`); empty elsewhere.
+    pub kernel_statistics: Vec<rlx_vulkan::KernelStatistics>,
 }
 
 impl PlanInfo {
@@ -797,6 +801,7 @@ impl PlanInfo {
                     schedule: String::new(),
                     arena_bytes: 0,
                     total_bytes: 0,
+                    kernel_statistics: Vec::new(),
                 };
                 for (i, step) in split.steps.iter().enumerate() {
                     let place = step.place.name();
@@ -812,6 +817,7 @@ impl PlanInfo {
                     if let Some(p) = part {
                         info.arena_bytes += p.arena_bytes;
                         info.total_bytes += p.total_bytes;
+                        info.kernel_statistics.extend(p.kernel_statistics);
                     }
                 }
                 info
@@ -824,6 +830,7 @@ impl PlanInfo {
             schedule: s.to_string(),
             arena_bytes: s.arena_bytes,
             total_bytes: s.total_bytes,
+            kernel_statistics: Vec::new(),
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct Context {
     pub(crate) timestamp_period: Option<f64>,
     pub(crate) pipeline_cache: vk::PipelineCache,
     pub(crate) spirv: Mutex<HashMap<String, Arc<Vec<u32>>>>,
+    /// `VK_KHR_pipeline_executable_properties`, where the device has it:
+    /// pipelines then capture the driver's statistics.
+    pub(crate) statistics: Option<ash::khr::pipeline_executable_properties::Device>,
     one_shot: Mutex<OneShot>,
     pub info: DeviceInfo,
 }
@@ -326,9 +329,19 @@ impl Partial {
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
             .queue_priorities(&priorities)];
-        let info = vk::DeviceCreateInfo::default()
+        let statistics = crate::statistics::supported(&instance, physical);
+        let extensions = [ash::khr::pipeline_executable_properties::NAME.as_ptr()];
+        let mut executable_info =
+            vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+                .pipeline_executable_info(true);
+        let mut info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .enabled_features(&enabled);
+        if statistics {
+            info = info
+                .enabled_extension_names(&extensions)
+                .push_next(&mut executable_info);
+        }
         // SAFETY: `physical` came from this instance; `info` outlives the call.
         let device = unsafe { instance.create_device(physical, &info, None) }
             .map_err(|e| VulkanError::Unavailable(format!("opening the device: {e}")))?;
@@ -373,6 +386,8 @@ impl Partial {
         let info = device_info(&props);
         let debug = self.debug.take();
         self.instance = None;
+        let stats_loader = statistics
+            .then(|| ash::khr::pipeline_executable_properties::Device::new(&instance, &device));
         Ok(Context {
             _entry: entry,
             instance,
@@ -385,6 +400,7 @@ impl Partial {
             timestamp_period,
             pipeline_cache,
             spirv: Mutex::new(HashMap::new()),
+            statistics: stats_loader,
             one_shot: Mutex::new(one_shot),
             info,
         })

@@ -28,6 +28,8 @@ pub struct Executable {
     set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) pipelines: Vec<vk::Pipeline>,
+    /// The driver's statistics of each pipeline, where it reports them.
+    statistics: Vec<crate::statistics::KernelStatistics>,
     descriptor_pool: vk::DescriptorPool,
     pub(crate) sets: Vec<vk::DescriptorSet>,
     /// The pool of `recorded`, never reset.
@@ -91,6 +93,7 @@ impl Executable {
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
             pipelines: Vec::new(),
+            statistics: Vec::new(),
             descriptor_pool: vk::DescriptorPool::null(),
             sets: Vec::new(),
             recorded_pool: vk::CommandPool::null(),
@@ -156,7 +159,13 @@ impl Executable {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(c"main");
+            let flags = if self.ctx.statistics.is_some() {
+                vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+            } else {
+                vk::PipelineCreateFlags::empty()
+            };
             let info = [vk::ComputePipelineCreateInfo::default()
+                .flags(flags)
                 .stage(stage)
                 .layout(self.layout)];
             let made = unsafe { d.create_compute_pipelines(self.ctx.pipeline_cache, &info, None) };
@@ -164,6 +173,10 @@ impl Executable {
             let pipeline = made.map_err(|(_, e)| {
                 VulkanError::Device(format!("creating pipeline {}: {e}", p.name))
             })?;
+            if let (Some(loader), Some(&made)) = (&self.ctx.statistics, pipeline.first()) {
+                self.statistics
+                    .push(crate::statistics::of(loader, made, &p.name));
+            }
             self.pipelines.extend(pipeline);
         }
         Ok(())
@@ -290,6 +303,14 @@ impl Executable {
         places: &[Place],
     ) -> Result<Vec<Output<Buffer>>, VulkanError> {
         self.execute(inputs, places, None)
+    }
+
+    /// The driver's statistics of each pipeline (registers, spills,
+    /// instructions: whatever it reports), in [`Schedule::pipelines`]'
+    /// order; empty where the device lacks
+    /// `VK_KHR_pipeline_executable_properties`.
+    pub fn kernel_statistics(&self) -> &[crate::KernelStatistics] {
+        &self.statistics
     }
 
     /// Runs once with timestamps around every dispatch; returns the device

@@ -20,6 +20,7 @@ mod executable;
 mod memory;
 mod record;
 mod spirv;
+mod statistics;
 
 #[cfg(test)]
 mod tests;
@@ -28,6 +29,7 @@ pub use buffer::{Buffer, DeviceTensor};
 pub use context::{Context, ContextOptions, DeviceChoice, Validation};
 pub use executable::Executable;
 pub use rlx_wgsl::{Caps, Schedule};
+pub use statistics::KernelStatistics;
 
 /// Why loading or running failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

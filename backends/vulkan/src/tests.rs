@@ -124,6 +124,30 @@ fn profiles_time_every_dispatch() {
     quiet(&ctx);
 }
 
+/// Where the device reports pipeline statistics (lavapipe does), every
+/// pipeline of the schedule has its list, named after it.
+#[test]
+fn pipelines_carry_the_drivers_statistics() {
+    let Some(ctx) = context() else { return };
+    let exe = load(&ctx, NESTED_CONTROL);
+    let stats = exe.kernel_statistics();
+    if ctx.statistics.is_none() {
+        eprintln!("no pipeline statistics on this device");
+        assert!(stats.is_empty());
+        return;
+    }
+    let names: Vec<&str> = exe
+        .schedule
+        .pipelines
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    let got: Vec<&str> = stats.iter().map(|s| s.pipeline.as_str()).collect();
+    assert_eq!(got, names);
+    assert!(stats.iter().all(|s| !s.stats.is_empty()), "{stats:?}");
+    quiet(&ctx);
+}
+
 #[test]
 fn a_wrong_input_is_an_error_that_names_it() {
     let Some(ctx) = context() else { return };

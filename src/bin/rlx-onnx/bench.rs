@@ -204,7 +204,8 @@ fn print_profile(
     named: &[(&str, &rlx_onnx::ir::Tensor)],
     a: &Args,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(plan) = session.plan_for(named)? {
+    let plan = session.plan_for(named)?;
+    if let Some(plan) = &plan {
         println!(
             "memory: arena {:.2} MiB, sum of all planned tensors {:.2} MiB ({:.1}%)",
             plan.arena_bytes as f64 / 1048576.0,
@@ -232,5 +233,13 @@ fn print_profile(
         println!("trace: {} steps -> {}", steps.len(), t.display());
     }
     crate::common::print_steps(&steps, a.top);
+    let stats = plan.map(|p| p.kernel_statistics).unwrap_or_default();
+    if !stats.is_empty() {
+        println!("kernels as the driver compiled them:");
+        for k in stats {
+            let list: Vec<String> = k.stats.iter().map(|(n, v)| format!("{n} {v}")).collect();
+            println!("  {:<36} {}", k.pipeline, list.join(", "));
+        }
+    }
     Ok(())
 }
