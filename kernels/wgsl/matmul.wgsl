@@ -8,7 +8,11 @@
 // add bias, bit 1: apply `epilogue`, bit 2: accumulate into C; tiles, right-aligned
 // batch dims with per-operand batch strides) after the operand handles a, b, c,
 // bias. The pipeline prepends `fn epilogue(x0: f32) -> f32`, the fused product's
-// activation (rlx-gpu `elementwise::wgsl::epilogue`).
+// activation (rlx-gpu `elementwise::wgsl::epilogue`), and the constants
+// `A_ALONG_K` and `B_ALONG_K`: whether each operand's tile is loaded along K (K is
+// its contiguous axis: a row-major A, a transposed B) or along its rows or
+// columns. They are the plan's, from the strides, so each pipeline holds only
+// the load and staging code of its layout.
 
 // Operand tiles, K-major: As[k * 16 + q] holds rows 4q..4q+3 of column k of
 // the A tile; Bs[k * 16 + q] columns 4q..4q+3 of row k of the B tile.
@@ -165,8 +169,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         biaso += c * p.bias_sb[a];
     }
     let a_sm = p.a_sm; let a_sk = p.a_sk; let b_sk = p.b_sk; let b_sn = p.b_sn;
-    let a_along_k = a_sk == 1u && a_sm != 1u;
-    let b_along_k = b_sk == 1u && b_sn != 1u;
+    let a_along_k = A_ALONG_K;
+    let b_along_k = B_ALONG_K;
     let m0 = tm * 64u;
     let n0 = tn * 64u;
     let tx = li % 8u;

@@ -75,19 +75,47 @@ impl Gemm {
         Ok(())
     }
 
-    /// The source of `kernel` with this GEMM's epilogue activation.
-    fn source(&self, kernel: &str) -> LResult<String> {
-        let act = epilogue(self.act)
-            .ok_or_else(|| format!("a {} epilogue has no WGSL kernel", self.act.name()))?;
-        Ok(format!("{act}\n{kernel}"))
+    /// Whether A's and B's tiles load along K (K their contiguous axis), as
+    /// the kernel's neighbouring invocations then read neighbouring words.
+    fn along_k(&self) -> (bool, bool) {
+        let g = &self.shape;
+        (
+            g.a_s[1] == 1 && g.a_s[0] != 1,
+            g.b_s[0] == 1 && g.b_s[1] != 1,
+        )
     }
 
-    /// The pipeline name of `kernel`, with the epilogue activation if any.
-    fn name(&self, kernel: &str) -> String {
-        match self.act {
-            Activation::None => kernel.to_string(),
-            act => format!("{kernel}.{}", act.name()),
+    /// The source of `kernel` with this GEMM's epilogue activation and,
+    /// for the product (`layout`), its operand layout.
+    fn source(&self, kernel: &str, layout: bool) -> LResult<String> {
+        let act = epilogue(self.act)
+            .ok_or_else(|| format!("a {} epilogue has no WGSL kernel", self.act.name()))?;
+        if !layout {
+            return Ok(format!("{act}\n{kernel}"));
         }
+        let (a, b) = self.along_k();
+        Ok(format!(
+            "{act}\nconst A_ALONG_K: bool = {a};\nconst B_ALONG_K: bool = {b};\n{kernel}"
+        ))
+    }
+
+    /// The pipeline name of `kernel`: for the product (`layout`), `.at` when
+    /// A's tile loads along its rows (a transposed A) and `.bt` when B's
+    /// loads along K (a transposed B); then the epilogue activation if any.
+    fn name(&self, kernel: &str, layout: bool) -> String {
+        let (a, b) = self.along_k();
+        let mut name = kernel.to_string();
+        if layout && !a {
+            name += ".at";
+        }
+        if layout && b {
+            name += ".bt";
+        }
+        if self.act != Activation::None {
+            name += ".";
+            name += self.act.name();
+        }
+        name
     }
 
     fn emit_one(&self, cx: &mut Cx, accumulate: bool) -> LResult<()> {
@@ -97,10 +125,10 @@ impl Gemm {
         let p = self.shape.params(accumulate)?;
         let bias = self.bias.unwrap_or(self.c);
         let pipe = cx.typed_pipeline(
-            &self.name("matmul.tiled64x64"),
+            &self.name("matmul.tiled64x64", true),
             MATMUL_OPERANDS,
             &MatmulParams::LAYOUT,
-            &self.source(SRC)?,
+            &self.source(SRC, true)?,
         );
         cx.launch_params(
             pipe,
@@ -123,18 +151,18 @@ impl Gemm {
         let parts = g.split_parts(splits);
         let p = parts.params(false)?;
         let pipe = cx.typed_pipeline(
-            &self.name("matmul.tiled64x64"),
+            &self.name("matmul.tiled64x64", true),
             MATMUL_OPERANDS,
             &MatmulParams::LAYOUT,
-            &self.source(SRC)?,
+            &self.source(SRC, true)?,
         );
         cx.launch_params(pipe, vec![self.a, self.b, part, part], &p, parts.groups());
         let sum = g.split_sum(splits)?;
         let pipe = cx.typed_pipeline(
-            &self.name("matmul.split_k_sum"),
+            &self.name("matmul.split_k_sum", false),
             SPLIT_K_SUM_OPERANDS,
             &SplitKSumParams::LAYOUT,
-            &self.source(SUM)?,
+            &self.source(SUM, false)?,
         );
         let bias = self.bias.unwrap_or(self.c);
         cx.launch_items(pipe, vec![part, self.c, bias], &sum, (g.m * g.n) as u64);
