@@ -5,9 +5,11 @@
 //! (`kernels::conv`).
 
 use rlx_gpu::kernels::conv::{conv2d, Im2colParams, IM2COL_OPERANDS};
+use rlx_gpu::kernels::elementwise::wgsl::epilogue;
+use rlx_gpu::kernels::matmul as plan;
 use rlx_gpu::Params;
 use rlx_ir::ops::{Activation, Conv};
-use rlx_ir::{DType, Node, TensorType};
+use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::matmul::Gemm;
 use super::{Cx, LResult};
@@ -25,8 +27,21 @@ fn sub(r: Range, at: usize, bytes: usize) -> Range {
     }
 }
 
-/// f32 input and weights, 1 or 2 spatial dims.
-pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
+/// f32 input and weights, 1 or 2 spatial dims; a fused conv's activation
+/// one the GEMM epilogue expresses, and no residual (`legalize` splits that
+/// add off).
+pub fn supports(node: &Node, inputs: &[TensorType]) -> LResult<()> {
+    if let Op::FusedConv(f) = &node.op {
+        if inputs.len() > 3 {
+            return Err("a fused conv with a residual has no WGSL kernel".into());
+        }
+        if epilogue(f.activation).is_none() {
+            return Err(format!(
+                "a {} epilogue has no WGSL kernel",
+                f.activation.name()
+            ));
+        }
+    }
     for t in inputs.iter().take(2) {
         if t.dtype != DType::F32 {
             return Err(format!("conv on {} has no WGSL kernel (f32 only)", t.dtype));
@@ -43,7 +58,9 @@ pub fn supports(_: &Node, inputs: &[TensorType]) -> LResult<()> {
     }
 }
 
-pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
+/// Conv, or FusedConv with its activation in the GEMM's epilogue (the bias
+/// is the GEMM's either way).
+pub fn lower(cx: &mut Cx, conv: &Conv, act: Activation) -> LResult<()> {
     let (x, w, y) = (
         cx.input(0)?.clone(),
         cx.input(1)?.clone(),
@@ -89,8 +106,11 @@ pub fn lower(cx: &mut Cx, conv: &Conv) -> LResult<()> {
                 b,
                 c: sub(yr, p0 * 4, oimg - p0 * 4),
                 bias: bias.as_ref().map(|bo| bo.range()),
-                shape: g.gemm(cols, b_sk, bias.is_some()),
-                act: Activation::None,
+                shape: plan::Gemm {
+                    activate: act != Activation::None,
+                    ..g.gemm(cols, b_sk, bias.is_some())
+                },
+                act,
             }
             .emit(cx)?;
             p0 += cols;

@@ -286,8 +286,9 @@ pub fn family(op: &Op) -> Option<Family> {
         | Op::Gelu(_)
         | Op::ElementwiseRegion(_) => fam(elementwise::supports, elementwise::lower),
         Op::MatMul(_) | Op::FusedMatMul(_) => fam(matmul::supports, matmul::lower),
-        Op::Conv(_) => fam(conv::supports, |cx| match &cx.node.op {
-            Op::Conv(c) => conv::lower(cx, c),
+        Op::Conv(_) | Op::FusedConv(_) => fam(conv::supports, |cx| match &cx.node.op {
+            Op::Conv(c) => conv::lower(cx, c, rlx_ir::ops::Activation::None),
+            Op::FusedConv(f) => conv::lower(cx, &f.conv(), f.activation),
             _ => Err("not a conv".into()),
         }),
         Op::ConvTranspose(_) => fam(conv_transpose::supports, |cx| match &cx.node.op {
