@@ -170,22 +170,34 @@ fn norms_match_cpu_on_vulkan() {
         ("  %0 = input \"x\" : f32[2,1100]\n  %1 = input \"s\" : f32[1100]\n  %2 = rms_norm(%0, %1) {axis=-1, epsilon=1e-5} : f32[2,1100]\n  output \"y\" = %2\n", &[&[2, 1100], &[1100]]),
         ("  %0 = input \"x\" : f32[4,2,96]\n  %1 = input \"r\" : f32[4,2,96]\n  %2 = input \"s\" : f32[96]\n  %3 = input \"b\" : f32[96]\n  %4 = add(%0, %1) : f32[4,2,96]\n  %5 = layer_norm(%4, %2, %3) {axis=-1, epsilon=1e-5, stats=false} : f32[4,2,96]\n  output \"y\" = %5\n  output \"sum\" = %4\n", &[&[4, 2, 96], &[4, 2, 96], &[96], &[96]]),
     ];
+    let graphs: Vec<(String, &[&[usize]])> =
+        graphs.iter().map(|(b, d)| (b.to_string(), *d)).collect();
+    let bad = ir_parity(&gpu, &graphs);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Inputs for IR text with inputs of `dims`: a fixed pattern in [-1, 1].
+fn pattern_inputs(dims: &[&[usize]], salt: usize) -> Vec<Tensor> {
+    dims.iter()
+        .enumerate()
+        .map(|(j, d)| {
+            let n: usize = d.iter().product();
+            let v: Vec<f32> = (0..n)
+                .map(|e| ((e * 7 + j * 13 + salt) % 23) as f32 / 11.0 - 1.0)
+                .collect();
+            Tensor::from_values(d, &v).unwrap()
+        })
+        .collect()
+}
+
+/// Runs each IR body (with inputs of the dims beside it) on the CPU and on
+/// Vulkan and lists the outputs that differ beyond [`TOL`].
+fn ir_parity(gpu: &Gpu, graphs: &[(String, &[&[usize]])]) -> Vec<String> {
     let mut bad = Vec::new();
     for (i, (body, dims)) in graphs.iter().enumerate() {
         let text = format!("rlx-ir 2\ngraph {{\n{body}}}\n");
-        let cpu = attention::compiled(&text, Target::Cpu);
-        let ins: Vec<Tensor> = dims
-            .iter()
-            .enumerate()
-            .map(|(j, d)| {
-                let n: usize = d.iter().product();
-                let v: Vec<f32> = (0..n)
-                    .map(|e| ((e * 7 + j * 13 + i) % 23) as f32 / 11.0 - 1.0)
-                    .collect();
-                Tensor::from_values(d, &v).unwrap()
-            })
-            .collect();
-        let want = run(cpu, &ins, None).unwrap();
+        let ins = pattern_inputs(dims, i);
+        let want = run(attention::compiled(&text, Target::Cpu), &ins, None).unwrap();
         let got = run(
             attention::compiled(&text, gpu.target),
             &ins,
@@ -200,6 +212,39 @@ fn norms_match_cpu_on_vulkan() {
             }
         }
     }
+    bad
+}
+
+/// Every activation a GEMM epilogue applies, against the CPU on Vulkan: in
+/// the split-K sum's epilogue (K 512), and for two of them in the GEMM's own
+/// (K 16) and a fused convolution's (each pipeline compiles for seconds on
+/// lavapipe, so not every activation in every kernel).
+#[test]
+fn epilogues_match_cpu_on_vulkan() {
+    let Some(gpu) = vulkan() else { return };
+    const SHORT: &[&[usize]] = &[&[4, 16], &[16, 8], &[8]];
+    const LONG: &[&[usize]] = &[&[4, 512], &[512, 8], &[8]];
+    let mut graphs: Vec<(String, &[&[usize]])> = Vec::new();
+    for act in ["relu", "sigmoid", "tanh", "gelu_erf", "gelu_tanh", "silu"] {
+        let own = matches!(act, "gelu_tanh" | "silu");
+        for (k, dims) in [(16, SHORT), (512, LONG)] {
+            if k == 16 && !own {
+                continue;
+            }
+            graphs.push((
+                format!("  %0 = input \"x\" : f32[4,{k}]\n  %1 = input \"w\" : f32[{k},8]\n  %2 = input \"b\" : f32[8]\n  %3 = fused_matmul(%0, %1, %2) {{activation={act}}} : f32[4,8]\n  output \"y\" = %3\n"),
+                dims,
+            ));
+        }
+        if !own {
+            continue;
+        }
+        graphs.push((
+            format!("  %0 = input \"x\" : f32[1,3,8,8]\n  %1 = input \"w\" : f32[4,3,3,3]\n  %2 = input \"b\" : f32[4]\n  %3 = fused_conv(%0, %1, %2) {{strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], auto_pad=notset, group=1, activation={act}}} : f32[1,4,8,8]\n  output \"y\" = %3\n"),
+            &[&[1, 3, 8, 8], &[4, 3, 3, 3], &[4]],
+        ));
+    }
+    let bad = ir_parity(&gpu, &graphs);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
