@@ -143,6 +143,29 @@ fn put(e: Epi, m: u32, n: u32, v: vec4<f32>) {
     }
 }
 
+// Stores rows m..m+3 of an invocation's block: columns n.. from the
+// accumulators c0..c3 and n+32.. from c4..c7, row i being component i of
+// each. The addends of all four rows are loaded before the first store.
+fn put_rows(e: Epi, m: u32, n: u32, c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32>) {
+    let nh = n + 32u;
+    let x0 = addend(e, m, n);
+    let x1 = addend(e, m, nh);
+    let x2 = addend(e, m + 1u, n);
+    let x3 = addend(e, m + 1u, nh);
+    let x4 = addend(e, m + 2u, n);
+    let x5 = addend(e, m + 2u, nh);
+    let x6 = addend(e, m + 3u, n);
+    let x7 = addend(e, m + 3u, nh);
+    put(e, m, n, vec4<f32>(c0.x, c1.x, c2.x, c3.x) + x0);
+    put(e, m, nh, vec4<f32>(c4.x, c5.x, c6.x, c7.x) + x1);
+    put(e, m + 1u, n, vec4<f32>(c0.y, c1.y, c2.y, c3.y) + x2);
+    put(e, m + 1u, nh, vec4<f32>(c4.y, c5.y, c6.y, c7.y) + x3);
+    put(e, m + 2u, n, vec4<f32>(c0.z, c1.z, c2.z, c3.z) + x4);
+    put(e, m + 2u, nh, vec4<f32>(c4.z, c5.z, c6.z, c7.z) + x5);
+    put(e, m + 3u, n, vec4<f32>(c0.w, c1.w, c2.w, c3.w) + x6);
+    put(e, m + 3u, nh, vec4<f32>(c4.w, c5.w, c6.w, c7.w) + x7);
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let wg = wg_linear(wid, nwg);
@@ -230,42 +253,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 
     // Row i of the block is component i of every column's accumulator.
-    // Four rows at a time: their addends loaded together, then stored.
     let e = Epi(M, N, p.c_sm, p.c_sn, p.bias_sm, p.bias_sn, p.flags, p.c, p.bias, co, biaso);
-    let ml = m0 + ty * 4u;
-    let mh = ml + 32u;
     let nl = n0 + tx * 4u;
-    let nh = nl + 32u;
-    var x0 = addend(e, ml, nl);
-    var x1 = addend(e, ml, nh);
-    var x2 = addend(e, ml + 1u, nl);
-    var x3 = addend(e, ml + 1u, nh);
-    var x4 = addend(e, ml + 2u, nl);
-    var x5 = addend(e, ml + 2u, nh);
-    var x6 = addend(e, ml + 3u, nl);
-    var x7 = addend(e, ml + 3u, nh);
-    put(e, ml, nl, vec4<f32>(lo0.x, lo1.x, lo2.x, lo3.x) + x0);
-    put(e, ml, nh, vec4<f32>(lo4.x, lo5.x, lo6.x, lo7.x) + x1);
-    put(e, ml + 1u, nl, vec4<f32>(lo0.y, lo1.y, lo2.y, lo3.y) + x2);
-    put(e, ml + 1u, nh, vec4<f32>(lo4.y, lo5.y, lo6.y, lo7.y) + x3);
-    put(e, ml + 2u, nl, vec4<f32>(lo0.z, lo1.z, lo2.z, lo3.z) + x4);
-    put(e, ml + 2u, nh, vec4<f32>(lo4.z, lo5.z, lo6.z, lo7.z) + x5);
-    put(e, ml + 3u, nl, vec4<f32>(lo0.w, lo1.w, lo2.w, lo3.w) + x6);
-    put(e, ml + 3u, nh, vec4<f32>(lo4.w, lo5.w, lo6.w, lo7.w) + x7);
-    x0 = addend(e, mh, nl);
-    x1 = addend(e, mh, nh);
-    x2 = addend(e, mh + 1u, nl);
-    x3 = addend(e, mh + 1u, nh);
-    x4 = addend(e, mh + 2u, nl);
-    x5 = addend(e, mh + 2u, nh);
-    x6 = addend(e, mh + 3u, nl);
-    x7 = addend(e, mh + 3u, nh);
-    put(e, mh, nl, vec4<f32>(hi0.x, hi1.x, hi2.x, hi3.x) + x0);
-    put(e, mh, nh, vec4<f32>(hi4.x, hi5.x, hi6.x, hi7.x) + x1);
-    put(e, mh + 1u, nl, vec4<f32>(hi0.y, hi1.y, hi2.y, hi3.y) + x2);
-    put(e, mh + 1u, nh, vec4<f32>(hi4.y, hi5.y, hi6.y, hi7.y) + x3);
-    put(e, mh + 2u, nl, vec4<f32>(hi0.z, hi1.z, hi2.z, hi3.z) + x4);
-    put(e, mh + 2u, nh, vec4<f32>(hi4.z, hi5.z, hi6.z, hi7.z) + x5);
-    put(e, mh + 3u, nl, vec4<f32>(hi0.w, hi1.w, hi2.w, hi3.w) + x6);
-    put(e, mh + 3u, nh, vec4<f32>(hi4.w, hi5.w, hi6.w, hi7.w) + x7);
+    let ml = m0 + ty * 4u;
+    put_rows(e, ml, nl, lo0, lo1, lo2, lo3, lo4, lo5, lo6, lo7);
+    put_rows(e, ml + 32u, nl, hi0, hi1, hi2, hi3, hi4, hi5, hi6, hi7);
 }

@@ -46,6 +46,14 @@ fn load(ctx: &Arc<Context>, body: &str) -> Executable {
     Executable::new(ctx.clone(), s).unwrap()
 }
 
+fn pipeline_names(exe: &Executable) -> Vec<&str> {
+    exe.schedule
+        .pipelines
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect()
+}
+
 fn quiet(ctx: &Context) {
     assert_eq!(ctx.take_validation_messages(), Vec::<String>::new());
 }
@@ -136,12 +144,7 @@ fn pipelines_carry_the_drivers_statistics() {
         assert!(stats.is_empty());
         return;
     }
-    let names: Vec<&str> = exe
-        .schedule
-        .pipelines
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
+    let names = pipeline_names(&exe);
     let got: Vec<&str> = stats.iter().map(|s| s.pipeline.as_str()).collect();
     assert_eq!(got, names);
     assert!(stats.iter().all(|s| !s.stats.is_empty()), "{stats:?}");
@@ -260,12 +263,7 @@ fn a_small_output_splits_k_and_sums_the_parts() {
         &ctx,
         "  %0 = input \"a\" : f32[64,1024]\n  %1 = input \"b\" : f32[1024,48]\n  %2 = matmul(%0, %1) : f32[64,48]\n  output \"c\" = %2\n",
     );
-    let names: Vec<&str> = exe
-        .schedule
-        .pipelines
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
+    let names = pipeline_names(&exe);
     assert!(names.contains(&"matmul.split_k_sum"), "{names:?}");
     let a: Vec<f32> = (0..64 * 1024)
         .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25)
