@@ -167,6 +167,13 @@ impl DeviceTensor {
         })
     }
 
+    /// A value of a CUDA tensor made outside a session (memory another
+    /// library lends, [`rlx_cuda::Buffer::lend`]); an input of any session
+    /// on its context.
+    pub fn from_cuda(t: rlx_cuda::DeviceTensor) -> DeviceTensor {
+        DeviceTensor(OnDevice::Cuda(t))
+    }
+
     /// The CUDA tensor (its buffer, for DLPack and other interop).
     pub fn as_cuda(&self) -> Option<&rlx_cuda::DeviceTensor> {
         match &self.0 {

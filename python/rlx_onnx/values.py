@@ -51,6 +51,20 @@ def _host_array(name, ortvalue):
     return a
 
 
+def _dims(name, shape):
+    dims = [int(s) for s in shape]
+    if any(s < 0 for s in dims):
+        raise InvalidArgument(f"`{name}`: shape {dims} has a negative dim")
+    return dims
+
+
+def _host_view(buffer_ptr, dtype, dims):
+    """The caller's host memory at ``buffer_ptr`` as an array (no copy)."""
+    nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    raw = (ctypes.c_char * nbytes).from_address(int(buffer_ptr))
+    return np.frombuffer(raw, dtype=dtype).reshape(dims)
+
+
 def _device(device_type):
     d = _DEVICES.get(str(device_type).lower())
     if d is None:
@@ -58,6 +72,14 @@ def _device(device_type):
             f"unknown device type `{device_type}`; rlx-onnx's are {', '.join(sorted(set(_DEVICES)))}"
         )
     return d
+
+
+# DLPack's device type of CUDA memory.
+_DLPACK_CUDA = 2
+
+
+def _is_capsule(obj):
+    return type(obj).__name__ == "PyCapsule"
 
 
 class OrtValue:
@@ -92,17 +114,17 @@ class OrtValue:
 
     @staticmethod
     def from_dlpack(data, is_bool_tensor=False):
-        """A value of a DLPack producer's host tensor (a copy; device tensors
-        from other libraries are refused)."""
-        try:
-            arr = np.from_dlpack(data)
-        except (RuntimeError, BufferError, TypeError) as e:
-            raise _NotImplemented(
-                f"from_dlpack takes host (kDLCPU) tensors only: {e}"
-            ) from e
-        if is_bool_tensor:
-            arr = arr.astype(bool)
-        return OrtValue(_native.Value.from_array(np.array(arr, copy=True)))
+        """A value of a DLPack producer's tensor (``torch.Tensor``, a CuPy or
+        JAX array, numpy) or of a DLPack capsule. A CUDA tensor is taken
+        without a copy: sessions read it in place, so leave it unwritten
+        while the value is used. A host tensor is copied."""
+        if not _is_capsule(data) and not hasattr(data, "__dlpack__"):
+            raise TypeError("from_dlpack takes a DLPack capsule or an object with __dlpack__")
+        if not _is_capsule(data) and data.__dlpack_device__()[0] not in (_DLPACK_CUDA,):
+            # The host: numpy reads any strides; the value owns its copy.
+            arr = np.array(np.from_dlpack(data), copy=True)
+            return OrtValue(_native.Value.from_array(arr.astype(bool) if is_bool_tensor else arr))
+        return OrtValue(_native.Value.from_dlpack(data, bool(is_bool_tensor)))
 
     def numpy(self):
         """A numpy copy (read back from the device)."""
@@ -166,10 +188,24 @@ class IOBinding:
         self._inputs[name] = ortvalue._value
 
     def bind_input(self, name, device_type, device_id, element_type, shape, buffer_ptr):
-        raise _NotImplemented(
-            f"input `{name}`: binding a raw buffer pointer is not supported; "
-            "bind an OrtValue (bind_ortvalue_input) or a numpy array (bind_cpu_input)"
-        )
+        """Binds input ``name`` to the caller's memory at ``buffer_ptr`` on
+        ``device_type`` (a ``torch.Tensor``'s ``data_ptr()``), read in place
+        at every run: keep it allocated and unwritten while bound. As in
+        ONNX Runtime the address cannot be checked; a null one is refused."""
+        d = _device(device_type)
+        dtype = _dtype(element_type)
+        dims = _dims(name, shape)
+        if int(buffer_ptr) == 0:
+            raise InvalidArgument(f"input `{name}`: buffer_ptr is null")
+        if d == "cpu":
+            self._inputs[name] = _host_view(buffer_ptr, dtype, dims)
+        elif d == "cuda":
+            self._inputs[name] = _native.Value.from_cuda_pointer(name, int(buffer_ptr), dtype, dims, int(device_id))
+        else:
+            raise _NotImplemented(
+                f"input `{name}`: {d} memory has no address to bind; bind an OrtValue "
+                "(bind_ortvalue_input) instead"
+            )
 
     def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
         """Binds output ``name`` to a device (read it from ``get_outputs()``),
@@ -177,11 +213,6 @@ class IOBinding:
         ``element_type`` and ``shape`` that every run writes into."""
         d = _device(device_type)
         if buffer_ptr is not None:
-            if d != "cpu":
-                raise _NotImplemented(
-                    f"output `{name}`: writing into a caller's {d} buffer is not supported; "
-                    f"bind the output to {d} and read it from get_outputs()"
-                )
             if element_type is None or shape is None:
                 raise InvalidArgument(
                     f"output `{name}`: a buffer_ptr needs its element_type and shape"
@@ -190,21 +221,27 @@ class IOBinding:
             # caller vouches for it); a null one can.
             if int(buffer_ptr) == 0:
                 raise InvalidArgument(f"output `{name}`: buffer_ptr is null")
-            dtype = _dtype(element_type)
-            dims = [int(s) for s in shape]
-            if any(s < 0 for s in dims):
-                raise InvalidArgument(f"output `{name}`: shape {dims} has a negative dim")
-            nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-            raw = (ctypes.c_char * nbytes).from_address(int(buffer_ptr))
-            arr = np.frombuffer(raw, dtype=dtype).reshape(dims)
-            self.bind_ortvalue_output(name, OrtValue.ortvalue_from_numpy(arr))
+            dtype, dims = _dtype(element_type), _dims(name, shape)
+            if d == "cpu":
+                self.bind_ortvalue_output(name, OrtValue.ortvalue_from_numpy(_host_view(buffer_ptr, dtype, dims)))
+                return
+            if d != "cuda":
+                raise _NotImplemented(
+                    f"output `{name}`: {d} memory has no address to write into; bind the "
+                    f"output to {d} and read it from get_outputs()"
+                )
+            self._bind_device(name, d)
+            self._into[name] = ("cuda", int(buffer_ptr), dtype, dims, int(device_id))
             return
+        self._bind_device(name, d)
+        self._into.pop(name, None)
+
+    def _bind_device(self, name, d):
         target = self._session._sess.target
         if d not in ("cpu", target):
             raise InvalidArgument(
                 f"output `{name}` is bound to {d}, but the session runs on {target}"
             )
-        self._into.pop(name, None)
         self._outputs = [(n, dev) for n, dev in self._outputs if n != name] + [(name, d)]
 
     def bind_ortvalue_output(self, name, ortvalue):
@@ -240,6 +277,11 @@ class IOBinding:
             into = self._into.get(n)
             if into is None:
                 results.append(OrtValue(v))
+                continue
+            if isinstance(into, tuple):  # the caller's CUDA memory
+                _, ptr, dtype, dims, device_id = into
+                v.copy_to_cuda_pointer(n, ptr, dtype, dims, device_id)
+                results.append(OrtValue(_native.Value.from_cuda_pointer(n, ptr, dtype, dims, device_id)))
                 continue
             got, a = v.numpy(), _host_array(n, into)
             if got.shape != a.shape or got.dtype != a.dtype:

@@ -61,6 +61,12 @@ const ML_DTYPES: [(&str, DType); 11] = [
     ("uint2", DType::U2),
 ];
 
+/// The dtype of numpy's `descr` for a tensor of numbers (`name` in errors).
+pub fn number_dtype(name: &str, descr: &Bound<'_, PyArrayDescr>) -> PyResult<DType> {
+    dtype_of(name, descr)?
+        .ok_or_else(|| invalid(format!("`{name}`: strings have no device memory")))
+}
+
 /// The dtype of a numpy array's elements; `None` for strings.
 fn dtype_of(name: &str, descr: &Bound<'_, PyArrayDescr>) -> PyResult<Option<DType>> {
     let size = descr.itemsize();

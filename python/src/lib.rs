@@ -7,6 +7,7 @@ mod devices;
 mod dlpack;
 mod errors;
 mod options;
+mod pointers;
 mod session;
 mod value;
 

@@ -1,6 +1,7 @@
 //! Values that may live on a device: what `rlx_onnx.OrtValue` holds, the
 //! inputs and outputs of `run_with_iobinding`, and DLPack's producer side.
 
+use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use rlx_onnx::Value;
 
@@ -22,6 +23,51 @@ impl PyValue {
         Ok(PyValue {
             value: Value::Host(arrays::to_tensor("value", array)?),
         })
+    }
+
+    /// The value of a DLPack producer's tensor or capsule: a CUDA tensor
+    /// taken without a copy (read in place while the value lives), a host
+    /// tensor copied. `is_bool`: unsigned bytes that are booleans.
+    #[staticmethod]
+    #[pyo3(signature = (data, is_bool=false))]
+    fn from_dlpack(py: Python<'_>, data: &Bound<'_, PyAny>, is_bool: bool) -> PyResult<PyValue> {
+        Ok(PyValue {
+            value: crate::dlpack::import(py, data, is_bool)?,
+        })
+    }
+
+    /// A value reading the CUDA memory at `ptr` of device `device_id` in
+    /// place (`dtype`: a numpy dtype; ONNX Runtime's `bind_input` with a
+    /// `buffer_ptr`: the caller vouches for the memory).
+    #[staticmethod]
+    fn from_cuda_pointer(
+        py: Python<'_>,
+        name: &str,
+        ptr: u64,
+        dtype: &Bound<'_, PyArrayDescr>,
+        shape: Vec<usize>,
+        device_id: usize,
+    ) -> PyResult<PyValue> {
+        let dtype = arrays::number_dtype(name, dtype)?;
+        Ok(PyValue {
+            value: crate::pointers::lend(py, name, ptr, dtype, shape, device_id)?,
+        })
+    }
+
+    /// Copies this CUDA value to the memory at `ptr` of device `device_id`,
+    /// which holds `shape` elements of `dtype` (`bind_output` with a
+    /// `buffer_ptr`).
+    fn copy_to_cuda_pointer(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        ptr: u64,
+        dtype: &Bound<'_, PyArrayDescr>,
+        shape: Vec<usize>,
+        device_id: usize,
+    ) -> PyResult<()> {
+        let dtype = arrays::number_dtype(name, dtype)?;
+        crate::pointers::copy_into(py, name, &self.value, ptr, dtype, &shape, device_id)
     }
 
     /// The dims.

@@ -281,6 +281,44 @@ def test_ortvalue_and_iobinding_on_the_cpu(ort):
     np.testing.assert_array_equal(back.numpy(), want)
 
 
+def test_dlpack_capsules_and_raw_input_pointers_on_the_cpu():
+    r = rlx_onnx.InferenceSession(CNN)
+    x = np.array(read_inputs(os.path.dirname(CNN))[0])  # writable: numpy exports only those
+    name = r.get_inputs()[0].name
+    want = r.run(None, {name: x})[0]
+    # DLPack 1.x's versioned capsule.
+    v1 = rlx_onnx.OrtValue.from_dlpack(x.__dlpack__(max_version=(1, 0)))
+    np.testing.assert_array_equal(v1.numpy(), x)
+    # A bare capsule (what torch.utils.dlpack.to_dlpack gives): taken once.
+    capsule = x.__dlpack__()
+    v = rlx_onnx.OrtValue.from_dlpack(capsule)
+    np.testing.assert_array_equal(v.numpy(), x)
+    np.testing.assert_array_equal(r.run(None, {name: v})[0], want)
+    with pytest.raises(rlx_onnx.InvalidArgument, match="already consumed"):
+        rlx_onnx.OrtValue.from_dlpack(capsule)
+    # A strided producer is read through numpy; a strided capsule is refused.
+    t = rlx_onnx.OrtValue.from_dlpack(x[:, :, ::2])
+    np.testing.assert_array_equal(t.numpy(), x[:, :, ::2])
+    with pytest.raises(rlx_onnx.InvalidArgument, match="contiguous"):
+        rlx_onnx.OrtValue.from_dlpack(x[:, :, ::2].__dlpack__())
+    # Unsigned bytes marked as booleans.
+    flags = np.array([0, 1, 1, 0], dtype=np.uint8)
+    b = rlx_onnx.OrtValue.from_dlpack(flags.__dlpack__(), is_bool_tensor=True)
+    assert b.data_type() == "tensor(bool)"
+    np.testing.assert_array_equal(b.numpy(), flags.astype(bool))
+    with pytest.raises(TypeError):
+        rlx_onnx.OrtValue.from_dlpack([1.0, 2.0])
+    # ONNX Runtime's raw pointer binding, on the host: read in place.
+    xs = np.ascontiguousarray(x)
+    io = r.io_binding()
+    io.bind_input(name, "cpu", 0, np.float32, list(xs.shape), xs.ctypes.data)
+    io.bind_output(r.get_outputs()[0].name)
+    r.run_with_iobinding(io)
+    np.testing.assert_array_equal(io.copy_outputs_to_cpu()[0], want)
+    with pytest.raises(rlx_onnx.InvalidArgument, match="null"):
+        r.io_binding().bind_input(name, "cpu", 0, np.float32, list(xs.shape), 0)
+
+
 def test_outputs_written_into_the_callers_memory(ort):
     r = rlx_onnx.InferenceSession(CNN)
     x = read_inputs(os.path.dirname(CNN))[0]

@@ -98,6 +98,73 @@ def test_device_inputs_are_taken_in_place():
     np.testing.assert_allclose(b.copy_outputs_to_cpu()[0], WANT, rtol=1e-4, atol=1e-5)
 
 
+def test_torch_tensors_are_taken_in_place():
+    s = session()
+    # Made by torch's stream just before: the value's reads wait for it.
+    x = (torch.from_numpy(X).cuda() * 2.0) / 2.0
+    v = rlx_onnx.OrtValue.from_dlpack(x)
+    assert v.device_name() == "cuda"
+    assert v.data_ptr() == x.data_ptr()
+    assert v.shape() == list(X.shape)
+    np.testing.assert_allclose(s.run(None, {"x": v})[0], WANT, rtol=1e-4, atol=1e-5)
+    # The value keeps torch's memory: dropping torch's tensor frees nothing.
+    ptr = x.data_ptr()
+    del x
+    torch.cuda.empty_cache()
+    torch.randn(8, 1 << 20, device="cuda")  # would reuse freed memory
+    assert v.data_ptr() == ptr
+    np.testing.assert_array_equal(v.numpy(), X)
+    # A bare capsule (torch.utils.dlpack), written before it was made.
+    y = torch.from_numpy(X).cuda()
+    torch.cuda.synchronize()
+    c = rlx_onnx.OrtValue.from_dlpack(torch.utils.dlpack.to_dlpack(y))
+    np.testing.assert_allclose(s.run(None, {"x": c})[0], WANT, rtol=1e-4, atol=1e-5)
+    # Strided tensors are refused, not read wrong.
+    with pytest_raises(rlx_onnx.InvalidArgument, "contiguous"):
+        rlx_onnx.OrtValue.from_dlpack(torch.from_numpy(X).cuda().transpose(2, 3))
+    # Round trip: rlx -> torch -> rlx reads the same memory.
+    back = rlx_onnx.OrtValue.from_dlpack(torch.from_dlpack(v))
+    assert back.data_ptr() == v.data_ptr()
+
+
+def test_raw_cuda_pointers_as_onnx_runtime_binds_them():
+    s = session()
+    x = torch.from_numpy(X).cuda()
+    y = torch.full(WANT.shape, float("nan"), device="cuda")
+    b = s.io_binding()
+    b.bind_input("x", "cuda", 0, np.float32, list(x.shape), x.data_ptr())
+    b.bind_output("y", "cuda", 0, np.float32, list(y.shape), y.data_ptr())
+    s.run_with_iobinding(b)
+    np.testing.assert_allclose(y.cpu().numpy(), WANT, rtol=1e-4, atol=1e-5)
+    (out,) = b.get_outputs()
+    assert out.data_ptr() == y.data_ptr()
+    # A buffer of the wrong shape is refused, and left unwritten.
+    z = torch.zeros(1, 3, device="cuda")
+    b = s.io_binding()
+    b.bind_input("x", "cuda", 0, np.float32, list(x.shape), x.data_ptr())
+    b.bind_output("y", "cuda", 0, np.float32, [1, 3], z.data_ptr())
+    with pytest_raises(rlx_onnx.InvalidArgument, "y"):
+        s.run_with_iobinding(b)
+    assert not z.any()
+
+
+class pytest_raises:
+    """`pytest.raises(kind, match=...)` where pytest may be missing."""
+
+    def __init__(self, kind, match):
+        self.kind, self.match = kind, match
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        if kind is None:
+            raise AssertionError(f"{self.kind.__name__} not raised")
+        if not issubclass(kind, self.kind) or self.match not in str(e):
+            return False
+        return True
+
+
 def test_one_cuda_session_from_eight_threads():
     s = session()
     rng = np.random.default_rng(0)

@@ -104,6 +104,13 @@ impl Context {
         &self.name
     }
 
+    /// The stream every executable of this context runs on (`CUstream`,
+    /// as an integer): what another library orders its work before when
+    /// it lends this context memory (DLPack's `__dlpack__(stream=...)`).
+    pub fn stream_handle(&self) -> u64 {
+        self.stream.cu_stream() as u64
+    }
+
     /// The device's ordinal.
     pub fn ordinal(&self) -> usize {
         self.ctx.ordinal()

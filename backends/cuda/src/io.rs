@@ -40,10 +40,19 @@ pub struct Buffer(Arc<Held>);
 
 struct Held {
     /// Kept alive: the memory `ptr` points into.
-    _slice: CudaSlice<u8>,
+    _memory: Memory,
     ptr: CUdeviceptr,
     bytes: usize,
     ctx: Arc<Context>,
+}
+
+/// What keeps a buffer's memory allocated.
+enum Memory {
+    /// Allocated here, freed with the buffer.
+    Own { _slice: CudaSlice<u8> },
+    /// Another library's, lent (a DLPack tensor): dropping the owner hands
+    /// it back.
+    Lent { _owner: Box<dyn Send + Sync> },
 }
 
 fn dev(what: &str) -> impl Fn(DriverError) -> CudaError + '_ {
@@ -65,11 +74,65 @@ impl Buffer {
             .map_err(|e| CudaError::Device(format!("allocating {bytes} bytes: {e:?}")))?;
         let ptr = slice.device_ptr(&ctx.stream).0;
         Ok(Buffer(Arc::new(Held {
-            _slice: slice,
+            _memory: Memory::Own { _slice: slice },
             ptr,
             bytes,
             ctx: ctx.clone(),
         })))
+    }
+
+    /// `bytes` bytes of device memory at `ptr` that another library
+    /// allocated (a tensor it lends through DLPack), held until `owner`
+    /// (whose drop gives the memory back) goes with the last clone.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + bytes` must be memory of `ctx`'s device, readable in its
+    /// primary context, and stay allocated and unwritten until `owner` is
+    /// dropped; writes made before the call must be ordered before work on
+    /// `ctx`'s stream ([`Context::stream_handle`], DLPack's `stream`).
+    pub unsafe fn lend(
+        ctx: &Arc<Context>,
+        ptr: u64,
+        bytes: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> Buffer {
+        Buffer(Arc::new(Held {
+            _memory: Memory::Lent { _owner: owner },
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        }))
+    }
+
+    /// Copies the buffer's first `bytes` bytes to `dst`, device memory of
+    /// the same context (a caller's output buffer), and waits for the copy.
+    ///
+    /// # Safety
+    /// `dst .. dst + bytes` must be writable memory of this buffer's device,
+    /// not overlapping the buffer.
+    pub unsafe fn copy_to(&self, dst: u64, bytes: usize) -> Result<(), CudaError> {
+        let h = &self.0;
+        if bytes > h.bytes {
+            return Err(CudaError::Internal(format!(
+                "copying {bytes} bytes out of a {} byte buffer",
+                h.bytes
+            )));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        h.ctx
+            .ctx
+            .bind_to_thread()
+            .map_err(dev("binding the context"))?;
+        let cs = h.ctx.stream.cu_stream();
+        // SAFETY: the source lies in the buffer (checked); the caller
+        // vouches for the destination.
+        unsafe { dr::memcpy_dtod_async(dst, h.ptr, bytes, cs) }.map_err(dev("copying out"))?;
+        h.ctx
+            .stream
+            .synchronize()
+            .map_err(|e| CudaError::Device(format!("copying out: {e:?}")))
     }
 
     /// Copies `t` to the device of `ctx`.

@@ -7,68 +7,17 @@
 //! may be shared with the model (an output that is a weight), so the
 //! capsule gets its own copy, which the consumer may write.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use rlx_onnx::ir::DType;
 use rlx_onnx::Value;
 
-use crate::errors::{invalid, NotImplemented};
-
-pub const DEVICE_CPU: i32 = 1;
-pub const DEVICE_CUDA: i32 = 2;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDevice {
-    device_type: i32,
-    device_id: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
-}
-
-#[repr(C)]
-struct DLTensor {
-    data: *mut c_void,
-    device: DLDevice,
-    ndim: i32,
-    dtype: DLDataType,
-    shape: *mut i64,
-    strides: *mut i64,
-    byte_offset: u64,
-}
-
-#[repr(C)]
-struct DLManagedTensor {
-    dl_tensor: DLTensor,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-}
-
-#[repr(C)]
-struct DLPackVersion {
-    major: u32,
-    minor: u32,
-}
-
-#[repr(C)]
-struct DLManagedTensorVersioned {
-    version: DLPackVersion,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    flags: u64,
-    dl_tensor: DLTensor,
-}
-
-const LEGACY: &CStr = c"dltensor";
-const VERSIONED: &CStr = c"dltensor_versioned";
+use super::{
+    dl_dtype, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DEVICE_CPU, DEVICE_CUDA, LEGACY, VERSIONED,
+};
+use crate::errors::invalid;
 
 /// What a capsule keeps alive: the memory and the shape array.
 struct Holder {
@@ -77,40 +26,6 @@ struct Holder {
     /// The host copy (8-byte words, so any element is aligned).
     _host: Option<Vec<u64>>,
     shape: Vec<i64>,
-}
-
-/// DLPack's type code and bits of a dtype.
-fn dl_dtype(d: DType) -> PyResult<DLDataType> {
-    let (code, bits) = match d {
-        DType::Bool => (6, 8),
-        DType::I8 => (0, 8),
-        DType::I16 => (0, 16),
-        DType::I32 => (0, 32),
-        DType::I64 => (0, 64),
-        DType::U8 => (1, 8),
-        DType::U16 => (1, 16),
-        DType::U32 => (1, 32),
-        DType::U64 => (1, 64),
-        DType::F16 => (2, 16),
-        DType::F32 => (2, 32),
-        DType::F64 => (2, 64),
-        DType::BF16 => (4, 16),
-        DType::F8E4M3FN => (10, 8),
-        DType::F8E4M3FNUZ => (11, 8),
-        DType::F8E5M2 => (12, 8),
-        DType::F8E5M2FNUZ => (13, 8),
-        DType::F8E8M0 => (14, 8),
-        _ => {
-            return Err(NotImplemented::new_err(format!(
-                "DLPack has no type for {d}"
-            )))
-        }
-    };
-    Ok(DLDataType {
-        code,
-        bits,
-        lanes: 1,
-    })
 }
 
 unsafe extern "C" fn delete_legacy(m: *mut DLManagedTensor) {
