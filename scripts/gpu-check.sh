@@ -27,7 +27,8 @@
 #   ResNet-50, MobileNetV3, BERT, GPT-2 and ViT on CUDA, Vulkan and wgpu side
 #   by side, and every light model against the CPU; needs .gl carried;
 #   arguments after the stage go to the script), python (the rlx_onnx wheel
-#   gpu-pack.sh copied, beside torch: python/tests/test_cuda.py).
+#   gpu-pack.sh copied, beside torch: python/tests/test_cuda.py, and on a
+#   host of two GPUs or more scripts/multi_gpu_scaling.py).
 #   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -248,6 +249,11 @@ if [[ $stage == python ]]; then
   echo "== rlx_onnx from Python on CUDA"
   python3 -m pip install -q --no-deps --no-index --target /tmp/rlx-py gpu-bin/rlx_onnx-*.whl
   (cd python/tests && PYTHONPATH=/tmp/rlx-py python3 test_cuda.py) || status=1
+  # On a host of several GPUs: one session per GPU against one.
+  if (( $(nvidia-smi -L | wc -l) >= 2 )); then
+    echo "== one session per GPU (scripts/multi_gpu_scaling.py)"
+    PYTHONPATH=/tmp/rlx-py python3 scripts/multi_gpu_scaling.py --seconds 8 | tee "$out/scaling.txt" || status=1
+  fi
 fi
 
 if [[ $stage == vulkan ]]; then
