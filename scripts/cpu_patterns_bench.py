@@ -3,8 +3,9 @@
 one thread (or --threads N), alternating round by round: a one-hot built as
 Equal + Cast, a tall 5x1 convolution over a small plane, 2x2/2 transposed
 convolutions (upsampling), a pointwise convolution alone and followed by an
-erf-GELU or a SiLU, and a softmax guarded with IsNaN/Where behind int8
-weights stored with Cast + Mul.
+erf-GELU or a SiLU, a softmax guarded with IsNaN/Where behind int8
+weights stored with Cast + Mul, and a MiniLM-shaped BERT encoder (6 layers,
+384 wide, 128 tokens with padding) in fp32 and dynamically quantized to int8.
 
 Usage: python3 scripts/cpu_patterns_bench.py [--binary target/release/rlx-onnx]
                                              [--threads 1] [--rounds 3] [--only onehot,...]
@@ -82,6 +83,82 @@ def build():
          [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("y", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64)])
     save("pw_silu", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1]), h.make_node("Sigmoid", ["y"], ["s"]), h.make_node("Mul", ["y", "s"], ["z"])],
          [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("z", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64)])
+    encoder("minilm")
+    quantized("minilm", "minilm_int8")
+
+
+def encoder(name, layers=6, hidden=384, heads=12, ffn=1536, seq=128, vocab=30522):
+    """A MiniLM-shaped BERT encoder (sentence-transformers' small models) as
+    the TorchScript exporter writes one: embeddings, then per layer Q/K/V
+    MatMul+Add, Reshape/Transpose to heads, scaled QK^T plus the additive
+    padding mask, Softmax, the head merge, the output projection, residual
+    adds and LayerNormalization, an erf-GELU FFN."""
+    dh = hidden // heads
+    nodes, inits = [], [W("word", vocab, hidden, scale=0.5), W("pos", seq, hidden, scale=0.5),
+                        nh.from_array(np.array([0, 0, heads, dh], np.int64), "heads"),
+                        nh.from_array(np.array([0, 0, hidden], np.int64), "merged"),
+                        nh.from_array(np.array(1.0 / np.sqrt(dh), np.float32), "scale"),
+                        nh.from_array(np.array(1.4142135, np.float32), "s2"),
+                        nh.from_array(np.array(1.0, np.float32), "one"), nh.from_array(np.array(0.5, np.float32), "half"),
+                        nh.from_array(np.array(-10000.0, np.float32), "neg"), nh.from_array(np.array([1, 2], np.int64), "ax12")]
+    n = nodes.append
+
+    def ln(x, y, p):
+        inits.extend([nh.from_array((1 + rng.standard_normal(hidden) * 0.1).astype(np.float32), f"{p}_g"), W(f"{p}_b", hidden)])
+        n(h.make_node("LayerNormalization", [x, f"{p}_g", f"{p}_b"], [y], axis=-1, epsilon=1e-12))
+
+    def linear(x, y, p, k, m):
+        inits.extend([W(f"{p}_w", k, m), W(f"{p}_bias", m)])
+        n(h.make_node("MatMul", [x, f"{p}_w"], [f"{p}_mm"]))
+        n(h.make_node("Add", [f"{p}_mm", f"{p}_bias"], [y]))
+
+    n(h.make_node("Gather", ["word", "ids"], ["we"]))
+    n(h.make_node("Add", ["we", "pos"], ["emb"]))
+    ln("emb", "x0", "eln")
+    # The padding mask as BERT's exporter writes it: (1 - mask) * -10000 on [b, 1, 1, s].
+    n(h.make_node("Unsqueeze", ["mask", "ax12"], ["m4"]))
+    n(h.make_node("Cast", ["m4"], ["mf"], to=T.FLOAT))
+    n(h.make_node("Sub", ["one", "mf"], ["inv"]))
+    n(h.make_node("Mul", ["inv", "neg"], ["bias"]))
+    x = "x0"
+    for i in range(layers):
+        p = f"l{i}"
+        for t in "qkv":
+            linear(x, f"{p}{t}", f"{p}{t}", hidden, hidden)
+            n(h.make_node("Reshape", [f"{p}{t}", "heads"], [f"{p}{t}4"]))
+        n(h.make_node("Transpose", [f"{p}q4"], [f"{p}qh"], perm=[0, 2, 1, 3]))
+        n(h.make_node("Transpose", [f"{p}k4"], [f"{p}kh"], perm=[0, 2, 3, 1]))
+        n(h.make_node("Transpose", [f"{p}v4"], [f"{p}vh"], perm=[0, 2, 1, 3]))
+        n(h.make_node("MatMul", [f"{p}qh", f"{p}kh"], [f"{p}s"]))
+        n(h.make_node("Mul", [f"{p}s", "scale"], [f"{p}ss"]))
+        n(h.make_node("Add", [f"{p}ss", "bias"], [f"{p}sm"]))
+        n(h.make_node("Softmax", [f"{p}sm"], [f"{p}p"], axis=-1))
+        n(h.make_node("MatMul", [f"{p}p", f"{p}vh"], [f"{p}o"]))
+        n(h.make_node("Transpose", [f"{p}o"], [f"{p}ot"], perm=[0, 2, 1, 3]))
+        n(h.make_node("Reshape", [f"{p}ot", "merged"], [f"{p}om"]))
+        linear(f"{p}om", f"{p}proj", f"{p}o", hidden, hidden)
+        n(h.make_node("Add", [f"{p}proj", x], [f"{p}r1"]))
+        ln(f"{p}r1", f"{p}h1", f"{p}ln1")
+        linear(f"{p}h1", f"{p}f1", f"{p}f1", hidden, ffn)
+        n(h.make_node("Div", [f"{p}f1", "s2"], [f"{p}gd"]))
+        n(h.make_node("Erf", [f"{p}gd"], [f"{p}ge"]))
+        n(h.make_node("Add", [f"{p}ge", "one"], [f"{p}ga"]))
+        n(h.make_node("Mul", [f"{p}f1", f"{p}ga"], [f"{p}gm"]))
+        n(h.make_node("Mul", [f"{p}gm", "half"], [f"{p}g"]))
+        linear(f"{p}g", f"{p}f2", f"{p}f2", ffn, hidden)
+        n(h.make_node("Add", [f"{p}f2", f"{p}h1"], [f"{p}r2"]))
+        ln(f"{p}r2", f"{p}h2", f"{p}ln2")
+        x = f"{p}h2"
+    n(h.make_node("Identity", [x], ["y"]))
+    save(name, nodes, [vi("ids", T.INT64, [1, seq]), vi("mask", T.INT64, [1, seq])], [vi("y", T.FLOAT, [1, seq, hidden])], inits)
+
+
+def quantized(src, name):
+    """`src` with ONNX Runtime's dynamic int8 quantization (what int8 MiniLM
+    exports hold: DynamicQuantizeLinear, MatMulInteger, Cast, Mul)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(f"{src}.onnx", f"{name}.onnx", weight_type=QuantType.QInt8)
 
 
 def feeds(m):
@@ -89,7 +166,9 @@ def feeds(m):
     for i in m.graph.input:
         dims = [d.dim_value for d in i.type.tensor_type.shape.dim]
         r = np.random.default_rng(0)
-        if i.type.tensor_type.elem_type == T.INT64:
+        if i.name == "mask":  # a padding mask: the last quarter padded
+            out[i.name] = (np.arange(dims[-1]) < dims[-1] * 3 // 4).astype(np.int64)[None].repeat(dims[0], 0)
+        elif i.type.tensor_type.elem_type == T.INT64:
             out[i.name] = r.integers(0, 1000, dims).astype(np.int64)
         else:
             out[i.name] = r.standard_normal(dims).astype(np.float32)
@@ -107,7 +186,7 @@ def main():
     binary = os.path.abspath(args.binary)
     os.chdir(tempfile.mkdtemp(prefix="rlx-patterns-"))
     build()
-    names = ["onehot", "tallconv", "convt2x2", "convt2x2_64", "pw_only", "pw_gelu", "pw_silu", "nan_softmax"]
+    names = ["onehot", "tallconv", "convt2x2", "convt2x2_64", "pw_only", "pw_gelu", "pw_silu", "nan_softmax", "minilm", "minilm_int8"]
     if args.only:
         names = args.only.split(",")
     print(f"onnxruntime {ort.__version__}, {args.threads} thread(s); {args.rounds} rounds x {args.iters} runs")

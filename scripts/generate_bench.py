@@ -39,7 +39,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
+
+try:  # not needed with --models-from (ONNX Runtime the only peer)
+    import torch
+except ImportError:
+    torch = None
 
 
 def build(arch, tiny):
@@ -76,29 +80,32 @@ def build(arch, tiny):
     return m.eval(), layers, kv, hd, cfg.vocab_size
 
 
-class WithPast(torch.nn.Module):
+def with_past(model, layers):
     """The decoder with its cache as flat tensors, as Optimum exports it."""
 
-    def __init__(self, model, layers):
-        super().__init__()
-        self.model, self.layers = model, layers
+    class WithPast(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.layers = model, layers
 
-    def forward(self, input_ids, attention_mask, position_ids, *past):
-        import transformers as tf
+        def forward(self, input_ids, attention_mask, position_ids, *past):
+            import transformers as tf
 
-        cache = tf.DynamicCache()
-        for i in range(self.layers):
-            cache.update(past[2 * i], past[2 * i + 1], i)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True)
-        flat = []
-        for layer in out.past_key_values.layers:
-            flat += [layer.keys, layer.values]
-        return (out.logits, *flat)
+            cache = tf.DynamicCache()
+            for i in range(self.layers):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             past_key_values=cache, use_cache=True)
+            flat = []
+            for layer in out.past_key_values.layers:
+                flat += [layer.keys, layer.values]
+            return (out.logits, *flat)
+
+    return WithPast()
 
 
 def export(model, layers, kv, hd, vocab, path):
-    w = WithPast(model, layers).eval()
+    w = with_past(model, layers).eval()
     b, p, s = 1, 3, 2
     ids = torch.randint(0, vocab, (b, s))
     mask = torch.ones(b, p + s, dtype=torch.int64)
@@ -223,31 +230,45 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="where the exports go [default: a temporary folder]")
+    ap.add_argument("--models-from", default=None,
+                    help="a folder of ARCH.onnx exports to use instead of building them (CPU only: ONNX "
+                         "Runtime the only peer, no torch needed; scripts/model_skeleton.py carries them)")
+    ap.add_argument("--vocab", type=int, default=None, help="prompt ids below this [--models-from: 1000]")
     ap.add_argument("--profile", action="store_true", help="print rlx-onnx's profile of one decode step")
     ap.add_argument("--top", type=int, default=15, help="steps the profile lists [default: 15]")
     a = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    if a.models_from and a.device != "cpu":
+        raise SystemExit("--models-from compares with ONNX Runtime on the CPU: use --device cpu")
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     out = Path(a.out or tempfile.mkdtemp(prefix="rlx-generate-"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for arch in a.models.split(","):
-        model, layers, kv, hd, vocab = build(arch, a.tiny)
-        path = out / f"{arch}.onnx"
-        export(model, layers, kv, hd, vocab, path)
-        model = model.to(a.device)
+        if a.models_from:
+            model, path, vocab = None, Path(a.models_from) / f"{arch}.onnx", a.vocab or 1000
+        else:
+            model, layers, kv, hd, vocab = build(arch, a.tiny)
+            path = out / f"{arch}.onnx"
+            export(model, layers, kv, hd, vocab, path)
+            model = model.to(a.device)
         compiled = a.device == "cuda"
         for batch in map(int, a.batch.split(",")):
             gen = np.random.default_rng(batch)
             prompt = gen.integers(1, vocab, (1, a.prompt)).repeat(batch, 0).astype(np.int64)
             pfile = out / f"{arch}_prompt_{batch}.npy"
             np.save(pfile, prompt)
-            want, one, whole = hf_generate(model, prompt, a.new, a.device, False)
-            peers = {"eager": (one, (whole - one) / (a.new - 1))}
+            peers = {}
+            if model is not None:
+                want, one, whole = hf_generate(model, prompt, a.new, a.device, False)
+                peers["eager"] = (one, (whole - one) / (a.new - 1))
             if a.device == "cpu":
                 got_o, pre_o, dec_o = ort_generate(path, prompt, a.new, a.threads)
                 peers["ort"] = (pre_o / 1e3, dec_o / 1e3)
-                if not (got_o == want).all():
+                if model is None:  # the reference is ONNX Runtime's decode
+                    want = got_o
+                elif not (got_o == want).all():
                     print(f"{arch} batch {batch}: onnxruntime's tokens differ from PyTorch's", flush=True)
             if compiled:
                 got_c, one_c, whole_c = hf_generate(model, prompt, a.new, a.device, True)
@@ -267,19 +288,22 @@ def main():
     print(f"device {a.device}, prompt {a.prompt}, new tokens {a.new}, fp32 (TF32 off); decode: ms per step "
           "(one token per row); rlx: median step of `rlx-onnx generate`; transformers: (whole - prompt) / "
           "(new - 1) of `generate`")
-    head = "| model | batch | rlx prefill | rlx decode | eager prefill | eager decode |"
-    sep = "|---|---|---|---|---|---|"
+    eager = not a.models_from
+    head = "| model | batch | rlx prefill | rlx decode |" + (" eager prefill | eager decode |" if eager else "")
+    sep = "|---|---|---|---|" + ("---|---|" if eager else "")
     if a.device == "cuda":
         head += " compile prefill | compile decode | decode rlx/compile | compile tokens same |"
         sep += "---|---|---|---|"
     else:
         head += " ort prefill | ort decode | decode rlx/ort |"
         sep += "---|---|---|"
-    print(head + " tokens same as eager |")
+    print(head + (" tokens same as eager |" if eager else " tokens same as ORT |"))
     print(sep + "---|")
     for arch, batch, peers, pre, dec, same, first, same_c, cache in rows:
-        e = peers["eager"]
-        line = f"| {arch} | {batch} | {pre:.2f} | {dec:.3f} | {e[0] * 1e3:.2f} | {e[1] * 1e3:.3f} |"
+        line = f"| {arch} | {batch} | {pre:.2f} | {dec:.3f} |"
+        if "eager" in peers:
+            e = peers["eager"]
+            line += f" {e[0] * 1e3:.2f} | {e[1] * 1e3:.3f} |"
         if "compile" in peers:
             c = peers["compile"]
             line += f" {c[0] * 1e3:.2f} | {c[1] * 1e3:.3f} | {dec / (c[1] * 1e3):.2f} | {same_c} |"

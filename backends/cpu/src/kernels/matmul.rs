@@ -105,12 +105,18 @@ struct MatMulKernel {
 }
 
 /// Whether a product of `rows` rows against constant `b` (k×n) goes through
-/// [`PackedW`]: deep enough that packing `X` is small beside the product,
+/// [`PackedW`]: one row always, when not tiny; more rows when deep enough that packing `X` is small beside the product,
 /// and `n` close to a multiple of the tile width (measured against the
 /// `gemm` crate, `gemm::weights::speed`: 1.1x faster on an LSTM's and a BERT
 /// FFN's products, slower where a narrow last panel wastes a tenth).
 fn packs_b(rows: usize, k: usize, n: usize) -> bool {
     let nr = Shape::for_product(rows.max(1), n).nr();
+    if rows == 1 {
+        // One row streams the weights once: panels make that one
+        // sequential read (`gemm::panel_row`; a narrow last panel costs
+        // only its zeros' reads).
+        return k >= 16 && k * n >= 4096;
+    }
     rows >= 2 && k >= 128 && n.div_ceil(nr) * nr * 20 <= n * 21
 }
 

@@ -7,14 +7,19 @@
 //!   filters) is packed once, the right one streamed;
 //! - [`weights`]: the mirror, a constant right operand (MatMul, recurrent
 //!   weights) packed once;
-//! - [`gemv`]: matrix-vector products (a recurrent step, one-row MatMuls).
+//! - [`panel_row`]: one row against [`weights`]' packed panels (a decoder's
+//!   step, a classifier at batch 1);
+//! - [`gemv`]: matrix-vector products over plain row-major matrices (a
+//!   recurrent step, one-row MatMuls whose weights are not constant).
 //!
-//! Imports run one way: `microkernel` <- `packed` <- `weights`; nothing here
+//! Imports run one way: `microkernel` <- `packed` <- `weights` <-> `panel_row`
+//! (the layout's owner and its one-row kernel); nothing here
 //! knows the convolution code that uses it.
 
 pub(crate) mod gemv;
 pub(crate) mod microkernel;
 pub mod packed;
+pub(crate) mod panel_row;
 pub mod weights;
 
 /// `c[m×n] (+)= a[m×k] · b[k×n]`, all row-major with leading dims `lda`, `ldb`, `ldc`.

@@ -107,6 +107,19 @@ impl PackedW {
         if m == 0 {
             return;
         }
+        if m == 1 {
+            let nr = self.shape.nr();
+            return super::panel_row::product(
+                self.data.as_slice(),
+                k,
+                n,
+                nr,
+                x,
+                c,
+                accumulate,
+                act,
+            );
+        }
         let (mr, nr) = (self.shape.mr, self.shape.nr());
         let rows = m.div_ceil(mr);
         PACKED_X.with_borrow_mut(|buf| {
