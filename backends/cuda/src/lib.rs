@@ -29,6 +29,8 @@ mod nn_tests;
 #[cfg(test)]
 mod op_tests;
 #[cfg(test)]
+mod row_gemv_tests;
+#[cfg(test)]
 mod seq_tests;
 #[cfg(test)]
 mod tests;
@@ -37,7 +39,7 @@ use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Buffer, Context, ContextOptions, DeviceTensor, Executable};
-pub use plan::{plan, AttentionKernel, ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
+pub use plan::{plan, AttentionKernel, ConvEpilogue, ConvGemm, FewRows, PlanOptions, SmallGemm};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule, Work};
 
 /// Why planning, compiling or running failed.

@@ -15,7 +15,7 @@ fn conv_gemm(g: ConvGemm) -> PlanOptions {
 }
 
 /// The entry points (kernels), "gemm" and "conv" of a schedule, in order.
-fn names(s: &Schedule) -> Vec<String> {
+pub(crate) fn names(s: &Schedule) -> Vec<String> {
     s.launches
         .iter()
         .map(|l| match l {
@@ -330,7 +330,7 @@ fn every_family_module_compiles_with_nvrtc() {
 
 /// Plans `body` with `opts` and runs it on the device, every input f32
 /// filled with a repeating pattern of eighths.
-fn run_on_device(
+pub(crate) fn run_on_device(
     ctx: &std::sync::Arc<crate::Context>,
     body: &str,
     opts: &PlanOptions,

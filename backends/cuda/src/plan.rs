@@ -19,6 +19,7 @@ pub struct PlanOptions {
     pub conv_epilogue: ConvEpilogue,
     pub conv_gemm: ConvGemm,
     pub small_gemm: SmallGemm,
+    pub few_rows: FewRows,
     /// f32 GEMMs and convolutions may use TF32 tensor cores (cuBLASLt's
     /// `COMPUTE_32F_FAST_TF32`, cuDNN's tensor-op math): faster, with a
     /// 10-bit mantissa in the products. Off: exact fp32.
@@ -77,6 +78,18 @@ pub enum SmallGemm {
     Tile,
     /// cuBLASLt, as every larger product.
     Cublaslt,
+}
+
+/// Where a MatMul of at most [`MAX_ROWS`](crate::kernels::row_gemv::MAX_ROWS)
+/// rows against a wide matrix runs (a decoder's step: one row per sequence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FewRows {
+    /// rlx's row GEMV, bound by reading the matrix once, with the bias
+    /// along N and any activation in it. The default.
+    #[default]
+    Gemv,
+    /// cuBLASLt (or the tile kernel, when small enough), as before.
+    Library,
 }
 
 /// Where an f32 convolution's bias and ReLU are applied.

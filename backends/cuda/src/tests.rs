@@ -430,3 +430,21 @@ fn tensor_core_attention_kernels_keep_their_registers() {
     }
     assert!(spills.is_empty(), "kernels spilling registers: {spills:#?}");
 }
+
+#[test]
+fn row_gemv_kernels_keep_their_registers() {
+    // Eight rows of sums of 16-byte vectors are 64 registers a lane; a
+    // spill would put local-memory traffic beside every weight load.
+    if !nvrtc_or_skip("the ptxas report test") {
+        return;
+    }
+    let c = test_compiler();
+    let f = &crate::kernels::row_gemv::SOURCE;
+    let report = c.ptxas_report(f.name, &module_source(f)).unwrap();
+    assert!(report.contains("row_gemv_f16_v8_r8"), "{report}");
+    let spills = spilling(&report);
+    assert!(
+        spills.is_empty(),
+        "row GEMV kernels spilling registers: {spills:#?}"
+    );
+}

@@ -65,6 +65,15 @@ pub struct Args {
         help_heading = "CUDA (--target cuda)"
     )]
     cuda_small_gemm: SmallGemmArg,
+    /// CUDA: where MatMuls of at most eight rows against a wide matrix run
+    /// (a decoder's step): rlx's row GEMV, or as larger ones.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "gemv",
+        help_heading = "CUDA (--target cuda)"
+    )]
+    cuda_few_rows: FewRowsArg,
     /// CUDA: which kernel runs attention (the tiled one, its query tiles
     /// chosen by the grid; the tiled one with 64-row or key-split 16-row
     /// tiles whatever the grid; or the row kernel it replaced, to compare).
@@ -101,6 +110,12 @@ enum AttentionArg {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum FewRowsArg {
+    Gemv,
+    Library,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum SmallGemmArg {
     Tile,
     Cublaslt,
@@ -109,7 +124,9 @@ enum SmallGemmArg {
 impl Args {
     /// The CUDA plan options the flags choose.
     fn cuda_plan(&self) -> rlx_onnx::cuda::PlanOptions {
-        use rlx_onnx::cuda::{AttentionKernel, ConvEpilogue, ConvGemm, PlanOptions, SmallGemm};
+        use rlx_onnx::cuda::{
+            AttentionKernel, ConvEpilogue, ConvGemm, FewRows, PlanOptions, SmallGemm,
+        };
         PlanOptions {
             conv_epilogue: match self.cuda_conv_epilogue {
                 ConvEpilogueArg::Cudnn => ConvEpilogue::Cudnn,
@@ -123,6 +140,10 @@ impl Args {
             small_gemm: match self.cuda_small_gemm {
                 SmallGemmArg::Tile => SmallGemm::Tile,
                 SmallGemmArg::Cublaslt => SmallGemm::Cublaslt,
+            },
+            few_rows: match self.cuda_few_rows {
+                FewRowsArg::Gemv => FewRows::Gemv,
+                FewRowsArg::Library => FewRows::Library,
             },
             attention: match self.cuda_attention {
                 AttentionArg::Tiled => AttentionKernel::Tiled,

@@ -8,7 +8,9 @@
 //! them (a bias along N; none, ReLU or tanh-approximated GELU), else to the
 //! [`epilogue`](super::epilogue) kernel after the GEMMs. Products too small
 //! for a library call to pay its way run in the [`tile_gemm`] kernel instead,
-//! with the bias and any activation in the same launch.
+//! with the bias and any activation in the same launch, and products of a
+//! few rows against a wide matrix (a decoder's step) in the [`row_gemv`]
+//! kernel.
 
 use rlx_gpu::geometry::{broadcast_strides, LResult};
 use rlx_gpu::kernels::matmul::{matmul, BatchDim};
@@ -16,9 +18,9 @@ use rlx_gpu::{NodeIo, Operand, Range};
 use rlx_ir::ops::Activation;
 use rlx_ir::{DType, Node, Op, TensorType};
 
-use super::{epilogue, tile_gemm, Cx};
+use super::{epilogue, row_gemv, tile_gemm, Cx};
 use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
-use crate::SmallGemm;
+use crate::{FewRows, SmallGemm};
 
 /// The most GEMMs one MatMul unrolls into (outer batch dims).
 pub const MAX_UNROLL: usize = 1024;
@@ -100,6 +102,9 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             st.iter().rev().skip(1).all(|&s| s == 0) && (n == 1 || st.last() == Some(&1))
         }
     };
+    if cx.opts.few_rows == FewRows::Gemv && row_gemvs(cx, bias.as_ref(), along_n, act)? {
+        return Ok(());
+    }
     if cx.opts.small_gemm == SmallGemm::Tile && tiles(cx, bias.as_ref(), along_n, act)? {
         return Ok(());
     }
@@ -122,6 +127,33 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
     }
     Ok(())
+}
+
+/// Emits the MatMul as row GEMV launches if it is one product of a few rows
+/// ([`row_gemv::plan`]); false, emitting nothing, if not. The bias and
+/// activation go with it when the bias runs along N, else into the
+/// epilogue kernel after it.
+fn row_gemvs(cx: &mut Cx, bias: Option<&Operand>, along_n: bool, act: Activation) -> LResult<bool> {
+    let gemms = gemm_launches(&cx.io, None, GemmAct::None)?;
+    let [Launch::Gemm(g)] = gemms.as_slice() else {
+        return Ok(false);
+    };
+    let g = &g.gemm;
+    let (fused_bias, fused_act) = match bias {
+        Some(b) if along_n => (Some(b.range()), act),
+        Some(_) => (None, Activation::None),
+        None => (None, act),
+    };
+    let Some(r) = row_gemv::plan(g, fused_bias.is_some(), fused_act) else {
+        return Ok(false);
+    };
+    row_gemv::emit(cx, g, &r, fused_bias)?;
+    if let Some(b) = bias.filter(|_| !along_n) {
+        let c = cx.output(0)?.clone();
+        let b = Some((b.range(), b.dims.as_slice()));
+        epilogue::emit(cx, c.dtype, c.range(), &c.dims, b, None, act)?;
+    }
+    Ok(true)
 }
 
 /// Emits the MatMul as tile kernel launches if every GEMM of it is small

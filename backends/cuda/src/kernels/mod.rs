@@ -24,6 +24,7 @@ pub mod quant;
 pub mod recurrent;
 pub mod reduce;
 pub mod resize;
+pub mod row_gemv;
 pub mod scatter;
 pub mod sequence;
 pub mod signal;
@@ -62,6 +63,7 @@ pub const SOURCES: &[&Source] = &[
     &conv::SOURCE,
     &epilogue::SOURCE,
     &tile_gemm::SOURCE,
+    &row_gemv::SOURCE,
     &pool::SOURCE,
     &attention::SOURCE,
     &attention::FLASH_F32,

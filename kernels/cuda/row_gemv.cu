@@ -1,0 +1,156 @@
+// Products of a few rows against a wide matrix: `c = act(a b + bias)` with
+// a [m, k] (row stride lda, m at most R), b [k, n] row-major (ldb), c [m, n]
+// (ldc), as a decoder's step multiplies each layer's weights by one row per
+// sequence. Such a product reads b once and is bound by memory, so the work
+// is cut for as many loads in flight as the device holds: a block of
+// RG_WARPS warps covers 32 * V columns (each lane V consecutive ones, one
+// 16-byte load where V fills it), its warps interleaved over the block's
+// share of k (warp w takes steps w, w + RG_WARPS, ...), and blocks along k
+// (`splits`) divide k further. The block's slice of a goes to shared memory
+// first (as float), where every lane reads it by broadcast.
+//
+// Sums stay in float whatever T is. The warps' partial sums meet in shared
+// memory in a fixed order; with one split the block stores c, else it
+// writes its partial sums to `part` ([splits, m, n] floats) and
+// row_gemv_merge adds them in split order (deterministic: no atomics).
+// The linear block index (folded grids: x + y * grid_x) is split-major,
+// then column tile.
+
+#define RG_WARPS 8
+#define RG_KCHUNK 1024
+
+template <typename T, int V>
+struct __align__(sizeof(T) * V) RgPack {
+    T v[V];
+};
+
+template <typename T, int V, int R>
+__device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* bias, float* part,
+                                         const RowGemvParams& p) {
+    constexpr int COLS = 32 * V;
+    __shared__ float as[R * RG_KCHUNK];
+    __shared__ float red[RG_WARPS * COLS];
+    const unsigned int block = blockIdx.x + blockIdx.y * gridDim.x;
+    const unsigned int tile = block % p.tiles, split = block / p.tiles;
+    // A folded grid may hold more blocks than work: the whole block leaves.
+    if (split >= p.splits) return;
+    const unsigned int k0 = split * p.kchunk;
+    const unsigned int kn = (p.k - k0 < p.kchunk) ? p.k - k0 : p.kchunk;
+    for (unsigned int i = threadIdx.x; i < p.m * kn; i += blockDim.x) {
+        const unsigned int r = i / kn, t = i % kn;
+        as[r * RG_KCHUNK + t] = (float)a[(unsigned long long)r * p.lda + k0 + t];
+    }
+    __syncthreads();
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const unsigned int col0 = tile * COLS + lane * V;
+    float acc[R][V];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[r][v] = 0.0f;
+    // With V > 1 the host asks n and ldb to be multiples of V, so a lane's
+    // vector is whole or wholly past n. Steps go U at a time, their loads
+    // issued before any is used: a loop that tests its bound between loads
+    // keeps one in flight a lane.
+    constexpr int U = R == 1 ? 8 : 4;
+    if (col0 < p.n) {
+        const T* bp = b + (unsigned long long)(k0 + warp) * p.ldb + col0;
+        const unsigned long long step = (unsigned long long)RG_WARPS * p.ldb;
+        const unsigned int steps = kn > warp ? (kn - warp + RG_WARPS - 1) / RG_WARPS : 0u;
+        unsigned int s = 0;
+        for (; s + U <= steps; s += U, bp += U * step) {
+            RgPack<T, V> w[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) w[u] = *(const RgPack<T, V>*)(bp + u * step);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const unsigned int t = warp + (s + u) * RG_WARPS;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const float x = as[r * RG_KCHUNK + t];
+#pragma unroll
+                    for (int v = 0; v < V; ++v) acc[r][v] += x * (float)w[u].v[v];
+                }
+            }
+        }
+        for (; s < steps; ++s, bp += step) {
+            const RgPack<T, V> w = *(const RgPack<T, V>*)bp;
+            const unsigned int t = warp + s * RG_WARPS;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const float x = as[r * RG_KCHUNK + t];
+#pragma unroll
+                for (int v = 0; v < V; ++v) acc[r][v] += x * (float)w.v[v];
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if ((unsigned int)r >= p.m) break;
+#pragma unroll
+        for (int v = 0; v < V; ++v) red[warp * COLS + lane * V + v] = acc[r][v];
+        __syncthreads();
+        for (unsigned int i = threadIdx.x; i < (unsigned int)COLS; i += blockDim.x) {
+            const unsigned int col = tile * COLS + i;
+            if (col < p.n) {
+                float s = 0.0f;
+#pragma unroll
+                for (int w = 0; w < RG_WARPS; ++w) s += red[w * COLS + i];
+                if (p.splits == 1u) {
+                    if (p.flags & 1u) s += (float)bias[col];
+                    c[(unsigned long long)r * p.ldc + col] = (T)epi_act<float>(s, p.act);
+                } else {
+                    part[((unsigned long long)split * p.m + r) * p.n + col] = s;
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// The splits' partial sums, added in split order, with the bias and the
+// activation: one thread per element of c, grid-stride.
+template <typename T>
+__device__ __forceinline__ void row_gemv_merge(const float* part, const T* bias, T* c, const RowGemvParams& p) {
+    const unsigned long long total = (unsigned long long)p.m * p.n;
+    const unsigned long long stride = (unsigned long long)gridDim.x * gridDim.y * blockDim.x;
+    for (unsigned long long i = (unsigned long long)(blockIdx.x + blockIdx.y * gridDim.x) * blockDim.x + threadIdx.x;
+         i < total; i += stride) {
+        const unsigned int r = (unsigned int)(i / p.n), col = (unsigned int)(i % p.n);
+        float s = 0.0f;
+        for (unsigned int sp = 0; sp < p.splits; ++sp) s += part[((unsigned long long)sp * p.m + r) * p.n + col];
+        if (p.flags & 1u) s += (float)bias[col];
+        c[(unsigned long long)r * p.ldc + col] = (T)epi_act<float>(s, p.act);
+    }
+}
+
+#define RLX_ROW_GEMV(NAME, T, V, R)                                                                     \
+    extern "C" __global__ void __launch_bounds__(RG_WARPS * 32, 2)                                       \
+        row_gemv_##NAME(const T* a, const T* b, T* c, const T* bias, float* part, RowGemvParams p) {    \
+        row_gemv<T, V, R>(a, b, c, bias, part, p);                                                      \
+    }
+
+// Entries: dtype, then the lane's columns (a 16-byte vector, or one where n
+// or ldb is not a multiple of it), then the rows (one, or up to eight).
+RLX_ROW_GEMV(f32_v4_r1, float, 4, 1)
+RLX_ROW_GEMV(f32_v4_r8, float, 4, 8)
+RLX_ROW_GEMV(f32_v1_r1, float, 1, 1)
+RLX_ROW_GEMV(f32_v1_r8, float, 1, 8)
+RLX_ROW_GEMV(f16_v8_r1, rlx_f16, 8, 1)
+RLX_ROW_GEMV(f16_v8_r8, rlx_f16, 8, 8)
+RLX_ROW_GEMV(f16_v1_r1, rlx_f16, 1, 1)
+RLX_ROW_GEMV(f16_v1_r8, rlx_f16, 1, 8)
+RLX_ROW_GEMV(bf16_v8_r1, rlx_bf16, 8, 1)
+RLX_ROW_GEMV(bf16_v8_r8, rlx_bf16, 8, 8)
+RLX_ROW_GEMV(bf16_v1_r1, rlx_bf16, 1, 1)
+RLX_ROW_GEMV(bf16_v1_r8, rlx_bf16, 1, 8)
+
+#define RLX_ROW_GEMV_MERGE(NAME, T)                                                                     \
+    extern "C" __global__ void row_gemv_merge_##NAME(const float* part, const T* bias, T* c,          \
+                                                     RowGemvParams p) {                                 \
+        row_gemv_merge<T>(part, bias, c, p);                                                            \
+    }
+
+RLX_ROW_GEMV_MERGE(f32, float)
+RLX_ROW_GEMV_MERGE(f16, rlx_f16)
+RLX_ROW_GEMV_MERGE(bf16, rlx_bf16)
