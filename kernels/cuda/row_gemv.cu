@@ -10,11 +10,14 @@
 // first (as float), where every lane reads it by broadcast.
 //
 // Sums stay in float whatever T is. The warps' partial sums meet in shared
-// memory in a fixed order; with one split the block stores c, else it
-// writes its partial sums to `part` ([splits, m, n] floats) and
-// row_gemv_merge adds them in split order (deterministic: no atomics).
-// The linear block index (folded grids: x + y * grid_x) is split-major,
-// then column tile.
+// memory in a fixed order; with one split the block stores c. Else each
+// block writes its sums to `part` ([splits, m, n] floats) and takes a
+// ticket of its column tile (`tickets`, one counter a tile, zero when the
+// plan's constants are uploaded); the block that takes the last ticket
+// adds the tile's partial sums in a fixed order (the same every run),
+// stores c, and puts the counter back to zero for the next launch. One
+// launch: no merge kernel behind each product. The linear block index
+// (folded grids: x + y * grid_x) is split-major, then column tile.
 
 #define RG_WARPS 8
 #define RG_KCHUNK 1024
@@ -26,7 +29,7 @@ struct __align__(sizeof(T) * V) RgPack {
 
 template <typename T, int V, int R>
 __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* bias, float* part,
-                                         const RowGemvParams& p) {
+                                         unsigned int* tickets, const RowGemvParams& p) {
     constexpr int COLS = 32 * V;
     __shared__ float as[R * RG_KCHUNK];
     __shared__ float red[RG_WARPS * COLS];
@@ -106,28 +109,40 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
         }
         __syncthreads();
     }
-}
-
-// The splits' partial sums, added in split order, with the bias and the
-// activation: one thread per element of c, grid-stride.
-template <typename T>
-__device__ __forceinline__ void row_gemv_merge(const float* part, const T* bias, T* c, const RowGemvParams& p) {
-    const unsigned long long total = (unsigned long long)p.m * p.n;
-    const unsigned long long stride = (unsigned long long)gridDim.x * gridDim.y * blockDim.x;
-    for (unsigned long long i = (unsigned long long)(blockIdx.x + blockIdx.y * gridDim.x) * blockDim.x + threadIdx.x;
-         i < total; i += stride) {
-        const unsigned int r = (unsigned int)(i / p.n), col = (unsigned int)(i % p.n);
-        float s = 0.0f;
-        for (unsigned int sp = 0; sp < p.splits; ++sp) s += part[((unsigned long long)sp * p.m + r) * p.n + col];
+    if (p.splits == 1u) return;
+    // Every thread's partial sums out before the ticket is taken.
+    __threadfence();
+    __shared__ unsigned int rg_last;
+    if (threadIdx.x == 0) rg_last = atomicAdd(&tickets[tile], 1u) == p.splits - 1u;
+    __syncthreads();
+    if (!rg_last) return;
+    __threadfence();
+    const unsigned long long stride = (unsigned long long)p.m * p.n;
+    for (unsigned int i = threadIdx.x; i < p.m * (unsigned int)COLS; i += blockDim.x) {
+        const unsigned int r = i / COLS, col = tile * COLS + i % COLS;
+        if (col >= p.n) continue;
+        // Other blocks' sums, past this multiprocessor's L1 (__ldcg), eight
+        // splits' loads in flight at once.
+        const float* src = part + (unsigned long long)r * p.n + col;
+        float q[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        unsigned int sp = 0;
+        for (; sp + 8 <= p.splits; sp += 8) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) q[j] += __ldcg(src + (sp + j) * stride);
+        }
+        for (; sp < p.splits; ++sp) q[0] += __ldcg(src + sp * stride);
+        float s = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
         if (p.flags & 1u) s += (float)bias[col];
         c[(unsigned long long)r * p.ldc + col] = (T)epi_act<float>(s, p.act);
     }
+    if (threadIdx.x == 0) tickets[tile] = 0u;
 }
 
 #define RLX_ROW_GEMV(NAME, T, V, R)                                                                     \
     extern "C" __global__ void __launch_bounds__(RG_WARPS * 32, 2)                                       \
-        row_gemv_##NAME(const T* a, const T* b, T* c, const T* bias, float* part, RowGemvParams p) {    \
-        row_gemv<T, V, R>(a, b, c, bias, part, p);                                                      \
+        row_gemv_##NAME(const T* a, const T* b, T* c, const T* bias, float* part, unsigned int* tickets,  \
+                        RowGemvParams p) {                                                              \
+        row_gemv<T, V, R>(a, b, c, bias, part, tickets, p);                                             \
     }
 
 // Entries: dtype, then the lane's columns (a 16-byte vector, or one where n
@@ -144,13 +159,3 @@ RLX_ROW_GEMV(bf16_v8_r1, rlx_bf16, 8, 1)
 RLX_ROW_GEMV(bf16_v8_r8, rlx_bf16, 8, 8)
 RLX_ROW_GEMV(bf16_v1_r1, rlx_bf16, 1, 1)
 RLX_ROW_GEMV(bf16_v1_r8, rlx_bf16, 1, 8)
-
-#define RLX_ROW_GEMV_MERGE(NAME, T)                                                                     \
-    extern "C" __global__ void row_gemv_merge_##NAME(const float* part, const T* bias, T* c,          \
-                                                     RowGemvParams p) {                                 \
-        row_gemv_merge<T>(part, bias, c, p);                                                            \
-    }
-
-RLX_ROW_GEMV_MERGE(f32, float)
-RLX_ROW_GEMV_MERGE(f16, rlx_f16)
-RLX_ROW_GEMV_MERGE(bf16, rlx_bf16)

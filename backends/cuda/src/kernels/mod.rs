@@ -133,6 +133,10 @@ pub fn module_source(f: &Source) -> String {
 #[derive(Debug, Default)]
 pub struct Modules {
     modules: Vec<Module>,
+    /// Counters that every launch using them leaves at zero (zero as the
+    /// plan's constants are uploaded), shared by all launches of the plan
+    /// (they run one after another): the row GEMV's tickets.
+    tickets: Option<Range>,
 }
 
 impl Modules {
@@ -249,6 +253,26 @@ impl<'a> Cx<'a> {
     ) {
         let blocks = items.div_ceil(u64::from(BLOCK));
         self.kernel_params(module, entry, blocks, BLOCK, operands, p);
+    }
+
+    /// `count` u32 counters at zero, which the launch using them must leave
+    /// at zero: the plan's one block of them, made (as a constant) by the
+    /// first node that asks, or a larger one when a node asks for more.
+    pub fn tickets(&mut self, count: u64) -> Range {
+        let bytes = count.max(1) * 4;
+        if let Some(t) = self.modules.tickets.filter(|t| t.bytes >= bytes) {
+            return Range {
+                offset: t.offset,
+                bytes,
+            };
+        }
+        // Room for a few more than asked: later nodes ask alike.
+        let block = self.constant(vec![0u8; (bytes.max(4096)) as usize]);
+        self.modules.tickets = Some(block);
+        Range {
+            offset: block.offset,
+            bytes,
+        }
     }
 
     /// Scratch bytes for this node (the next node reuses them).

@@ -5,8 +5,9 @@
 //! the matrix once; cuBLASLt's kernels for one row reach a fraction of the
 //! memory's speed there (about a quarter on GPT-2's decode step), this
 //! kernel splits the work for as many loads in flight as the device holds.
-//! The bias along N and any activation go in the same launch, or in the
-//! merge of the blocks that split k.
+//! The bias along N and any activation go in the same launch; where blocks
+//! split k, the last of a column tile to finish adds their sums (one
+//! launch a product, tickets from [`Cx::tickets`]).
 
 use rlx_gpu::geometry::{u32_of, LResult};
 use rlx_gpu::{Layout, Params, Range};
@@ -41,6 +42,9 @@ const MAX_CHUNK: u64 = 1024;
 const MIN_CHUNK: u64 = 64;
 /// Blocks to aim for: two per multiprocessor of an H100/H200 and more.
 const TARGET_BLOCKS: u64 = 264;
+/// The most blocks along k for the grid's sake: the tile's last block adds
+/// this many partial sums a column (more only where k needs them).
+const MAX_SPLITS: u64 = 16;
 /// The shallowest product this kernel takes (shallower ones are the tile
 /// kernel's or cuBLASLt's).
 const MIN_K: u64 = 64;
@@ -111,6 +115,7 @@ pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
     let splits = TARGET_BLOCKS
         .div_ceil(tiles)
         .min(g.k.div_ceil(MIN_CHUNK))
+        .min(MAX_SPLITS)
         .max(g.k.div_ceil(MAX_CHUNK))
         .max(1);
     let kchunk = g.k.div_ceil(splits).next_multiple_of(WARPS).min(MAX_CHUNK);
@@ -138,38 +143,22 @@ pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
     })
 }
 
-/// Emits `g` as row GEMV launches (its bias, if any, along n): one, or the
-/// split blocks and their merge.
+/// Emits `g` as a row GEMV launch (its bias, if any, along n).
 pub fn emit(cx: &mut Cx, g: &Gemm, r: &RowGemv, bias: Option<Range>) -> LResult<()> {
     let suffix = epilogue::suffix(g.dtype)?;
     let m = cx.modules.of(&SOURCE);
     let p = &r.params;
-    let part = if p.splits > 1 {
-        cx.scratch(u64::from(p.splits) * u64::from(p.m) * u64::from(p.n) * 4)
+    // Unused by the kernel with one split (the blocks store c): any
+    // operand in the buffer stands in.
+    let (part, tickets) = if p.splits > 1 {
+        let part = cx.scratch(u64::from(p.splits) * u64::from(p.m) * u64::from(p.n) * 4);
+        (part, cx.tickets(u64::from(p.tiles)))
     } else {
-        // Unused by the kernel (it stores c); any operand in the buffer.
-        g.c
+        (g.c, g.c)
     };
     let bias = bias.unwrap_or(g.c);
     let block = u32_of((WARPS * 32) as usize, "a block")?;
     let entry = format!("row_gemv_{suffix}_v{}_r{}", r.vector, r.rows);
-    cx.kernel_params(
-        m,
-        &entry,
-        r.blocks(),
-        block,
-        vec![g.a, g.b, g.c, bias, part],
-        p,
-    );
-    if p.splits > 1 {
-        let entry = format!("row_gemv_merge_{suffix}");
-        cx.items(
-            m,
-            &entry,
-            u64::from(p.m) * u64::from(p.n),
-            vec![part, bias, g.c],
-            p,
-        );
-    }
+    cx.kernel_params(m, &entry, r.blocks(), block, vec![g.a, g.b, g.c, bias, part, tickets], p);
     Ok(())
 }
