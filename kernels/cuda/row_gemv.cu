@@ -39,52 +39,62 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     if (split >= p.splits) return;
     const unsigned int k0 = split * p.kchunk;
     const unsigned int kn = (p.k - k0 < p.kchunk) ? p.k - k0 : p.kchunk;
+    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const unsigned int col0 = tile * COLS + lane * V;
+    // With V > 1 the host asks n and ldb to be multiples of V, so a lane's
+    // vector is whole or wholly past n. Steps go U at a time, their loads
+    // issued before any is used (a loop that tests its bound between loads
+    // keeps one in flight a lane), and the next U are loaded while these
+    // are summed. The first U go out before a's slice is staged.
+    constexpr int U = R == 1 ? 8 : 4;
+    const bool live = col0 < p.n;
+    const unsigned int steps = live && kn > warp ? (kn - warp + RG_WARPS - 1) / RG_WARPS : 0u;
+    const unsigned long long step = (unsigned long long)RG_WARPS * p.ldb;
+    const T* bp = b + (unsigned long long)(k0 + warp) * p.ldb + col0;
+    RgPack<T, V> w[U];
+    if (steps >= (unsigned int)U) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) w[u] = *(const RgPack<T, V>*)(bp + u * step);
+    }
     for (unsigned int i = threadIdx.x; i < p.m * kn; i += blockDim.x) {
         const unsigned int r = i / kn, t = i % kn;
         as[r * RG_KCHUNK + t] = (float)a[(unsigned long long)r * p.lda + k0 + t];
     }
     __syncthreads();
-    const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
-    const unsigned int col0 = tile * COLS + lane * V;
     float acc[R][V];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[r][v] = 0.0f;
-    // With V > 1 the host asks n and ldb to be multiples of V, so a lane's
-    // vector is whole or wholly past n. Steps go U at a time, their loads
-    // issued before any is used: a loop that tests its bound between loads
-    // keeps one in flight a lane.
-    constexpr int U = R == 1 ? 8 : 4;
-    if (col0 < p.n) {
-        const T* bp = b + (unsigned long long)(k0 + warp) * p.ldb + col0;
-        const unsigned long long step = (unsigned long long)RG_WARPS * p.ldb;
-        const unsigned int steps = kn > warp ? (kn - warp + RG_WARPS - 1) / RG_WARPS : 0u;
-        unsigned int s = 0;
-        for (; s + U <= steps; s += U, bp += U * step) {
-            RgPack<T, V> w[U];
+    unsigned int s = 0;
+    for (; s + U <= steps; s += U, bp += U * step) {
+        // The next U steps, or these again at the last full batch (cached:
+        // a load with no condition keeps both batches in registers).
+        const T* np = s + 2 * U <= steps ? bp + U * step : bp;
+        RgPack<T, V> nx[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) w[u] = *(const RgPack<T, V>*)(bp + u * step);
+        for (int u = 0; u < U; ++u) nx[u] = *(const RgPack<T, V>*)(np + u * step);
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const unsigned int t = warp + (s + u) * RG_WARPS;
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const float x = as[r * RG_KCHUNK + t];
-#pragma unroll
-                    for (int v = 0; v < V; ++v) acc[r][v] += x * (float)w[u].v[v];
-                }
-            }
-        }
-        for (; s < steps; ++s, bp += step) {
-            const RgPack<T, V> w = *(const RgPack<T, V>*)bp;
-            const unsigned int t = warp + s * RG_WARPS;
+        for (int u = 0; u < U; ++u) {
+            const unsigned int t = warp + (s + u) * RG_WARPS;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const float x = as[r * RG_KCHUNK + t];
 #pragma unroll
-                for (int v = 0; v < V; ++v) acc[r][v] += x * (float)w.v[v];
+                for (int v = 0; v < V; ++v) acc[r][v] += x * (float)w[u].v[v];
             }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) w[u] = nx[u];
+    }
+    for (; s < steps; ++s, bp += step) {
+        const RgPack<T, V> x1 = *(const RgPack<T, V>*)bp;
+        const unsigned int t = warp + s * RG_WARPS;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float x = as[r * RG_KCHUNK + t];
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[r][v] += x * (float)x1.v[v];
         }
     }
 #pragma unroll

@@ -44,7 +44,7 @@ const MIN_CHUNK: u64 = 64;
 const TARGET_BLOCKS: u64 = 264;
 /// The most blocks along k for the grid's sake: the tile's last block adds
 /// this many partial sums a column (more only where k needs them).
-const MAX_SPLITS: u64 = 16;
+const MAX_SPLITS: u64 = 8;
 /// The shallowest product this kernel takes (shallower ones are the tile
 /// kernel's or cuBLASLt's).
 const MIN_K: u64 = 64;
