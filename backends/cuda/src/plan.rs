@@ -84,12 +84,28 @@ pub enum SmallGemm {
 /// rows against a wide matrix runs (a decoder's step: one row per sequence).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FewRows {
-    /// rlx's row GEMV, bound by reading the matrix once, with the bias
-    /// along N and any activation in it. The default.
+    /// rlx's row GEMV for products of two to eight rows (a batched
+    /// decoder's step), bias and activation in the same launch; one row
+    /// stays with the libraries. The default: on an H200, alternating in
+    /// one call, batch-8 decode steps of GPT-2 and a Llama-style decoder
+    /// 3-4% faster than through cuBLASLt, batch-1 ones level or behind.
     #[default]
-    Gemv,
-    /// cuBLASLt (or the tile kernel, when small enough), as before.
+    Batched,
+    /// The row GEMV for one row too.
+    All,
+    /// cuBLASLt (or the tile kernel, when small enough), as larger ones.
     Library,
+}
+
+impl FewRows {
+    /// The fewest rows a product has for the row GEMV, if it runs at all.
+    pub fn min_rows(self) -> Option<u64> {
+        match self {
+            FewRows::Batched => Some(2),
+            FewRows::All => Some(1),
+            FewRows::Library => None,
+        }
+    }
 }
 
 /// Where an f32 convolution's bias and ReLU are applied.

@@ -66,11 +66,12 @@ pub struct Args {
     )]
     cuda_small_gemm: SmallGemmArg,
     /// CUDA: where MatMuls of at most eight rows against a wide matrix run
-    /// (a decoder's step): rlx's row GEMV, or as larger ones.
+    /// (a decoder's step): rlx's row GEMV from two rows, from one, or as
+    /// larger ones.
     #[arg(
         long,
         value_enum,
-        default_value = "gemv",
+        default_value = "batched",
         help_heading = "CUDA (--target cuda)"
     )]
     cuda_few_rows: FewRowsArg,
@@ -111,7 +112,8 @@ enum AttentionArg {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum FewRowsArg {
-    Gemv,
+    Batched,
+    All,
     Library,
 }
 
@@ -142,7 +144,8 @@ impl Args {
                 SmallGemmArg::Cublaslt => SmallGemm::Cublaslt,
             },
             few_rows: match self.cuda_few_rows {
-                FewRowsArg::Gemv => FewRows::Gemv,
+                FewRowsArg::Batched => FewRows::Batched,
+                FewRowsArg::All => FewRows::All,
                 FewRowsArg::Library => FewRows::Library,
             },
             attention: match self.cuda_attention {

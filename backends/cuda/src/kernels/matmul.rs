@@ -20,7 +20,7 @@ use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::{epilogue, row_gemv, tile_gemm, Cx};
 use crate::schedule::{Gemm, GemmAct, GemmLaunch, Launch};
-use crate::{FewRows, SmallGemm};
+use crate::SmallGemm;
 
 /// The most GEMMs one MatMul unrolls into (outer batch dims).
 pub const MAX_UNROLL: usize = 1024;
@@ -102,8 +102,10 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             st.iter().rev().skip(1).all(|&s| s == 0) && (n == 1 || st.last() == Some(&1))
         }
     };
-    if cx.opts.few_rows == FewRows::Gemv && row_gemvs(cx, bias.as_ref(), along_n, act)? {
-        return Ok(());
+    if let Some(min_rows) = cx.opts.few_rows.min_rows() {
+        if row_gemvs(cx, min_rows, bias.as_ref(), along_n, act)? {
+            return Ok(());
+        }
     }
     if cx.opts.small_gemm == SmallGemm::Tile && tiles(cx, bias.as_ref(), along_n, act)? {
         return Ok(());
@@ -133,12 +135,21 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
 /// ([`row_gemv::plan`]); false, emitting nothing, if not. The bias and
 /// activation go with it when the bias runs along N, else into the
 /// epilogue kernel after it.
-fn row_gemvs(cx: &mut Cx, bias: Option<&Operand>, along_n: bool, act: Activation) -> LResult<bool> {
+fn row_gemvs(
+    cx: &mut Cx,
+    min_rows: u64,
+    bias: Option<&Operand>,
+    along_n: bool,
+    act: Activation,
+) -> LResult<bool> {
     let gemms = gemm_launches(&cx.io, None, GemmAct::None)?;
     let [Launch::Gemm(g)] = gemms.as_slice() else {
         return Ok(false);
     };
     let g = &g.gemm;
+    if g.m < min_rows {
+        return Ok(false);
+    }
     let (fused_bias, fused_act) = match bias {
         Some(b) if along_n => (Some(b.range()), act),
         Some(_) => (None, Activation::None),

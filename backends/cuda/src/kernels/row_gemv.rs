@@ -48,6 +48,9 @@ const MAX_SPLITS: u64 = 8;
 /// The shallowest product this kernel takes (shallower ones are the tile
 /// kernel's or cuBLASLt's).
 const MIN_K: u64 = 64;
+/// The smallest matrix it takes, in bytes: below, a product is a launch's
+/// latency whichever kernel runs it, and stays with the tile kernel.
+const MIN_BYTES: u64 = 64 << 10;
 
 rlx_gpu::kernel_params! {
     /// `c = act(a b + bias)` for a product of at most eight rows, in
@@ -95,7 +98,8 @@ impl RowGemv {
 
 /// The row GEMV of `g`, if it is one this kernel takes: one product (no
 /// batch), no transposes, at most [`MAX_ROWS`] rows, k at least
-/// [`MIN_K`], f32, f16 or bf16, and sizes that fit in 32 bits.
+/// [`MIN_K`], a matrix of [`MIN_BYTES`] at least, f32, f16 or bf16, and
+/// sizes that fit in 32 bits.
 pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
     if g.trans_a || g.trans_b || g.batch != 1 || g.m == 0 || g.m > MAX_ROWS || g.k < MIN_K {
         return None;
@@ -105,6 +109,9 @@ pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
         DType::F16 | DType::BF16 => 2,
         _ => return None,
     };
+    if g.k * g.n * size < MIN_BYTES {
+        return None;
+    }
     // A lane's 16 bytes in one load where every row of b starts aligned.
     let wide = 16 / size;
     let aligned = g.n % wide == 0 && g.ldb % wide == 0 && g.b.offset % 16 == 0;
@@ -159,6 +166,13 @@ pub fn emit(cx: &mut Cx, g: &Gemm, r: &RowGemv, bias: Option<Range>) -> LResult<
     let bias = bias.unwrap_or(g.c);
     let block = u32_of((WARPS * 32) as usize, "a block")?;
     let entry = format!("row_gemv_{suffix}_v{}_r{}", r.vector, r.rows);
-    cx.kernel_params(m, &entry, r.blocks(), block, vec![g.a, g.b, g.c, bias, part, tickets], p);
+    cx.kernel_params(
+        m,
+        &entry,
+        r.blocks(),
+        block,
+        vec![g.a, g.b, g.c, bias, part, tickets],
+        p,
+    );
     Ok(())
 }
