@@ -114,7 +114,8 @@ pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
     }
     // A lane's 16 bytes in one load where every row of b starts aligned.
     let wide = 16 / size;
-    let aligned = g.n % wide == 0 && g.ldb % wide == 0 && g.b.offset % 16 == 0;
+    let aligned =
+        g.n.is_multiple_of(wide) && g.ldb.is_multiple_of(wide) && g.b.offset.is_multiple_of(16);
     let vector = if aligned { wide } else { 1 };
     let tiles = g.n.div_ceil(32 * vector);
     // Split k until the grid holds enough blocks, each block still taking

@@ -21,6 +21,7 @@ const PAR_WORK: usize = 1 << 18;
 /// # Panics
 /// If `data`, `x` or `c` are shorter than that, or `nr` is not 16, 32, 48
 /// or 64.
+#[allow(clippy::too_many_arguments)]
 pub fn product(
     data: &[f32],
     k: usize,
@@ -119,6 +120,7 @@ unsafe fn avx512<const NV: usize>(
     while t + 2 <= k {
         let (x0, x1) = (_mm512_set1_ps(x[t]), _mm512_set1_ps(x[t + 1]));
         let (r0, r1) = (p.add(t * nr), p.add((t + 1) * nr));
+        #[allow(clippy::needless_range_loop)] // two arrays and a pointer, one index
         for v in 0..NV {
             even[v] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r0.add(16 * v)), even[v]);
             odd[v] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(r1.add(16 * v)), odd[v]);
@@ -127,8 +129,8 @@ unsafe fn avx512<const NV: usize>(
     }
     if t < k {
         let (x0, r0) = (_mm512_set1_ps(x[t]), p.add(t * nr));
-        for v in 0..NV {
-            even[v] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r0.add(16 * v)), even[v]);
+        for (v, e) in even.iter_mut().enumerate() {
+            *e = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r0.add(16 * v)), *e);
         }
     }
     let o = out.as_mut_ptr();
