@@ -1,11 +1,14 @@
 //! The planned executor: runs a [`Schedule`] over one arena per run, taken from
-//! a pool so that steady-state runs allocate only their outputs.
+//! a pool, and copies its outputs into buffers that come back to another
+//! pool when their tensors go ([`crate::outputs`]), so that steady-state
+//! runs allocate nothing large.
 
 use std::sync::Mutex;
 
 use rlx_ir::Tensor;
 use rlx_passes::Slot;
 
+use crate::outputs::OutputPool;
 use crate::plan::{Schedule, Step, StepIo};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::RunError;
@@ -43,6 +46,8 @@ pub type StepObserver<'a> = dyn FnMut(&Step, &mut [TensorMut]) + 'a;
 pub struct PlannedExecutable {
     pub schedule: Schedule,
     arenas: Mutex<Vec<Arena>>,
+    /// Buffers of large outputs whose tensors are gone, for the next run's.
+    outputs: OutputPool,
 }
 
 impl PlannedExecutable {
@@ -50,6 +55,7 @@ impl PlannedExecutable {
         PlannedExecutable {
             schedule,
             arenas: Mutex::new(Vec::new()),
+            outputs: OutputPool::default(),
         }
     }
 
@@ -172,7 +178,7 @@ impl PlannedExecutable {
             // SAFETY: as above; no step runs any more.
             let v = unsafe { view(io, base, total, s) }?;
             outs.push(
-                v.to_tensor()
+                Tensor::new(v.dtype, v.dims.to_vec(), self.outputs.copy(v.bytes))
                     .map_err(|e| RunError::Internal(e.to_string()))?,
             );
         }

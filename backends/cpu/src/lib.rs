@@ -11,6 +11,7 @@ pub mod dynamic;
 pub mod exec;
 pub mod kernel;
 pub mod kernels;
+mod outputs;
 pub mod par;
 pub mod plan;
 pub mod tensor;
