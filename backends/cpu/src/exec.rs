@@ -53,9 +53,9 @@ pub struct PlannedExecutable {
 impl PlannedExecutable {
     pub fn new(schedule: Schedule) -> PlannedExecutable {
         PlannedExecutable {
+            outputs: OutputPool::new(schedule.outputs.len()),
             schedule,
             arenas: Mutex::new(Vec::new()),
-            outputs: OutputPool::default(),
         }
     }
 

@@ -16,20 +16,26 @@ use rlx_ir::tensor::{AlignedBuf, Bytes};
 /// Outputs smaller than this are allocated as usual: cheap, and not worth
 /// a lock.
 const MIN_BYTES: usize = 64 << 10;
-/// Buffers the pool keeps at most: more are freed.
-const MAX_KEPT: usize = 256;
 
-/// The pool of one executable: buffers whose tensors are gone.
-#[derive(Default)]
+/// The pool of one executable: buffers whose tensors are gone. An
+/// executable's outputs have fixed sizes, so a returned buffer fits the
+/// same output of a later run; the pool keeps at most two buffers an
+/// output (one run's in use, the last run's coming back), so that outputs
+/// a caller kept by the thousand and then dropped are freed, not held.
 pub struct OutputPool {
-    free: Arc<Mutex<Vec<AlignedBuf>>>,
+    free: Arc<Mutex<Free>>,
+}
+
+struct Free {
+    bufs: Vec<AlignedBuf>,
+    max_kept: usize,
 }
 
 /// A pooled buffer lent to a tensor: it goes back to the pool when dropped
-/// (or is freed, when the executable is gone).
+/// (or is freed, when the executable is gone or the pool is full).
 struct Pooled {
     buf: Option<AlignedBuf>,
-    pool: Weak<Mutex<Vec<AlignedBuf>>>,
+    pool: Weak<Mutex<Free>>,
 }
 
 impl AsRef<[u8]> for Pooled {
@@ -44,13 +50,23 @@ impl Drop for Pooled {
             return;
         };
         let mut free = pool.lock().unwrap_or_else(|p| p.into_inner());
-        if free.len() < MAX_KEPT {
-            free.push(buf);
+        if free.bufs.len() < free.max_kept {
+            free.bufs.push(buf);
         }
     }
 }
 
 impl OutputPool {
+    /// The pool of an executable with `outputs` outputs.
+    pub fn new(outputs: usize) -> OutputPool {
+        OutputPool {
+            free: Arc::new(Mutex::new(Free {
+                bufs: Vec::new(),
+                max_kept: 2 * outputs,
+            })),
+        }
+    }
+
     /// `data` copied into memory of its own: a returned buffer of its size
     /// where the pool holds one, else a new one.
     pub fn copy(&self, data: &[u8]) -> Bytes {
@@ -59,9 +75,10 @@ impl OutputPool {
         }
         let reused = {
             let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-            free.iter()
+            free.bufs
+                .iter()
                 .position(|b| b.len() == data.len())
-                .map(|i| free.swap_remove(i))
+                .map(|i| free.bufs.swap_remove(i))
         };
         let mut buf = reused.unwrap_or_else(|| AlignedBuf::zeroed(data.len()));
         buf.as_mut_bytes().copy_from_slice(data);
@@ -78,7 +95,7 @@ mod tests {
 
     #[test]
     fn dropped_outputs_lend_their_buffers_to_the_next() {
-        let pool = OutputPool::default();
+        let pool = OutputPool::new(1);
         let data: Vec<u8> = (0..MIN_BYTES * 2).map(|i| (i % 251) as u8).collect();
         let first = pool.copy(&data);
         assert_eq!(first.as_slice(), &data[..]);
@@ -97,7 +114,19 @@ mod tests {
         assert_ne!(third.as_slice().as_ptr(), at);
         assert_eq!(third.as_slice(), &data[..]);
         assert_eq!(second.as_slice(), &other[..]);
-        // Small outputs and outputs outliving the pool are plain memory.
+        // At most two buffers an output come back (the first two dropped);
+        // a third is freed.
+        let fourth = pool.copy(&data);
+        let kept = [third.as_slice().as_ptr(), fourth.as_slice().as_ptr()];
+        let fifth = pool.copy(&data);
+        drop(third);
+        drop(fourth);
+        drop(fifth);
+        assert_eq!(pool.free.lock().unwrap().bufs.len(), 2);
+        let third = pool.copy(&data);
+        assert!(kept.contains(&third.as_slice().as_ptr()));
+        assert_eq!(third.as_slice(), &data[..]);
+        // Outputs outliving the pool are plain memory.
         drop(pool);
         drop(second);
         assert_eq!(third.as_slice(), &data[..]);
