@@ -24,22 +24,22 @@ var<workgroup> vs: array<vec4<f32>, 256>;
 var<workgroup> ss: array<f32, 136>;
 
 // Four consecutive elements of operand `h` from `at`, the first `valid` of
-// them (the rest read as zero).
+// them (the rest read as zero). Branch-free, so that the loads of several
+// calls issue together: an element past `valid` reloads the first (or the
+// operand's first, when none is valid) and is selected away.
 fn ld4(h: u32, at: u32, valid: u32) -> vec4<f32> {
-    if (valid >= 4u) {
-        return vec4<f32>(ldf(h, at), ldf(h, at + 1u), ldf(h, at + 2u), ldf(h, at + 3u));
-    }
-    var v = vec4<f32>(0.0);
-    if (valid > 0u) {
-        v.x = ldf(h, at);
-    }
-    if (valid > 1u) {
-        v.y = ldf(h, at + 1u);
-    }
-    if (valid > 2u) {
-        v.z = ldf(h, at + 2u);
-    }
-    return v;
+    let a = select(0u, at, valid > 0u);
+    return vec4<f32>(
+        select(0.0, ldf(h, a), valid > 0u),
+        select(0.0, ldf(h, a + select(0u, 1u, valid > 1u)), valid > 1u),
+        select(0.0, ldf(h, a + select(0u, 2u, valid > 2u)), valid > 2u),
+        select(0.0, ldf(h, a + select(0u, 3u, valid > 3u)), valid > 3u));
+}
+
+// Key or value row `j` of a tile (four features from `d`), zero past `keys`.
+fn kv4(h: u32, base: u32, stride: u32, j: u32, keys: u32, d: u32, n: u32) -> vec4<f32> {
+    let ok = j < keys;
+    return ld4(h, base + select(0u, j, ok) * stride + d, select(0u, left4(d, n), ok));
 }
 
 // Stores the first `valid` of four consecutive elements.
@@ -73,6 +73,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kb = b * p.k_s[0] + kvh * p.k_s[1];
     let vb = b * p.v_s[0] + kvh * p.v_s[1];
     let d4 = li % 16u;
+    let hk = p.k;
+    let hv = p.v;
+    let ks2 = p.k_s[2];
+    let vs2 = p.v_s[2];
 
     for (var c = 0u; c < 2u; c++) {
         let r = li / 16u + 4u * c;
@@ -95,18 +99,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var lo = vec4<f32>(0.0);
     var hi = vec4<f32>(0.0);
     for (var t0 = 0u; t0 < keys; t0 += TILE) {
-        for (var c = 0u; c < 4u; c++) {
-            let key = li / 16u + 4u * c;
-            let j = t0 + key;
-            var kv = vec4<f32>(0.0);
-            var vv = vec4<f32>(0.0);
-            if (j < keys) {
-                kv = ld4(p.k, kb + j * p.k_s[2] + d4 * 4u, left4(d4 * 4u, dk));
-                vv = ld4(p.v, vb + j * p.v_s[2] + d4 * 4u, left4(d4 * 4u, dv));
-            }
-            ks[key * 17u + d4] = kv;
-            vs[key * 16u + d4] = vv;
-        }
+        // The tile's 16 keys and values, four of each an invocation, all
+        // loads issued before the first store.
+        let key = li / 16u;
+        let j = t0 + key;
+        let f = d4 * 4u;
+        let k0 = kv4(hk, kb, ks2, j, keys, f, dk);
+        let k1 = kv4(hk, kb, ks2, j + 4u, keys, f, dk);
+        let k2 = kv4(hk, kb, ks2, j + 8u, keys, f, dk);
+        let k3 = kv4(hk, kb, ks2, j + 12u, keys, f, dk);
+        let v0 = kv4(hv, vb, vs2, j, keys, f, dv);
+        let v1 = kv4(hv, vb, vs2, j + 4u, keys, f, dv);
+        let v2 = kv4(hv, vb, vs2, j + 8u, keys, f, dv);
+        let v3 = kv4(hv, vb, vs2, j + 12u, keys, f, dv);
+        ks[key * 17u + d4] = k0;
+        ks[(key + 4u) * 17u + d4] = k1;
+        ks[(key + 8u) * 17u + d4] = k2;
+        ks[(key + 12u) * 17u + d4] = k3;
+        vs[key * 16u + d4] = v0;
+        vs[(key + 4u) * 16u + d4] = v1;
+        vs[(key + 8u) * 16u + d4] = v2;
+        vs[(key + 12u) * 16u + d4] = v3;
         workgroupBarrier();
         for (var c = 0u; c < 2u; c++) {
             let r = sr + 4u * c;

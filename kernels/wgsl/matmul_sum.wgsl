@@ -14,9 +14,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let m = t / p.n;
     let n = t % p.n;
+    // Four partial products a step, loaded before they are added (a load
+    // whose value the next instruction needs holds up the loads behind it);
+    // splits are powers of two.
+    let splits = p.splits;
+    let part = p.part;
     var v = 0.0;
-    for (var s = 0u; s < p.splits; s++) {
-        v += ldf(p.part, s * mn + t);
+    var s = 0u;
+    for (; s + 4u <= splits; s += 4u) {
+        let a = ldf(part, s * mn + t);
+        let b = ldf(part, (s + 1u) * mn + t);
+        let c = ldf(part, (s + 2u) * mn + t);
+        let d = ldf(part, (s + 3u) * mn + t);
+        v += (a + b) + (c + d);
+    }
+    for (; s < splits; s++) {
+        v += ldf(part, s * mn + t);
     }
     if ((p.flags & 1u) != 0u) {
         v += ldf(p.bias, m * p.bias_sm + n * p.bias_sn);

@@ -24,7 +24,7 @@ enum Landed {
     /// The staging, copied out after the run.
     Staging,
     /// A pinned buffer of the pool, lent to the tensor.
-    Lent(cudarc::driver::PinnedHostSlice<u8>),
+    Lent(pinned_out::Pinned),
     /// Ordinary host memory (the pool out of buffers).
     Host(AlignedBuf),
     Device(Buffer),
@@ -364,7 +364,10 @@ impl Executable {
                 let n = o.bytes as usize;
                 let src = self.base + o.offset;
                 landed.push(match place {
-                    Place::Host if n >= pinned_out::LENT_BYTES => match self.lent.take(cx, n) {
+                    Place::Host if n >= pinned_out::LENT_BYTES => match self
+                        .lent
+                        .take(n, |n| pinned_out::Pinned::alloc(cx, n))
+                    {
                         Some(mut buf) => {
                             let dst = buf.as_mut_slice().map_err(dev("an output buffer"))?;
                             // SAFETY: as above; the buffer is this run's until lent.

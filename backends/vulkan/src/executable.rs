@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use rlx_gpu::io::{host_inputs, Input, Output, Place};
+use rlx_gpu::lend::{LendPool, LENT_BYTES};
 use rlx_ir::Tensor;
 use rlx_wgsl::schedule::{Range, Schedule, Step, PARAMS_ALIGN};
 
@@ -40,6 +41,8 @@ pub struct Executable {
     /// download buffer.
     upload_at: Vec<u64>,
     download_at: Vec<u64>,
+    /// Mapped staging buffers lent to large host outputs.
+    lent: Arc<LendPool<RawBuffer>>,
     state: Mutex<State>,
 }
 
@@ -100,6 +103,13 @@ impl Executable {
             recorded: None,
             upload_at: Vec::new(),
             download_at: Vec::new(),
+            lent: LendPool::new(
+                schedule
+                    .outputs
+                    .iter()
+                    .filter(|o| o.bytes as usize >= LENT_BYTES)
+                    .count(),
+            ),
             state: Mutex::new(State::new(&ctx, &schedule)?),
             schedule,
         };
@@ -389,13 +399,19 @@ impl Executable {
         let cmd = rec.cmd();
         let mut kept = Vec::with_capacity(places.len());
         for ((o, &at), place) in s.outputs.iter().zip(&self.download_at).zip(places) {
+            let n = o.bytes as usize;
             let keep = match place {
+                Place::Host if n >= LENT_BYTES => self
+                    .lent
+                    .take(n, |n| RawBuffer::lendable(&self.ctx, n))
+                    .map(Landed::Lent),
                 Place::Host => None,
-                Place::Device => Some(Buffer::alloc(&self.ctx, o.bytes)?),
+                Place::Device => Some(Landed::Device(Buffer::alloc(&self.ctx, o.bytes)?)),
             };
             if o.bytes > 0 {
                 let (dst, dst_offset) = match &keep {
-                    Some(b) => (b.raw().buffer, 0),
+                    Some(Landed::Device(b)) => (b.raw().buffer, 0),
+                    Some(Landed::Lent(b)) => (b.buffer, 0),
                     None => (download, at),
                 };
                 let copy = [vk::BufferCopy {
@@ -409,24 +425,36 @@ impl Executable {
         }
         rec.finish()?;
         let mut outs = Vec::with_capacity(s.outputs.len());
+        let host = |o: &rlx_gpu::IoSlot, bytes| {
+            Tensor::new(o.dtype, o.dims.clone(), bytes)
+                .map(Output::Host)
+                .map_err(|e| VulkanError::Internal(e.to_string()))
+        };
         for ((o, &at), kept) in s.outputs.iter().zip(&self.download_at).zip(kept) {
-            if let Some(b) = kept {
-                outs.push(Output::Device(DeviceTensor::new(
-                    o.dtype,
-                    o.dims.clone(),
-                    b,
-                )));
-                continue;
+            match kept {
+                Some(Landed::Device(b)) => {
+                    outs.push(Output::Device(DeviceTensor::new(
+                        o.dtype,
+                        o.dims.clone(),
+                        b,
+                    )));
+                    continue;
+                }
+                Some(Landed::Lent(b)) => {
+                    let bytes = self.lent.lend(b, o.bytes as usize).ok_or_else(|| {
+                        VulkanError::Internal("an output buffer too small".into())
+                    })?;
+                    outs.push(host(o, bytes)?);
+                    continue;
+                }
+                None => {}
             }
             let mut buf =
                 rlx_ir::tensor::AlignedBuf::try_zeroed(o.bytes as usize).ok_or_else(|| {
                     VulkanError::Device(format!("no host memory for {} bytes", o.bytes))
                 })?;
             state.download.read(at, buf.as_mut_bytes())?;
-            outs.push(Output::Host(
-                Tensor::new(o.dtype, o.dims.clone(), buf.freeze())
-                    .map_err(|e| VulkanError::Internal(e.to_string()))?,
-            ));
+            outs.push(host(o, buf.freeze())?);
         }
         Ok(outs)
     }
@@ -490,6 +518,14 @@ impl State {
             readback,
         })
     }
+}
+
+/// Where a run's output comes down, other than the download staging.
+enum Landed {
+    /// A staging buffer of the pool, lent to the output tensor.
+    Lent(RawBuffer),
+    /// A device tensor's buffer.
+    Device(Buffer),
 }
 
 /// Checks what the schedule assumes of the device against its limits.

@@ -34,6 +34,19 @@ pub(crate) struct RawBuffer {
 unsafe impl Send for RawBuffer {}
 unsafe impl Sync for RawBuffer {}
 
+impl rlx_gpu::lend::HostMemory for RawBuffer {
+    /// The mapped bytes of a staging buffer (none of a device-local one).
+    fn bytes(&self) -> &[u8] {
+        match self.mapped {
+            // SAFETY: the mapping covers the whole buffer (`size` bytes,
+            // mapped coherent), and the lending pool reads it only while
+            // no device work writes it.
+            Some(p) => unsafe { std::slice::from_raw_parts(p.as_ptr(), self.size as usize) },
+            None => &[],
+        }
+    }
+}
+
 impl RawBuffer {
     /// A buffer of at least `bytes` bytes (a word at least, rounded to 4).
     pub(crate) fn new(
@@ -119,6 +132,12 @@ impl RawBuffer {
     fn mapping(&self) -> Result<NonNull<u8>, VulkanError> {
         self.mapped
             .ok_or_else(|| VulkanError::Internal("a device-local buffer is not mapped".into()))
+    }
+
+    /// A new staging buffer for an output lent to its tensor; `None` when the
+    /// device has no memory for it (the output then comes down the usual way).
+    pub(crate) fn lendable(ctx: &Arc<Context>, bytes: usize) -> Option<RawBuffer> {
+        RawBuffer::new(ctx, bytes as u64, Kind::Staging).ok()
     }
 
     /// Copies `bytes` into a staging buffer at `at`.

@@ -169,11 +169,13 @@ fn fused_products_apply_bias_and_activation_in_the_epilogue() {
             } else {
                 format!(".{act}")
             };
+            // One output tile: the narrow kernel, whose workgroups suit
+            // products of few tiles.
             let want: Vec<String> = if k == 16 {
-                vec![format!("matmul.tiled64x64{suffix}")]
+                vec![format!("matmul.narrow64x64{suffix}")]
             } else {
                 vec![
-                    format!("matmul.tiled64x64{suffix}"),
+                    format!("matmul.narrow64x64{suffix}"),
                     format!("matmul.split_k_sum{suffix}"),
                 ]
             };
@@ -182,6 +184,32 @@ fn fused_products_apply_bias_and_activation_in_the_epilogue() {
             let want_flags = if act == "none" { "flags=1" } else { "flags=3" };
             assert!(flags.contains(want_flags), "{act}, k = {k}: {flags}");
         }
+    }
+}
+
+/// Products of many output tiles take the wide kernel (64 invocations of
+/// 8x8 outputs), those of few the narrow one (128 of 8x4).
+#[test]
+fn products_pick_the_kernel_by_their_workgroups() {
+    let product = |m: usize, n: usize| {
+        format!(
+            "  %0 = input \"x\" : f32[{m},64]\n  %1 = input \"w\" : f32[64,{n}]\n  %2 = matmul(%0, %1) : f32[{m},{n}]\n  output \"y\" = %2\n"
+        )
+    };
+    for (m, n, want) in [
+        (2048, 2048, "matmul.tiled64x64"),
+        (1024, 2049, "matmul.tiled64x64"),
+        (1024, 2048, "matmul.narrow64x64"),
+        (128, 768, "matmul.narrow64x64"),
+    ] {
+        let s = planned(&product(m, n));
+        validate(&s);
+        let names: Vec<&str> = s
+            .dispatches
+            .iter()
+            .map(|d| s.pipelines[d.pipeline].name.as_str())
+            .collect();
+        assert_eq!(names, [want], "{m} x {n}");
     }
 }
 
