@@ -168,22 +168,17 @@ fn cuda_device_tensors_round_trip() {
 }
 
 /// y = x + x and z = -x over f32[512, 1024]: 2 MiB outputs, which the CUDA
-/// device writes into pinned buffers lent to the output tensors.
+/// and Vulkan devices write into host buffers (pinned; mapped staging) lent
+/// to the output tensors.
 const LARGE: &str = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[512,1024]\n  %1 = add(%0, %0) : f32[512,1024]\n  %2 = neg(%0) : f32[512,1024]\n  output \"y\" = %1\n  output \"z\" = %2\n}\n";
 
 /// Large host outputs are the CPU's, run after run, while earlier runs'
 /// outputs are still held (the lent buffers run out after two runs and the
 /// rest come down into ordinary memory: none is written while lent), and
 /// again once they are dropped (the buffers back in the pool).
-#[test]
-fn cuda_large_host_outputs_stay_while_held() {
-    let devices = Arc::new(Devices::new());
-    if let Err(e) = devices.cuda() {
-        eprintln!("skipping: {e}");
-        return;
-    }
+fn large_host_outputs_stay_while_held(target: Target, devices: Arc<Devices>) {
     let gpu = Session::with_devices(
-        compile_text(LARGE, Target::Cuda),
+        compile_text(LARGE, target),
         SessionOptions::default(),
         devices,
     )
@@ -204,11 +199,29 @@ fn cuda_large_host_outputs_stay_while_held() {
             for (o, w) in outs.iter().zip(&want) {
                 assert!(
                     o.bit_eq(w),
-                    "round {round}: a held output changed or differs from the CPU's"
+                    "{target:?} round {round}: a held output changed or differs from the CPU's"
                 );
             }
         }
     }
+}
+
+#[test]
+fn cuda_large_host_outputs_stay_while_held() {
+    let devices = Arc::new(Devices::new());
+    if let Err(e) = devices.cuda() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    large_host_outputs_stay_while_held(Target::Cuda, devices);
+}
+
+#[test]
+fn vulkan_large_host_outputs_stay_while_held() {
+    let Some(devices) = common::vulkan_devices(true) else {
+        return;
+    };
+    large_host_outputs_stay_while_held(Target::Vulkan, devices);
 }
 
 /// The golden decoder's greedy tokens (ONNX Runtime's, golden/make_golden.py)
