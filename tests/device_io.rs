@@ -169,7 +169,7 @@ fn cuda_device_tensors_round_trip() {
 
 /// y = x + x and z = -x over f32[512, 1024]: 2 MiB outputs, which the CUDA
 /// and Vulkan devices write into host buffers (pinned; mapped staging) lent
-/// to the output tensors.
+/// to the output tensors, and wgpu copies into buffers of its pool.
 const LARGE: &str = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[512,1024]\n  %1 = add(%0, %0) : f32[512,1024]\n  %2 = neg(%0) : f32[512,1024]\n  output \"y\" = %1\n  output \"z\" = %2\n}\n";
 
 /// Large host outputs are the CPU's, run after run, while earlier runs'
@@ -214,6 +214,14 @@ fn cuda_large_host_outputs_stay_while_held() {
         return;
     }
     large_host_outputs_stay_while_held(Target::Cuda, devices);
+}
+
+#[test]
+fn wgpu_large_host_outputs_stay_while_held() {
+    let Some(devices) = common::wgpu_devices() else {
+        return;
+    };
+    large_host_outputs_stay_while_held(Target::Wgpu, devices);
 }
 
 #[test]

@@ -16,6 +16,7 @@ pub mod dim;
 pub mod dtype;
 pub mod element;
 pub mod graph;
+pub mod lend;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 pub mod ops;

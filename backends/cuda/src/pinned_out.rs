@@ -1,11 +1,11 @@
 //! Large host outputs without a copy: the device writes them into pinned
-//! buffers lent to the output tensors (rlx-gpu's [`rlx_gpu::lend`] pool).
+//! buffers lent to the output tensors (rlx-ir's [`rlx_ir::lend`] pool).
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, PinnedHostSlice};
-pub use rlx_gpu::lend::LENT_BYTES;
-use rlx_gpu::lend::{HostMemory, LendPool};
+pub use rlx_ir::lend::LENT_BYTES;
+use rlx_ir::lend::{HostMemory, LendPool};
 
 /// The pinned buffers of one executable's large host outputs.
 pub type Pool = LendPool<Pinned>;

@@ -23,7 +23,6 @@ pub mod control;
 pub mod geometry;
 pub mod io;
 pub mod kernels;
-pub mod lend;
 pub mod params;
 pub mod plan;
 pub mod schedule;

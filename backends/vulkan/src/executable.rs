@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use rlx_gpu::io::{host_inputs, Input, Output, Place};
-use rlx_gpu::lend::{LendPool, LENT_BYTES};
+use rlx_ir::lend::{LendPool, LENT_BYTES};
 use rlx_ir::Tensor;
 use rlx_wgsl::schedule::{Range, Schedule, Step, PARAMS_ALIGN};
 

@@ -34,7 +34,7 @@ pub(crate) struct RawBuffer {
 unsafe impl Send for RawBuffer {}
 unsafe impl Sync for RawBuffer {}
 
-impl rlx_gpu::lend::HostMemory for RawBuffer {
+impl rlx_ir::lend::HostMemory for RawBuffer {
     /// The mapped bytes of a staging buffer (none of a device-local one).
     fn bytes(&self) -> &[u8] {
         match self.mapped {

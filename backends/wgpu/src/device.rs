@@ -6,6 +6,8 @@
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
 
+use rlx_ir::lend::{LendPool, LENT_BYTES};
+use rlx_ir::tensor::AlignedBuf;
 use rlx_ir::Tensor;
 
 use rlx_gpu::io::{host_inputs, Input, Output, Place};
@@ -123,6 +125,10 @@ pub struct Executable {
     staging: Mutex<wgpu::Buffer>,
     /// Where control flow reads conditions and trip counts back.
     readback: wgpu::Buffer,
+    /// Buffers of large host outputs, back when their tensors drop: a
+    /// mapped wgpu buffer cannot outlive its view, so outputs are copied
+    /// out of the staging, but into memory that does not fault in anew.
+    lent: Arc<LendPool<AlignedBuf>>,
 }
 
 pub(crate) fn pad4(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
@@ -289,6 +295,11 @@ impl Executable {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let large = schedule
+            .outputs
+            .iter()
+            .filter(|o| o.bytes as usize >= LENT_BYTES)
+            .count();
         Ok(Executable {
             ctx,
             schedule,
@@ -298,6 +309,7 @@ impl Executable {
             staging_at,
             staging: Mutex::new(staging),
             readback,
+            lent: LendPool::new(large),
         })
     }
 
@@ -417,13 +429,14 @@ impl Executable {
                     continue;
                 }
                 let bytes = &view[at as usize..(at + o.bytes) as usize];
+                let bytes = if bytes.len() >= LENT_BYTES {
+                    self.lent.copy(bytes)
+                } else {
+                    rlx_ir::tensor::Bytes::copy_from(bytes)
+                };
                 outs.push(Output::Host(
-                    Tensor::new(
-                        o.dtype,
-                        o.dims.clone(),
-                        rlx_ir::tensor::Bytes::copy_from(bytes),
-                    )
-                    .map_err(|e| WgpuError::Internal(e.to_string()))?,
+                    Tensor::new(o.dtype, o.dims.clone(), bytes)
+                        .map_err(|e| WgpuError::Internal(e.to_string()))?,
                 ));
             }
         }

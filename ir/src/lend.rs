@@ -1,27 +1,31 @@
-//! Large host outputs without a host copy: the device writes them into
-//! host memory it can reach (CUDA's pinned buffers, Vulkan's mapped
-//! staging) that then becomes the output tensor's memory, lent to the
-//! tensor and back in the executable's pool when the last clone drops.
+//! Buffers lent to a run's large host outputs, back in the executable's
+//! pool when the output tensor's last clone drops, for a later run's
+//! outputs.
 //!
-//! A copy through a run's staging costs a host `memcpy` into freshly
-//! allocated (and page-faulting) memory after the transfer: on GPT-2's
-//! 25.7 MB of logits that took longer than the model. A lent buffer leaves
-//! only the transfer. The pool holds at most two buffers per large output
-//! (one run's in use, the last run's coming back), so a caller that keeps
-//! every run's outputs costs a bounded amount of such memory; once the pool
-//! is out, the backend brings outputs down the ordinary way.
+//! A backend that brought a large output into freshly allocated host memory
+//! would pay the kernel's page faults and zeroing on every run (the
+//! allocator returns freed large blocks to the system): on GPT-2's 25.7 MB
+//! of logits that took longer than the model. Devices that can write host
+//! memory (CUDA's pinned buffers, Vulkan's mapped staging) write the output
+//! straight into a lent buffer; the CPU and wgpu copy into one. The pool
+//! holds at most two buffers per large output (one run's in use, the last
+//! run's coming back), so a caller that keeps every run's outputs costs a
+//! bounded amount of such memory; once the pool is out, the backend brings
+//! outputs down the ordinary way.
 
 use std::sync::{Arc, Mutex, Weak};
 
-use rlx_ir::tensor::Bytes;
+use crate::tensor::{AlignedBuf, Bytes};
 
-/// Host outputs of at least this many bytes are lent buffers.
+/// Host outputs of at least this many bytes are lent buffers on the GPU
+/// devices (the CPU lends from 64 KiB, where its copy is all there is).
 pub const LENT_BYTES: usize = 1 << 20;
 
 /// Buffers a pool may have, lent and free, per large output.
 const PER_OUTPUT: usize = 2;
 
-/// Host memory a device writes and a tensor may then read in place.
+/// Host memory a device writes (or a backend copies into) and a tensor may
+/// then read in place.
 pub trait HostMemory: Send + Sync + 'static {
     /// Every byte of the buffer. Only called while nothing writes it: the
     /// pool hands a buffer to a run only when no tensor holds it, and a
@@ -107,6 +111,25 @@ impl<M: HostMemory> Drop for Lent<M> {
     }
 }
 
+impl HostMemory for AlignedBuf {
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl LendPool<AlignedBuf> {
+    /// `data` in a buffer of the pool, or in memory of its own when the
+    /// pool is out.
+    pub fn copy(self: &Arc<LendPool<AlignedBuf>>, data: &[u8]) -> Bytes {
+        let Some(mut buf) = self.take(data.len(), AlignedBuf::try_zeroed) else {
+            return Bytes::copy_from(data);
+        };
+        buf.as_mut_bytes()[..data.len()].copy_from_slice(data);
+        self.lend(buf, data.len())
+            .unwrap_or_else(|| Bytes::copy_from(data))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +163,31 @@ mod tests {
         // Tensors outliving the pool keep their memory.
         drop(pool);
         assert_eq!(second.as_slice(), &[7u8; 100][..]);
+    }
+
+    #[test]
+    fn copies_reuse_the_buffers_of_dropped_outputs() {
+        let pool = LendPool::<AlignedBuf>::new(1);
+        let data: Vec<u8> = (0..5000).map(|i| (i % 251) as u8).collect();
+        let first = pool.copy(&data);
+        assert_eq!(first.as_slice(), &data[..]);
+        let at = first.as_slice().as_ptr();
+        drop(first);
+        let other: Vec<u8> = data.iter().map(|b| b.wrapping_add(1)).collect();
+        let second = pool.copy(&other);
+        assert_eq!(
+            second.as_slice().as_ptr(),
+            at,
+            "the returned buffer is reused"
+        );
+        assert_eq!(second.as_slice(), &other[..]);
+        // A live output's buffer is never handed out again; past two, the
+        // copies are memory of their own.
+        let third = pool.copy(&data);
+        let fourth = pool.copy(&other);
+        assert_ne!(third.as_slice().as_ptr(), at);
+        assert_eq!(third.as_slice(), &data[..]);
+        assert_eq!(fourth.as_slice(), &other[..]);
+        assert_eq!(second.as_slice(), &other[..]);
     }
 }
