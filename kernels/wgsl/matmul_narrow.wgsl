@@ -24,34 +24,17 @@ fn put_rows(e: Epi, m: u32, n: u32, c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>,
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let wg = wg_linear(wid, nwg);
-    let M = p.m; let N = p.n; let K = p.k;
-    let tn = wg % p.tiles_n;
-    let rest = wg / p.tiles_n;
-    let tm = rest % p.tiles_m;
-    let bi = rest / p.tiles_m;
-    if (bi >= p.batches) {
+    let t = tile_of(wg_linear(wid, nwg));
+    if (!t.inside) {
         return;
     }
-    var ao = 0u;
-    var bo = 0u;
-    var co = 0u;
-    var biaso = 0u;
-    var r = bi;
-    for (var d = 0u; d < 4u; d++) {
-        let a = 3u - d;
-        let c = r % p.batch[a];
-        r = r / p.batch[a];
-        ao += c * p.a_sb[a];
-        bo += c * p.b_sb[a];
-        co += c * p.c_sb[a];
-        biaso += c * p.bias_sb[a];
-    }
+    let M = p.m; let N = p.n; let K = p.k;
+    let ao = t.a; let bo = t.b; let co = t.c; let biaso = t.bias;
     let a_sm = p.a_sm; let a_sk = p.a_sk; let b_sk = p.b_sk; let b_sn = p.b_sn;
     let a_along_k = A_ALONG_K;
     let b_along_k = B_ALONG_K;
-    let m0 = tm * 64u;
-    let n0 = tn * 64u;
+    let m0 = t.m0;
+    let n0 = t.n0;
     let tx = li % 16u;
     let ty = li / 16u;
 

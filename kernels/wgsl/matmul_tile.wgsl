@@ -143,3 +143,34 @@ fn put(e: Epi, m: u32, n: u32, v: vec4<f32>) {
     }
 }
 
+// Where workgroup `wg`'s output tile lies: its batch entry's element offsets
+// of A, B, C and the bias, and the tile's first row and column; `inside` is
+// false past the last batch entry.
+struct Tile {
+    a: u32,
+    b: u32,
+    c: u32,
+    bias: u32,
+    m0: u32,
+    n0: u32,
+    inside: bool,
+}
+
+fn tile_of(wg: u32) -> Tile {
+    let tn = wg % p.tiles_n;
+    let rest = wg / p.tiles_n;
+    let tm = rest % p.tiles_m;
+    let bi = rest / p.tiles_m;
+    var t = Tile(0u, 0u, 0u, 0u, tm * 64u, tn * 64u, bi < p.batches);
+    var r = bi;
+    for (var d = 0u; d < 4u; d++) {
+        let a = 3u - d;
+        let c = r % p.batch[a];
+        r = r / p.batch[a];
+        t.a += c * p.a_sb[a];
+        t.b += c * p.b_sb[a];
+        t.c += c * p.c_sb[a];
+        t.bias += c * p.bias_sb[a];
+    }
+    return t;
+}
