@@ -25,8 +25,10 @@
 #   vulkan (the node suite on NVIDIA's Vulkan driver against
 #   tests/expected/vulkan.txt, lavapipe's list, and scripts/gpu_backends_bench.py:
 #   ResNet-50, MobileNetV3, BERT, GPT-2 and ViT on CUDA, Vulkan and wgpu side
-#   by side, and every light model against the CPU; needs .gl carried;
-#   arguments after the stage go to the script), python (the rlx_onnx wheel
+#   by side, scripts/gpu_ops_bench.py: GEMMs, norms and chains of dependent
+#   dispatches on each GPU target against PyTorch's kernels, and every light
+#   model against the CPU; needs .gl carried; arguments after the stage go to
+#   gpu_backends_bench.py), python (the rlx_onnx wheel
 #   gpu-pack.sh copied, beside torch: python/tests/test_cuda.py, and on a
 #   host of two GPUs or more scripts/multi_gpu_scaling.py).
 #   Logs go to $OUT.
@@ -270,6 +272,8 @@ if [[ $stage == vulkan ]]; then
   done
   echo "== CUDA, Vulkan and wgpu side by side"
   python3 scripts/gpu_backends_bench.py --binary "$bin/rlx-onnx" --out "$out" "${@:2}" || status=1
+  echo "== single operators and dependent-dispatch chains, against PyTorch's kernels"
+  python3 scripts/gpu_ops_bench.py --binary "$bin/rlx-onnx" | tee "$out/ops.txt" || status=1
 fi
 
 exit $status
