@@ -59,41 +59,86 @@ impl<M: HostMemory> LendPool<M> {
     }
 
     /// A free buffer of at least `bytes`, or one `make` makes while the pool
-    /// may have another; `None` when it may not or `make` fails.
-    pub fn take(&self, bytes: usize, make: impl FnOnce(usize) -> Option<M>) -> Option<M> {
+    /// may have another; `None` when it may not or `make` fails. The buffer
+    /// goes back to the pool if it is dropped without being lent (a run
+    /// that failed).
+    pub fn take(
+        self: &Arc<LendPool<M>>,
+        bytes: usize,
+        make: impl FnOnce(usize) -> Option<M>,
+    ) -> Option<Taken<M>> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = st.free.iter().position(|b| b.bytes().len() >= bytes) {
-            return Some(st.free.swap_remove(i));
-        }
-        if st.made >= self.most {
-            return None;
-        }
-        let buf = make(bytes)?;
-        st.made += 1;
-        Some(buf)
-    }
-
-    /// Lends `buf`, whose first `len` bytes the device has written (the
-    /// run finished since), as the memory of a tensor; `None` when `len`
-    /// exceeds the buffer.
-    pub fn lend(self: &Arc<LendPool<M>>, buf: M, len: usize) -> Option<Bytes> {
-        if len > buf.bytes().len() {
-            return None;
-        }
-        Some(Bytes::from_owner(Lent {
-            buf: Some(buf),
-            len,
-            pool: Arc::downgrade(self),
-        }))
+        let buf = match st.free.iter().position(|b| b.bytes().len() >= bytes) {
+            Some(i) => st.free.swap_remove(i),
+            None if st.made < self.most => {
+                let buf = make(bytes)?;
+                st.made += 1;
+                buf
+            }
+            None => return None,
+        };
+        Some(Taken {
+            lent: Lent {
+                buf: Some(buf),
+                len: 0,
+                pool: Arc::downgrade(self),
+            },
+        })
     }
 }
 
-/// A buffer lent to a tensor: back to its pool when dropped (freed, when
-/// the executable is gone).
+/// A buffer taken from its pool for one run's output.
+pub struct Taken<M: HostMemory> {
+    lent: Lent<M>,
+}
+
+impl<M: HostMemory> Taken<M> {
+    /// The buffer.
+    pub fn memory(&self) -> &M {
+        self.lent.memory()
+    }
+
+    /// The buffer, for a copy into it.
+    pub fn memory_mut(&mut self) -> &mut M {
+        self.lent.memory_mut()
+    }
+
+    /// Lends the buffer, whose first `len` bytes the device has written
+    /// (the run finished since), as the memory of a tensor; `None` (the
+    /// buffer back in its pool) when `len` exceeds it.
+    pub fn lend(self, len: usize) -> Option<Bytes> {
+        if len > self.memory().bytes().len() {
+            return None;
+        }
+        let mut lent = self.lent;
+        lent.len = len;
+        Some(Bytes::from_owner(lent))
+    }
+}
+
+/// A buffer out of its pool, taken or lent to a tensor: back in the pool
+/// when dropped (freed, when the executable is gone).
 struct Lent<M: HostMemory> {
+    /// Always `Some` until dropped.
     buf: Option<M>,
     len: usize,
     pool: Weak<LendPool<M>>,
+}
+
+impl<M: HostMemory> Lent<M> {
+    fn memory(&self) -> &M {
+        match &self.buf {
+            Some(b) => b,
+            None => unreachable!("a lent buffer is only taken when dropped"),
+        }
+    }
+
+    fn memory_mut(&mut self) -> &mut M {
+        match &mut self.buf {
+            Some(b) => b,
+            None => unreachable!("a lent buffer is only taken when dropped"),
+        }
+    }
 }
 
 impl<M: HostMemory> AsRef<[u8]> for Lent<M> {
@@ -124,8 +169,8 @@ impl LendPool<AlignedBuf> {
         let Some(mut buf) = self.take(data.len(), AlignedBuf::try_zeroed) else {
             return Bytes::copy_from(data);
         };
-        buf.as_mut_bytes()[..data.len()].copy_from_slice(data);
-        self.lend(buf, data.len())
+        buf.memory_mut().as_mut_bytes()[..data.len()].copy_from_slice(data);
+        buf.lend(data.len())
             .unwrap_or_else(|| Bytes::copy_from(data))
     }
 }
@@ -145,21 +190,28 @@ mod tests {
         let pool = LendPool::<Vec<u8>>::new(1);
         let make = |n: usize| Some(vec![7u8; n]);
         let a = pool.take(100, make).unwrap();
-        let at = a.as_ptr();
-        let first = pool.lend(a, 60).unwrap();
+        let at = a.memory().as_ptr();
+        let first = a.lend(60).unwrap();
         assert_eq!(first.as_slice(), &[7u8; 60][..]);
         let b = pool.take(100, make).unwrap();
-        assert_ne!(b.as_ptr(), at, "a lent buffer is not handed out again");
+        assert_ne!(
+            b.memory().as_ptr(),
+            at,
+            "a lent buffer is not handed out again"
+        );
         // Two per output: a third is refused while both are out.
         assert!(pool.take(100, make).is_none());
-        assert!(
-            pool.lend(b.clone(), 101).is_none(),
-            "longer than the buffer"
-        );
-        let second = pool.lend(b, 100).unwrap();
+        let second = b.lend(100).unwrap();
         drop(first);
         let again = pool.take(80, make).unwrap();
-        assert_eq!(again.as_ptr(), at, "the returned buffer is reused");
+        assert_eq!(again.memory().as_ptr(), at, "the returned buffer is reused");
+        // Longer than the buffer: refused, and the buffer is back in the pool.
+        assert!(again.lend(101).is_none());
+        let third = pool.take(10, make).unwrap();
+        assert_eq!(third.memory().as_ptr(), at);
+        // Taken and dropped unlent (a failed run): back in the pool too.
+        drop(third);
+        assert_eq!(pool.take(10, make).unwrap().memory().as_ptr(), at);
         // Tensors outliving the pool keep their memory.
         drop(pool);
         assert_eq!(second.as_slice(), &[7u8; 100][..]);

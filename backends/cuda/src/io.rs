@@ -24,7 +24,7 @@ enum Landed {
     /// The staging, copied out after the run.
     Staging,
     /// A pinned buffer of the pool, lent to the tensor.
-    Lent(pinned_out::Pinned),
+    Lent(rlx_ir::lend::Taken<pinned_out::Pinned>),
     /// Ordinary host memory (the pool out of buffers).
     Host(AlignedBuf),
     Device(Buffer),
@@ -369,7 +369,10 @@ impl Executable {
                         .take(n, |n| pinned_out::Pinned::alloc(cx, n))
                     {
                         Some(mut buf) => {
-                            let dst = buf.as_mut_slice().map_err(dev("an output buffer"))?;
+                            let dst = buf
+                                .memory_mut()
+                                .as_mut_slice()
+                                .map_err(dev("an output buffer"))?;
                             // SAFETY: as above; the buffer is this run's until lent.
                             unsafe { dr::memcpy_dtoh_async(&mut dst[..n], src, cs) }
                                 .map_err(dev("copying outputs"))?;
@@ -424,9 +427,8 @@ impl Executable {
                     b,
                 ))),
                 Landed::Lent(buf) => {
-                    let bytes = self
-                        .lent
-                        .lend(buf, o.bytes as usize)
+                    let bytes = buf
+                        .lend(o.bytes as usize)
                         .ok_or_else(|| CudaError::Internal("an output buffer too small".into()))?;
                     host(o, bytes)
                 }

@@ -411,7 +411,7 @@ impl Executable {
             if o.bytes > 0 {
                 let (dst, dst_offset) = match &keep {
                     Some(Landed::Device(b)) => (b.raw().buffer, 0),
-                    Some(Landed::Lent(b)) => (b.buffer, 0),
+                    Some(Landed::Lent(b)) => (b.memory().buffer, 0),
                     None => (download, at),
                 };
                 let copy = [vk::BufferCopy {
@@ -441,7 +441,7 @@ impl Executable {
                     continue;
                 }
                 Some(Landed::Lent(b)) => {
-                    let bytes = self.lent.lend(b, o.bytes as usize).ok_or_else(|| {
+                    let bytes = b.lend(o.bytes as usize).ok_or_else(|| {
                         VulkanError::Internal("an output buffer too small".into())
                     })?;
                     outs.push(host(o, bytes)?);
@@ -523,7 +523,7 @@ impl State {
 /// Where a run's output comes down, other than the download staging.
 enum Landed {
     /// A staging buffer of the pool, lent to the output tensor.
-    Lent(RawBuffer),
+    Lent(rlx_ir::lend::Taken<RawBuffer>),
     /// A device tensor's buffer.
     Device(Buffer),
 }
