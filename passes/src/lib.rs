@@ -38,6 +38,7 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod simplify;
 pub mod simplify_affine;
+pub mod simplify_broadcast;
 pub mod stack_matmuls;
 pub mod target;
 pub mod to_f16;

@@ -3,7 +3,10 @@
 //!
 //! - no-op `reshape`/`flatten`/`squeeze`/`unsqueeze`/`expand`/`cast`, identity
 //!   `transpose`, one-input `concat`;
-//! - `x*1`, `1*x`, `x/1`, `x+0`, `0+x`, `x-0` (when the output type is `x`'s);
+//! - `x*1`, `1*x`, `x/1`, `x+0`, `0+x`, `x-0`, `and(true, x)`, `or(false, x)`,
+//!   `xor(false, x)`; where the constant broadcasts `x`, an `expand` of `x`;
+//! - an `expand` into an elementwise op dropped where the op broadcasts anyway,
+//!   else moved past the op (`simplify_broadcast`);
 //! - `transpose(transpose(x))` -> one transpose (or `x`);
 //! - a `transpose` that moves only dims of size 1 -> a `reshape` (a view);
 //! - `reshape(transpose(reshape(x)))` where the inner reshape merges leading
@@ -21,6 +24,7 @@ use rlx_ir::{DType, Graph, NodeId, Op, Tensor, Value};
 
 use crate::manager::{Pass, PassContext, PassError};
 use crate::rewrite::{add_op, constant, remove_dead, replace_root, splat};
+use crate::simplify_broadcast as broadcasts;
 
 pub struct Simplify;
 
@@ -106,6 +110,19 @@ fn simplify_node(
     };
     let out = node.outputs[0].clone();
     let same_as_x = *g.ty(x) == out;
+    if let Some(v) = broadcasts::identity_operand(g, cx, id) {
+        if *g.ty(v) == out {
+            forward(g, id, v)?;
+            return Ok(Some("simplify.identity"));
+        }
+        if broadcasts::expand_in_place(g, cx, id, v)? {
+            return Ok(Some("simplify.identity-broadcast"));
+        }
+    }
+    if let Some(rule) = broadcasts::sink_expand(g, cx, id)? {
+        return Ok(Some(rule));
+    }
+    let node = g.node(id);
     match &node.op {
         Op::Transpose(t) => {
             if t.perm.iter().enumerate().all(|(i, p)| *p == i as i64) && same_as_x {
@@ -197,28 +214,23 @@ fn simplify_node(
             }
         }
         Op::Binary(b) if ins.len() == 2 => {
-            use BinaryKind::*;
             let (a, c) = (ins[0], ins[1]);
-            let w = &*cx.weights;
-            let is = |v: Value, k: f64| splat(g, w, v) == Some(k) && g.ty(v).dtype == out.dtype;
-            let keep = match b.kind {
-                Add if is(c, 0.0) => Some(a),
-                Add if is(a, 0.0) => Some(c),
-                Sub if is(c, 0.0) => Some(a),
-                Mul if is(c, 1.0) => Some(a),
-                Mul if is(a, 1.0) => Some(c),
-                Div if is(c, 1.0) => Some(a),
-                _ => None,
-            };
-            if let Some(v) = keep.filter(|v| *g.ty(*v) == out) {
-                forward(g, id, v)?;
-                return Ok(Some("simplify.identity-arith"));
-            }
+            let is =
+                |v: Value, k: f64| splat(g, cx.weights, v) == Some(k) && g.ty(v).dtype == out.dtype;
             // x^2 as x*x: correctly rounded (pow is within an ulp) and without
             // a pow call per element, as ONNX Runtime's Pow does it.
-            if b.kind == Pow && out.dtype.is_float() && *g.ty(a) == out && is(c, 2.0) {
+            if b.kind == BinaryKind::Pow && out.dtype.is_float() && *g.ty(a) == out && is(c, 2.0) {
                 let origin = g.node(id).origin.clone();
-                replace_root(g, cx.weights, id, Binary { kind: Mul }, &[a, a], origin)?;
+                replace_root(
+                    g,
+                    cx.weights,
+                    id,
+                    Binary {
+                        kind: BinaryKind::Mul,
+                    },
+                    &[a, a],
+                    origin,
+                )?;
                 return Ok(Some("simplify.square"));
             }
             return crate::simplify_affine::combine(g, cx, id);

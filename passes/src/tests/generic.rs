@@ -27,8 +27,23 @@ fn simplify_drops_identity_ops_and_transpose_pairs() {
 }
 
 #[test]
-fn simplify_keeps_ops_that_broadcast_or_change_values() {
-    // x + 0 with a wider zero broadcasts: it stays. x * 2 stays.
+fn simplify_keeps_ops_that_change_values() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = constant f32[] [2.0] : f32[]
+  %2 = mul(%0, %1) : f32[2,3]  # M
+  %3 = constant f32[3] [0.0, 1.0, 0.0] : f32[3]
+  %4 = add(%2, %3) : f32[2,3]  # A
+  output "y" = %4
+"#,
+    );
+    check(&["simplify"], &src, &src);
+}
+
+#[test]
+fn simplify_moves_broadcasts_past_elementwise_ops() {
+    // An identity that only broadcasts (x + zeros[2,3]) is an expand of x,
+    // which moves past the multiply: the multiply runs on 3 elements.
     let src = graph(
         r#"  %0 = input "x" : f32[3]
   %1 = constant f32[2,3] [0.0, 0.0, 0.0, 0.0, 0.0, 0.0] : f32[2,3]
@@ -38,7 +53,45 @@ fn simplify_keeps_ops_that_broadcast_or_change_values() {
   output "y" = %4
 "#,
     );
-    check(&["simplify"], &src, &src);
+    let want = graph(
+        r#"  %0 = input "x" : f32[3]
+  %1 = constant f32[] [2.0] : f32[]
+  %2 = mul(%0, %1) : f32[3]  # M
+  %3 = constant i64[2] [2, 3] : i64[2]  # A, M
+  %4 = expand(%2, %3) : f32[2,3]  # A, M
+  output "y" = %4
+"#,
+    );
+    check(&["simplify"], &src, &want);
+}
+
+#[test]
+fn simplify_keeps_a_padding_mask_one_bias_a_key() {
+    // torch.export's padding mask: and(ones[1,1,q,1], pad[b,1,1,k]), a
+    // where over [b,1,q,k], added to the scores. The bias stays [b,1,1,k].
+    let src = graph(
+        r#"  %0 = input "pad" : bool[2,1,1,4]
+  %1 = input "scores" : f32[2,3,4,4]
+  %2 = constant bool[1,1,4,1] [true, true, true, true] : bool[1,1,4,1]
+  %3 = and(%2, %0) : bool[2,1,4,4]  # And
+  %4 = constant f32[] [0.0] : f32[]
+  %5 = constant f32[] [-3.4028235e38] : f32[]
+  %6 = where(%3, %4, %5) : f32[2,1,4,4]  # Where
+  %7 = add(%1, %6) : f32[2,3,4,4]  # Add
+  output "y" = %7
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "pad" : bool[2,1,1,4]
+  %1 = input "scores" : f32[2,3,4,4]
+  %2 = constant f32[] [0.0] : f32[]
+  %3 = constant f32[] [-3.4028235e38] : f32[]
+  %4 = where(%0, %2, %3) : f32[2,1,1,4]  # Where
+  %5 = add(%1, %4) : f32[2,3,4,4]  # Add
+  output "y" = %5
+"#,
+    );
+    check(&["simplify"], &src, &want);
 }
 
 #[test]
