@@ -3,21 +3,26 @@
 // (ldc), as a decoder's step multiplies each layer's weights by one row per
 // sequence. Such a product reads b once and is bound by memory, so the work
 // is cut for as many loads in flight as the device holds: a block of
-// RG_WARPS warps covers 32 * V columns (each lane V consecutive ones, one
-// 16-byte load where V fills it), its warps interleaved over the block's
-// share of k (warp w takes steps w, w + RG_WARPS, ...), and blocks along k
-// (`splits`) divide k further. The block's slice of a goes to shared memory
-// first (as float), where every lane reads it by broadcast.
+// RG_WARPS warps covers LR * V columns. A warp's lanes form 32 / LR groups
+// of LR lanes; each group reads one row of k (LR lanes of V consecutive
+// columns, one 16-byte load where V fills it: a 128-byte line at LR 8), so
+// one warp step reads 32 / LR rows, and the warps of a block interleave
+// over its share of k (warp w takes row groups w, w + RG_WARPS, ...).
+// Blocks along k (`splits`) divide k further. Narrow column tiles (small
+// LR) give a matrix of few columns (n = 768) enough blocks without more
+// splits. The block's slice of a goes to shared memory first (as float),
+// where the lanes of a group read it by broadcast.
 //
-// Sums stay in float whatever T is. The warps' partial sums meet in shared
-// memory in a fixed order; with one split the block stores c. Else each
-// block writes its sums to `part` ([splits, m, n] floats) and takes a
-// ticket of its column tile (`tickets`, one counter a tile, zero when the
-// plan's constants are uploaded); the block that takes the last ticket
-// adds the tile's partial sums in a fixed order (the same every run),
-// stores c, and puts the counter back to zero for the next launch. One
-// launch: no merge kernel behind each product. The linear block index
-// (folded grids: x + y * grid_x) is split-major, then column tile.
+// Sums stay in float whatever T is. A warp's row groups meet by shuffles,
+// the warps' partial sums in shared memory, in a fixed order; with one split
+// the block stores c. Else each block writes its sums to `part` ([splits,
+// m, n] floats) and takes a ticket of its column tile (`tickets`, one
+// counter a tile, zero when the plan's constants are uploaded); the block
+// that takes the last ticket adds the tile's partial sums in a fixed order
+// (the same every run), stores c, and puts the counter back to zero for the
+// next launch. One launch: no merge kernel behind each product. The linear
+// block index (folded grids: x + y * grid_x) is split-major, then column
+// tile.
 
 #define RG_WARPS 8
 #define RG_KCHUNK 1024
@@ -27,10 +32,12 @@ struct __align__(sizeof(T) * V) RgPack {
     T v[V];
 };
 
-template <typename T, int V, int R>
+template <typename T, int V, int R, int LR>
 __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* bias, float* part,
                                          unsigned int* tickets, const RowGemvParams& p) {
-    constexpr int COLS = 32 * V;
+    constexpr int COLS = LR * V;
+    // Rows of k a warp step reads (one a lane group).
+    constexpr int KR = 32 / LR;
     __shared__ float as[R * RG_KCHUNK];
     __shared__ float red[RG_WARPS * COLS];
     const unsigned int block = blockIdx.x + blockIdx.y * gridDim.x;
@@ -40,17 +47,20 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     const unsigned int k0 = split * p.kchunk;
     const unsigned int kn = (p.k - k0 < p.kchunk) ? p.k - k0 : p.kchunk;
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
-    const unsigned int col0 = tile * COLS + lane * V;
+    const unsigned int kr = lane / (unsigned int)LR, cl = lane % (unsigned int)LR;
+    const unsigned int col0 = tile * COLS + cl * V;
     // With V > 1 the host asks n and ldb to be multiples of V, so a lane's
     // vector is whole or wholly past n. Steps go U at a time, their loads
     // issued before any is used (a loop that tests its bound between loads
     // keeps one in flight a lane), and the next U are loaded while these
-    // are summed. The first U go out before a's slice is staged.
+    // are summed. The first U go out before a's slice is staged. A lane's
+    // rows of k: first + i * kstride for i < steps.
     constexpr int U = R == 1 ? 8 : 4;
     const bool live = col0 < p.n;
-    const unsigned int steps = live && kn > warp ? (kn - warp + RG_WARPS - 1) / RG_WARPS : 0u;
-    const unsigned long long step = (unsigned long long)RG_WARPS * p.ldb;
-    const T* bp = b + (unsigned long long)(k0 + warp) * p.ldb + col0;
+    const unsigned int first = warp * KR + kr, kstride = RG_WARPS * KR;
+    const unsigned int steps = live && kn > first ? (kn - first + kstride - 1) / kstride : 0u;
+    const unsigned long long step = (unsigned long long)kstride * p.ldb;
+    const T* bp = b + (unsigned long long)(k0 + first) * p.ldb + col0;
     RgPack<T, V> w[U];
     if (steps >= (unsigned int)U) {
 #pragma unroll
@@ -76,7 +86,7 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
         for (int u = 0; u < U; ++u) nx[u] = *(const RgPack<T, V>*)(np + u * step);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const unsigned int t = warp + (s + u) * RG_WARPS;
+            const unsigned int t = first + (s + u) * kstride;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const float x = as[r * RG_KCHUNK + t];
@@ -89,7 +99,7 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     }
     for (; s < steps; ++s, bp += step) {
         const RgPack<T, V> x1 = *(const RgPack<T, V>*)bp;
-        const unsigned int t = warp + s * RG_WARPS;
+        const unsigned int t = first + s * kstride;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const float x = as[r * RG_KCHUNK + t];
@@ -97,11 +107,21 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
             for (int v = 0; v < V; ++v) acc[r][v] += x * (float)x1.v[v];
         }
     }
+    // The warp's row groups: lanes cl, cl + LR, ... hold the same columns.
+#pragma unroll
+    for (int o = LR; o < 32; o *= 2) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[r][v] += __shfl_xor_sync(0xffffffffu, acc[r][v], o);
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         if ((unsigned int)r >= p.m) break;
+        if (kr == 0u) {
 #pragma unroll
-        for (int v = 0; v < V; ++v) red[warp * COLS + lane * V + v] = acc[r][v];
+            for (int v = 0; v < V; ++v) red[warp * COLS + cl * V + v] = acc[r][v];
+        }
         __syncthreads();
         for (unsigned int i = threadIdx.x; i < (unsigned int)COLS; i += blockDim.x) {
             const unsigned int col = tile * COLS + i;
@@ -148,24 +168,29 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     if (threadIdx.x == 0) tickets[tile] = 0u;
 }
 
-#define RLX_ROW_GEMV(NAME, T, V, R)                                                                     \
+#define RLX_ROW_GEMV(NAME, T, V, R, LR)                                                                 \
     extern "C" __global__ void __launch_bounds__(RG_WARPS * 32, 2)                                       \
         row_gemv_##NAME(const T* a, const T* b, T* c, const T* bias, float* part, unsigned int* tickets,  \
                         RowGemvParams p) {                                                              \
-        row_gemv<T, V, R>(a, b, c, bias, part, tickets, p);                                             \
+        row_gemv<T, V, R, LR>(a, b, c, bias, part, tickets, p);                                         \
     }
 
 // Entries: dtype, then the lane's columns (a 16-byte vector, or one where n
-// or ldb is not a multiple of it), then the rows (one, or up to eight).
-RLX_ROW_GEMV(f32_v4_r1, float, 4, 1)
-RLX_ROW_GEMV(f32_v4_r8, float, 4, 8)
-RLX_ROW_GEMV(f32_v1_r1, float, 1, 1)
-RLX_ROW_GEMV(f32_v1_r8, float, 1, 8)
-RLX_ROW_GEMV(f16_v8_r1, rlx_f16, 8, 1)
-RLX_ROW_GEMV(f16_v8_r8, rlx_f16, 8, 8)
-RLX_ROW_GEMV(f16_v1_r1, rlx_f16, 1, 1)
-RLX_ROW_GEMV(f16_v1_r8, rlx_f16, 1, 8)
-RLX_ROW_GEMV(bf16_v8_r1, rlx_bf16, 8, 1)
-RLX_ROW_GEMV(bf16_v8_r8, rlx_bf16, 8, 8)
-RLX_ROW_GEMV(bf16_v1_r1, rlx_bf16, 1, 1)
-RLX_ROW_GEMV(bf16_v1_r8, rlx_bf16, 1, 8)
+// or ldb is not a multiple of it), the rows (one, or up to eight), and the
+// lanes that share a row of k (32: a warp reads one row a step; 8: four).
+#define RLX_ROW_GEMV_LANES(NAME, T, V, R)          \
+    RLX_ROW_GEMV(NAME##_l32, T, V, R, 32)          \
+    RLX_ROW_GEMV(NAME##_l8, T, V, R, 8)
+
+RLX_ROW_GEMV_LANES(f32_v4_r1, float, 4, 1)
+RLX_ROW_GEMV_LANES(f32_v4_r8, float, 4, 8)
+RLX_ROW_GEMV_LANES(f32_v1_r1, float, 1, 1)
+RLX_ROW_GEMV_LANES(f32_v1_r8, float, 1, 8)
+RLX_ROW_GEMV_LANES(f16_v8_r1, rlx_f16, 8, 1)
+RLX_ROW_GEMV_LANES(f16_v8_r8, rlx_f16, 8, 8)
+RLX_ROW_GEMV_LANES(f16_v1_r1, rlx_f16, 1, 1)
+RLX_ROW_GEMV_LANES(f16_v1_r8, rlx_f16, 1, 8)
+RLX_ROW_GEMV_LANES(bf16_v8_r1, rlx_bf16, 8, 1)
+RLX_ROW_GEMV_LANES(bf16_v8_r8, rlx_bf16, 8, 8)
+RLX_ROW_GEMV_LANES(bf16_v1_r1, rlx_bf16, 1, 1)
+RLX_ROW_GEMV_LANES(bf16_v1_r8, rlx_bf16, 1, 8)

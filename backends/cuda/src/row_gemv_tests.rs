@@ -17,7 +17,9 @@ fn few_rows(f: FewRows) -> PlanOptions {
 /// against 33 columns (one column a lane: n is no multiple of four) with
 /// a bias and ReLU; three rows with no bias (the eight-row kernel with
 /// rows to spare); a bias along M (the epilogue kernel after); and two
-/// products that stay with the libraries (nine rows; k below 64).
+/// products that stay with the libraries (nine rows; k below 64); and two
+/// rows against a wide matrix (8193 columns, one a lane), whose column
+/// tiles are wide (32 lanes a row of k) where the others' are narrow.
 const FEW_ROWS: &str = "  %0 = input \"x\" : f32[1,1,96]
   %1 = input \"w\" : f32[96,512]
   %2 = input \"b\" : f32[512]
@@ -36,21 +38,30 @@ const FEW_ROWS: &str = "  %0 = input \"x\" : f32[1,1,96]
   %15 = input \"s\" : f32[2,32]
   %16 = input \"r\" : f32[32,64]
   %17 = matmul(%15, %16) : f32[2,64]
+  %18 = input \"q\" : f32[2,1024]
+  %19 = input \"p\" : f32[1024,8193]
+  %20 = matmul(%18, %19) : f32[2,8193]
   output \"a\" = %3
   output \"b\" = %7
   output \"c\" = %10
   output \"d\" = %12
   output \"e\" = %14
   output \"f\" = %17
+  output \"g\" = %20
 ";
 
 #[test]
 fn products_of_few_rows_run_in_the_row_gemv() {
     let entries = names(&planned_with(FEW_ROWS, &few_rows(FewRows::All)));
     let count = |e: &str| entries.iter().filter(|x| *x == e).count();
-    assert_eq!(count("row_gemv_f32_v4_r1"), 1, "{entries:?}");
-    assert_eq!(count("row_gemv_f32_v1_r8"), 1, "{entries:?}");
-    assert_eq!(count("row_gemv_f32_v4_r8"), 2, "{entries:?}");
+    // Narrow column tiles (8 lanes a row of k) where wide ones would leave
+    // the grid fewer blocks (512 and 33 columns); wide ones where narrow
+    // ones give no more (1000 columns of a shallow product) and for the
+    // wide matrix.
+    assert_eq!(count("row_gemv_f32_v4_r1_l8"), 1, "{entries:?}");
+    assert_eq!(count("row_gemv_f32_v1_r8_l8"), 1, "{entries:?}");
+    assert_eq!(count("row_gemv_f32_v4_r8_l32"), 2, "{entries:?}");
+    assert_eq!(count("row_gemv_f32_v1_r8_l32"), 1, "{entries:?}");
     // One launch a product: the blocks that split k merge their sums.
     assert!(!entries.iter().any(|e| e.contains("merge")), "{entries:?}");
     // The bias along M: the epilogue kernel, with the sigmoid.
@@ -67,14 +78,14 @@ fn products_of_few_rows_run_in_the_row_gemv() {
     let batched = names(&planned_with(FEW_ROWS, &PlanOptions::default()));
     assert!(!batched.iter().any(|e| e.ends_with("_r1")), "{batched:?}");
     assert!(
-        batched.iter().any(|e| e == "row_gemv_f32_v1_r8"),
+        batched.iter().any(|e| e == "row_gemv_f32_v1_r8_l8"),
         "{batched:?}"
     );
     // Half types take their own entries, with 8-element lanes.
     let half = FEW_ROWS.replace("f32", "f16");
     let entries = names(&planned_with(&half, &few_rows(FewRows::All)));
     assert!(
-        entries.contains(&"row_gemv_f16_v8_r1".to_string()),
+        entries.contains(&"row_gemv_f16_v8_r1_l8".to_string()),
         "{entries:?}"
     );
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rlx_onnx::{Session, SessionOptions};
 
 use crate::common::{is_artifact, load_model, CompileArgs, Generate, InputArgs};
+use crate::cuda_args::CudaArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -38,125 +39,10 @@ pub struct Args {
     /// Replace the --trace file if it exists.
     #[arg(long)]
     force: bool,
-    /// CUDA: where an f32 convolution's bias and ReLU run (cuDNN's fused
-    /// call, or rlx's epilogue kernel after a plain cuDNN forward).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "cudnn",
-        help_heading = "CUDA (--target cuda)"
-    )]
-    cuda_conv_epilogue: ConvEpilogueArg,
-    /// CUDA: which convolutions run as a cuBLASLt GEMM instead of cuDNN
-    /// (never, pointwise ones, or all ungrouped ones through im2col).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "all",
-        help_heading = "CUDA (--target cuda)"
-    )]
-    cuda_conv_gemm: ConvGemmArg,
-    /// CUDA: where MatMuls too small for cuBLASLt to pay its way run (rlx's
-    /// tile kernel, or cuBLASLt like every larger one).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "tile",
-        help_heading = "CUDA (--target cuda)"
-    )]
-    cuda_small_gemm: SmallGemmArg,
-    /// CUDA: where MatMuls of at most eight rows against a wide matrix run
-    /// (a decoder's step): rlx's row GEMV from two rows, from one, or as
-    /// larger ones.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "batched",
-        help_heading = "CUDA (--target cuda)"
-    )]
-    cuda_few_rows: FewRowsArg,
-    /// CUDA: which kernel runs attention (the tiled one, its query tiles
-    /// chosen by the grid; the tiled one with 64-row or key-split 16-row
-    /// tiles whatever the grid; or the row kernel it replaced, to compare).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "tiled",
-        help_heading = "CUDA (--target cuda)"
-    )]
-    cuda_attention: AttentionArg,
+    #[command(flatten)]
+    cuda: CudaArgs,
     #[command(flatten)]
     compile: CompileArgs,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ConvEpilogueArg {
-    Cudnn,
-    Kernel,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ConvGemmArg {
-    Never,
-    Pointwise,
-    All,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum AttentionArg {
-    Tiled,
-    TiledWide,
-    TiledSplit,
-    Rows,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum FewRowsArg {
-    Batched,
-    All,
-    Library,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum SmallGemmArg {
-    Tile,
-    Cublaslt,
-}
-
-impl Args {
-    /// The CUDA plan options the flags choose.
-    fn cuda_plan(&self) -> rlx_onnx::cuda::PlanOptions {
-        use rlx_onnx::cuda::{
-            AttentionKernel, ConvEpilogue, ConvGemm, FewRows, PlanOptions, SmallGemm,
-        };
-        PlanOptions {
-            conv_epilogue: match self.cuda_conv_epilogue {
-                ConvEpilogueArg::Cudnn => ConvEpilogue::Cudnn,
-                ConvEpilogueArg::Kernel => ConvEpilogue::Kernel,
-            },
-            conv_gemm: match self.cuda_conv_gemm {
-                ConvGemmArg::Never => ConvGemm::Never,
-                ConvGemmArg::Pointwise => ConvGemm::Pointwise,
-                ConvGemmArg::All => ConvGemm::All,
-            },
-            small_gemm: match self.cuda_small_gemm {
-                SmallGemmArg::Tile => SmallGemm::Tile,
-                SmallGemmArg::Cublaslt => SmallGemm::Cublaslt,
-            },
-            few_rows: match self.cuda_few_rows {
-                FewRowsArg::Batched => FewRows::Batched,
-                FewRowsArg::All => FewRows::All,
-                FewRowsArg::Library => FewRows::Library,
-            },
-            attention: match self.cuda_attention {
-                AttentionArg::Tiled => AttentionKernel::Tiled,
-                AttentionArg::TiledWide => AttentionKernel::TiledWide,
-                AttentionArg::TiledSplit => AttentionKernel::TiledSplit,
-                AttentionArg::Rows => AttentionKernel::Rows,
-            },
-            ..PlanOptions::default()
-        }
-    }
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -195,7 +81,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Generate::WhenNoneGiven,
         true,
     )?;
-    let devices = crate::common::devices_with(a.cuda_plan());
+    let devices = crate::common::devices_with(a.cuda.plan());
     let session = Session::with_devices(
         model,
         SessionOptions { threads: a.threads },

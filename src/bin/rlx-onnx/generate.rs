@@ -11,6 +11,7 @@ use rlx_onnx::generate::{generate_on, CacheMode, Decoder, GenerateOptions, Sampl
 use rlx_onnx::{Session, SessionOptions};
 
 use crate::common::{load_model, CompileArgs};
+use crate::cuda_args::CudaArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -71,6 +72,8 @@ pub struct Args {
     #[arg(long)]
     threads: Option<u32>,
     #[command(flatten)]
+    cuda: CudaArgs,
+    #[command(flatten)]
     compile: CompileArgs,
 }
 
@@ -117,7 +120,7 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = a.threads {
         opts.threads = usize::try_from(t)?;
     }
-    let devices = crate::common::devices();
+    let devices = crate::common::devices_with(a.cuda.plan());
     let session = Session::with_devices(model, opts, devices)?;
     let options = GenerateOptions {
         max_new_tokens: a.max_new_tokens,

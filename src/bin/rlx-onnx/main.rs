@@ -6,6 +6,7 @@ mod common;
 mod compare;
 mod conformance;
 mod convert;
+mod cuda_args;
 mod dump;
 mod generate;
 mod graph;

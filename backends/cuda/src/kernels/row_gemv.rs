@@ -37,9 +37,12 @@ const WARPS: u64 = 8;
 /// The most steps of k a block takes (`RG_KCHUNK`: its slice of `a` in
 /// shared memory).
 const MAX_CHUNK: u64 = 1024;
-/// The fewest steps of k a block takes when k is split (each warp then
-/// has eight loads to put in flight).
-const MIN_CHUNK: u64 = 64;
+/// The fewest loads a lane takes when k is split (each warp then has eight
+/// in flight): a block's share of k is at least this many warp steps.
+const MIN_LOADS: u64 = 8;
+/// Lanes that share a row of k, the choices of the kernel's entries: 32 (a
+/// warp step reads one row of 32 * V columns) or 8 (four rows of 8 * V).
+const LANES: [u64; 2] = [32, 8];
 /// Blocks to aim for: two per multiprocessor of an H100/H200 and more.
 const TARGET_BLOCKS: u64 = 264;
 /// The most blocks along k for the grid's sake: the tile's last block adds
@@ -82,6 +85,8 @@ pub struct RowGemv {
     /// Columns a lane loads at once (a 16-byte vector, or one).
     vector: u64,
     rows: u64,
+    /// Lanes that share a row of k ([`LANES`]).
+    lanes: u64,
 }
 
 impl RowGemv {
@@ -117,17 +122,31 @@ pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
     let aligned =
         g.n.is_multiple_of(wide) && g.ldb.is_multiple_of(wide) && g.b.offset.is_multiple_of(16);
     let vector = if aligned { wide } else { 1 };
-    let tiles = g.n.div_ceil(32 * vector);
-    // Split k until the grid holds enough blocks, each block still taking
-    // MIN_CHUNK steps, and never more than its shared slice holds.
-    let splits = TARGET_BLOCKS
-        .div_ceil(tiles)
-        .min(g.k.div_ceil(MIN_CHUNK))
-        .min(MAX_SPLITS)
-        .max(g.k.div_ceil(MAX_CHUNK))
-        .max(1);
-    let kchunk = g.k.div_ceil(splits).next_multiple_of(WARPS).min(MAX_CHUNK);
-    let splits = g.k.div_ceil(kchunk);
+    // Split k until the grid holds enough blocks, each lane still taking
+    // MIN_LOADS steps, and never more than a block's shared slice holds;
+    // columns in narrow tiles where wide ones leave too few blocks (a
+    // matrix of 768 columns is six tiles of 128 f32 columns).
+    let shape = |lanes: u64| {
+        let tiles = g.n.div_ceil(lanes * vector);
+        let stride = WARPS * (32 / lanes);
+        let splits = TARGET_BLOCKS
+            .div_ceil(tiles)
+            .min(g.k.div_ceil(stride * MIN_LOADS))
+            .min(MAX_SPLITS)
+            .max(g.k.div_ceil(MAX_CHUNK))
+            .max(1);
+        let kchunk = g.k.div_ceil(splits).next_multiple_of(stride).min(MAX_CHUNK);
+        (lanes, tiles, g.k.div_ceil(kchunk), kchunk)
+    };
+    let blocks = |s: &(u64, u64, u64, u64)| s.1 * s.2;
+    let mut best = shape(LANES[0]);
+    for &lanes in &LANES[1..] {
+        let next = shape(lanes);
+        if blocks(&best) < TARGET_BLOCKS && blocks(&next) > blocks(&best) {
+            best = next;
+        }
+    }
+    let (lanes, tiles, splits, kchunk) = best;
     let w = |v: u64| u32::try_from(v).ok();
     // Indices the kernel forms in 32 bits.
     w(g.m * g.k)?;
@@ -148,6 +167,7 @@ pub fn plan(g: &Gemm, bias: bool, act: Activation) -> Option<RowGemv> {
         },
         vector,
         rows: if g.m == 1 { 1 } else { MAX_ROWS },
+        lanes,
     })
 }
 
@@ -166,7 +186,7 @@ pub fn emit(cx: &mut Cx, g: &Gemm, r: &RowGemv, bias: Option<Range>) -> LResult<
     };
     let bias = bias.unwrap_or(g.c);
     let block = u32_of((WARPS * 32) as usize, "a block")?;
-    let entry = format!("row_gemv_{suffix}_v{}_r{}", r.vector, r.rows);
+    let entry = format!("row_gemv_{suffix}_v{}_r{}_l{}", r.vector, r.rows, r.lanes);
     cx.kernel_params(
         m,
         &entry,
