@@ -267,6 +267,7 @@ fn memory_plans_never_overlap_live_tensors() {
             let opts = rlx_onnx::passes::MemoryOptions {
                 concat_in_place,
                 split_in_place,
+                scatter_in_place: false,
             };
             let plan = rlx_onnx::passes::plan_memory_with(&g, &opts).unwrap();
             plan.check_no_overlap()

@@ -3,7 +3,8 @@
 // index (0 without indices), wrapping when circular; update positions past
 // a linear cache's end are not written. One output element per thread.
 // TensorScatterParams is rlx-gpu's (kernels/tensor_scatter.rs). Entries
-// tensor_scatter_b<element bytes>: the values only move.
+// tensor_scatter_b<element bytes>: the values only move; tensor_update_b<...>
+// where y is the cache's own buffer.
 
 template <typename V>
 __device__ __forceinline__ void ts_body(const V* __restrict__ past, const V* __restrict__ upd,
@@ -32,6 +33,36 @@ __device__ __forceinline__ void ts_body(const V* __restrict__ past, const V* __r
     }
 }
 
+// The same write where y is the cache's own buffer (the memory plan gave
+// the output its operand's slot): only the update's elements move, one a
+// thread, to where ts_body puts them; positions past a linear cache's end
+// are not written.
+template <typename V>
+__device__ __forceinline__ void ts_update(const V* __restrict__ upd, const long long* __restrict__ write,
+                                          V* __restrict__ y, const TensorScatterParams& p) {
+    const unsigned long long span = (unsigned long long)p.len * p.inner;
+    const unsigned long long rows = p.per_batch / span;
+    const unsigned long long per_batch = rows * p.upd_len * p.inner;
+    const unsigned long long n = p.n / p.per_batch * per_batch;
+    for (unsigned long long i = rlx_thread(); i < n; i += rlx_threads()) {
+        const unsigned long long b = i / per_batch, rest = i % per_batch;
+        const unsigned long long row = rest / ((unsigned long long)p.upd_len * p.inner);
+        const unsigned long long at = rest % ((unsigned long long)p.upd_len * p.inner);
+        const long long d = (long long)(at / p.inner);
+        const unsigned long long r = at % p.inner;
+        long long s = (p.has_indices ? write[b] : 0) + d;
+        if (p.circular) {
+            s %= (long long)p.len;
+            if (s < 0) {
+                s += (long long)p.len;
+            }
+        } else if (s < 0 || s >= (long long)p.len) {
+            continue;
+        }
+        y[(b * rows + row) * span + (unsigned long long)s * p.inner + r] = upd[i];
+    }
+}
+
 #define RLX_TENSOR_SCATTER(W, V)                                                              \
     extern "C" __global__ void tensor_scatter_##W(const V* past, const V* upd,               \
                                                   const long long* write, V* y,               \
@@ -39,6 +70,16 @@ __device__ __forceinline__ void ts_body(const V* __restrict__ past, const V* __r
         ts_body<V>(past, upd, write, y, p);                                                   \
     }
 
+#define RLX_TENSOR_UPDATE(W, V)                                                               \
+    extern "C" __global__ void tensor_update_##W(const V* upd, const long long* write, V* y,   \
+                                                 TensorScatterParams p) {                      \
+        ts_update<V>(upd, write, y, p);                                                        \
+    }
+
+RLX_TENSOR_UPDATE(b1, b1)
+RLX_TENSOR_UPDATE(b2, b2)
+RLX_TENSOR_UPDATE(b4, b4)
+RLX_TENSOR_UPDATE(b8, b8)
 RLX_TENSOR_SCATTER(b1, b1)
 RLX_TENSOR_SCATTER(b2, b2)
 RLX_TENSOR_SCATTER(b4, b4)

@@ -22,6 +22,12 @@
 //! input's buffer alive while any of them is read; the split is
 //! [`MemoryPlan::in_place`] too. Only pieces at [`ALIGN`]ed offsets are
 //! views, so every operand a kernel sees stays aligned.
+//!
+//! With [`MemoryOptions::scatter_in_place`], a `tensor_scatter` (a key/value
+//! cache write) whose cache operand is read by nothing scheduled after it
+//! writes its output over that operand: the two share one buffer, and the
+//! step has only the update to write ([`MemoryPlan::updates_in_place`]).
+//! A decode step's cache then moves once a run less.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -60,6 +66,11 @@ pub struct MemoryOptions {
     /// consecutive, aligned pieces of it, and list it in
     /// [`MemoryPlan::in_place`].
     pub split_in_place: bool,
+    /// Give a `tensor_scatter` its cache operand's buffer where nothing
+    /// scheduled after it reads that operand, and list it in
+    /// [`MemoryPlan::updates_in_place`]: a backend that plans with this
+    /// writes only the update there.
+    pub scatter_in_place: bool,
 }
 
 /// The memory plan of a concrete graph in a given schedule order.
@@ -72,6 +83,10 @@ pub struct MemoryPlan {
     /// splits whose outputs are views of their input (see
     /// [`MemoryOptions`]): nothing is left to run for them.
     pub in_place: HashSet<NodeId>,
+    /// Cache writes whose output shares their cache operand's buffer
+    /// ([`MemoryOptions::scatter_in_place`]): their step writes only the
+    /// update.
+    pub updates_in_place: HashSet<NodeId>,
     /// Arena size: the peak of simultaneously live bytes after packing.
     pub arena_bytes: usize,
     /// Sum of all buffer sizes (what one slot per tensor would need).
@@ -251,6 +266,11 @@ pub fn plan_memory_in_with(
             root.insert(v, v);
         }
     }
+    let updates_in_place = if opts.scatter_in_place {
+        scatters_in_place(g, &order, &step, &mut root, &mut within_root)
+    } else {
+        HashSet::new()
+    };
     // Live intervals of root buffers.
     let end = order.len();
     let mut interval: HashMap<Value, (usize, usize)> = HashMap::new();
@@ -364,9 +384,67 @@ pub fn plan_memory_in_with(
         slots,
         buffers,
         in_place,
+        updates_in_place,
         arena_bytes,
         total_bytes,
     })
+}
+
+/// The cache writes of `order` that can write over their cache operand
+/// (nothing after them reads a value of its buffer), with their outputs,
+/// and the views of those, moved into that buffer in `root`.
+fn scatters_in_place(
+    g: &Graph,
+    order: &[NodeId],
+    step: &HashMap<NodeId, usize>,
+    root: &mut HashMap<Value, Value>,
+    within_root: &mut HashMap<Value, usize>,
+) -> HashSet<NodeId> {
+    // The steps reading each root buffer.
+    let mut readers: HashMap<Value, Vec<usize>> = HashMap::new();
+    for &id in order {
+        for v in g.inputs_of(id) {
+            if let Some(&r) = root.get(&v) {
+                readers.entry(r).or_default().push(step[&id]);
+            }
+        }
+    }
+    let outputs: HashSet<Value> = g.outputs().iter().map(|o| o.value).collect();
+    let mut done = HashSet::new();
+    let mut claimed: HashSet<Value> = HashSet::new();
+    for &id in order {
+        if !matches!(g.node(id).op, Op::TensorScatter(_)) {
+            continue;
+        }
+        let (Some(src), out) = (g.input(id, 0), Value::of(id)) else {
+            continue;
+        };
+        let Some(&r) = root.get(&src) else { continue };
+        // Not a buffer two writes share, not one the run returns as is, and
+        // read by nothing after this step.
+        let here = step[&id];
+        let after = readers
+            .get(&r)
+            .is_some_and(|s| s.iter().any(|&at| at > here));
+        if claimed.contains(&r)
+            || outputs.iter().any(|o| root.get(o) == Some(&r))
+            || after
+            || root.get(&out) != Some(&out)
+        {
+            continue;
+        }
+        let at = within_root.get(&src).copied().unwrap_or(0);
+        for (v, rv) in root.iter_mut() {
+            if *rv == out {
+                *rv = r;
+                let piece = within_root.get(v).copied().unwrap_or(0);
+                within_root.insert(*v, at + piece);
+            }
+        }
+        claimed.insert(r);
+        done.insert(id);
+    }
+    done
 }
 
 impl MemoryPlan {

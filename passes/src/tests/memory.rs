@@ -1,4 +1,5 @@
-//! Tests of the memory planner's in-place concatenation and split.
+//! Tests of the memory planner's in-place concatenation, split and cache
+//! write.
 
 use rlx_ir::{Op, Value};
 
@@ -9,6 +10,7 @@ fn plan(src: &str, concat_in_place: bool) -> (rlx_ir::Graph, MemoryPlan) {
     let opts = MemoryOptions {
         concat_in_place,
         split_in_place: concat_in_place,
+        scatter_in_place: concat_in_place,
     };
     let g = rlx_ir::text::parse_graph(&graph(src)).unwrap();
     let plan = plan_memory_with(&g, &opts).unwrap();
@@ -179,4 +181,46 @@ fn splits_of_many_rows_or_unaligned_pieces_run() {
             .map(|&id| &g.node(id).name)
             .collect::<Vec<_>>()
     );
+}
+
+/// A decode step's cache write: the cache input, the new position, and
+/// what reads the written cache; `LATE` also reads the old cache after the
+/// write.
+const SCATTER: &str = r#"  %0 = input "past" : f32[1,2,4,3]
+  %1 = input "new" : f32[1,2,1,3]
+  %2 = input "at" : i64[1]
+  %3 = tensor_scatter(%0, %1, %2) {axis=2, circular=false, has_indices=true} : f32[1,2,4,3]  # W
+  %4 = relu(%3) : f32[1,2,4,3]  # R
+  output "present" = %3
+  output "y" = %4
+"#;
+
+#[test]
+fn a_cache_write_takes_its_cache_in_place() {
+    let (g, plan) = plan(SCATTER, true);
+    assert_eq!(offset(&g, &plan, "W"), offset(&g, &plan, "past"));
+    assert_eq!(plan.updates_in_place.len(), 1);
+    // Without the option, a buffer of its own.
+    let (g, plan) = plan_without_options(SCATTER);
+    assert_ne!(offset(&g, &plan, "W"), offset(&g, &plan, "past"));
+    assert!(plan.updates_in_place.is_empty());
+}
+
+#[test]
+fn a_cache_read_after_its_write_keeps_the_write_apart() {
+    // LATE reads the old cache and the written one's relu: it runs after W.
+    let late = SCATTER.replace(
+        "  output \"present\" = %3",
+        "  %5 = add(%0, %4) : f32[1,2,4,3]  # LATE\n  output \"present\" = %3\n  output \"old\" = %5",
+    );
+    let (g, plan) = plan(&late, true);
+    assert_ne!(offset(&g, &plan, "W"), offset(&g, &plan, "past"));
+    assert!(plan.updates_in_place.is_empty());
+}
+
+fn plan_without_options(src: &str) -> (rlx_ir::Graph, MemoryPlan) {
+    let g = rlx_ir::text::parse_graph(&graph(src)).unwrap();
+    let plan = plan_memory_with(&g, &MemoryOptions::default()).unwrap();
+    plan.check_no_overlap().unwrap();
+    (g, plan)
 }

@@ -1,5 +1,7 @@
 //! TensorScatter on CUDA (`kernels/cuda/tensor_scatter.cu`): the key/value
-//! cache write, one thread per cache element, any element width.
+//! cache write, one thread per cache element, any element width; where the
+//! memory plan wrote the output over the cache (`scatter_in_place`), one
+//! thread per element of the update.
 
 use rlx_gpu::kernels::tensor_scatter::{tensor_scatter_params, TensorScatterParams};
 use rlx_gpu::{Layout, Params};
@@ -55,12 +57,20 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let a = rlx_gpu::geometry::axis(ts.axis, past.dims.len())?;
     let upd_len = upd.dims.get(a).copied().unwrap_or(0);
     let p = tensor_scatter_params(&past.dims, upd_len, ts.axis, ts.circular, ts.has_indices)?;
-    let entry = format!(
-        "tensor_scatter_{}",
-        width(y.dtype.size()).ok_or("element width")?
-    );
+    let w = width(y.dtype.size()).ok_or("element width")?;
     let m = cx.modules.of(&SOURCE);
+    // The memory plan gave the output the cache's buffer: only the update
+    // moves, one thread an element of it.
+    if past.range() == y.range() {
+        let updates = u64::from(p.n) / u64::from(p.len).max(1) * upd_len as u64;
+        if updates == 0 {
+            return Ok(());
+        }
+        let ops = vec![upd.range(), write, y.range()];
+        cx.items(m, &format!("tensor_update_{w}"), updates, ops, &p);
+        return Ok(());
+    }
     let ops = vec![past.range(), upd.range(), write, y.range()];
-    cx.items(m, &entry, u64::from(p.n), ops, &p);
+    cx.items(m, &format!("tensor_scatter_{w}"), u64::from(p.n), ops, &p);
     Ok(())
 }
