@@ -863,13 +863,12 @@ fn dynamic_shapes(target: Target, g: &Graph) -> Error {
 /// How the memory of a graph planned for `target` is laid out: the CPU
 /// schedule skips concatenations whose inputs are written in place (GPU
 /// kernels write only their own outputs); every schedule skips splits whose
-/// outputs are views of their input; CUDA writes a cache update over the
-/// cache it reads (WGSL binds a buffer once a dispatch, and a CPU kernel's
-/// input and output may not alias).
+/// outputs are views of their input; the CPU and CUDA write a cache update
+/// over the cache it reads (WGSL binds a buffer once a dispatch).
 fn memory_options(target: Target) -> MemoryOptions {
     MemoryOptions {
         concat_in_place: target == Target::Cpu,
         split_in_place: true,
-        scatter_in_place: target == Target::Cuda,
+        scatter_in_place: matches!(target, Target::Cpu | Target::Cuda),
     }
 }

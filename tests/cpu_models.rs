@@ -523,3 +523,117 @@ fn the_golden_decoder_generates_onnx_runtimes_greedy_tokens() {
         }
     }
 }
+
+/// A decode step of the golden decoder's in-place form run with its cache
+/// kept in the caller's state (`Session::run_kept`) gives the outputs of the
+/// same step run on the cache as values, bit for bit; a kept input that no
+/// run left is refused before anything runs.
+#[test]
+fn kept_runs_match_runs_on_values() {
+    let model = Compiler::new(Target::Cpu)
+        .compile_file(&common::root().join("golden/decoder/model.onnx"))
+        .unwrap();
+    let model = rlx_onnx::generate::in_place_model(&model).unwrap();
+    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let (b, cap) = (2usize, 17usize);
+    let names = session.model().input_names();
+    let caches: Vec<String> = names
+        .iter()
+        .filter(|n| n.starts_with("past_key_values"))
+        .cloned()
+        .collect();
+    let presents: Vec<String> = session
+        .model()
+        .output_names()
+        .into_iter()
+        .filter(|n| n.starts_with("present"))
+        .collect();
+    // Step `pos` of token `tok`, the cache positions after `pos` hidden.
+    let feed = |pos: usize, tok: i64, cache: &[Tensor]| -> Vec<(String, Tensor)> {
+        let mask: Vec<i64> = (0..b * cap).map(|i| i64::from(i % cap <= pos)).collect();
+        let mut f = vec![
+            (
+                "input_ids".to_string(),
+                Tensor::from_i64(&[b, 1], &[tok, tok + 1]).unwrap(),
+            ),
+            (
+                "attention_mask".to_string(),
+                Tensor::from_i64(&[b, cap], &mask).unwrap(),
+            ),
+            (
+                "position_ids".to_string(),
+                Tensor::from_i64(&[b, 1], &[pos as i64; 2]).unwrap(),
+            ),
+            (
+                "cache_position".to_string(),
+                Tensor::from_i64(&[b], &[pos as i64; 2]).unwrap(),
+            ),
+        ];
+        for (n, t) in caches.iter().zip(cache) {
+            f.push((n.clone(), t.clone()));
+        }
+        f
+    };
+    let start: Vec<Tensor> = (0..caches.len())
+        .map(|c| {
+            let v: Vec<f32> = (0..b * 2 * cap * 8)
+                .map(|i| {
+                    if i % cap < 5 {
+                        ((i * 7 + c) % 13) as f32 / 13.0 - 0.5
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            Tensor::from_f32(&[b, 2, cap, 8], &v).unwrap()
+        })
+        .collect();
+    let by_name = |f: &[(String, Tensor)]| -> Vec<(String, Tensor)> { f.to_vec() };
+    let plain = |f: &[(String, Tensor)]| {
+        let named: Vec<(&str, &Tensor)> = f.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        session.run(&named).unwrap()
+    };
+    let mut state = rlx_onnx::RunState::new();
+    // Nothing ran in the state: a kept cache is refused.
+    let first = by_name(&feed(5, 3, &start));
+    let kept_all: Vec<(&str, Option<&Tensor>)> = first
+        .iter()
+        .map(|(n, t)| (n.as_str(), (!caches.contains(n)).then_some(t)))
+        .collect();
+    assert!(session.run_kept(&mut state, &kept_all, &[]).is_err());
+    // The first step on values: the outputs run() gives, and the cache
+    // left in the state's memory.
+    let want = plain(&first);
+    let given: Vec<(&str, Option<&Tensor>)> =
+        first.iter().map(|(n, t)| (n.as_str(), Some(t))).collect();
+    let got = session.run_kept(&mut state, &given, &[]).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!(g.as_ref().unwrap().bit_eq(w));
+    }
+    for c in &caches {
+        assert!(session.holds_kept(&state, c), "{c}");
+    }
+    // The next step with the cache kept: run() on the presents as values.
+    let outs = session.model().output_names();
+    let present_values: Vec<Tensor> = presents
+        .iter()
+        .map(|p| want[outs.iter().position(|o| o == p).unwrap()].clone())
+        .collect();
+    let second = feed(6, 5, &present_values);
+    let want = plain(&second);
+    let kept: Vec<(&str, Option<&Tensor>)> = second
+        .iter()
+        .map(|(n, t)| (n.as_str(), (!caches.contains(n)).then_some(t)))
+        .collect();
+    let keep: Vec<&str> = presents.iter().map(String::as_str).collect();
+    let got = session.run_kept(&mut state, &kept, &keep).unwrap();
+    for ((g, w), name) in got.iter().zip(&want).zip(&outs) {
+        match g {
+            Some(g) => assert!(g.bit_eq(w), "{name}"),
+            None => assert!(presents.contains(name), "{name}"),
+        }
+    }
+    // Another state holds nothing.
+    let mut other = rlx_onnx::RunState::new();
+    assert!(session.run_kept(&mut other, &kept, &keep).is_err());
+}

@@ -178,8 +178,9 @@ pub(crate) fn sink_expand(
     let Some(shape) = broadcast(&small_shapes) else {
         return Ok(None);
     };
-    let numel = |d: &[usize]| d.iter().product::<usize>();
-    if numel(&shape) >= numel(&out) || broadcast(&[shape.clone(), out.clone()]) != Some(out) {
+    let numel = |d: &[usize]| d.iter().try_fold(1usize, |n, &x| n.checked_mul(x));
+    let smaller = matches!((numel(&shape), numel(&out)), (Some(a), Some(b)) if a < b);
+    if !smaller || broadcast(&[shape.clone(), out.clone()]) != Some(out) {
         return Ok(None);
     }
     let (op, name, origin) = (node.op.clone(), node.name.clone(), node.origin.clone());

@@ -169,11 +169,17 @@ pub enum CacheMode {
 struct InPlace {
     session: std::sync::Arc<Session>,
     capacity: usize,
-    /// The cache, `capacity` positions long.
+    /// The cache, `capacity` positions long (while `kept`, as it was when
+    /// the state took it: what a profile of the step runs on).
     cache: Vec<Value>,
     /// Whether a step has matched the growing graph's (the first step runs
     /// both and compares).
     checked: bool,
+    /// On the CPU, the memory the steps run in ([`Session::run_kept`]).
+    state: Option<crate::RunState>,
+    /// Whether the cache is in `state`'s memory, written there in place by
+    /// the last step, and not in `cache`.
+    kept: bool,
 }
 
 /// The model with its cache written in place ([`rlx_passes::kv_cache`]):
@@ -244,11 +250,14 @@ impl<'s> Decoder<'s> {
         let mut d = Decoder::new(session)?;
         match d.in_place_session() {
             Ok(s) => {
+                let state = (s.model().target == crate::Target::Cpu).then(crate::RunState::new);
                 d.in_place = Some(InPlace {
                     session: s,
                     capacity,
                     cache: Vec::new(),
                     checked: false,
+                    state,
+                    kept: false,
                 })
             }
             Err(why) => d.why_growing = Some(why),
@@ -333,6 +342,7 @@ impl<'s> Decoder<'s> {
                 if let Some(p) = &mut self.in_place {
                     p.cache = cache;
                     p.checked = false;
+                    p.kept = false;
                 }
             }
         }
@@ -449,6 +459,9 @@ impl<'s> Decoder<'s> {
         let Some(p) = &self.in_place else {
             return Err(refuse("no in-place cache".into()));
         };
+        if p.state.is_some() {
+            return self.advance_kept(tokens);
+        }
         let feed = self.in_place_feed(p, tokens)?;
         let named: Vec<(&str, &Value)> = feed.iter().map(|(n, v)| (n.as_str(), v)).collect();
         let kept: Vec<&str> = self.kept.iter().map(String::as_str).collect();
@@ -470,6 +483,66 @@ impl<'s> Decoder<'s> {
         }
         self.len += 1;
         Ok(logits)
+    }
+
+    /// One decode step on the in-place cache in the decoder's own memory
+    /// (the CPU): the cache goes in once and then stays where each step
+    /// writes its new position, no copy in or out.
+    fn advance_kept(&mut self, tokens: &[i64]) -> Result<Tensor> {
+        let Some(p) = &self.in_place else {
+            return Err(refuse("no in-place cache".into()));
+        };
+        let feed = self.in_place_feed(p, tokens)?;
+        let caches: Vec<&str> = self
+            .io
+            .caches
+            .iter()
+            .map(|c| c.past.name.as_str())
+            .collect();
+        let host: Vec<(String, Option<Tensor>)> = feed
+            .into_iter()
+            .map(|(n, v)| {
+                let kept = p.kept && caches.contains(&n.as_str());
+                Ok((n, if kept { None } else { Some(v.to_host()?) }))
+            })
+            .collect::<Result<_>>()?;
+        let named: Vec<(&str, Option<&Tensor>)> =
+            host.iter().map(|(n, t)| (n.as_str(), t.as_ref())).collect();
+        let presents: Vec<&str> = self.io.caches.iter().map(|c| c.present.as_str()).collect();
+        // The first step copies the cache out as well: it stays in the
+        // state's memory only where every cache input is written in place.
+        let keep: &[&str] = if p.kept { &presents } else { &[] };
+        let session = p.session.clone();
+        let Some(p) = &mut self.in_place else {
+            return Err(refuse("no in-place cache".into()));
+        };
+        let Some(state) = p.state.as_mut() else {
+            return Err(refuse("no run state".into()));
+        };
+        let mut outs = session.run_kept(state, &named, keep)?;
+        let out_names = session.model().output_names();
+        let at = |name: &str| {
+            out_names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| Error::Generate(format!("no output `{name}`")))
+        };
+        if !p.kept {
+            let mut cache = Vec::with_capacity(self.io.caches.len());
+            for c in &self.io.caches {
+                let t = outs[at(&c.present)?]
+                    .take()
+                    .ok_or_else(|| Error::Generate(format!("no output `{}`", c.present)))?;
+                cache.push(Value::Host(t));
+            }
+            p.cache = cache;
+            p.kept = caches.iter().all(|c| session.holds_kept(state, c));
+        }
+        let logits = outs[at(&self.io.logits)?]
+            .take()
+            .ok_or_else(|| Error::Generate(format!("no output `{}`", self.io.logits)))?;
+        self.len += 1;
+        last_logits(&Value::Host(logits), self.batch)
     }
 
     /// Times each planned step of a decode step on `tokens` (one per row)

@@ -2,6 +2,12 @@
 //! a pool, and copies its outputs into buffers that come back to another
 //! pool when their tensors go ([`crate::outputs`]), so that steady-state
 //! runs allocate nothing large.
+//!
+//! A caller that runs one executable again and again on state it carries (a
+//! decoder's key/value cache) owns a [`RunState`] instead: its runs use the
+//! state's arena, outputs it keeps stay in their slots, and the next run
+//! takes them as inputs where a slot is an input's too (the memory plan
+//! writes a cache update over the cache), with no copy either way.
 
 use std::sync::Mutex;
 
@@ -42,9 +48,42 @@ impl Arena {
 /// them; a test breaks a kernel on purpose by changing them).
 pub type StepObserver<'a> = dyn FnMut(&Step, &mut [TensorMut]) + 'a;
 
+/// The arena one caller's runs use ([`PlannedExecutable::run_kept`]), and
+/// what the last of them left in it.
+#[derive(Default)]
+pub struct RunState {
+    arena: Option<Arena>,
+    /// The executable of the last run and the arena ranges (offset, bytes)
+    /// of its outputs, which the arena still holds; none after a failed run.
+    kept: Option<(u64, Vec<(usize, usize)>)>,
+}
+
+impl RunState {
+    pub fn new() -> RunState {
+        RunState::default()
+    }
+
+    /// Whether the last run in this state was of `exec` and left an output
+    /// in graph input `input`'s slot (a cache written in place): the next
+    /// run of `exec` can take that input as kept.
+    pub fn holds(&self, exec: &PlannedExecutable, input: usize) -> bool {
+        match (&self.kept, exec.schedule.input_slots.get(input)) {
+            (Some((id, ranges)), Some(Some(Slot::Arena { offset, bytes }))) => {
+                *id == exec.id && ranges.contains(&(*offset, *bytes))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A source of executable identities, so that a [`RunState`] knows whose
+/// values it holds.
+static EXECUTABLES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// A schedule ready to run, with its arena pool.
 pub struct PlannedExecutable {
     pub schedule: Schedule,
+    id: u64,
     arenas: Mutex<Vec<Arena>>,
     /// Buffers of large outputs whose tensors are gone, for the next run's.
     outputs: OutputPool,
@@ -54,13 +93,18 @@ impl PlannedExecutable {
     pub fn new(schedule: Schedule) -> PlannedExecutable {
         PlannedExecutable {
             outputs: OutputPool::new(schedule.outputs.len()),
+            id: EXECUTABLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             schedule,
             arenas: Mutex::new(Vec::new()),
         }
     }
 
+    fn arena_need(&self) -> usize {
+        self.schedule.arena_bytes.next_multiple_of(64) + self.schedule.scratch_bytes
+    }
+
     fn take_arena(&self) -> Arena {
-        let need = self.schedule.arena_bytes.next_multiple_of(64) + self.schedule.scratch_bytes;
+        let need = self.arena_need();
         let mut pool = self.arenas.lock().unwrap_or_else(|p| p.into_inner());
         match pool.pop() {
             Some(a) if a.len() >= need => a,
@@ -87,8 +131,73 @@ impl PlannedExecutable {
         times: Option<&mut Vec<std::time::Duration>>,
     ) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
-        let result = self.run_in(&mut arena, inputs, times, None);
+        let ins: Vec<Option<TensorRef>> = inputs.iter().map(|t| Some(*t)).collect();
+        let result = self.run_in(&mut arena, &ins, None, times, None);
         self.give_arena(arena);
+        all(result)
+    }
+
+    /// Runs in `state`'s arena. An input given as `None` is the value the
+    /// last run in `state` left in that input's slot (an output of this
+    /// executable whose slot is the input's: a cache written in place,
+    /// [`RunState::holds`]); outputs with `keep` stay in their slots only
+    /// (`None` in the result). Anything else is an error before the run
+    /// starts.
+    pub fn run_kept(
+        &self,
+        state: &mut RunState,
+        inputs: &[Option<TensorRef>],
+        keep: &[bool],
+    ) -> Result<Vec<Option<Tensor>>, RunError> {
+        let s = &self.schedule;
+        if inputs.len() != s.input_slots.len() || keep.len() != s.outputs.len() {
+            return Err(RunError::Internal(format!(
+                "{} inputs and {} output choices for {} inputs and {} outputs",
+                inputs.len(),
+                keep.len(),
+                s.input_slots.len(),
+                s.outputs.len()
+            )));
+        }
+        let need = self.arena_need();
+        let mut arena = match state.arena.take() {
+            Some(a) if a.len() >= need => a,
+            _ => {
+                state.kept = None;
+                Arena::new(need)
+            }
+        };
+        let held = match &state.kept {
+            Some((id, ranges)) if *id == self.id => ranges.as_slice(),
+            _ => &[],
+        };
+        for (i, (input, slot)) in inputs.iter().zip(&s.input_slots).enumerate() {
+            let in_place = match slot {
+                Some(Slot::Arena { offset, bytes }) => held.contains(&(*offset, *bytes)),
+                _ => false,
+            };
+            if input.is_none() && !in_place {
+                state.arena = Some(arena);
+                return Err(RunError::Internal(format!(
+                    "input {i} was given as kept, but the last run in this state left                      nothing in its slot"
+                )));
+            }
+        }
+        state.kept = None;
+        let result = self.run_in(&mut arena, inputs, Some(keep), None, None);
+        if result.is_ok() {
+            // Every output is in its slot after the run, kept or copied.
+            let ranges = s
+                .outputs
+                .iter()
+                .filter_map(|o| match o.slot {
+                    Slot::Arena { offset, bytes } => Some((offset, bytes)),
+                    Slot::Const(_) => None,
+                })
+                .collect();
+            state.kept = Some((self.id, ranges));
+        }
+        state.arena = Some(arena);
         result
     }
 
@@ -99,22 +208,27 @@ impl PlannedExecutable {
         observe: &mut StepObserver,
     ) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
-        let result = self.run_in(&mut arena, inputs, None, Some(observe));
+        let ins: Vec<Option<TensorRef>> = inputs.iter().map(|t| Some(*t)).collect();
+        let result = self.run_in(&mut arena, &ins, None, None, Some(observe));
         self.give_arena(arena);
-        result
+        all(result)
     }
 
+    /// Runs the schedule in `arena`: `None` inputs are already in their
+    /// slots; outputs `keep` marks stay there (`None`).
     fn run_in(
         &self,
         arena: &mut Arena,
-        inputs: &[TensorRef],
+        inputs: &[Option<TensorRef>],
+        keep: Option<&[bool]>,
         mut times: Option<&mut Vec<std::time::Duration>>,
         mut observe: Option<&mut StepObserver>,
-    ) -> Result<Vec<Tensor>, RunError> {
+    ) -> Result<Vec<Option<Tensor>>, RunError> {
         let s = &self.schedule;
         let base = arena.ptr();
         let total = arena.len();
         for (slot, t) in s.input_slots.iter().zip(inputs) {
+            let Some(t) = t else { continue };
             if let Some(Slot::Arena { offset, bytes }) = slot {
                 if *bytes != t.bytes.len() || offset + bytes > total {
                     return Err(RunError::Internal(format!(
@@ -174,16 +288,28 @@ impl PlannedExecutable {
         }
         // Copy the outputs while the arena is still ours.
         let mut outs = Vec::with_capacity(s.outputs.len());
-        for io in &s.outputs {
+        for (i, io) in s.outputs.iter().enumerate() {
+            if keep.is_some_and(|k| k.get(i).copied().unwrap_or(false)) {
+                outs.push(None);
+                continue;
+            }
             // SAFETY: as above; no step runs any more.
             let v = unsafe { view(io, base, total, s) }?;
-            outs.push(
+            outs.push(Some(
                 Tensor::new(v.dtype, v.dims.to_vec(), self.outputs.copy(v.bytes))
                     .map_err(|e| RunError::Internal(e.to_string()))?,
-            );
+            ));
         }
         Ok(outs)
     }
+}
+
+/// Every output of a run that kept none.
+fn all(outs: Result<Vec<Option<Tensor>>, RunError>) -> Result<Vec<Tensor>, RunError> {
+    outs?
+        .into_iter()
+        .map(|o| o.ok_or_else(|| RunError::Internal("an output was kept".into())))
+        .collect()
 }
 
 /// A read view of a step operand.

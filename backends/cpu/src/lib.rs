@@ -18,7 +18,7 @@ pub mod tensor;
 
 use rlx_ir::{Node, Tensor, TensorType, Weights};
 
-pub use exec::PlannedExecutable;
+pub use exec::{PlannedExecutable, RunState};
 pub use kernel::{Kernel, KernelError, RunLimits};
 pub use plan::{plan, plan_with, Schedule};
 

@@ -166,13 +166,22 @@ pub fn plan_with(
             weights,
             limits,
         };
-        let kernel = build(&spec).map_err(|source| RunError::Node {
+        // A cache write over its own cache reads only the update (and
+        // the indices): its output already holds the cache.
+        let over_cache = mem.updates_in_place.contains(&id);
+        let kernel = if over_cache {
+            crate::kernels::tensor_scatter::build_update(&spec)
+        } else {
+            build(&spec)
+        }
+        .map_err(|source| RunError::Node {
             node: node.name.clone(),
             origin: node.origin.clone(),
             source,
         })?;
         let inputs: Vec<StepIo> = ins
             .iter()
+            .skip(usize::from(over_cache))
             .map(|v| io(g, mem, *v))
             .collect::<Result<_, _>>()?;
         let outputs: Vec<StepIo> = (0..node.outputs.len())

@@ -197,13 +197,13 @@ const SCATTER: &str = r#"  %0 = input "past" : f32[1,2,4,3]
 
 #[test]
 fn a_cache_write_takes_its_cache_in_place() {
-    let (g, plan) = plan(SCATTER, true);
-    assert_eq!(offset(&g, &plan, "W"), offset(&g, &plan, "past"));
-    assert_eq!(plan.updates_in_place.len(), 1);
+    let (g, with) = plan(SCATTER, true);
+    assert_eq!(offset(&g, &with, "W"), offset(&g, &with, "past"));
+    assert_eq!(with.updates_in_place.len(), 1);
     // Without the option, a buffer of its own.
-    let (g, plan) = plan_without_options(SCATTER);
-    assert_ne!(offset(&g, &plan, "W"), offset(&g, &plan, "past"));
-    assert!(plan.updates_in_place.is_empty());
+    let (g, without) = plan(SCATTER, false);
+    assert_ne!(offset(&g, &without, "W"), offset(&g, &without, "past"));
+    assert!(without.updates_in_place.is_empty());
 }
 
 #[test]
@@ -216,11 +216,4 @@ fn a_cache_read_after_its_write_keeps_the_write_apart() {
     let (g, plan) = plan(&late, true);
     assert_ne!(offset(&g, &plan, "W"), offset(&g, &plan, "past"));
     assert!(plan.updates_in_place.is_empty());
-}
-
-fn plan_without_options(src: &str) -> (rlx_ir::Graph, MemoryPlan) {
-    let g = rlx_ir::text::parse_graph(&graph(src)).unwrap();
-    let plan = plan_memory_with(&g, &MemoryOptions::default()).unwrap();
-    plan.check_no_overlap().unwrap();
-    (g, plan)
 }

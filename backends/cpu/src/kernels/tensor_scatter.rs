@@ -1,5 +1,7 @@
 //! TensorScatter: writes an update into a copy of a KV cache along the
-//! sequence axis, from each batch row's write index (linear or circular).
+//! sequence axis, from each batch row's write index (linear or circular),
+//! or into the cache itself where the memory plan gave the output its
+//! buffer.
 
 use rlx_ir::Op;
 
@@ -11,6 +13,20 @@ use crate::with_width;
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     match spec.op() {
         Op::TensorScatter(_) => Ok(fn_kernel(spec, tensor_scatter)),
+        op => Err(KernelError::Internal(format!(
+            "{} is not TensorScatter",
+            op.name()
+        ))),
+    }
+}
+
+/// The write where the memory plan gave the output the cache's own buffer
+/// (`MemoryPlan::updates_in_place`): the step's inputs are the update (and
+/// the write indices), its output the cache as the run left it; only the
+/// update moves.
+pub fn build_update(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
+    match spec.op() {
+        Op::TensorScatter(_) => Ok(fn_kernel(spec, tensor_update)),
         op => Err(KernelError::Internal(format!(
             "{} is not TensorScatter",
             op.name()
@@ -61,10 +77,35 @@ fn scatter<T: Copy>(
 }
 
 fn tensor_scatter(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let (g, circular, write) = geometry(op, ins[0].dims, &ins[1..])?;
+    let out = &mut outs[0];
+    with_width!(ins[0].dtype, T => {
+        let o = out.slice::<T>()?;
+        o.copy_from_slice(ins[0].slice::<T>()?);
+        scatter(g, circular, &write, ins[1].slice::<T>()?, o)
+    })
+}
+
+fn tensor_update(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
+    let dims = outs[0].dims;
+    let (g, circular, write) = geometry(op, dims, ins)?;
+    let out = &mut outs[0];
+    with_width!(ins[0].dtype, T => {
+        scatter(g, circular, &write, ins[0].slice::<T>()?, out.slice::<T>()?)
+    })
+}
+
+/// The write's sizes, whether it wraps, and each batch row's write index,
+/// from the cache's dims and `rest`: the update, then the indices if any.
+fn geometry(
+    op: &Op,
+    dims: &[usize],
+    rest: &[TensorRef],
+) -> Result<(Geom, bool, Vec<i64>), KernelError> {
     let Op::TensorScatter(ts) = op else {
         return Err(KernelError::Internal("not TensorScatter".into()));
     };
-    let (dims, udims) = (ins[0].dims, ins[1].dims);
+    let udims = rest[0].dims;
     let a = axis(ts.axis, dims.len());
     let compatible = udims.len() == dims.len()
         && a > 0
@@ -86,10 +127,10 @@ fn tensor_scatter(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
         seq: udims[a],
         inner: dims[a + 1..].iter().product(),
     };
-    let write = if ts.has_indices {
-        ins[2].to_i64s()?
-    } else {
-        vec![0; g.batch]
+    let write = match (ts.has_indices, rest.get(1)) {
+        (true, Some(w)) => w.to_i64s()?,
+        (true, None) => return Err(KernelError::Internal("no write indices".into())),
+        (false, _) => vec![0; g.batch],
     };
     if write.len() != g.batch {
         return Err(KernelError::Value(format!(
@@ -98,12 +139,7 @@ fn tensor_scatter(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<
             g.batch
         )));
     }
-    let out = &mut outs[0];
-    with_width!(ins[0].dtype, T => {
-        let o = out.slice::<T>()?;
-        o.copy_from_slice(ins[0].slice::<T>()?);
-        scatter(g, ts.circular, &write, ins[1].slice::<T>()?, o)
-    })
+    Ok((g, ts.circular, write))
 }
 
 #[cfg(test)]
