@@ -46,40 +46,19 @@ impl Session {
     ) -> Result<Vec<Option<Tensor>>> {
         let refuse = |why: &str| Error::Pipeline(format!("a run that keeps its state: {why}"));
         let names = self.model().input_names();
-        let mut given: Vec<Option<Option<&Tensor>>> = vec![None; names.len()];
-        for (name, t) in inputs {
-            let i = names
-                .iter()
-                .position(|n| n == name)
-                .ok_or_else(|| InputError::Unknown {
-                    name: name.to_string(),
-                    expected: names.clone(),
-                })?;
-            if given[i].replace(*t).is_some() {
-                return Err(InputError::Duplicate(name.to_string()).into());
-            }
-        }
-        let present: Vec<(usize, &Tensor)> = given
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.flatten().map(|t| (i, t)))
+        let refs: Vec<(&str, &Option<&Tensor>)> = inputs.iter().map(|(n, t)| (*n, t)).collect();
+        // Outer None: not given; inner None: kept.
+        let given: Vec<Option<Option<&Tensor>>> = self
+            .place_by(&refs, |t| t.map(Tensor::dtype))?
+            .into_iter()
+            .map(|t| t.copied())
             .collect();
-        let named: Vec<(&str, &Tensor)> = present
-            .iter()
-            .map(|(i, t)| (names[*i].as_str(), *t))
-            .collect();
-        // Names and dtypes of the tensors given (missing ones are checked
-        // below, kept ones against the last run).
-        let _ = self.order(&named).or_else(|e| match e {
-            Error::Input(InputError::Missing(_)) => Ok(Vec::new()),
-            e => Err(e),
-        })?;
         let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(names.len());
         for (i, t) in given.iter().enumerate() {
             shapes.push(match t {
                 Some(Some(t)) => t.dims().to_vec(),
-                Some(None) => match &state.last {
-                    Some((_, dims)) => dims[i].clone(),
+                Some(None) => match state.last.as_ref().and_then(|(_, d)| d.get(i)) {
+                    Some(dims) => dims.clone(),
                     None => {
                         return Err(refuse(&format!("`{}` is kept, but nothing ran", names[i])))
                     }

@@ -386,6 +386,21 @@ impl Session {
         inputs: &[(&str, &'a T)],
         dtype: impl Fn(&T) -> rlx_ir::DType,
     ) -> Result<Vec<&'a T>> {
+        let names = self.model.input_names();
+        self.place_by(inputs, |t| Some(dtype(t)))?
+            .into_iter()
+            .zip(&names)
+            .map(|(s, n)| s.ok_or_else(|| InputError::Missing(n.clone()).into()))
+            .collect()
+    }
+
+    /// Places named values at their graph inputs (`None` where none is
+    /// given), checking names, duplicates, and the dtypes `dtype` knows.
+    pub(crate) fn place_by<'a, T>(
+        &self,
+        inputs: &[(&str, &'a T)],
+        dtype: impl Fn(&T) -> Option<rlx_ir::DType>,
+    ) -> Result<Vec<Option<&'a T>>> {
         let g = &self.model.graph;
         let names = self.model.input_names();
         let mut slots: Vec<Option<&T>> = vec![None; names.len()];
@@ -401,20 +416,16 @@ impl Session {
                 return Err(InputError::Duplicate(name.to_string()).into());
             }
             let want = g.node(g.inputs()[i]).outputs[0].dtype;
-            if dtype(t) != want {
+            if let Some(got) = dtype(t).filter(|got| *got != want) {
                 return Err(InputError::DType {
                     name: name.to_string(),
                     expected: want,
-                    got: dtype(t),
+                    got,
                 }
                 .into());
             }
         }
-        slots
-            .into_iter()
-            .zip(&names)
-            .map(|(s, n)| s.ok_or_else(|| InputError::Missing(n.clone()).into()))
-            .collect()
+        Ok(slots)
     }
 
     /// Runs the model on named inputs; returns the outputs in graph order.
