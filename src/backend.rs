@@ -25,6 +25,33 @@ pub(crate) trait GpuExecutable: Send + Sync {
     fn profile(&self, ordered: &[&Tensor]) -> Result<Vec<Timed>>;
     /// The printed schedule and its memory.
     fn plan(&self) -> PlanInfo;
+    /// [`crate::Session::run_kept`] for `holders`: `None` inputs are the
+    /// values its last run left, `None` places keep an output in its slot.
+    /// Targets that cannot hold values between runs refuse.
+    fn run_kept(&self, _holders: &Holders, _run: &KeptRun<'_>) -> Result<Vec<Option<Value>>> {
+        Err(Error::Pipeline(
+            "a run that keeps its state: this target holds no values between runs".into(),
+        ))
+    }
+    /// Whether `holders`' last run here left a value for input `input`.
+    fn holds(&self, _holders: &Holders, _input: usize) -> bool {
+        false
+    }
+}
+
+/// One caller's claims on values its runs leave on GPU targets that hold
+/// them ([`crate::RunState`]).
+#[derive(Default)]
+pub(crate) struct Holders {
+    cuda: rlx_cuda::Holder,
+}
+
+/// A [`crate::Session::run_kept`] run: inputs in graph order (`None`:
+/// kept), their names, and output places (`None`: kept).
+pub(crate) struct KeptRun<'a> {
+    pub ordered: &'a [Option<&'a Value>],
+    pub names: &'a [String],
+    pub places: &'a [Option<Place>],
 }
 
 /// Plans `g` for the GPU `target` and loads it on that target's device of
@@ -123,6 +150,37 @@ impl ValueRun<'_> {
 impl GpuExecutable for rlx_cuda::Executable {
     fn run(&self, ordered: &[&Tensor]) -> Result<Vec<Tensor>> {
         Ok(rlx_cuda::Executable::run(self, ordered)?)
+    }
+
+    fn run_kept(&self, holders: &Holders, run: &KeptRun<'_>) -> Result<Vec<Option<Value>>> {
+        let ins = run
+            .ordered
+            .iter()
+            .zip(run.names)
+            .map(|(v, name)| match v {
+                None => Ok(None),
+                Some(Value::Host(t)) => Ok(Some(Input::Host(t))),
+                Some(Value::Device(d)) => match &d.0 {
+                    OnDevice::Cuda(t) => Ok(Some(Input::Device(t))),
+                    _ => Err(crate::device_io::elsewhere(name, d, Target::Cuda)),
+                },
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(
+            rlx_cuda::Executable::run_kept(self, &holders.cuda, &ins, run.places)?
+                .into_iter()
+                .map(|o| {
+                    o.map(|o| match o {
+                        Output::Host(t) => Value::Host(t),
+                        Output::Device(t) => Value::Device(DeviceTensor(OnDevice::Cuda(t))),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    fn holds(&self, holders: &Holders, input: usize) -> bool {
+        rlx_cuda::Executable::holds(self, &holders.cuda, input)
     }
 
     fn run_values(&self, run: &ValueRun<'_>) -> Result<Vec<Value>> {

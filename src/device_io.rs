@@ -84,7 +84,7 @@ impl Session {
     }
 
     /// Where each output goes, in graph order.
-    fn places(&self, outputs: Outputs<'_>) -> Result<Vec<Place>> {
+    pub(crate) fn places(&self, outputs: Outputs<'_>) -> Result<Vec<Place>> {
         let names = self.model().output_names();
         Ok(match outputs {
             Outputs::Host => vec![Place::Host; names.len()],

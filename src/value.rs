@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::Target;
 
 /// A tensor a run takes or returns: on the host or on a device.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum Value {
     Host(Tensor),
     Device(DeviceTensor),
@@ -86,6 +86,16 @@ pub(crate) enum OnDevice {
     Cuda(rlx_cuda::DeviceTensor),
     Wgpu(rlx_wgpu::DeviceTensor),
     Vulkan(rlx_vulkan::DeviceTensor),
+}
+
+impl std::fmt::Debug for DeviceTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTensor")
+            .field("device", &self.device())
+            .field("dtype", &self.dtype())
+            .field("dims", &self.dims())
+            .finish()
+    }
 }
 
 impl DeviceTensor {

@@ -301,3 +301,184 @@ fn cuda_generates_the_reference_tokens() {
         Session::with_devices(decoder(Target::Cuda), SessionOptions::default(), devices).unwrap();
     generates_the_reference(&session, true);
 }
+
+/// Decode steps of the golden decoder's in-place form run with the cache
+/// kept in the caller's state (`Session::run_kept`) give the outputs of the
+/// same steps run on the cache as values, bit for bit: steps one after the
+/// other (the cache stays where the last step wrote it), and a step after
+/// another state's run of the same executable in between (on CUDA, whose
+/// memory the states share, that run copies the first state's cache out and
+/// its next step copies it back). A kept input that no run of the state
+/// left is refused before anything runs.
+fn kept_runs_match_runs_on_values(session: &Session) {
+    let (b, cap) = (2usize, 17usize);
+    let names = session.model().input_names();
+    let caches: Vec<String> = names
+        .iter()
+        .filter(|n| n.starts_with("past_key_values"))
+        .cloned()
+        .collect();
+    let outs = session.model().output_names();
+    let presents: Vec<String> = outs
+        .iter()
+        .filter(|n| n.starts_with("present"))
+        .cloned()
+        .collect();
+    // Step `pos` of token `tok`, the cache positions after `pos` hidden.
+    let feed = |pos: usize, tok: i64, cache: &[Tensor]| -> Vec<(String, Tensor)> {
+        let mask: Vec<i64> = (0..b * cap).map(|i| i64::from(i % cap <= pos)).collect();
+        let ints = |dims: &[usize], v: &[i64]| Tensor::from_i64(dims, v).unwrap();
+        let mut f = vec![
+            ("input_ids".to_string(), ints(&[b, 1], &[tok, tok + 1])),
+            ("attention_mask".to_string(), ints(&[b, cap], &mask)),
+            ("position_ids".to_string(), ints(&[b, 1], &[pos as i64; 2])),
+            ("cache_position".to_string(), ints(&[b], &[pos as i64; 2])),
+        ];
+        for (n, t) in caches.iter().zip(cache) {
+            f.push((n.clone(), t.clone()));
+        }
+        f
+    };
+    let start = |seed: usize| -> Vec<Tensor> {
+        (0..caches.len())
+            .map(|c| {
+                let v: Vec<f32> = (0..b * 2 * cap * 8)
+                    .map(|i| {
+                        if i % cap < 5 {
+                            ((i * 7 + c + seed) % 13) as f32 / 13.0 - 0.5
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                Tensor::from_f32(&[b, 2, cap, 8], &v).unwrap()
+            })
+            .collect()
+    };
+    let plain = |f: &[(String, Tensor)]| {
+        let named: Vec<(&str, &Tensor)> = f.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        session.run(&named).unwrap()
+    };
+    let presents_of = |outs_: &[Tensor]| -> Vec<Tensor> {
+        presents
+            .iter()
+            .map(|p| outs_[outs.iter().position(|o| o == p).unwrap()].clone())
+            .collect()
+    };
+    // Three steps of state `a` and one of `b`, each on the cache the last
+    // left, run on values first (the references).
+    let a1 = feed(5, 3, &start(0));
+    let want_a1 = plain(&a1);
+    let a2 = feed(6, 5, &presents_of(&want_a1));
+    let want_a2 = plain(&a2);
+    let a3 = feed(7, 8, &presents_of(&want_a2));
+    let want_a3 = plain(&a3);
+    let b1 = feed(5, 4, &start(3));
+    let want_b1 = plain(&b1);
+    // Cache inputs on the device (the host itself on the CPU).
+    let values = |f: &[(String, Tensor)]| -> Vec<(String, Value)> {
+        f.iter()
+            .map(|(n, t)| {
+                let v = if caches.contains(n) {
+                    session.upload(t).unwrap()
+                } else {
+                    Value::Host(t.clone())
+                };
+                (n.clone(), v)
+            })
+            .collect()
+    };
+    let given = |f: &[(String, Value)]| -> Vec<(String, Option<Value>)> {
+        f.iter()
+            .map(|(n, v)| (n.clone(), Some(v.clone())))
+            .collect()
+    };
+    let kept = |f: &[(String, Tensor)]| -> Vec<(String, Option<Value>)> {
+        f.iter()
+            .map(|(n, t)| {
+                (
+                    n.clone(),
+                    (!caches.contains(n)).then(|| Value::Host(t.clone())),
+                )
+            })
+            .collect()
+    };
+    let keep: Vec<&str> = presents.iter().map(String::as_str).collect();
+    let run = |state: &mut rlx_onnx::RunState, f: &[(String, Option<Value>)], keep: &[&str]| {
+        let named: Vec<(&str, Option<&Value>)> =
+            f.iter().map(|(n, v)| (n.as_str(), v.as_ref())).collect();
+        session.run_kept(state, &named, keep, Outputs::Host)
+    };
+    let check = |got: Vec<Option<Value>>, want: &[Tensor], what: &str| {
+        for ((g, w), name) in got.iter().zip(want).zip(&outs) {
+            match g {
+                Some(g) => assert!(g.to_host().unwrap().bit_eq(w), "{what}: {name}"),
+                None => assert!(presents.contains(name), "{what}: {name} was kept"),
+            }
+        }
+    };
+    let mut a = rlx_onnx::RunState::new();
+    // Nothing ran in the state: a kept cache is refused.
+    assert!(run(&mut a, &kept(&a1), &[]).is_err());
+    let got = run(&mut a, &given(&values(&a1)), &[]).unwrap();
+    check(got, &want_a1, "a, step 1");
+    for c in &caches {
+        assert!(session.holds_kept(&a, c), "{c}");
+    }
+    let got = run(&mut a, &kept(&a2), &keep).unwrap();
+    check(got, &want_a2, "a, step 2 on the kept cache");
+    // Another state's run of the same executable in between.
+    let mut other = rlx_onnx::RunState::new();
+    assert!(run(&mut other, &kept(&b1), &keep).is_err());
+    let got = run(&mut other, &given(&values(&b1)), &keep).unwrap();
+    check(got, &want_b1, "b, step 1");
+    for c in &caches {
+        assert!(session.holds_kept(&a, c), "{c} after another state's run");
+    }
+    let got = run(&mut a, &kept(&a3), &keep).unwrap();
+    check(got, &want_a3, "a, step 3 after b's step");
+}
+
+fn in_place_decoder(target: Target) -> CompiledModel {
+    rlx_onnx::generate::in_place_model(&decoder(target)).unwrap()
+}
+
+#[test]
+fn cpu_kept_runs_match_runs_on_values() {
+    let session =
+        Session::new(in_place_decoder(Target::Cpu), SessionOptions { threads: 1 }).unwrap();
+    kept_runs_match_runs_on_values(&session);
+}
+
+#[test]
+fn cuda_kept_runs_match_runs_on_values() {
+    let devices = Arc::new(Devices::new());
+    if let Err(e) = devices.cuda() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let session = Session::with_devices(
+        in_place_decoder(Target::Cuda),
+        SessionOptions::default(),
+        devices,
+    )
+    .unwrap();
+    kept_runs_match_runs_on_values(&session);
+}
+
+/// Targets that hold no values between runs refuse a kept run (the caller
+/// runs as usual instead), before anything runs.
+#[test]
+fn wgpu_refuses_kept_runs() {
+    let Some(devices) = common::wgpu_devices() else {
+        return;
+    };
+    let session =
+        Session::with_devices(compile(Target::Wgpu), SessionOptions::default(), devices).unwrap();
+    let x = Value::Host(x());
+    let mut state = rlx_onnx::RunState::new();
+    let err = session
+        .run_kept(&mut state, &[("x", Some(&x))], &[], Outputs::Host)
+        .unwrap_err();
+    assert!(err.to_string().contains("holds no values"), "{err}");
+}

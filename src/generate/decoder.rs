@@ -175,7 +175,8 @@ struct InPlace {
     /// Whether a step has matched the growing graph's (the first step runs
     /// both and compares).
     checked: bool,
-    /// On the CPU, the memory the steps run in ([`Session::run_kept`]).
+    /// On targets that hold values between runs (the CPU, CUDA), the
+    /// memory the steps run in ([`Session::run_kept`]).
     state: Option<crate::RunState>,
     /// Whether the cache is in `state`'s memory, written there in place by
     /// the last step, and not in `cache`.
@@ -250,7 +251,8 @@ impl<'s> Decoder<'s> {
         let mut d = Decoder::new(session)?;
         match d.in_place_session() {
             Ok(s) => {
-                let state = (s.model().target == crate::Target::Cpu).then(crate::RunState::new);
+                let keeps = matches!(s.model().target, crate::Target::Cpu | crate::Target::Cuda);
+                let state = keeps.then(crate::RunState::new);
                 d.in_place = Some(InPlace {
                     session: s,
                     capacity,
@@ -486,8 +488,9 @@ impl<'s> Decoder<'s> {
     }
 
     /// One decode step on the in-place cache in the decoder's own memory
-    /// (the CPU): the cache goes in once and then stays where each step
-    /// writes its new position, no copy in or out.
+    /// (the CPU's run state, CUDA's executable held for the decoder): the
+    /// cache goes in once and then stays where each step writes its new
+    /// position, no copy in or out.
     fn advance_kept(&mut self, tokens: &[i64]) -> Result<Tensor> {
         let Some(p) = &self.in_place else {
             return Err(refuse("no in-place cache".into()));
@@ -499,19 +502,18 @@ impl<'s> Decoder<'s> {
             .iter()
             .map(|c| c.past.name.as_str())
             .collect();
-        let host: Vec<(String, Option<Tensor>)> = feed
-            .into_iter()
+        let named: Vec<(&str, Option<&Value>)> = feed
+            .iter()
             .map(|(n, v)| {
                 let kept = p.kept && caches.contains(&n.as_str());
-                Ok((n, if kept { None } else { Some(v.to_host()?) }))
+                (n.as_str(), (!kept).then_some(v))
             })
-            .collect::<Result<_>>()?;
-        let named: Vec<(&str, Option<&Tensor>)> =
-            host.iter().map(|(n, t)| (n.as_str(), t.as_ref())).collect();
+            .collect();
         let presents: Vec<&str> = self.io.caches.iter().map(|c| c.present.as_str()).collect();
         // The first step copies the cache out as well: it stays in the
         // state's memory only where every cache input is written in place.
         let keep: &[&str] = if p.kept { &presents } else { &[] };
+        let on_device: Vec<&str> = self.kept.iter().map(String::as_str).collect();
         let session = p.session.clone();
         let Some(p) = &mut self.in_place else {
             return Err(refuse("no in-place cache".into()));
@@ -519,7 +521,7 @@ impl<'s> Decoder<'s> {
         let Some(state) = p.state.as_mut() else {
             return Err(refuse("no run state".into()));
         };
-        let mut outs = session.run_kept(state, &named, keep)?;
+        let mut outs = session.run_kept(state, &named, keep, Outputs::OnDevice(&on_device))?;
         let out_names = session.model().output_names();
         let at = |name: &str| {
             out_names
@@ -530,10 +532,10 @@ impl<'s> Decoder<'s> {
         if !p.kept {
             let mut cache = Vec::with_capacity(self.io.caches.len());
             for c in &self.io.caches {
-                let t = outs[at(&c.present)?]
+                let v = outs[at(&c.present)?]
                     .take()
                     .ok_or_else(|| Error::Generate(format!("no output `{}`", c.present)))?;
-                cache.push(Value::Host(t));
+                cache.push(v);
             }
             p.cache = cache;
             p.kept = caches.iter().all(|c| session.holds_kept(state, c));
@@ -542,7 +544,7 @@ impl<'s> Decoder<'s> {
             .take()
             .ok_or_else(|| Error::Generate(format!("no output `{}`", self.io.logits)))?;
         self.len += 1;
-        last_logits(&Value::Host(logits), self.batch)
+        last_logits(&logits, self.batch)
     }
 
     /// Times each planned step of a decode step on `tokens` (one per row)

@@ -228,10 +228,14 @@ struct RunState {
     graph: Option<Graph>,
     /// Capture failed once: run the steps directly from then on.
     no_graph: bool,
+    /// Whose kept values the input slots hold ([`Executable::run_kept`]).
+    held: Option<held::HeldBy>,
 }
 
 /// A schedule loaded on a device.
 pub struct Executable {
+    /// Unique among the process's executables (what a [`Holder`] names).
+    id: u64,
     ctx: Arc<Context>,
     schedule: Schedule,
     /// Kept alive: the buffer every pointer points into, the GEMM workspace.
@@ -436,7 +440,9 @@ impl Executable {
         stream
             .synchronize()
             .map_err(|e| CudaError::Device(format!("loading: {e:?}")))?;
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Executable {
+            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             ctx,
             _buffer: buffer,
             _workspace: workspace,
@@ -450,6 +456,7 @@ impl Executable {
                 staging,
                 graph: None,
                 no_graph: host_reads(&schedule.steps),
+                held: None,
             }),
             schedule,
         })
@@ -605,11 +612,14 @@ impl Executable {
     }
 }
 
+#[path = "held.rs"]
+mod held;
 #[path = "io.rs"]
 mod io;
 #[path = "profile.rs"]
 mod profile;
 
+pub use held::Holder;
 pub use io::{Buffer, DeviceTensor};
 use rlx_gpu::io::{Input, Output, Place};
 

@@ -15,6 +15,7 @@ use rlx_gpu::io::{DeviceMemory, Input, Output, Place, Spans};
 use rlx_ir::tensor::{AlignedBuf, Bytes};
 use rlx_ir::Tensor;
 
+use super::held::{HeldBy, Holder, Source};
 use super::{Context, Executable};
 use crate::pinned_out;
 use crate::CudaError;
@@ -65,7 +66,7 @@ const MAX_PITCH: usize = 1 << 30;
 
 impl Buffer {
     /// `bytes` bytes (one at least) of uninitialized memory on `ctx`'s device.
-    fn alloc(ctx: &Arc<Context>, bytes: usize) -> Result<Buffer, CudaError> {
+    pub(crate) fn alloc(ctx: &Arc<Context>, bytes: usize) -> Result<Buffer, CudaError> {
         ctx.ctx
             .bind_to_thread()
             .map_err(dev("binding the context"))?;
@@ -303,11 +304,53 @@ impl Executable {
         inputs: &[Input<'_, Buffer>],
         places: &[Place],
     ) -> Result<Vec<Output<Buffer>>, CudaError> {
+        let inputs: Vec<Option<Input<'_, Buffer>>> = inputs.iter().copied().map(Some).collect();
+        let places: Vec<Option<Place>> = places.iter().copied().map(Some).collect();
+        self.run_held(None, &inputs, &places)?
+            .into_iter()
+            .map(|o| o.ok_or_else(|| CudaError::Internal("an output was kept".into())))
+            .collect()
+    }
+
+    /// [`Executable::run_io`] for `holder`, where a `None` input is the value
+    /// the holder's last run on this executable left for it (an output
+    /// written over its slot, [`Executable::holds`]), and a `None` place
+    /// keeps that output in its slot only (its result is `None`). Another
+    /// caller's runs in between cost the holder a copy out and back in, not
+    /// its values.
+    pub fn run_kept(
+        &self,
+        holder: &Holder,
+        inputs: &[Option<Input<'_, Buffer>>],
+        places: &[Option<Place>],
+    ) -> Result<Vec<Option<Output<Buffer>>>, CudaError> {
+        self.run_held(Some(holder), inputs, places)
+    }
+
+    fn run_held(
+        &self,
+        holder: Option<&Holder>,
+        inputs: &[Option<Input<'_, Buffer>>],
+        places: &[Option<Place>],
+    ) -> Result<Vec<Option<Output<Buffer>>>, CudaError> {
         let s = &self.schedule;
-        rlx_gpu::io::check_shapes(&s.inputs, inputs.iter().map(|i| (i.dtype(), i.dims())))
-            .map_err(|(index, reason)| CudaError::Input { index, reason })?;
+        if inputs.len() != s.inputs.len() {
+            return Err(CudaError::Internal(format!(
+                "{} inputs for {}",
+                inputs.len(),
+                s.inputs.len()
+            )));
+        }
+        rlx_gpu::io::check_shapes(
+            &s.inputs,
+            inputs.iter().zip(&s.inputs).map(|(i, slot)| match i {
+                Some(i) => (i.dtype(), i.dims()),
+                None => (slot.dtype, slot.dims.as_slice()),
+            }),
+        )
+        .map_err(|(index, reason)| CudaError::Input { index, reason })?;
         for (index, i) in inputs.iter().enumerate() {
-            if let Input::Device(t) = i {
+            if let Some(Input::Device(t)) = i {
                 if !Arc::ptr_eq(t.buffer().context(), &self.ctx) {
                     return Err(CudaError::Input {
                         index,
@@ -327,17 +370,43 @@ impl Executable {
                 s.outputs.len()
             )));
         }
+        let kept: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].is_none()).collect();
+        if holder.is_none() && (!kept.is_empty() || places.iter().any(Option::is_none)) {
+            return Err(CudaError::Internal("a run keeps values for nobody".into()));
+        }
         let mut st = self.run.lock().unwrap_or_else(|p| p.into_inner());
         let (cx, stream) = (&self.ctx.ctx, &self.ctx.stream);
         cx.bind_to_thread().map_err(dev("binding the context"))?;
         let cs = stream.cu_stream();
+        self.spill_others(&mut st, holder)?;
+        // Spilled buffers stay alive (here) until the stream is synchronized.
+        let sources = match holder {
+            Some(h) => {
+                let sources = self.kept_sources(&st, h, &kept)?;
+                self.begin_held(h);
+                sources
+            }
+            None => Vec::new(),
+        };
+        st.held = None;
+        for (i, source) in &sources {
+            if let Source::Spilled(b) = source {
+                let slot = &s.inputs[*i];
+                // SAFETY: the spilled buffer holds the slot's bytes (copied
+                // out of it); both on this stream.
+                unsafe {
+                    dr::memcpy_dtod_async(self.base + slot.offset, b.0.ptr, slot.bytes as usize, cs)
+                }
+                .map_err(dev("copying a kept value back"))?;
+            }
+        }
         let n_in = s.inputs.len();
         {
             let staging = st.staging.as_mut_slice().map_err(dev("staging"))?;
             for ((input, slot), &at) in inputs.iter().zip(&s.inputs).zip(&self.staging_at) {
                 let dst = self.base + slot.offset;
                 match input {
-                    Input::Host(t) => {
+                    Some(Input::Host(t)) => {
                         let b = t.bytes();
                         staging[at..at + b.len()].copy_from_slice(b);
                         // SAFETY: the slot lies in the buffer (planned); the
@@ -346,13 +415,13 @@ impl Executable {
                         unsafe { dr::memcpy_htod_async(dst, &staging[at..at + b.len()], cs) }
                             .map_err(dev("copying inputs"))?;
                     }
-                    Input::Device(t) if t.bytes() > 0 => {
+                    Some(Input::Device(t)) if t.bytes() > 0 => {
                         // SAFETY: both ranges are the tensor's bytes (shapes
                         // checked above) on one device and stream.
                         unsafe { dr::memcpy_dtod_async(dst, t.buffer().0.ptr, t.bytes(), cs) }
                             .map_err(dev("copying device inputs"))?;
                     }
-                    Input::Device(_) => {}
+                    Some(Input::Device(_)) | None => {}
                 }
             }
         }
@@ -364,45 +433,47 @@ impl Executable {
                 let n = o.bytes as usize;
                 let src = self.base + o.offset;
                 landed.push(match place {
-                    Place::Host if n >= pinned_out::LENT_BYTES => match self
-                        .lent
-                        .take(n, |n| pinned_out::Pinned::alloc(cx, n))
-                    {
-                        Some(mut buf) => {
-                            let dst = buf
-                                .memory_mut()
-                                .as_mut_slice()
-                                .map_err(dev("an output buffer"))?;
-                            // SAFETY: as above; the buffer is this run's until lent.
-                            unsafe { dr::memcpy_dtoh_async(&mut dst[..n], src, cs) }
-                                .map_err(dev("copying outputs"))?;
-                            Landed::Lent(buf)
-                        }
-                        None => {
-                            let mut b = AlignedBuf::try_zeroed(n).ok_or_else(|| {
-                                CudaError::Device(format!("no host memory for {n} output bytes"))
-                            })?;
-                            // SAFETY: `b` holds `n` bytes and lives past the
-                            // synchronize below.
-                            unsafe { dr::memcpy_dtoh_async(b.as_mut_bytes(), src, cs) }
-                                .map_err(dev("copying outputs"))?;
-                            Landed::Host(b)
-                        }
-                    },
-                    Place::Host => {
+                    None => None,
+                    Some(Place::Host) if n >= pinned_out::LENT_BYTES => Some(
+                        match self.lent.take(n, |n| pinned_out::Pinned::alloc(cx, n)) {
+                            Some(mut buf) => {
+                                let dst = buf
+                                    .memory_mut()
+                                    .as_mut_slice()
+                                    .map_err(dev("an output buffer"))?;
+                                // SAFETY: as above; the buffer is this run's until lent.
+                                unsafe { dr::memcpy_dtoh_async(&mut dst[..n], src, cs) }
+                                    .map_err(dev("copying outputs"))?;
+                                Landed::Lent(buf)
+                            }
+                            None => {
+                                let mut b = AlignedBuf::try_zeroed(n).ok_or_else(|| {
+                                    CudaError::Device(format!(
+                                        "no host memory for {n} output bytes"
+                                    ))
+                                })?;
+                                // SAFETY: `b` holds `n` bytes and lives past the
+                                // synchronize below.
+                                unsafe { dr::memcpy_dtoh_async(b.as_mut_bytes(), src, cs) }
+                                    .map_err(dev("copying outputs"))?;
+                                Landed::Host(b)
+                            }
+                        },
+                    ),
+                    Some(Place::Host) => {
                         // SAFETY: as above; synchronized before the staging is read.
                         unsafe { dr::memcpy_dtoh_async(&mut staging[at..at + n], src, cs) }
                             .map_err(dev("copying outputs"))?;
-                        Landed::Staging
+                        Some(Landed::Staging)
                     }
-                    Place::Device => {
+                    Some(Place::Device) => {
                         let b = Buffer::alloc(&self.ctx, n)?;
                         if n > 0 {
                             // SAFETY: both ranges hold the output's bytes.
                             unsafe { dr::memcpy_dtod_async(b.0.ptr, src, n, cs) }
                                 .map_err(dev("keeping outputs"))?;
                         }
-                        Landed::Device(b)
+                        Some(Landed::Device(b))
                     }
                 });
             }
@@ -410,6 +481,24 @@ impl Executable {
         stream
             .synchronize()
             .map_err(|e| CudaError::Device(format!("running the schedule: {e:?}")))?;
+        drop(sources);
+        if let Some(h) = holder {
+            // An input whose slot a kept output was written over holds that
+            // output for the next run.
+            let inputs: Vec<usize> = s
+                .inputs
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| {
+                    s.outputs
+                        .iter()
+                        .zip(places)
+                        .any(|(o, p)| p.is_none() && o.offset == i.offset && o.bytes == i.bytes)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            st.held = Some(HeldBy::new(h, inputs));
+        }
         let staging = st.staging.as_slice().map_err(dev("staging"))?;
         let host = |o: &crate::schedule::IoSlot, bytes: Bytes| {
             Tensor::new(o.dtype, o.dims.clone(), bytes)
@@ -420,20 +509,28 @@ impl Executable {
             .iter()
             .zip(&self.staging_at[n_in..])
             .zip(landed)
-            .map(|((o, &at), landed)| match landed {
-                Landed::Device(b) => Ok(Output::Device(DeviceTensor::new(
-                    o.dtype,
-                    o.dims.clone(),
-                    b,
-                ))),
-                Landed::Lent(buf) => {
-                    let bytes = buf
-                        .lend(o.bytes as usize)
-                        .ok_or_else(|| CudaError::Internal("an output buffer too small".into()))?;
-                    host(o, bytes)
+            .map(|((o, &at), landed)| {
+                let Some(landed) = landed else {
+                    return Ok(None);
+                };
+                match landed {
+                    Landed::Device(b) => Ok(Output::Device(DeviceTensor::new(
+                        o.dtype,
+                        o.dims.clone(),
+                        b,
+                    ))),
+                    Landed::Lent(buf) => {
+                        let bytes = buf.lend(o.bytes as usize).ok_or_else(|| {
+                            CudaError::Internal("an output buffer too small".into())
+                        })?;
+                        host(o, bytes)
+                    }
+                    Landed::Host(b) => host(o, b.freeze()),
+                    Landed::Staging => {
+                        host(o, Bytes::copy_from(&staging[at..at + o.bytes as usize]))
+                    }
                 }
-                Landed::Host(b) => host(o, b.freeze()),
-                Landed::Staging => host(o, Bytes::copy_from(&staging[at..at + o.bytes as usize])),
+                .map(Some)
             })
             .collect()
     }

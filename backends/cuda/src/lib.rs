@@ -38,7 +38,7 @@ mod tests;
 use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
-pub use device::{Buffer, Context, ContextOptions, DeviceTensor, Executable};
+pub use device::{Buffer, Context, ContextOptions, DeviceTensor, Executable, Holder};
 pub use plan::{plan, AttentionKernel, ConvEpilogue, ConvGemm, FewRows, PlanOptions, SmallGemm};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule, Work};
 

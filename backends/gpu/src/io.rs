@@ -93,6 +93,15 @@ pub enum Input<'a, B> {
     Device(&'a DeviceTensor<B>),
 }
 
+// Not derived: a derive would ask `B: Clone`, where only references are copied.
+impl<B> Clone for Input<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for Input<'_, B> {}
+
 impl<B> Input<'_, B> {
     pub fn dtype(&self) -> DType {
         match self {
