@@ -66,9 +66,21 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
 #pragma unroll
         for (int u = 0; u < U; ++u) w[u] = *(const RgPack<T, V>*)(bp + u * step);
     }
-    for (unsigned int i = threadIdx.x; i < p.m * kn; i += blockDim.x) {
-        const unsigned int r = i / kn, t = i % kn;
-        as[r * RG_KCHUNK + t] = (float)a[(unsigned long long)r * p.lda + k0 + t];
+    // a's slice, eight loads a thread in flight at once: one at a time they
+    // were a chain of round trips to L2 (24 a thread at eight rows of 768).
+    const unsigned int staged = p.m * kn;
+    for (unsigned int i0 = 0; i0 < staged; i0 += 8u * blockDim.x) {
+        float x[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const unsigned int i = i0 + j * blockDim.x + threadIdx.x;
+            x[j] = i < staged ? (float)a[(unsigned long long)(i / kn) * p.lda + k0 + i % kn] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const unsigned int i = i0 + j * blockDim.x + threadIdx.x;
+            if (i < staged) as[(i / kn) * RG_KCHUNK + i % kn] = x[j];
+        }
     }
     __syncthreads();
     float acc[R][V];

@@ -513,7 +513,7 @@ impl<'s> Decoder<'s> {
         // The first step copies the cache out as well: it stays in the
         // state's memory only where every cache input is written in place.
         let keep: &[&str] = if p.kept { &presents } else { &[] };
-        let on_device: Vec<&str> = self.kept.iter().map(String::as_str).collect();
+        // The logits of one position come down whole: straight to the host.
         let session = p.session.clone();
         let Some(p) = &mut self.in_place else {
             return Err(refuse("no in-place cache".into()));
@@ -521,7 +521,7 @@ impl<'s> Decoder<'s> {
         let Some(state) = p.state.as_mut() else {
             return Err(refuse("no run state".into()));
         };
-        let mut outs = session.run_kept(state, &named, keep, Outputs::OnDevice(&on_device))?;
+        let mut outs = session.run_kept(state, &named, keep, Outputs::OnDevice(&presents))?;
         let out_names = session.model().output_names();
         let at = |name: &str| {
             out_names

@@ -483,8 +483,9 @@ impl Executable {
             .map_err(|e| CudaError::Device(format!("running the schedule: {e:?}")))?;
         drop(sources);
         if let Some(h) = holder {
-            // An input whose slot a kept output was written over holds that
-            // output for the next run.
+            // An input whose slot an output was written over (kept or copied
+            // out: it is in its slot either way) holds that output for the
+            // next run.
             let inputs: Vec<usize> = s
                 .inputs
                 .iter()
@@ -492,8 +493,7 @@ impl Executable {
                 .filter(|(_, i)| {
                     s.outputs
                         .iter()
-                        .zip(places)
-                        .any(|(o, p)| p.is_none() && o.offset == i.offset && o.bytes == i.bytes)
+                        .any(|o| o.offset == i.offset && o.bytes == i.bytes)
                 })
                 .map(|(i, _)| i)
                 .collect();
