@@ -186,6 +186,26 @@ __device__ __forceinline__ void attention_split(float* part, const T* q, const T
     __syncthreads();
     const unsigned int j0 = span * ATT_SPLIT;
     const unsigned int n = p.keys - j0 < ATT_SPLIT ? p.keys - j0 : ATT_SPLIT;
+    const C MASKED = (C)-3.0e38f;
+    // The keys' biases first: a span the mask hides whole (the unwritten
+    // end of a decoder's cache) reads no K or V, and the merge skips it.
+    C bmax = -att_inf<C>();
+    for (unsigned int jj = threadIdx.x; jj < n; jj += threads) {
+        const C bj = att_bias<T, C>(p, mask, nonpad, b, h, i, j0 + jj);
+        ps[jj] = bj;
+        bmax = bj > bmax ? bj : bmax;
+    }
+    if (att_block_reduce<C>(bmax, red, 0) <= MASKED) {
+        float* out = part + item * (unsigned long long)(p.dv + 2u);
+        for (unsigned int d = threadIdx.x; d < p.dv; d += threads) out[2 + d] = 0.0f;
+        if (threadIdx.x == 0) {
+            out[0] = (float)MASKED;
+            out[1] = 0.0f;
+        }
+        return;
+    }
+    // att_block_reduce's barriers order the biases' writes before the
+    // reads below.
     const T* kb = k + (unsigned long long)b * p.k_s[0] + (unsigned long long)kvh * p.k_s[1];
     for (unsigned int base = warp; base < n; base += ATT_WARPS * ATT_SPLIT_BATCH) {
         C s[ATT_SPLIT_BATCH];
@@ -204,12 +224,11 @@ __device__ __forceinline__ void attention_split(float* part, const T* q, const T
             const C raw = att_warp_sum<C>(s[u]);
             const unsigned int jj = base + (unsigned int)u * ATT_WARPS;
             if (lane == 0 && jj < n) {
-                ps[jj] = att_cap<C>(p, raw) + att_bias<T, C>(p, mask, nonpad, b, h, i, j0 + jj);
+                ps[jj] = att_cap<C>(p, raw) + ps[jj];
             }
         }
     }
     __syncthreads();
-    const C MASKED = (C)-3.0e38f;
     C mx = -att_inf<C>();
     for (unsigned int jj = threadIdx.x; jj < n; jj += threads) mx = ps[jj] > mx ? ps[jj] : mx;
     const C m = att_block_reduce<C>(mx, red, 0);

@@ -38,8 +38,10 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     constexpr int COLS = LR * V;
     // Rows of k a warp step reads (one a lane group).
     constexpr int KR = 32 / LR;
-    __shared__ float as[R * RG_KCHUNK];
-    __shared__ float red[RG_WARPS * COLS];
+    // a's slice, then the warps' sums, RR rows at a time.
+    constexpr int SMEM = R * RG_KCHUNK > RG_WARPS * COLS ? R * RG_KCHUNK : RG_WARPS * COLS;
+    constexpr int RR = SMEM / (RG_WARPS * COLS) < R ? SMEM / (RG_WARPS * COLS) : R;
+    __shared__ float as[SMEM];
     const unsigned int block = blockIdx.x + blockIdx.y * gridDim.x;
     const unsigned int tile = block % p.tiles, split = block / p.tiles;
     // A folded grid may hold more blocks than work: the whole block leaves.
@@ -55,7 +57,8 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     // keeps one in flight a lane), and the next U are loaded while these
     // are summed. The first U go out before a's slice is staged. A lane's
     // rows of k: first + i * kstride for i < steps.
-    constexpr int U = R == 1 ? 8 : 4;
+    // Scalar lanes (V = 1: n odd, a logits head) keep more loads in flight.
+    constexpr int U = V == 1 ? 16 : R == 1 ? 8 : 4;
     const bool live = col0 < p.n;
     const unsigned int first = warp * KR + kr, kstride = RG_WARPS * KR;
     const unsigned int steps = live && kn > first ? (kn - first + kstride - 1) / kstride : 0u;
@@ -127,33 +130,45 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
 #pragma unroll
             for (int v = 0; v < V; ++v) acc[r][v] += __shfl_xor_sync(0xffffffffu, acc[r][v], o);
     }
+    // The warps' sums meet in shared memory (a's slice is done with: its
+    // memory holds them), RR rows at once (every row, for all but 16-bit
+    // wide tiles), one barrier either side rather than two a row.
+    float* red = as;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        if ((unsigned int)r >= p.m) break;
+    for (int r0 = 0; r0 < R; r0 += RR) {
+        if ((unsigned int)r0 >= p.m) break;
+        __syncthreads();
         if (kr == 0u) {
 #pragma unroll
-            for (int v = 0; v < V; ++v) red[warp * COLS + cl * V + v] = acc[r][v];
-        }
-        __syncthreads();
-        for (unsigned int i = threadIdx.x; i < (unsigned int)COLS; i += blockDim.x) {
-            const unsigned int col = tile * COLS + i;
-            if (col < p.n) {
-                float s = 0.0f;
+            for (int r = 0; r < RR; ++r) {
+                if (r0 + r >= R || (unsigned int)(r0 + r) >= p.m) break;
 #pragma unroll
-                for (int w = 0; w < RG_WARPS; ++w) s += red[w * COLS + i];
-                if (p.splits == 1u) {
-                    if (p.flags & 1u) s += (float)bias[col];
-                    c[(unsigned long long)r * p.ldc + col] = (T)epi_act<float>(s, p.act);
-                } else {
-                    part[((unsigned long long)split * p.m + r) * p.n + col] = s;
-                }
+                for (int v = 0; v < V; ++v) red[(warp * RR + r) * COLS + cl * V + v] = acc[r0 + r][v];
             }
         }
         __syncthreads();
+        const unsigned int rows = p.m - r0 < (unsigned int)RR ? p.m - r0 : (unsigned int)RR;
+        for (unsigned int i = threadIdx.x; i < rows * (unsigned int)COLS; i += blockDim.x) {
+            const unsigned int r = i / COLS, col = tile * COLS + i % COLS;
+            if (col < p.n) {
+                float s = 0.0f;
+#pragma unroll
+                for (int w = 0; w < RG_WARPS; ++w) s += red[(w * RR + r) * COLS + i % COLS];
+                const unsigned int row = r0 + r;
+                if (p.splits == 1u) {
+                    if (p.flags & 1u) s += (float)bias[col];
+                    c[(unsigned long long)row * p.ldc + col] = (T)epi_act<float>(s, p.act);
+                } else {
+                    part[((unsigned long long)split * p.m + row) * p.n + col] = s;
+                }
+            }
+        }
     }
     if (p.splits == 1u) return;
-    // Every thread's partial sums out before the ticket is taken.
+    // Every thread's partial sums out (each fenced, then all at the
+    // barrier) before the ticket is taken.
     __threadfence();
+    __syncthreads();
     __shared__ unsigned int rg_last;
     if (threadIdx.x == 0) rg_last = atomicAdd(&tickets[tile], 1u) == p.splits - 1u;
     __syncthreads();
