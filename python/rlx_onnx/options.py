@@ -29,6 +29,15 @@ class ExecutionMode(enum.IntEnum):
     ORT_PARALLEL = 1
 
 
+class ExecutionOrder(enum.IntEnum):
+    """Accepted for ONNX Runtime scripts; rlx-onnx's schedule orders the
+    nodes itself (the memory plan's order)."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
+
+
 class SessionOptions:
     """ONNX Runtime's ``SessionOptions``.
 
@@ -49,7 +58,7 @@ class SessionOptions:
         self.inter_op_num_threads = 0
         self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
         self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
-        self.execution_order = 0
+        self.execution_order = ExecutionOrder.DEFAULT
         self.log_severity_level = 2
         self.log_verbosity_level = 0
         self.logid = ""

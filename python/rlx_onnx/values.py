@@ -231,7 +231,7 @@ class IOBinding:
                     f"output to {d} and read it from get_outputs()"
                 )
             self._bind_device(name, d)
-            self._into[name] = ("cuda", int(buffer_ptr), dtype, dims, int(device_id))
+            self._into[name] = ("cuda", int(buffer_ptr), dtype, dims, int(device_id), None)
             return
         self._bind_device(name, d)
         self._into.pop(name, None)
@@ -245,9 +245,26 @@ class IOBinding:
         self._outputs = [(n, dev) for n, dev in self._outputs if n != name] + [(name, d)]
 
     def bind_ortvalue_output(self, name, ortvalue):
-        """Binds output ``name`` to the caller's host ``ortvalue``: every run
+        """Binds output ``name`` to the caller's ``ortvalue``: every run
         writes the output into its memory (its shape and type must be the
-        output's), and ``get_outputs()`` returns that value."""
+        output's), and ``get_outputs()`` returns that value. A host value must
+        share a writable numpy array's memory; a CUDA value is written device
+        to device, so a value bound as a decoder's past input and as its
+        present output is updated in place, as in ONNX Runtime. wgpu and
+        Vulkan values have no address to write into."""
+        d = ortvalue.device_name()
+        if d == "cuda":
+            self._bind_device(name, "cuda")
+            dims = [int(s) for s in ortvalue.shape()]
+            dtype = _dtype(ortvalue.element_type())
+            ordinal = int(ortvalue.__dlpack_device__()[1])
+            self._into[name] = ("cuda", int(ortvalue.data_ptr()), dtype, dims, ordinal, ortvalue)
+            return
+        if d != "cpu":
+            raise _NotImplemented(
+                f"output `{name}`: a {d} OrtValue has no address to write into; bind the "
+                f"output to {d} (bind_output) and read it from get_outputs()"
+            )
         _host_array(name, ortvalue)
         self._outputs = [(n, dev) for n, dev in self._outputs if n != name] + [(name, "cpu")]
         self._into[name] = ortvalue
@@ -279,9 +296,11 @@ class IOBinding:
                 results.append(OrtValue(v))
                 continue
             if isinstance(into, tuple):  # the caller's CUDA memory
-                _, ptr, dtype, dims, device_id = into
+                _, ptr, dtype, dims, device_id, bound = into
                 v.copy_to_cuda_pointer(n, ptr, dtype, dims, device_id)
-                results.append(OrtValue(_native.Value.from_cuda_pointer(n, ptr, dtype, dims, device_id)))
+                if bound is None:
+                    bound = OrtValue(_native.Value.from_cuda_pointer(n, ptr, dtype, dims, device_id))
+                results.append(bound)
                 continue
             got, a = v.numpy(), _host_array(n, into)
             if got.shape != a.shape or got.dtype != a.dtype:

@@ -413,3 +413,31 @@ def test_one_session_from_eight_threads(ort):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_module_level_settings_as_onnx_runtime_has_them(ort):
+    # Scripts set logging and telemetry before making sessions: the same
+    # names, callable the same way, and the enums' values ONNX Runtime's.
+    for name in (
+        "set_default_logger_severity",
+        "set_default_logger_verbosity",
+        "enable_telemetry_events",
+        "disable_telemetry_events",
+        "get_build_info",
+    ):
+        assert callable(getattr(ort, name)) and callable(getattr(rlx_onnx, name)), name
+    rlx_onnx.set_default_logger_severity(3)
+    rlx_onnx.set_default_logger_verbosity(0)
+    rlx_onnx.disable_telemetry_events()
+    rlx_onnx.enable_telemetry_events()
+    assert rlx_onnx.get_build_info().startswith("rlx-onnx ")
+    with pytest.raises(rlx_onnx.InvalidArgument):
+        rlx_onnx.set_default_logger_severity(7)
+    for kind in ("ExecutionOrder", "ExecutionMode", "GraphOptimizationLevel"):
+        theirs = {m: int(getattr(getattr(ort, kind), m)) for m in dir(getattr(ort, kind)) if m.isupper()}
+        mine = {m.name: int(m) for m in getattr(rlx_onnx, kind)}
+        assert mine == theirs, kind
+    so = rlx_onnx.SessionOptions()
+    so.execution_order = rlx_onnx.ExecutionOrder.PRIORITY_BASED
+    s = rlx_onnx.InferenceSession(CNN, sess_options=so, providers=["CPUExecutionProvider"])
+    assert s.get_inputs()

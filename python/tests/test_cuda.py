@@ -148,6 +148,21 @@ def test_raw_cuda_pointers_as_onnx_runtime_binds_them():
     assert not z.any()
 
 
+def test_cuda_ortvalues_bound_as_outputs_are_written_in_place():
+    # ONNX Runtime's decoder loop binds one device OrtValue as both a past
+    # input and the present output; here an output bound to a CUDA OrtValue
+    # is written into its memory, and get_outputs() returns that value.
+    s = session()
+    y = rlx_onnx.OrtValue.ortvalue_from_shape_and_type(list(WANT.shape), np.float32, "cuda", 0)
+    b = s.io_binding()
+    b.bind_ortvalue_input("x", rlx_onnx.OrtValue.ortvalue_from_numpy(X, "cuda", 0))
+    b.bind_ortvalue_output("y", y)
+    s.run_with_iobinding(b)
+    (out,) = b.get_outputs()
+    assert out is y and out.data_ptr() == y.data_ptr()
+    np.testing.assert_allclose(y.numpy(), WANT, rtol=1e-4, atol=1e-5)
+
+
 class pytest_raises:
     """`pytest.raises(kind, match=...)` where pytest may be missing."""
 
