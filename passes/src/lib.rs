@@ -39,6 +39,7 @@ pub mod rewrite;
 pub mod simplify;
 pub mod simplify_affine;
 pub mod simplify_broadcast;
+pub mod simplify_gather;
 pub mod stack_matmuls;
 pub mod target;
 pub mod to_f16;

@@ -16,7 +16,9 @@
 //! - chains of views (`reshape`, `flatten`, `squeeze`, `unsqueeze`) -> one
 //!   `reshape`, or `x` when the shape comes back (a squeeze/unsqueeze pair);
 //! - `cast(cast(x))` -> one cast when the inner cast loses nothing;
-//! - constant affine chains -> one multiply-add (`simplify_affine`).
+//! - constant affine chains -> one multiply-add (`simplify_affine`);
+//! - a `gather`/`gather_nd` whose constant indices enumerate its data in
+//!   order -> a `reshape` (`simplify_gather`).
 
 use rlx_ir::analysis::infer_graph;
 use rlx_ir::ops::{Binary, BinaryKind, Reshape, Transpose};
@@ -193,6 +195,9 @@ fn simplify_node(
         Op::Expand(_) if same_as_x => {
             forward(g, id, x)?;
             return Ok(Some("simplify.noop-expand"));
+        }
+        Op::Gather(_) | Op::GatherNd(_) => {
+            return crate::simplify_gather::enumerating_gather(g, cx, id);
         }
         Op::Concat(_) if ins.len() == 1 && same_as_x => {
             forward(g, id, x)?;

@@ -361,3 +361,32 @@ fn dce_keeps_a_split_of_one_row() {
     );
     check(&["dce"], &src, &src);
 }
+
+#[test]
+fn simplify_makes_enumerating_gathers_reshapes() {
+    // gather_nd over every (i, j) of [2, 3] in order, and gather of 0..3
+    // along an axis of 3: reshapes. Out of order, a gather stays.
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3,4]
+  %1 = constant i64[2,3,2] [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, -1] : i64[2,3,2]
+  %2 = gather_nd(%0, %1) {batch_dims=0} : f32[2,3,4]  # G
+  %3 = constant i64[1,3] [0, 1, 2] : i64[1,3]
+  %4 = gather(%2, %3) {axis=1} : f32[2,1,3,4]  # H
+  %5 = constant i64[3] [0, 2, 1] : i64[3]
+  %6 = gather(%0, %5) {axis=1} : f32[2,3,4]  # K
+  output "y" = %4
+  output "z" = %6
+"#,
+    );
+    let want = graph(
+        r#"  %0 = input "x" : f32[2,3,4]
+  %1 = constant i64[4] [2, 1, 3, 4] : i64[4]  # H
+  %2 = reshape(%0, %1) {allowzero=false} : f32[2,1,3,4]  # H
+  %3 = constant i64[3] [0, 2, 1] : i64[3]
+  %4 = gather(%0, %3) {axis=1} : f32[2,3,4]  # K
+  output "y" = %2
+  output "z" = %4
+"#,
+    );
+    check(&["simplify"], &src, &want);
+}
