@@ -7,7 +7,9 @@
 //! On the CPU the state owns the memory its runs use. On CUDA the memory is
 //! the executable's, and the state is a claim on it (`rlx_cuda::Holder`):
 //! another caller's run in between copies the held values out and the next
-//! run of the state copies them back, so they are never lost, only slower.
+//! run of the state copies them back, so sharing costs copies, not values.
+//! A run that fails gives the state's values up (its next kept run is
+//! refused, never served stale values).
 //! Other targets (wgpu, Vulkan), graphs split with the CPU and schedules
 //! run node by node are an error before the run, for the caller to run as
 //! usual instead.

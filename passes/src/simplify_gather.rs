@@ -56,7 +56,9 @@ pub fn enumerating_gather(
         }
         _ => return Ok(None),
     };
-    if out.iter().product::<usize>() != data.iter().product::<usize>() {
+    // Empty data: a 0 in a reshape's shape would read as "keep the dim".
+    let numel: usize = data.iter().product();
+    if numel == 0 || out.iter().product::<usize>() != numel {
         return Ok(None);
     }
     let (name, origin) = (g.node(id).name.clone(), g.node(id).origin.clone());

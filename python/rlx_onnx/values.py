@@ -254,11 +254,13 @@ class IOBinding:
         Vulkan values have no address to write into."""
         d = ortvalue.device_name()
         if d == "cuda":
-            self._bind_device(name, "cuda")
+            # Everything that can raise first: a refused binding changes nothing.
             dims = [int(s) for s in ortvalue.shape()]
             dtype = _dtype(ortvalue.element_type())
             ordinal = int(ortvalue.__dlpack_device__()[1])
-            self._into[name] = ("cuda", int(ortvalue.data_ptr()), dtype, dims, ordinal, ortvalue)
+            ptr = int(ortvalue.data_ptr())
+            self._bind_device(name, "cuda")
+            self._into[name] = ("cuda", ptr, dtype, dims, ordinal, ortvalue)
             return
         if d != "cpu":
             raise _NotImplemented(

@@ -9,7 +9,9 @@
 //! for someone else (an ordinary run, a profile, another holder's step)
 //! first spills those values into device buffers of the holder, and the
 //! holder's next run copies them back in. Exclusive use costs nothing; shared
-//! use costs the copies the plain device-tensor path always makes.
+//! use costs the copies the plain device-tensor path always makes. A run of
+//! the holder that fails (a device error, an allocation) gives its values
+//! up: the next kept run is refused rather than reading anything stale.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -77,15 +79,14 @@ impl Executable {
     /// `input` (in its slot or spilled), so that its next run may keep it.
     pub fn holds(&self, holder: &Holder, input: usize) -> bool {
         let st = self.run.lock().unwrap_or_else(|p| p.into_inner());
-        if st
-            .held
+        let spill = lock(&holder.0);
+        if spill.latest != Some(self.id) {
+            return false;
+        }
+        st.held
             .as_ref()
             .is_some_and(|h| h.is(holder) && h.inputs.contains(&input))
-        {
-            return true;
-        }
-        let spill = lock(&holder.0);
-        spill.latest == Some(self.id) && spill.values.iter().any(|(i, _)| *i == input)
+            || spill.values.iter().any(|(i, _)| *i == input)
     }
 
     /// Copies the values another caller left in the slots out to its own
@@ -141,19 +142,19 @@ impl Executable {
         kept: &[usize],
     ) -> Result<Vec<(usize, Source)>, CudaError> {
         let spill = lock(&holder.0);
+        // Values of this executable only: the holder's latest run was here.
+        let latest = spill.latest == Some(self.id);
         kept.iter()
             .map(|&i| {
                 let in_slot = st
                     .held
                     .as_ref()
                     .is_some_and(|h| h.is(holder) && h.inputs.contains(&i));
-                if in_slot {
+                if latest && in_slot {
                     return Ok((i, Source::Slot));
                 }
                 match spill.values.iter().find(|(j, _)| *j == i) {
-                    Some((_, b)) if spill.latest == Some(self.id) => {
-                        Ok((i, Source::Spilled(b.clone())))
-                    }
+                    Some((_, b)) if latest => Ok((i, Source::Spilled(b.clone()))),
                     _ => Err(CudaError::Input {
                         index: i,
                         reason: format!(

@@ -18,7 +18,10 @@ impl Executable {
     /// Device time of each launch, indexed as [`crate::Schedule::launches`].
     pub fn profile(&self, inputs: &[&Tensor]) -> Result<Vec<Duration>, CudaError> {
         self.run(inputs)?;
-        let _st = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        // A holder's step may have run since: its values leave the slots
+        // before the steps below write them.
+        self.spill_others(&mut st, None)?;
         let (cx, stream) = (&self.ctx.ctx, &self.ctx.stream);
         cx.bind_to_thread().map_err(dev)?;
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);

@@ -51,6 +51,10 @@ impl Operand {
 pub struct NodeIo {
     pub ins: Vec<Operand>,
     pub outs: Vec<Operand>,
+    /// Whether each output is read (by a node or as a graph output): a
+    /// multi-output op (a split whose Q piece attention reads in place)
+    /// need not write the others.
+    pub read: Vec<bool>,
     /// Values of constant inputs (for value ports such as axes or pads).
     pub values: Vec<Option<Tensor>>,
     pub scratch_at: u64,
@@ -268,6 +272,8 @@ impl<L: Lowering> Planner<'_, L> {
     /// The steps of `g`: its nodes' launches and control steps, in order.
     fn lower_graph(&mut self, g: &Graph, lay: &Layout) -> Result<Vec<Step>, PlanError> {
         let mut steps = Vec::new();
+        let graph_outputs: std::collections::HashSet<Value> =
+            g.outputs().iter().map(|o| o.value).collect();
         for id in runs(g, &lay.mem) {
             let node = g.node(id);
             if let Some(ctl) = lay.controls.get(&id) {
@@ -283,6 +289,12 @@ impl<L: Lowering> Planner<'_, L> {
                 outs: (0..node.outputs.len())
                     .map(|p| operand(g, lay, Value::new(id, p as u16)))
                     .collect::<Result<_, _>>()?,
+                read: (0..node.outputs.len())
+                    .map(|p| {
+                        let v = Value::new(id, p as u16);
+                        graph_outputs.contains(&v) || !g.users_of(v).is_empty()
+                    })
+                    .collect(),
                 values: ins
                     .iter()
                     .map(|v| leaf_value(g, self.weights, v.node))

@@ -46,6 +46,7 @@ impl Lowering for Wgsl {
             &mut self.pipelines,
         );
         cx.max_binding = self.max_binding;
+        cx.read = io.read;
         lower(&mut cx)?;
         // A dispatch writes the node's outputs and its scratch, and reads
         // the rest.

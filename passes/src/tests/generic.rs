@@ -323,46 +323,6 @@ fn simplify_squares_by_multiplying() {
 }
 
 #[test]
-fn dce_slices_the_read_pieces_of_a_split_over_rows() {
-    // Two rows: the pieces are strided (copies); the first is read by
-    // nobody, so only the other two are copied, as slices.
-    let src = graph(
-        r#"  %0 = input "x" : f32[2,6]
-  %1:3 = split(%0) {axis=1, num_outputs=3} : (f32[2,2], f32[2,2], f32[2,2])  # S
-  %2 = neg(%1.1) : f32[2,2]  # N
-  output "y" = %2
-  output "z" = %1.2
-"#,
-    );
-    let want = graph(
-        r#"  %0 = input "x" : f32[2,6]
-  %1 = constant i64[1] [2] : i64[1]  # S
-  %2 = constant i64[1] [4] : i64[1]  # S
-  %3 = constant i64[1] [1] : i64[1]  # S
-  %4 = slice(%0, %1, %2, %3) : f32[2,2]  # S
-  %5 = neg(%4) : f32[2,2]  # N
-  %6 = constant i64[1] [6] : i64[1]  # S
-  %7 = slice(%0, %2, %6, %3) : f32[2,2]  # S
-  output "y" = %5
-  output "z" = %7
-"#,
-    );
-    check(&["dce", "cse"], &src, &want);
-}
-
-#[test]
-fn dce_keeps_a_split_of_one_row() {
-    // One row: the pieces can be views of the input; the split stays.
-    let src = graph(
-        r#"  %0 = input "x" : f32[1,6]
-  %1:3 = split(%0) {axis=1, num_outputs=3} : (f32[1,2], f32[1,2], f32[1,2])  # S
-  output "z" = %1.2
-"#,
-    );
-    check(&["dce"], &src, &src);
-}
-
-#[test]
 fn simplify_makes_enumerating_gathers_reshapes() {
     // gather_nd over every (i, j) of [2, 3] in order, and gather of 0..3
     // along an axis of 3: reshapes. Out of order, a gather stays.

@@ -313,6 +313,7 @@ mod tests {
         let io = NodeIo {
             ins: vec![op(0, a), op(4096, b)],
             outs: vec![op(8192, c)],
+            read: vec![true],
             values: vec![None, None],
             scratch_at: 0,
             consts_at: 0,
@@ -362,6 +363,7 @@ mod tests {
         let io = NodeIo {
             ins: vec![op(0, &[4, 8]), op(4096, &[7, 5])],
             outs: vec![op(8192, &[4, 5])],
+            read: vec![true],
             values: vec![None, None],
             scratch_at: 0,
             consts_at: 0,

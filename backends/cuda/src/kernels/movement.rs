@@ -155,13 +155,15 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         Op::Split(s) => {
             let a = axis(s.axis, x.dims.len())?;
             let mut at = 0;
-            for o in cx.io.outs.clone() {
+            for (o, read) in cx.io.outs.clone().into_iter().zip(cx.io.read.clone()) {
                 let v = View {
                     dims: o.dims.clone(),
                     strides: i64s(&xst),
                     start: at * xst[a],
                 };
-                if o.numel() > 0 {
+                // A piece nothing reads (the Q of a packed QKV projection
+                // that attention reads in place) is not written.
+                if read && o.numel() > 0 {
                     plain(cx, &x, &o, &v)?;
                 }
                 at += o.dims.get(a).copied().unwrap_or(0);

@@ -108,6 +108,9 @@ pub struct Cx<'a> {
     pub node: &'a Node,
     pub ins: Vec<Operand>,
     pub outs: Vec<Operand>,
+    /// Whether each output is read (a split's unread pieces go unwritten);
+    /// all by default.
+    pub read: Vec<bool>,
     /// Values of constant inputs (for value ports such as axes or pads).
     pub values: Vec<Option<Tensor>>,
     /// The binding limit: kernels split work whose operands exceed it.
@@ -127,10 +130,12 @@ impl<'a> Cx<'a> {
         scratch_at: u64,
         pipelines: &'a mut Pipelines,
     ) -> Cx<'a> {
+        let read = vec![true; outs.len()];
         Cx {
             node,
             ins,
             outs,
+            read,
             values,
             max_binding: u64::MAX,
             scratch_at,

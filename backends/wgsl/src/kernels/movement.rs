@@ -100,13 +100,16 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         Op::Split(s) => {
             let a = axis(s.axis, x.dims.len())?;
             let mut at = 0;
-            for o in cx.outs.clone() {
+            for (o, read) in cx.outs.clone().into_iter().zip(cx.read.clone()) {
                 let v = View {
                     dims: o.dims.clone(),
                     strides: i64s(&xst),
                     start: at * xst[a],
                 };
-                plain(cx, &x, &o, &v)?;
+                // A piece nothing reads is not written.
+                if read {
+                    plain(cx, &x, &o, &v)?;
+                }
                 at += o.dims.get(a).copied().unwrap_or(0);
             }
             Ok(())
