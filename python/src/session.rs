@@ -252,6 +252,17 @@ impl PySession {
 }
 
 /// The named inputs of a feed dict, as tensors or lent values.
+/// The value an `rlx_onnx.OrtValue` (the Python class) holds; `None` for
+/// anything else (arrays, first, without an attribute lookup).
+fn ort_value(v: &Bound<'_, PyAny>) -> Option<Value> {
+    if v.cast::<numpy::PyUntypedArray>().is_ok() {
+        return None;
+    }
+    let inner = v.getattr(pyo3::intern!(v.py(), "_value")).ok()?;
+    let pv = inner.cast::<PyValue>().ok()?;
+    Some(pv.get().value.clone())
+}
+
 fn feed_values(feed: &Bound<'_, PyDict>) -> PyResult<Vec<(String, Value)>> {
     feed.iter()
         .map(|(k, v)| {
@@ -260,7 +271,10 @@ fn feed_values(feed: &Bound<'_, PyDict>) -> PyResult<Vec<(String, Value)>> {
                 .map_err(|_| invalid("input names must be strings"))?;
             let value = match v.cast::<PyValue>() {
                 Ok(pv) => pv.get().value.clone(),
-                Err(_) => Value::Host(arrays::to_tensor(&name, &v)?),
+                Err(_) => match ort_value(&v) {
+                    Some(value) => value,
+                    None => Value::Host(arrays::to_tensor(&name, &v)?),
+                },
             };
             Ok((name, value))
         })
