@@ -462,8 +462,23 @@ impl<'s> Decoder<'s> {
             return Err(refuse("no in-place cache".into()));
         };
         if p.state.is_some() {
-            return self.advance_kept(tokens);
+            let first = !p.kept;
+            match self.advance_kept(tokens) {
+                Ok(logits) => return Ok(logits),
+                // Until a step keeps the cache every input is a value, so a
+                // plan that holds no state (a GPU graph split with the CPU)
+                // runs on values from then on, as before.
+                Err(_) if first => {
+                    if let Some(p) = &mut self.in_place {
+                        p.state = None;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
+        let Some(p) = &self.in_place else {
+            return Err(refuse("no in-place cache".into()));
+        };
         let feed = self.in_place_feed(p, tokens)?;
         let named: Vec<(&str, &Value)> = feed.iter().map(|(n, v)| (n.as_str(), v)).collect();
         let kept: Vec<&str> = self.kept.iter().map(String::as_str).collect();
