@@ -18,7 +18,8 @@ scaled so greedy decoding does not repeat one token), it
    one token) and the whole run;
 3. runs `rlx-onnx generate --warmup 1` on the export (the cache written in
    place on the device; the untimed first generation plans and loads
-   kernels) and reads its prefill and decode times;
+   kernels) and reads its prefill and decode times (a decode step: choosing
+   the tokens from the last logits, then the step on them);
 4. checks that the tokens are PyTorch's, and prints per-token decode
    latency and the ratios.
 

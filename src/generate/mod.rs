@@ -99,6 +99,9 @@ pub fn generate_on(
     timings.prefill = t;
     let mut done = vec![false; batch];
     loop {
+        // A decode step's time is a token's as the caller sees it: choosing
+        // the tokens from the last logits, then the step on them.
+        let started = std::time::Instant::now();
         let rows = logits.as_slice::<f32>()?;
         let vocab = rows.len() / batch.max(1);
         let mut next = Vec::with_capacity(batch);
@@ -118,9 +121,8 @@ pub fn generate_on(
         if done.iter().all(|&d| d) || produced >= options.max_new_tokens {
             break;
         }
-        let (l, t) = Timings::time(|| decoder.step(&next))?;
-        timings.steps.push(t);
-        logits = l;
+        logits = decoder.step(&next)?;
+        timings.steps.push(started.elapsed());
     }
     Ok(Generation {
         tokens,

@@ -61,17 +61,31 @@ impl Rng {
 }
 
 /// The index of the first largest value; NaNs are never chosen (a row of
-/// NaNs gives 0).
+/// NaNs gives 0). The largest value first, sixteen lanes at a time (the
+/// compare vectorizes; a vocabulary of 50k at batch 8 is 400k values a
+/// token), then the first index holding it.
 pub fn argmax(row: &[f32]) -> usize {
-    let mut best = 0;
-    let mut max = f32::NEG_INFINITY;
-    for (i, &v) in row.iter().enumerate() {
-        if v > max {
-            max = v;
-            best = i;
+    const LANES: usize = 16;
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            if v > *m {
+                *m = v;
+            }
         }
     }
-    best
+    let mut max = f32::NEG_INFINITY;
+    for &v in lanes.iter().chain(rest) {
+        if v > max {
+            max = v;
+        }
+    }
+    if max == f32::NEG_INFINITY {
+        return 0;
+    }
+    row.iter().position(|&v| v == max).unwrap_or(0)
 }
 
 /// The next token of one row.
@@ -130,6 +144,39 @@ mod tests {
     fn greedy_takes_the_first_largest_and_skips_nans() {
         assert_eq!(argmax(&[1.0, 3.0, 3.0, -1.0]), 1);
         assert_eq!(argmax(&[f32::NAN, 0.5, 0.25]), 1);
+        assert_eq!(argmax(&[f32::NAN, f32::NAN]), 0);
+        assert_eq!(argmax(&[f32::NEG_INFINITY, f32::NAN, f32::NEG_INFINITY]), 0);
+        assert_eq!(argmax(&[]), 0);
+    }
+
+    /// The lane-wise argmax is the plain scan's (first strictly larger
+    /// value) on rows of every length around the lane count, with ties,
+    /// NaNs and infinities.
+    #[test]
+    fn argmax_is_the_first_largest_of_a_plain_scan() {
+        let scan = |row: &[f32]| {
+            let (mut best, mut max) = (0, f32::NEG_INFINITY);
+            for (i, &v) in row.iter().enumerate() {
+                if v > max {
+                    (best, max) = (i, v);
+                }
+            }
+            best
+        };
+        let mut rng = Rng::new(3);
+        for len in 0..70 {
+            for _ in 0..20 {
+                let row: Vec<f32> = (0..len)
+                    .map(|_| match (rng.unit() * 10.0) as u32 {
+                        0 => f32::NAN,
+                        1 => f32::NEG_INFINITY,
+                        2 => 4.0,
+                        _ => (rng.unit() * 8.0 - 4.0) as f32,
+                    })
+                    .collect();
+                assert_eq!(argmax(&row), scan(&row), "{row:?}");
+            }
+        }
     }
 
     #[test]
