@@ -229,7 +229,7 @@ def run_rlx(binary, model, feeds, precision, outdir, iters, profile):
         raise RuntimeError(f"rlx-onnx run: {r.stderr.strip()[-600:]}")
     y = np.load(outdir / "y.npy")
     b = subprocess.run([binary, "bench", str(model), "--target", "cuda", *prec, *args, "--iters", str(iters),
-                        "--warmup", "5", *(["--profile", "--top", "12"] if profile else [])],
+                        "--warmup", "5", *(["--profile", "--top", "40"] if profile else [])],
                        capture_output=True, text=True)
     if b.returncode != 0:
         raise RuntimeError(f"rlx-onnx bench: {b.stderr.strip()[-600:]}")
@@ -288,6 +288,8 @@ def bench_one(a, name, exporter, precision, work, rows):
                 cy.cpu()
 
             row["compile_h2h"] = host_time(h2h, a.iters, 5)
+            if a.peer_profile:
+                (a.out / f"peer_profile_{name}_{exporter}_{precision}.txt").write_text(kernel_table(c, dxs))
         except Exception as e:
             row["compile_dev"] = row["compile_h2h"] = None
             print(f"  torch.compile failed: {type(e).__name__}: {e}".splitlines()[0], flush=True)
@@ -306,6 +308,21 @@ def bench_one(a, name, exporter, precision, work, rows):
         row["error"] = str(e).splitlines()[-1][:300]
     rows.append(row)
     print("  " + json.dumps(row), flush=True)
+
+
+def kernel_table(fn, xs, runs=20):
+    """Where `fn`'s device time goes: torch.profiler's kernels over `runs` calls
+    (not replayed as a graph, so each kernel is its own record), slowest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn(*xs)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn(*xs)
+        torch.cuda.synchronize()
+    return f"{runs} calls\n" + prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90)
 
 
 def fmt(v, digits=3):
@@ -348,6 +365,8 @@ def main():
     ap.add_argument("--work", default="/tmp/rlx-transformers")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--profile", action="store_true", help="keep rlx-onnx's per-node profile of each run")
+    ap.add_argument("--peer-profile", action="store_true",
+                    help="write torch.compile's kernels and their times (torch.profiler) beside --profile's")
     ap.add_argument("--sdpa", action="store_true", help="also time PyTorch's flash SDPA")
     ap.add_argument("--tiny", help="write the small test models here and stop")
     ap.add_argument("--export-only", action="store_true",

@@ -115,6 +115,25 @@ __device__ __forceinline__ void fa_stage_kv(T* ks, T* vs, const T* k, const T* v
     }
 }
 
+// A padding mask's biases (one per key, the same for every query row of
+// the tile's batch entry and head) of keys [j0, j0 + BK) into `mb`, in the log2
+// domain, 0 past the last key (hidden there anyway). Plain loads, issued
+// before the wait for the K/V tile they go with: a score's bias is then a
+// shared-memory read, where loading it there (with its 64-bit address) put
+// global latency and a dozen instructions a key on every tile's path.
+template <typename T, int BK, int NT>
+__device__ __forceinline__ void fa_stage_keyed(float* mb, const AttentionParams& p, const unsigned char* mask,
+                                               const FaTile& t, unsigned int j0) {
+    const float l2e = 1.4426950408889634f;
+    // Recomputed at each stage rather than held: the 64-row tile's
+    // registers are all spoken for.
+    const unsigned long long mrow = fa_row(p, t, 0u).mrow;
+    for (unsigned int x = threadIdx.x; x < (unsigned int)BK; x += NT) {
+        const unsigned int j = j0 + x;
+        mb[x] = j < t.k1 ? fa_bias<T>(p, mask, mrow, j) * l2e : 0.0f;
+    }
+}
+
 // The tensor-core kernel's tile shape: WQ x WK warps, WQ over the query
 // tile (16 rows each: BQ = 16 WQ) and WK over each BK-key tile (KW = BK / WK
 // keys each; the warps' running maxima, sums and outputs merged through
@@ -124,12 +143,17 @@ __device__ __forceinline__ void fa_stage_kv(T* ks, T* vs, const T* k, const T* v
 // dynamic: Q's staging area (the second K/V buffer: Q moves to registers
 // before that buffer is first filled) and two K/V buffers, SE elements,
 // which the host's `MmaShape::shared` (attention.rs) passes to the launch.
+// A padding mask's biases of each key tile are staged with it in a static
+// array of two tiles (at a constant address: no register holds it).
 template <typename T, int D, int BK, int WQ, int WK>
 struct FaShape {
     static constexpr int NT = 32 * WQ * WK, BQ = 16 * WQ, KW = BK / WK;
     static constexpr int LD = D + 8, KD = D / 16, NK = KW / 8, ND = D / 8;
     static constexpr int QE = BQ * LD, KVE = 2 * BK * LD;
     static constexpr int SE = (QE > KVE ? QE : KVE) + KVE;
+    // Whether a padding mask's biases are staged per key tile (below heads
+    // of 128, whose 16-row key-split tile then spills) or read in place.
+    static constexpr bool STAGE_KEYS = D <= 64;
     // The merge's rows of partial outputs (row stride OD floats), maxima and sums.
     static constexpr int OD = D + 4;
     static_assert(KW % 16 == 0, "whole 16-key steps a warp");
@@ -154,13 +178,20 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     if (fa_dynamic_smem() < (unsigned int)(S::SE * sizeof(T))) __trap();
     T* const sm = (T*)fa_dyn;
     T* const qs = sm + KVE;
+    __shared__ __align__(16) float mbs[2 * BK];
     const FaTile t = fa_tile(p, nonpad, BQ);
     const unsigned int warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, tq = lane % 4u;
     const unsigned int wq = warp % WQ, wk = warp / WQ;
     const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
     const bool async = fa_vec(k, p.k_s, p.dk) && fa_vec(v, p.v_s, p.dv);
+    const bool masked = (p.flags & 1u) != 0u;
+    // A mask that is the same for every query row (a padding mask): one
+    // bias per key serves every row, staged per key tile into `mbs`.
+    const bool keyed = masked && p.mask_s[2] == 0u;
+    const bool staged = S::STAGE_KEYS && keyed;
     // The first K/V tile goes in flight with Q.
     if (t.k0 < t.k1) fa_stage_kv<T, BK, D, LD, NT>(sm, sm + BK * LD, k, v, p, t, t.k0, async);
+    if (staged && t.k0 < t.k1) fa_stage_keyed<T, BK, NT>(mbs, p, mask, t, t.k0);
     fa_stage<T, BQ, D, LD, NT>(qs, fa_at(q, p.q_s, t.b, t.h, t.q0), p.q_s[2], qrows, p.dk, fa_vec(q, p.q_s, p.dk));
     __syncthreads();
     // ldmatrix: lanes 0-7, 8-15, 16-23, 24-31 address the rows of matrices
@@ -186,12 +217,9 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     // (the warp's rows: [wr0, wr0 + 16)).
     float m[2] = {-att_inf<float>(), -att_inf<float>()}, l[2] = {0.0f, 0.0f};
     const unsigned int wr0 = t.q0 + wq * 16u, row0 = wr0 + g;
-    const bool masked = (p.flags & 1u) != 0u;
-    // A mask that is the same for every query row (a padding mask): one
-    // bias per key serves both of a thread's rows.
-    const bool keyed = masked && p.mask_s[2] == 0u;
-    // Where the mask's rows of row0 and row0 + 8 start (one row where keyed).
-    const unsigned long long m0 = masked ? fa_row(p, t, row0).mrow : 0ull;
+    // Where the mask's rows of row0 and row0 + 8 start (one row where keyed),
+    // where the mask is read in place.
+    const unsigned long long m0 = masked && !staged ? fa_row(p, t, row0).mrow : 0ull;
     const unsigned long long m1 = masked && !keyed ? fa_row(p, t, row0 + 8u).mrow : m0;
     unsigned int cur = 0;
     for (unsigned int j0 = t.k0; j0 < t.k1; j0 += BK) {
@@ -201,6 +229,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
         if (more && async) {
             T* const nb = sm + (cur ^ 1u) * KVE;
             fa_stage_kv<T, BK, D, LD, NT>(nb, nb + BK * LD, k, v, p, t, j0 + BK, true);
+            if (staged) fa_stage_keyed<T, BK, NT>(mbs + (cur ^ 1u) * BK, p, mask, t, j0 + BK);
         }
         if (async) {
             if (more) fa_wait_one(); else fa_wait_all();
@@ -248,14 +277,20 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                     for (int e = 0; e < 4; ++e) mx[e / 2] = fmaxf(mx[e / 2], s[c][e]);
                 }
             } else if (fast) {
+                // A padding mask's biases: read from the staged tile as
+                // each score takes its own (an array of them held 16
+                // registers, and the 64-row tile spilled), or loaded here.
+                const float* const mt = mbs + cur * BK + wk * KW + 2u * tq;
                 float km[NK][2];
-                if (keyed) {
+                if constexpr (!S::STAGE_KEYS) {
+                    if (keyed) {
 #pragma unroll
-                    for (int c = 0; c < NK; ++c) {
+                        for (int c = 0; c < NK; ++c) {
 #pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const unsigned int j = jw + c * 8u + 2u * tq + e;
-                            km[c][e] = j < t.k1 ? fa_bias<T>(p, mask, m0, j) * l2e : 0.0f;
+                            for (int e = 0; e < 2; ++e) {
+                                const unsigned int j = jw + c * 8u + 2u * tq + e;
+                                km[c][e] = j < t.k1 ? fa_bias<T>(p, mask, m0, j) * l2e : 0.0f;
+                            }
                         }
                     }
                 }
@@ -268,7 +303,8 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                         if (!masked) {
                             x = s[c][e] * sl2;
                         } else {
-                            const float bias = keyed         ? km[c][e % 2]
+                            const float bias = staged     ? mt[c * 8 + e % 2]
+                                               : keyed    ? km[c][e % 2]
                                                : j < t.k1 ? fa_bias<T>(p, mask, e < 2 ? m0 : m1, j) * l2e
                                                           : 0.0f;
                             x = fmaf(s[c][e], sl2, bias);
@@ -346,7 +382,10 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
         }
         // Every warp is done with this buffer before it is filled again.
         __syncthreads();
-        if (more && !async) fa_stage_kv<T, BK, D, LD, NT>(kb, kb + BK * LD, k, v, p, t, j0 + BK, false);
+        if (more && !async) {
+            fa_stage_kv<T, BK, D, LD, NT>(kb, kb + BK * LD, k, v, p, t, j0 + BK, false);
+            if (staged) fa_stage_keyed<T, BK, NT>(mbs + cur * BK, p, mask, t, j0 + BK);
+        }
         if (async) cur ^= 1u;
     }
 #pragma unroll

@@ -321,6 +321,7 @@ impl Executable {
             .map_err(|e| CudaError::Device(format!("uploading constants: {e:?}")))?;
         let inside = |r: &crate::schedule::Range| r.offset + r.bytes <= schedule.buffer_bytes;
         let timer = Timer::new(cx, stream)?;
+        let mut choices = gemm::Choices::new();
         let mut ready = Vec::with_capacity(schedule.launches.len());
         for l in &schedule.launches {
             let node_err = |reason: String| CudaError::Node {
@@ -390,6 +391,7 @@ impl Executable {
                         base,
                         schedule.tf32,
                         &timer,
+                        &mut choices,
                         stream.cu_stream() as *mut _,
                     )
                     .map_err(|e| node_err(e.to_string()))?;

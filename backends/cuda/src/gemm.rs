@@ -7,6 +7,7 @@
 //! cuBLAS is column-major: a row-major `C = A B` is computed as the
 //! column-major `C^T = B^T A^T`, so cuBLASLt's A is our B and its B our A.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::mem::size_of;
 
@@ -159,6 +160,40 @@ unsafe fn set_desc<T>(
 /// Algorithms asked of cuBLASLt's heuristic per GEMM, then timed.
 const CANDIDATES: usize = 8;
 
+/// What a GEMM's choice of algorithm depends on: everything but where its
+/// operands lie, except how they are aligned. Equal GEMMs (a transformer's
+/// layers) are timed once and run the same algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Shape {
+    sizes: [u64; 10],
+    trans: (bool, bool),
+    bias: Option<u64>,
+    act: GemmAct,
+    dtype: DType,
+    align: [u64; 3],
+    tf32: bool,
+}
+
+/// Choices made so far while building one executable.
+pub(crate) type Choices = HashMap<Shape, sys::cublasLtMatmulAlgo_t>;
+
+impl Shape {
+    fn of(g: &Gemm, tf32: bool) -> Shape {
+        const ALIGN: u64 = 256;
+        Shape {
+            sizes: [
+                g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b, g.stride_c,
+            ],
+            trans: (g.trans_a, g.trans_b),
+            bias: g.bias.map(|b| b.offset % ALIGN),
+            act: g.act,
+            dtype: g.dtype,
+            align: [g.a.offset % ALIGN, g.b.offset % ALIGN, g.c.offset % ALIGN],
+            tf32,
+        }
+    }
+}
+
 /// Builds the descriptors of `g` (whose ranges start at `base` in device
 /// memory) and picks its algorithm: the fastest of cuBLASLt's candidates,
 /// timed on `stream` (the run writes only C and the workspace). `tf32`
@@ -169,6 +204,7 @@ pub(crate) fn prepare(
     base: CUdeviceptr,
     tf32: bool,
     timer: &Timer,
+    choices: &mut Choices,
     stream: sys::cudaStream_t,
 ) -> Result<Prepared, CudaError> {
     use sys::cublasLtMatmulDescAttributes_t as D;
@@ -227,6 +263,11 @@ pub(crate) fn prepare(
             set_desc(desc, D::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &0i64)?;
         }
     }
+    let shape = Shape::of(g, tf32);
+    if let Some(algo) = choices.get(&shape) {
+        p.algo = *algo;
+        return Ok(p);
+    }
     let pref = result::create_matmul_pref().map_err(|e| lt("preference", e))?;
     let ws = lt_.workspace_bytes as u64;
     let mut found: [sys::cublasLtMatmulHeuristicResult_t; CANDIDATES] =
@@ -280,6 +321,7 @@ pub(crate) fn prepare(
     p.algo = algos[best?.ok_or_else(|| {
         CudaError::Unsupported(format!("every cuBLASLt algorithm failed for {g}"))
     })?];
+    choices.insert(shape, p.algo);
     Ok(p)
 }
 

@@ -45,7 +45,7 @@ pub struct KernelLaunch {
 
 /// The activation of a GEMM's cuBLASLt epilogue (GELU is cuBLASLt's tanh
 /// approximation, so only `gelu_tanh` lowers to it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GemmAct {
     None,
     Relu,

@@ -1,16 +1,24 @@
 //! Timing of alternatives while an executable is built: cuBLASLt offers
 //! several algorithms for a GEMM, and the fastest on this device and shape
 //! is the one kept (cuDNN's convolutions time theirs in `cudnnFind*`).
+//!
+//! A candidate is timed as the executable runs it: captured in a CUDA graph
+//! and replayed. Timed as separate launches, a transformer's GEMMs (5-10 us
+//! of kernel each) measured the host's launch rate rather than the kernel:
+//! a split-K algorithm's two launches lost to one slower kernel, and the
+//! same shape chose differently layer to layer.
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream};
 
 use crate::CudaError;
 
-/// Timed runs per candidate, after one untimed run.
-const REPS: usize = 3;
+/// Runs of a candidate captured in one graph.
+const REPS: usize = 8;
+/// Timed replays of that graph, after one untimed.
+const REPLAYS: usize = 3;
 
 fn dev(e: impl std::fmt::Debug) -> CudaError {
     CudaError::Device(format!("timing candidates: {e:?}"))
@@ -36,14 +44,25 @@ impl Timer {
         })
     }
 
-    /// Milliseconds of [`REPS`] runs of `f`, or `None` when `f` fails (a
-    /// candidate the library refuses at run time).
+    /// Milliseconds a run of `f` takes, or `None` when `f` fails (a
+    /// candidate the library refuses at run time). Replayed from a graph
+    /// where `f` can be captured, else launched [`REPS`] times.
     pub(crate) fn time(
         &self,
         mut f: impl FnMut() -> Result<(), CudaError>,
     ) -> Result<Option<f32>, CudaError> {
         if f().is_err() {
             return Ok(None);
+        }
+        if let Some(g) = self.capture(&mut f) {
+            g.launch().map_err(dev)?;
+            self.start.record(&self.stream).map_err(dev)?;
+            for _ in 0..REPLAYS {
+                g.launch().map_err(dev)?;
+            }
+            self.end.record(&self.stream).map_err(dev)?;
+            let ms = self.start.elapsed_ms(&self.end).map_err(dev)?;
+            return Ok(Some(ms / (REPS * REPLAYS) as f32));
         }
         self.start.record(&self.stream).map_err(dev)?;
         for _ in 0..REPS {
@@ -52,7 +71,20 @@ impl Timer {
             }
         }
         self.end.record(&self.stream).map_err(dev)?;
-        self.start.elapsed_ms(&self.end).map(Some).map_err(dev)
+        let ms = self.start.elapsed_ms(&self.end).map_err(dev)?;
+        Ok(Some(ms / REPS as f32))
+    }
+
+    /// [`REPS`] runs of `f` as a graph; `None` where capturing fails (the
+    /// capture is always ended, so the stream is usable after).
+    fn capture(&self, f: &mut impl FnMut() -> Result<(), CudaError>) -> Option<CudaGraph> {
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .ok()?;
+        let body = (0..REPS).try_for_each(|_| f());
+        let end = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        body.ok()?;
+        end.ok().flatten()
     }
 
     /// The index of the fastest of `n` candidates run by `f(i)`; `None`
