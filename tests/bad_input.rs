@@ -627,3 +627,39 @@ fn a_norm_scale_that_does_not_broadcast_is_an_error() {
     let e = session.run(&[("x", &x), ("g", &g)]).unwrap_err();
     assert!(e.to_string().contains("does not broadcast"), "{e}");
 }
+
+/// Block rearrangements whose dims are not multiples of the block are
+/// refused (as ONNX Runtime refuses them), not floored into a smaller
+/// tensor; a negative Split size is refused by name.
+#[test]
+fn block_moves_off_the_block_and_negative_splits_are_errors() {
+    use rlx_onnx::Limits;
+    let cases = [
+        (
+            "%1 = space_to_depth(%0) {blocksize=3, mode=dcr} : f32[1,36,0,0]",
+            "height 4 is not a multiple of blocksize (3)",
+        ),
+        (
+            "%1 = depth_to_space(%0) {blocksize=3, mode=dcr} : f32[1,0,12,12]",
+            "channels 4 is not a multiple of the square of blocksize (9)",
+        ),
+        (
+            "%1 = space_to_depth(%0) {blocksize=4294967296, mode=dcr} : f32[1,4,0,0]",
+            "its square overflows i64",
+        ),
+    ];
+    for (node, want) in cases {
+        let text = format!(
+            "rlx-ir 2\ngraph {{\n  %0 = input \"x\" : f32[1,4,4,4]\n  {node}\n  output \"y\" = %1\n}}\n"
+        );
+        let e = compile_text(&text, Limits::default())
+            .err()
+            .unwrap_or_else(|| panic!("{node} compiled"));
+        assert!(e.to_string().contains(want), "{node}: {e}");
+    }
+    let text = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[4]\n  %1 = constant i64[2] [-4, 8] : i64[2]\n  %2:2 = split(%0, %1) {axis=0, num_outputs=2} : (f32[0], f32[8])\n  output \"a\" = %2.0\n  output \"b\" = %2.1\n}\n";
+    let e = compile_text(text, Limits::default())
+        .err()
+        .expect("a negative split compiled");
+    assert!(e.to_string().contains("size -4 at 0 is negative"), "{e}");
+}

@@ -365,6 +365,13 @@ impl OpDef for Split {
                     if v.len() != k {
                         return Err(value_err(1, format!("{} sizes for {k} outputs", v.len())));
                     }
+                    if let Some((i, d)) = v
+                        .iter()
+                        .enumerate()
+                        .find(|(_, d)| d.known().is_some_and(|x| x < 0))
+                    {
+                        return Err(value_err(1, format!("size {d} at {i} is negative")));
+                    }
                     let total = v.iter().fold(Dim::Known(0), |a, d| a.add(d));
                     if let (Some(t), Some(nn)) = (total.known(), n.known()) {
                         if t != nn {
@@ -687,12 +694,28 @@ impl OpDef for DepthToSpace {
             .ok_or_else(|| attr_err("blocksize", "its square overflows i64"))?;
         let s = vec![
             x[0].clone(),
-            x[1].floor_div(&Dim::Known(b2))?,
+            block_div(&x[1], b2, "channels", "the square of blocksize")?,
             x[2].mul(&bb),
             x[3].mul(&bb),
         ];
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
+}
+
+/// `d / k` for a dim that must be a multiple of `k` (as ONNX Runtime
+/// requires of DepthToSpace's channels and SpaceToDepth's height and width):
+/// a known dim that is not is an error, where a floor would drop the rest
+/// of the tensor; a symbolic one is checked once it is bound.
+fn block_div(d: &Dim, k: i64, what: &str, of: &str) -> Result<Dim, InferError> {
+    if let Dim::Known(v) = d {
+        if v % k != 0 {
+            return Err(value_err(
+                0,
+                format!("{what} {v} is not a multiple of {of} ({k})"),
+            ));
+        }
+    }
+    Ok(d.floor_div(&Dim::Known(k))?)
 }
 
 op_attrs! {
@@ -714,12 +737,14 @@ impl OpDef for SpaceToDepth {
             return Err(attr_err("blocksize", "must be positive"));
         }
         let x = &cx.shape(0).0;
-        let bb = Dim::Known(b);
+        let b2 = b
+            .checked_mul(b)
+            .ok_or_else(|| attr_err("blocksize", "its square overflows i64"))?;
         let s = vec![
             x[0].clone(),
-            x[1].mul(&Dim::Known(b * b)),
-            x[2].floor_div(&bb)?,
-            x[3].floor_div(&bb)?,
+            x[1].mul(&Dim::Known(b2)),
+            block_div(&x[2], b, "height", "blocksize")?,
+            block_div(&x[3], b, "width", "blocksize")?,
         ];
         Ok(vec![TensorType::new(cx.dtype(0), Shape(s))])
     }
