@@ -90,7 +90,7 @@ def rust_us(binary, path, inputs, iters):
     m = re.search(r"median: ([0-9.]+) ms", r.stdout)
     if not m:
         sys.exit(f"cannot read the median from `rlx-onnx bench`:\n{r.stdout}")
-    # `bench` prints milliseconds to three places: a 1 us resolution.
+    # `bench` prints sub-millisecond medians to three significant digits.
     return float(m.group(1)) * 1000
 
 

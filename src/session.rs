@@ -138,22 +138,58 @@ type Key = (Vec<Vec<usize>>, Vec<Vec<u8>>);
 
 /// The executables of a session by key, the least recently run dropped
 /// past [`crate::Limits::max_specializations`].
+/// The most recently run one is also kept beside the map, so that a run
+/// with the shapes of the last one (the common case) finds its executable
+/// by comparing slices, without building and hashing a key; its entry's
+/// time of use is written back when another one takes its place.
 #[derive(Default)]
 struct Specializations {
     entries: HashMap<Key, (Arc<Executable>, u64)>,
     clock: u64,
+    last: Option<(Key, Arc<Executable>)>,
 }
 
 impl Specializations {
+    /// The last run's executable, if these are its shapes and values.
+    fn last(&mut self, shapes: &[&[usize]], values: &[(usize, Tensor)]) -> Option<Arc<Executable>> {
+        let ((s, v), e) = self.last.as_ref()?;
+        let same = s.len() == shapes.len()
+            && s.iter().zip(shapes).all(|(a, b)| a == b)
+            && v.len() == values.len()
+            && v.iter()
+                .zip(values)
+                .all(|(a, (_, t))| a.as_slice() == t.bytes());
+        if !same {
+            return None;
+        }
+        let e = e.clone();
+        self.clock += 1;
+        Some(e)
+    }
+
+    /// Makes `key` the last run's, writing the clock back to the entry it
+    /// replaces.
+    fn set_last(&mut self, key: &Key, e: &Arc<Executable>) {
+        if let Some((k, _)) = self.last.take() {
+            if let Some((_, used)) = self.entries.get_mut(&k) {
+                *used = self.clock;
+            }
+        }
+        self.last = Some((key.clone(), e.clone()));
+    }
+
     fn get(&mut self, key: &Key) -> Option<Arc<Executable>> {
         self.clock += 1;
         let (e, used) = self.entries.get_mut(key)?;
         *used = self.clock;
-        Some(e.clone())
+        let e = e.clone();
+        self.set_last(key, &e);
+        Some(e)
     }
 
     fn insert(&mut self, key: Key, e: Arc<Executable>, max: u64) {
         self.clock += 1;
+        self.set_last(&key, &e);
         self.entries.insert(key, (e, self.clock));
         while self.entries.len() as u64 > max.max(1) {
             let oldest = self
@@ -162,7 +198,12 @@ impl Specializations {
                 .min_by_key(|(_, (_, used))| *used)
                 .map(|(k, _)| k.clone());
             match oldest {
-                Some(k) => self.entries.remove(&k),
+                Some(k) => {
+                    if self.last.as_ref().is_some_and(|(l, _)| *l == k) {
+                        self.last = None;
+                    }
+                    self.entries.remove(&k)
+                }
                 None => break,
             };
         }
@@ -461,19 +502,21 @@ impl Session {
         shapes: &[&[usize]],
         values: Vec<(usize, Tensor)>,
     ) -> Result<Arc<Executable>> {
-        let bindings = bind_shapes(&self.model.graph, shapes).map_err(InputError::from)?;
+        // A cached executable's shapes were bound (and checked) when it was
+        // made.
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = cache.last(shapes, &values) {
+            return Ok(e);
+        }
         let key: Key = (
             shapes.iter().map(|s| s.to_vec()).collect(),
             values.iter().map(|(_, t)| t.bytes().to_vec()).collect(),
         );
-        if let Some(e) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(e) = cache.get(&key) {
             return Ok(e);
         }
+        drop(cache);
+        let bindings = bind_shapes(&self.model.graph, shapes).map_err(InputError::from)?;
         let e = Arc::new(self.prepare(&bindings, values)?);
         let max = self.model.limits.max_specializations;
         self.cache

@@ -663,3 +663,34 @@ fn block_moves_off_the_block_and_negative_splits_are_errors() {
         .expect("a negative split compiled");
     assert!(e.to_string().contains("size -4 at 0 is negative"), "{e}");
 }
+
+/// Runs of changing shapes past `Limits::max_specializations` each get the
+/// executable of their own shapes (the last run's is found without a key;
+/// the others through the cache, the least recently run evicted); a shape
+/// that breaks the declared dims is an error whether or not the one before
+/// it was cached.
+#[test]
+fn changing_shapes_each_run_their_own_executable() {
+    use rlx_onnx::Limits;
+    let text = "rlx-ir 2\ngraph {\n  %0 = input \"x\" : f32[2,N]\n  %1 = add(%0, %0) : f32[2,N]\n  output \"y\" = %1\n}\n";
+    let m = compile_text(
+        text,
+        Limits {
+            max_specializations: 2,
+            ..Limits::default()
+        },
+    )
+    .unwrap();
+    let session = rlx_onnx::Session::new(m, rlx_onnx::SessionOptions { threads: 1 }).unwrap();
+    for n in [1usize, 1, 3, 1, 5, 3, 3, 1, 5, 2] {
+        let v: Vec<f32> = (0..2 * n).map(|i| i as f32 - 1.5).collect();
+        let x = rlx_onnx::ir::Tensor::from_values(&[2, n], &v).unwrap();
+        let y = session.run(&[("x", &x)]).unwrap();
+        assert_eq!(y[0].dims(), &[2, n]);
+        let want: Vec<f32> = v.iter().map(|a| a + a).collect();
+        assert_eq!(y[0].values::<f32>().unwrap(), want.as_slice(), "n = {n}");
+        let bad = rlx_onnx::ir::Tensor::from_values(&[3, n], &vec![0.0f32; 3 * n]).unwrap();
+        let e = session.run(&[("x", &bad)]).unwrap_err();
+        assert!(e.to_string().contains("dim 0 is 3, expected 2"), "{e}");
+    }
+}

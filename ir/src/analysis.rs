@@ -401,13 +401,14 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
             if ty.kind != crate::ValueKind::Tensor {
                 continue;
             }
-            let declared = ty.shape.to_string();
+            // Formatted for an error only (every run binds its shapes).
+            let declared = || ty.shape.to_string();
             if ty.rank() != dims.len() {
                 return Err(BindError::Rank {
                     input: node.name.clone(),
                     got: dims.len(),
                     expected: ty.rank(),
-                    declared,
+                    declared: declared(),
                 });
             }
             for (axis, (d, &got)) in ty.shape.0.iter().zip(dims.iter()).enumerate() {
@@ -419,7 +420,7 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
                                 axis,
                                 got,
                                 expected: *k,
-                                declared,
+                                declared: declared(),
                             });
                         }
                     }
@@ -445,7 +446,7 @@ pub fn bind_shapes(g: &Graph, shapes: &[&[usize]]) -> Result<Bindings, BindError
                                     axis,
                                     got,
                                     expected: v,
-                                    declared,
+                                    declared: declared(),
                                 });
                             }
                         }

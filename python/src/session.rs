@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use rlx_onnx::importer::DeclaredDim;
 use rlx_onnx::ir::{DType, Tensor, ValueKind};
 use rlx_onnx::{
@@ -85,6 +85,9 @@ pub struct PySession {
     pub(crate) inner: Arc<rlx_onnx::Session>,
     inputs: Vec<IoInfo>,
     outputs: Vec<IoInfo>,
+    /// The input names as interned Python strings (their hashes kept), for
+    /// the feed's membership checks.
+    input_keys: Vec<Py<PyString>>,
 }
 
 /// The model a session is made from.
@@ -251,6 +254,19 @@ impl PySession {
     }
 }
 
+/// `rlx_onnx.session._check_run`: a `RunOptions`' checks, in Python.
+fn check_run(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    static CHECK: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let f = CHECK.get_or_try_init(py, || {
+        Ok::<_, PyErr>(
+            py.import("rlx_onnx.session")?
+                .getattr("_check_run")?
+                .unbind(),
+        )
+    })?;
+    Ok(f.bind(py).clone())
+}
+
 /// The named inputs of a feed dict, as tensors or lent values.
 /// The value an `rlx_onnx.OrtValue` (the Python class) holds; `None` for
 /// anything else (arrays, first, without an attribute lookup).
@@ -331,9 +347,15 @@ impl PySession {
                 )
             })
             .map_err(to_py)?;
+        let inputs = session.inputs();
+        let input_keys = inputs
+            .iter()
+            .map(|i| PyString::intern(py, &i.name).unbind())
+            .collect();
         Ok(PySession {
-            inputs: session.inputs(),
+            inputs,
             outputs: session.outputs(),
+            input_keys,
             inner: Arc::new(session),
         })
     }
@@ -447,6 +469,57 @@ impl PySession {
                 value: outs[i].clone(),
             })
             .collect())
+    }
+
+    /// `InferenceSession.run`, ONNX Runtime's signature and checks, whole:
+    /// `run_options` (checked by the package's `_check_run`), a feed of any
+    /// mapping, ONNX Runtime's ValueError for missing inputs, an empty or
+    /// `None` list of output names for all of them. The Python class binds
+    /// it as the instance's `run`, so a call pays no Python frame.
+    #[pyo3(signature = (output_names, input_feed, run_options=None))]
+    fn run_feed<'py>(
+        &self,
+        py: Python<'py>,
+        output_names: Option<&Bound<'py, PyAny>>,
+        input_feed: &Bound<'py, PyAny>,
+        run_options: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        if let Some(o) = run_options.filter(|o| !o.is_none()) {
+            check_run(py)?.call1((o,))?;
+        }
+        let feed = match input_feed.cast::<PyDict>() {
+            Ok(d) => d.clone(),
+            Err(_) => py
+                .get_type::<PyDict>()
+                .call1((input_feed,))?
+                .cast_into::<PyDict>()?,
+        };
+        let mut missing = Vec::new();
+        for (i, key) in self.inputs.iter().zip(&self.input_keys) {
+            if !feed.contains(key.bind(py))? {
+                missing.push(i.name.as_str());
+            }
+        }
+        if !missing.is_empty() {
+            // ONNX Runtime's class and words for it.
+            let given = PyList::new(py, feed.keys())?;
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "Required inputs ({}) are missing from input feed ({}).",
+                PyList::new(py, missing)?.repr()?,
+                given.repr()?
+            )));
+        }
+        let names = match output_names.filter(|o| !o.is_none()) {
+            None => None,
+            Some(o) => {
+                let v = o
+                    .try_iter()?
+                    .map(|n| n?.extract::<String>())
+                    .collect::<PyResult<Vec<_>>>()?;
+                (!v.is_empty()).then_some(v)
+            }
+        };
+        self.run(py, names, &feed)
     }
 
     /// Copies an array to the session's device (the host on the CPU).

@@ -100,13 +100,24 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(f64::total_cmp);
-    println!("min: {:.3} ms", ms[0]);
-    println!("median: {:.3} ms", quantile(&ms, 0.5));
-    println!("p90: {:.3} ms", quantile(&ms, 0.9));
+    println!("min: {} ms", fmt_ms(ms[0]));
+    println!("median: {} ms", fmt_ms(quantile(&ms, 0.5)));
+    println!("p90: {} ms", fmt_ms(quantile(&ms, 0.9)));
     if a.profile || a.trace.is_some() {
         print_profile(&session, &named, a)?;
     }
     Ok(())
+}
+
+/// Milliseconds to three places, or to three significant digits below one
+/// (a run of a few microseconds reads `0.00213`, not `0.002`).
+fn fmt_ms(ms: f64) -> String {
+    let places = if ms > 0.0 && ms < 1.0 {
+        (2 - ms.log10().floor() as i32).clamp(3, 9) as usize
+    } else {
+        3
+    };
+    format!("{ms:.places$}")
 }
 
 fn print_profile(
@@ -152,4 +163,19 @@ fn print_profile(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod fmt_tests {
+    use super::fmt_ms;
+
+    #[test]
+    fn short_runs_keep_three_significant_digits() {
+        assert_eq!(fmt_ms(12.34567), "12.346");
+        assert_eq!(fmt_ms(1.0), "1.000");
+        assert_eq!(fmt_ms(0.5), "0.500");
+        assert_eq!(fmt_ms(0.0213), "0.0213");
+        assert_eq!(fmt_ms(0.002134), "0.00213");
+        assert_eq!(fmt_ms(0.0), "0.000");
+    }
 }
