@@ -441,3 +441,25 @@ def test_module_level_settings_as_onnx_runtime_has_them(ort):
     so.execution_order = rlx_onnx.ExecutionOrder.PRIORITY_BASED
     s = rlx_onnx.InferenceSession(CNN, sess_options=so, providers=["CPUExecutionProvider"])
     assert s.get_inputs()
+
+
+def test_run_is_native_and_a_subclass_keeps_its_own(ort):
+    # The instance's `run` is the native call (no Python frame) with ONNX
+    # Runtime's checks; a subclass that defines `run` gets its own.
+    x = read_inputs(os.path.dirname(CNN))[0]
+    r = rlx_onnx.InferenceSession(CNN)
+    feed = {r.get_inputs()[0].name: x}
+    o = ort.InferenceSession(CNN, providers=["CPUExecutionProvider"])
+    assert_close(r.run(None, feed)[0], o.run(None, feed)[0], 1e-4, 1e-5, "native run")
+    assert_close(r.run([], list(feed.items()))[0], o.run(None, feed)[0], 1e-4, 1e-5, "pairs")
+    with pytest.raises(ValueError, match=r"Required inputs \(\[.*\]\) are missing from input feed \(\[\]\)"):
+        r.run(None, {})
+
+    class Mine(rlx_onnx.InferenceSession):
+        def run(self, output_names, input_feed, run_options=None):
+            return ["mine", *super().run(output_names, input_feed, run_options)]
+
+    m = Mine(CNN)
+    out = m.run(None, feed)
+    assert out[0] == "mine"
+    assert_close(out[1], o.run(None, feed)[0], 1e-4, 1e-5, "subclass")
