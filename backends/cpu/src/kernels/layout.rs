@@ -135,6 +135,25 @@ pub fn par_rows<T: Send>(out: &mut [T], row_len: usize, f: impl Fn(usize, &mut [
     }
 }
 
+/// `f(first_row, block)` over blocks of whole rows of `row_len` elements
+/// (all of `out` at once where the work is small), for rows too short to
+/// pay for a call each.
+pub fn par_row_blocks<T: Send>(
+    out: &mut [T],
+    row_len: usize,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
+    if row_len == 0 {
+        return;
+    }
+    if out.len() >= PAR_MIN && crate::par::parallel() {
+        let rows = (per_task(out.len()) / row_len).max(1);
+        crate::par::chunks_mut(out, rows * row_len, |c, block| f(c * rows, block));
+    } else {
+        f(0, out);
+    }
+}
+
 /// Normalizes a possibly negative axis (already validated by inference).
 pub fn axis(a: i64, rank: usize) -> usize {
     if a < 0 {
