@@ -38,7 +38,7 @@ pub fn gelu_erf_slice(xs: &mut [f32]) {
 pub(super) mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
+    use super::super::vmath_avx512::exp_in_range;
 
     /// # Safety
     /// AVX-512F and FMA are present.
@@ -124,7 +124,7 @@ pub(super) mod avx512 {
             ],
         );
         let arg = _mm512_sub_ps(poly, _mm512_mul_ps(a, a));
-        let one_minus = _mm512_fnmadd_ps(t, exp(arg), set(1.0));
+        let one_minus = _mm512_fnmadd_ps(t, exp_in_range(arg), set(1.0));
         // copysign(1 - t e^.., x)
         let large = _mm512_castsi512_ps(_mm512_or_si512(
             _mm512_andnot_si512(sign, _mm512_castps_si512(one_minus)),
@@ -133,34 +133,6 @@ pub(super) mod avx512 {
         // NaN compares false and keeps `small` (NaN), as the scalar form.
         let big = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(abs, set(0.5));
         _mm512_mask_blend_ps(big, small, large)
-    }
-
-    /// [`super::vmath::exp`] for arguments in [-103.9, 88.72] (all that
-    /// `erf` passes it).
-    #[inline(always)]
-    unsafe fn exp(x: __m512) -> __m512 {
-        let c = _mm512_min_ps(_mm512_max_ps(x, set(-87.3)), set(88.3));
-        let t = _mm512_fmadd_ps(c, set(LOG2E), set(ROUND));
-        let n = _mm512_sub_ps(t, set(ROUND));
-        let r = _mm512_fnmadd_ps(n, set(LN2_HI), c);
-        let r = _mm512_fnmadd_ps(n, set(LN2_LO), r);
-        let p = horner(
-            r,
-            &[
-                1.987_569_1e-4,
-                1.398_199_9e-3,
-                8.333_452e-3,
-                4.166_579_6e-2,
-                1.666_666_5e-1,
-                5.000_000_1e-1,
-            ],
-        );
-        let y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), set(1.0));
-        let bits = _mm512_slli_epi32::<23>(_mm512_add_epi32(
-            _mm512_castps_si512(t),
-            _mm512_set1_epi32(127),
-        ));
-        _mm512_mul_ps(y, _mm512_castsi512_ps(bits))
     }
 }
 

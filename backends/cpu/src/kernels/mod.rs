@@ -50,6 +50,8 @@ pub mod tree;
 pub mod vmath;
 #[cfg(target_arch = "x86_64")]
 mod vmath_avx2;
+#[cfg(target_arch = "x86_64")]
+mod vmath_avx512;
 
 use rlx_ir::{Node, Op, TensorType};
 

@@ -200,49 +200,11 @@ fn short_rows(log: bool, xs: &[f32], y: &mut [f32], n: usize) {
 mod short_avx512 {
     use std::arch::x86_64::*;
 
-    use super::super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
+    use super::super::vmath_avx512::exp;
 
     #[inline(always)]
     unsafe fn set(v: f32) -> __m512 {
         _mm512_set1_ps(v)
-    }
-
-    /// `vmath::exp` lane by lane: 0 below -103.9, infinity above 88.72, NaN
-    /// kept.
-    #[inline(always)]
-    unsafe fn exp(x: __m512) -> __m512 {
-        let c = _mm512_min_ps(_mm512_max_ps(x, set(-87.3)), set(88.3));
-        let t = _mm512_fmadd_ps(c, set(LOG2E), set(ROUND));
-        let n = _mm512_sub_ps(t, set(ROUND));
-        let r = _mm512_fnmadd_ps(n, set(LN2_HI), c);
-        let r = _mm512_fnmadd_ps(n, set(LN2_LO), r);
-        let mut p = set(1.987_569_1e-4);
-        for k in [
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            1.666_666_5e-1,
-            5.000_000_1e-1,
-        ] {
-            p = _mm512_fmadd_ps(p, r, set(k));
-        }
-        let y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), set(1.0));
-        let bits = _mm512_slli_epi32::<23>(_mm512_add_epi32(
-            _mm512_castps_si512(t),
-            _mm512_set1_epi32(127),
-        ));
-        let y = _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
-        let y = _mm512_mask_mov_ps(
-            y,
-            _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, set(88.72)),
-            set(f32::INFINITY),
-        );
-        let y = _mm512_mask_mov_ps(
-            y,
-            _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, set(-103.9)),
-            set(0.0),
-        );
-        _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), x)
     }
 
     /// # Safety
