@@ -427,11 +427,11 @@ impl Session {
         inputs: &[(&str, &'a T)],
         dtype: impl Fn(&T) -> rlx_ir::DType,
     ) -> Result<Vec<&'a T>> {
-        let names = self.model.input_names();
+        let g = &self.model.graph;
         self.place_by(inputs, |t| Some(dtype(t)))?
             .into_iter()
-            .zip(&names)
-            .map(|(s, n)| s.ok_or_else(|| InputError::Missing(n.clone()).into()))
+            .zip(g.inputs())
+            .map(|(s, id)| s.ok_or_else(|| InputError::Missing(g.node(*id).name.clone()).into()))
             .collect()
     }
 
@@ -442,16 +442,18 @@ impl Session {
         inputs: &[(&str, &'a T)],
         dtype: impl Fn(&T) -> Option<rlx_ir::DType>,
     ) -> Result<Vec<Option<&'a T>>> {
+        // Names compared in place: a run's fixed cost is counted in
+        // allocations (the names were cloned twice a run).
         let g = &self.model.graph;
-        let names = self.model.input_names();
-        let mut slots: Vec<Option<&T>> = vec![None; names.len()];
+        let ids = g.inputs();
+        let mut slots: Vec<Option<&T>> = vec![None; ids.len()];
         for (name, t) in inputs {
-            let i = names
+            let i = ids
                 .iter()
-                .position(|n| n == name)
+                .position(|id| g.node(*id).name == *name)
                 .ok_or_else(|| InputError::Unknown {
                     name: name.to_string(),
-                    expected: names.clone(),
+                    expected: self.model.input_names(),
                 })?;
             if slots[i].replace(*t).is_some() {
                 return Err(InputError::Duplicate(name.to_string()).into());
