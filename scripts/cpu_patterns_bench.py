@@ -3,7 +3,9 @@
 one thread (or --threads N), alternating round by round: a one-hot built as
 Equal + Cast, a tall 5x1 convolution over a small plane, 2x2/2 transposed
 convolutions (upsampling), a pointwise convolution alone and followed by an
-erf-GELU or a SiLU, a softmax guarded with IsNaN/Where behind int8
+erf-GELU or a SiLU, stride-2 3x3 convolutions with few input
+channels (a detector's stem) and a few-channel pointwise one over a large
+plane, a softmax guarded with IsNaN/Where behind int8
 weights stored with Cast + Mul, and a MiniLM-shaped BERT encoder (6 layers,
 384 wide, 128 tokens with padding) in fp32 and dynamically quantized to int8.
 
@@ -83,6 +85,17 @@ def build():
          [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("y", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64)])
     save("pw_silu", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1]), h.make_node("Sigmoid", ["y"], ["s"]), h.make_node("Mul", ["y", "s"], ["z"])],
          [vi("x", T.FLOAT, [1, 32, 160, 160])], [vi("z", T.FLOAT, [1, 64, 160, 160])], [W("w", 64, 32, 1, 1, scale=0.2), W("b", 64)])
+    # 6. stride-2 3x3 convolutions with few input channels and a SiLU, as a
+    # detector's stem writes them (YOLOv8n at 640²: 3->16, 16->32, 32->64).
+    for name, ci, co, hw in [("stem3", 3, 16, 640), ("down16", 16, 32, 320), ("down32", 32, 64, 160)]:
+        save(name, [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                    h.make_node("Sigmoid", ["y"], ["s"]), h.make_node("Mul", ["y", "s"], ["z"])],
+             [vi("x", T.FLOAT, [1, ci, hw, hw])], [vi("z", T.FLOAT, [1, co, hw // 2, hw // 2])],
+             [W("w", co, ci, 3, 3, scale=0.2), W("b", co)])
+    # 7. a pointwise convolution with few channels over a large plane (16->16 at 256²).
+    save("pw16", [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1]), h.make_node("Sigmoid", ["y"], ["s"]),
+                  h.make_node("Mul", ["y", "s"], ["z"])],
+         [vi("x", T.FLOAT, [1, 16, 256, 256])], [vi("z", T.FLOAT, [1, 16, 256, 256])], [W("w", 16, 16, 1, 1, scale=0.2), W("b", 16)])
     encoder("minilm")
     quantized("minilm", "minilm_int8")
 
@@ -186,7 +199,8 @@ def main():
     binary = os.path.abspath(args.binary)
     os.chdir(tempfile.mkdtemp(prefix="rlx-patterns-"))
     build()
-    names = ["onehot", "tallconv", "convt2x2", "convt2x2_64", "pw_only", "pw_gelu", "pw_silu", "nan_softmax", "minilm", "minilm_int8"]
+    names = ["onehot", "tallconv", "convt2x2", "convt2x2_64", "pw_only", "pw_gelu", "pw_silu", "stem3", "down16", "down32", "pw16",
+             "nan_softmax", "minilm", "minilm_int8"]
     if args.only:
         names = args.only.split(",")
     print(f"onnxruntime {ort.__version__}, {args.threads} thread(s); {args.rounds} rounds x {args.iters} runs")

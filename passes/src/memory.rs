@@ -78,6 +78,14 @@ pub struct MemoryOptions {
 pub struct MemoryPlan {
     pub order: Vec<NodeId>,
     pub slots: HashMap<Value, Slot>,
+    /// The buffer each arena value lives in (named by the value the buffer
+    /// was made for: itself, the root of a view, the concatenation a piece
+    /// is written into, the cache an update is written over) and its byte
+    /// offset there. Every value of one buffer shares its bytes, and no
+    /// value of another buffer does while this one lives: an executor can
+    /// move a whole buffer out of the arena (into a caller's input or
+    /// output memory) without looking at any other.
+    pub places: HashMap<Value, (Value, usize)>,
     pub buffers: Vec<Buffer>,
     /// Concatenations whose inputs their producers wrote in place and
     /// splits whose outputs are views of their input (see
@@ -353,12 +361,14 @@ pub fn plan_memory_in_with(
     let arena_bytes = placed.iter().map(|p| p.0 + p.1).max().unwrap_or(0);
     let total_bytes = roots.iter().map(|r| r.1).sum();
     let mut slots = HashMap::new();
+    let mut places = HashMap::new();
     for (&v, &r) in &root {
         let bytes = g.node(v.node).outputs[usize::from(v.port)]
             .byte_size()
             .unwrap_or(0);
         let (buffer, within) = place(r);
         let piece = within_root.get(&v).copied().unwrap_or(0);
+        places.insert(v, (buffer, within + piece));
         slots.insert(
             v,
             Slot::Arena {
@@ -382,6 +392,7 @@ pub fn plan_memory_in_with(
     Ok(MemoryPlan {
         order,
         slots,
+        places,
         buffers,
         in_place,
         updates_in_place,

@@ -1,7 +1,9 @@
 //! The planned executor: runs a [`Schedule`] over one arena per run, taken from
 //! a pool, and copies its outputs into buffers that come back to another
 //! pool when their tensors go ([`crate::outputs`]), so that steady-state
-//! runs allocate nothing large.
+//! runs allocate nothing large. A plain run reads the inputs it can where
+//! the caller's tensors lie and writes the outputs it can straight into
+//! those buffers ([`crate::homes`]): no copy in or out for them.
 //!
 //! A caller that runs one executable again and again on state it carries (a
 //! decoder's key/value cache) owns a [`RunState`] instead: its runs use the
@@ -11,9 +13,12 @@
 
 use std::sync::Mutex;
 
+use rlx_ir::lend::Taken;
+use rlx_ir::tensor::AlignedBuf;
 use rlx_ir::Tensor;
 use rlx_passes::Slot;
 
+use crate::homes::{Bound, Home, INPUT_ALIGN};
 use crate::outputs::OutputPool;
 use crate::plan::{Schedule, Step, StepIo};
 use crate::tensor::{TensorMut, TensorRef};
@@ -132,9 +137,43 @@ impl PlannedExecutable {
     ) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
         let ins: Vec<Option<TensorRef>> = inputs.iter().map(|t| Some(*t)).collect();
-        let result = self.run_in(&mut arena, &ins, None, times, None);
+        let mut homes = self.homes(inputs);
+        let result = self.run_in(&mut arena, &ins, None, &mut homes, times, None);
         self.give_arena(arena);
         all(result)
+    }
+
+    /// The homes a plain run with `inputs` uses: each input the plan lets
+    /// live in the caller's memory whose bytes are aligned for it, and an
+    /// output buffer for each output the plan lets be written in place that
+    /// the output pool has one for.
+    fn homes<'a>(&self, inputs: &[TensorRef<'a>]) -> Homes<'a> {
+        let s = &self.schedule;
+        let inputs = inputs
+            .iter()
+            .zip(&s.inputs_in_place)
+            .map(|(t, &ok)| {
+                let aligned = (t.bytes.as_ptr() as usize).is_multiple_of(INPUT_ALIGN);
+                (ok && aligned).then_some(t.bytes)
+            })
+            .collect();
+        let outputs = s
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, io)| {
+                let own = io.bound
+                    == Some(Bound {
+                        home: Home::Output(i),
+                        offset: 0,
+                    });
+                let mut taken = self.outputs.take(io.ty_bytes).filter(|_| own)?;
+                let at = taken.memory_mut().as_mut_bytes();
+                let (ptr, len) = (at.as_mut_ptr(), at.len());
+                Some(OutputHome { taken, ptr, len })
+            })
+            .collect();
+        Homes { inputs, outputs }
     }
 
     /// Runs in `state`'s arena. An input given as `None` is the value the
@@ -184,7 +223,8 @@ impl PlannedExecutable {
             }
         }
         state.kept = None;
-        let result = self.run_in(&mut arena, inputs, Some(keep), None, None);
+        let mut homes = Homes::default();
+        let result = self.run_in(&mut arena, inputs, Some(keep), &mut homes, None, None);
         if result.is_ok() {
             // Every output is in its slot after the run, kept or copied.
             let ranges = s
@@ -209,27 +249,39 @@ impl PlannedExecutable {
     ) -> Result<Vec<Tensor>, RunError> {
         let mut arena = self.take_arena();
         let ins: Vec<Option<TensorRef>> = inputs.iter().map(|t| Some(*t)).collect();
-        let result = self.run_in(&mut arena, &ins, None, None, Some(observe));
+        let mut homes = self.homes(inputs);
+        let result = self.run_in(&mut arena, &ins, None, &mut homes, None, Some(observe));
         self.give_arena(arena);
         all(result)
     }
 
     /// Runs the schedule in `arena`: `None` inputs are already in their
-    /// slots; outputs `keep` marks stay there (`None`).
+    /// slots; outputs `keep` marks stay there (`None`); buffers with a home
+    /// in `homes` live there instead.
     fn run_in(
         &self,
         arena: &mut Arena,
         inputs: &[Option<TensorRef>],
         keep: Option<&[bool]>,
+        homes: &mut Homes,
         mut times: Option<&mut Vec<std::time::Duration>>,
         mut observe: Option<&mut StepObserver>,
     ) -> Result<Vec<Option<Tensor>>, RunError> {
         let s = &self.schedule;
         let base = arena.ptr();
         let total = arena.len();
-        for (slot, t) in s.input_slots.iter().zip(inputs) {
+        for (i, (slot, t)) in s.input_slots.iter().zip(inputs).enumerate() {
             let Some(t) = t else { continue };
             if let Some(Slot::Arena { offset, bytes }) = slot {
+                if let Some(Some(at)) = homes.inputs.get(i) {
+                    if at.len() != *bytes {
+                        return Err(RunError::Internal(format!(
+                            "input slot of {bytes} bytes for {} bytes",
+                            at.len()
+                        )));
+                    }
+                    continue;
+                }
                 if *bytes != t.bytes.len() || offset + bytes > total {
                     return Err(RunError::Internal(format!(
                         "input slot of {bytes} bytes for {} bytes",
@@ -260,10 +312,10 @@ impl PlannedExecutable {
             // and the exclusive output/scratch slices never alias. The views of
             // the previous step were cleared above.
             for io in &step.inputs {
-                ins.push(unsafe { view(io, base, total, s) }?);
+                ins.push(unsafe { view(io, base, total, s, homes) }?);
             }
             for io in &step.outputs {
-                outs.push(unsafe { view_mut(io, base, total) }?);
+                outs.push(unsafe { view_mut(io, base, total, homes) }?);
             }
             let scratch = unsafe {
                 std::slice::from_raw_parts_mut(base.add(scratch_at), step.kernel.scratch_bytes())
@@ -286,21 +338,81 @@ impl PlannedExecutable {
                 o(step, &mut outs);
             }
         }
-        // Copy the outputs while the arena is still ours.
+        // Copy the outputs while the arena is still ours; then lend those
+        // written in place (another output may be copied from one).
         let mut outs = Vec::with_capacity(s.outputs.len());
         for (i, io) in s.outputs.iter().enumerate() {
-            if keep.is_some_and(|k| k.get(i).copied().unwrap_or(false)) {
+            let kept = keep.is_some_and(|k| k.get(i).copied().unwrap_or(false));
+            if kept || homes.outputs.get(i).is_some_and(Option::is_some) {
                 outs.push(None);
                 continue;
             }
             // SAFETY: as above; no step runs any more.
-            let v = unsafe { view(io, base, total, s) }?;
+            let v = unsafe { view(io, base, total, s, homes) }?;
             outs.push(Some(
                 Tensor::new(v.dtype, v.dims.to_vec(), self.outputs.copy(v.bytes))
                     .map_err(|e| RunError::Internal(e.to_string()))?,
             ));
         }
+        for (i, home) in homes.outputs.iter_mut().enumerate() {
+            let (Some(home), Some(io)) = (home.take(), s.outputs.get(i)) else {
+                continue;
+            };
+            let bytes = home
+                .taken
+                .lend(io.ty_bytes)
+                .ok_or_else(|| RunError::Internal("an output larger than its buffer".into()))?;
+            outs[i] = Some(
+                Tensor::new(io.dtype, io.dims.clone(), bytes)
+                    .map_err(|e| RunError::Internal(e.to_string()))?,
+            );
+        }
         Ok(outs)
+    }
+}
+
+/// Where a run's buffers that live outside its arena are ([`crate::homes`]).
+#[derive(Default)]
+struct Homes<'a> {
+    /// Per graph input: the caller's bytes, read in place.
+    inputs: Vec<Option<&'a [u8]>>,
+    /// Per graph output: the memory its tensor will own.
+    outputs: Vec<Option<OutputHome>>,
+}
+
+/// An output buffer taken from the pool for one run, and its bytes (the
+/// steps write them through views made from the pointer).
+struct OutputHome {
+    taken: Taken<AlignedBuf>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Homes<'_> {
+    /// `io`'s bytes in its home, if its buffer has one this run.
+    fn find(&self, io: &StepIo) -> Option<(*const u8, usize)> {
+        let Bound { home, offset } = io.bound?;
+        let (ptr, len) = match home {
+            Home::Input(i) => self.inputs.get(i).copied().flatten().map(|b| (b.as_ptr(), b.len()))?,
+            Home::Output(i) => {
+                let h = self.outputs.get(i)?.as_ref()?;
+                (h.ptr.cast_const(), h.len)
+            }
+        };
+        (offset + io.ty_bytes <= len).then(|| (ptr.wrapping_add(offset), io.ty_bytes))
+    }
+
+    /// `io`'s bytes in an output's home, if its buffer has one this run.
+    fn find_mut(&self, io: &StepIo) -> Option<(*mut u8, usize)> {
+        let Bound {
+            home: Home::Output(i),
+            offset,
+        } = io.bound?
+        else {
+            return None;
+        };
+        let h = self.outputs.get(i)?.as_ref()?;
+        (offset + io.ty_bytes <= h.len).then(|| (h.ptr.wrapping_add(offset), io.ty_bytes))
     }
 }
 
@@ -315,13 +427,22 @@ fn all(outs: Result<Vec<Option<Tensor>>, RunError>) -> Result<Vec<Tensor>, RunEr
 /// A read view of a step operand.
 ///
 /// # Safety
-/// `base` must point to an arena of `total` bytes that outlives the view.
+/// `base` must point to an arena of `total` bytes that outlives the view,
+/// and `homes`' buffers must outlive it too.
 unsafe fn view<'a>(
     io: &'a StepIo,
     base: *mut u8,
     total: usize,
     s: &'a Schedule,
+    homes: &Homes,
 ) -> Result<TensorRef<'a>, RunError> {
+    if let Some((ptr, len)) = homes.find(io) {
+        return Ok(TensorRef {
+            dtype: io.dtype,
+            dims: &io.dims,
+            bytes: std::slice::from_raw_parts(ptr, len),
+        });
+    }
     let bytes: &[u8] = match io.slot {
         Slot::Arena { offset, bytes } => {
             if offset + bytes > total {
@@ -351,7 +472,15 @@ unsafe fn view_mut<'a>(
     io: &'a StepIo,
     base: *mut u8,
     total: usize,
+    homes: &Homes,
 ) -> Result<TensorMut<'a>, RunError> {
+    if let Some((ptr, len)) = homes.find_mut(io) {
+        return Ok(TensorMut {
+            dtype: io.dtype,
+            dims: &io.dims,
+            bytes: std::slice::from_raw_parts_mut(ptr, len),
+        });
+    }
     match io.slot {
         Slot::Arena { offset, bytes } if offset + bytes <= total => Ok(TensorMut {
             dtype: io.dtype,

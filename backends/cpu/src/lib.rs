@@ -9,6 +9,9 @@
 
 pub mod dynamic;
 pub mod exec;
+pub mod homes;
+#[cfg(test)]
+mod homes_tests;
 pub mod kernel;
 pub mod kernels;
 mod outputs;

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use rlx_ir::lend::LendPool;
+use rlx_ir::lend::{LendPool, Taken};
 use rlx_ir::tensor::{AlignedBuf, Bytes};
 
 /// Outputs smaller than this are allocated as usual: cheap, and not worth
@@ -38,5 +38,15 @@ impl OutputPool {
             return Bytes::copy_from(data);
         }
         self.pool.copy(data)
+    }
+
+    /// A buffer of at least `bytes` for a run to write an output into, then
+    /// lend ([`Taken::lend`]); `None` for a small output (copied out as
+    /// usual) or when the pool has none to give.
+    pub fn take(&self, bytes: usize) -> Option<Taken<AlignedBuf>> {
+        if bytes < MIN_BYTES {
+            return None;
+        }
+        self.pool.take(bytes, AlignedBuf::try_zeroed)
     }
 }

@@ -9,6 +9,7 @@ use rlx_ir::{DType, Graph, NodeId, Op, Tensor, TensorType, Weights};
 use rlx_passes::memory::{is_view, MemoryPlan};
 use rlx_passes::Slot;
 
+use crate::homes::{self, Bound, Home};
 use crate::kernel::{build, Kernel, Spec};
 use crate::RunError;
 
@@ -19,6 +20,9 @@ pub struct StepIo {
     pub dtype: DType,
     pub dims: Vec<usize>,
     pub ty_bytes: usize,
+    /// Where the operand is when its buffer lives in the caller's memory
+    /// ([`crate::homes`]).
+    pub bound: Option<Bound>,
 }
 
 /// One kernel launch.
@@ -87,6 +91,9 @@ pub struct Schedule {
     pub in_place: Vec<String>,
     /// Arena slot of each graph input (in input order).
     pub input_slots: Vec<Option<Slot>>,
+    /// Whether a plain run may read each graph input where the caller's
+    /// tensor lies ([`crate::homes`]).
+    pub inputs_in_place: Vec<bool>,
     pub output_names: Vec<String>,
     pub outputs: Vec<StepIo>,
     pub consts: HashMap<NodeId, Tensor>,
@@ -96,7 +103,12 @@ pub struct Schedule {
     pub total_bytes: usize,
 }
 
-fn io(g: &Graph, mem: &MemoryPlan, v: rlx_ir::Value) -> Result<StepIo, RunError> {
+fn io(
+    g: &Graph,
+    mem: &MemoryPlan,
+    homes: &HashMap<rlx_ir::Value, Home>,
+    v: rlx_ir::Value,
+) -> Result<StepIo, RunError> {
     let t = g.ty(v);
     let dims = t
         .shape
@@ -111,6 +123,7 @@ fn io(g: &Graph, mem: &MemoryPlan, v: rlx_ir::Value) -> Result<StepIo, RunError>
         dtype: t.dtype,
         ty_bytes: t.byte_size().unwrap_or(0),
         dims,
+        bound: homes::bound(mem, homes, v),
     })
 }
 
@@ -129,6 +142,12 @@ pub fn plan_with(
     let mut consts = HashMap::new();
     let mut steps = Vec::new();
     let mut in_place = Vec::new();
+    let homes = homes::homes(g, mem, |v| {
+        let op = &g.node(v.node).op;
+        !matches!(op, Op::Input(_) | Op::Constant(_) | Op::Weight(_))
+            && !is_view(op)
+            && !mem.in_place.contains(&v.node)
+    });
     for &id in &mem.order {
         let node = g.node(id);
         match &node.op {
@@ -182,10 +201,10 @@ pub fn plan_with(
         let inputs: Vec<StepIo> = ins
             .iter()
             .skip(usize::from(over_cache))
-            .map(|v| io(g, mem, *v))
+            .map(|v| io(g, mem, &homes, *v))
             .collect::<Result<_, _>>()?;
         let outputs: Vec<StepIo> = (0..node.outputs.len())
-            .map(|p| io(g, mem, rlx_ir::Value::new(id, p as u16)))
+            .map(|p| io(g, mem, &homes, rlx_ir::Value::new(id, p as u16)))
             .collect::<Result<_, _>>()?;
         let ios: Vec<&StepIo> = inputs.iter().chain(&outputs).collect();
         let work = Work::of(node, kernel.as_ref(), &ios);
@@ -203,10 +222,15 @@ pub fn plan_with(
         .iter()
         .map(|i| mem.slots.get(&rlx_ir::Value::of(*i)).copied())
         .collect();
+    let inputs_in_place = g
+        .inputs()
+        .iter()
+        .map(|i| homes.contains_key(&rlx_ir::Value::of(*i)))
+        .collect();
     let outputs = g
         .outputs()
         .iter()
-        .map(|o| io(g, mem, o.value))
+        .map(|o| io(g, mem, &homes, o.value))
         .collect::<Result<_, _>>()?;
     let output_names = g.outputs().iter().map(|o| o.name.clone()).collect();
     let scratch_bytes = steps
@@ -218,6 +242,7 @@ pub fn plan_with(
         steps,
         in_place,
         input_slots,
+        inputs_in_place,
         output_names,
         outputs,
         consts,
