@@ -26,7 +26,7 @@ use std::cell::RefCell;
 use super::direct::{Band, Direct};
 use super::geometry::ConvGeom;
 use crate::kernels::gemm::microkernel::{
-    self, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile,
+    self, Ahead, AlignedBuf, Half, InPlace, Packed, Shape, Store, Tile,
 };
 use crate::kernels::gemm::packed::{self, Epilogue, Out, PackedA, B};
 use crate::kernels::vmath::vectorized;
@@ -426,6 +426,26 @@ impl ConvPlan {
             let (p, t) = (rest / in_block, rest % in_block);
             (p, block * TILES_PER_BLOCK + t)
         };
+        // The weights each tile brings into L2 for the units after it: a
+        // share of the panel the next panel's tiles read (the next depth
+        // block's first panel after the last), split among the tiles of
+        // this panel in its block of tiles.
+        let ahead = |p: usize, ti: usize, kb: usize| {
+            let block = ti / TILES_PER_BLOCK;
+            let in_block = TILES_PER_BLOCK.min(self.tiles.len() - block * TILES_PER_BLOCK);
+            let (np, nkb) = if p + 1 < panels { (p + 1, kb) } else { (0, kb + 1) };
+            let nk0 = nkb * self.kc;
+            if nk0 >= w.k {
+                return None;
+            }
+            let lines = (self.kc.min(w.k - nk0) * w.nr).div_ceil(16);
+            let share = lines.div_ceil(in_block);
+            let first = (ti - block * TILES_PER_BLOCK) * share;
+            (first < lines).then(|| Ahead {
+                from: w.panel(np, nk0).ptr.wrapping_add(16 * first),
+                lines: share.min(lines - first),
+            })
+        };
         for kb in 0..blocks {
             let (k0, kc) = (kb * self.kc, self.kc.min(w.k - kb * self.kc));
             let (first, last) = (kb == 0, kb + 1 == blocks);
@@ -434,6 +454,7 @@ impl ConvPlan {
                 for u in u0..u1 {
                     let (p, ti) = unit(u);
                     let (ch0, tile) = (p * w.nr, &self.tiles[ti]);
+                    let ahead = ahead(p, ti, kb);
                     let a = InPlace {
                         base: staged[tile.start..].as_ptr(),
                         offsets: offsets[k0..].as_ptr(),
@@ -453,6 +474,7 @@ impl ConvPlan {
                         bias: ep.bias.filter(|_| first).map(|b| b[ch0..].as_ptr()),
                         residual: ep.residual.map(|r| r[ch0 * sout..].as_ptr()),
                         act: ep.act,
+                        ahead,
                     };
                     // SAFETY: the operands, the tile's part of `y` and its
                     // partial sums are in bounds (asserted above); units
@@ -527,6 +549,7 @@ impl ConvPlan {
                             bias: ep.bias.map(|b| b[ch0..].as_ptr()),
                             residual: ep.residual.map(|r| r[ch0 * sout + base..].as_ptr()),
                             act: ep.act,
+                            ahead: None,
                         };
                         let shape = Shape {
                             mr: tile.mr,

@@ -371,6 +371,7 @@ unsafe fn block(
                 None
             },
             act: if last { ep.act } else { Activation::None },
+            ahead: None,
         }
     };
     let nc_cols = NC / nr * nr;

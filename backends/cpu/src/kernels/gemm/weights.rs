@@ -157,6 +157,7 @@ impl PackedW {
                                 bias: None,
                                 residual: None,
                                 act: if last { act } else { Activation::None },
+                                ahead: None,
                             };
                             // SAFETY: the CPU runs the shape (checked when
                             // packed); both panels hold `depth` rows from

@@ -87,16 +87,25 @@ pub unsafe fn kernel<A: Panel, B: Panel, const MR: usize>(kc: usize, a: &A, b: &
             row[1] = _mm256_fmadd_ps(av, bv[1], row[1]);
         }
     };
-    let mut p = 0;
-    while p + 4 <= kc {
-        for q in 0..4 {
-            step(&mut acc, p + q);
-        }
-        p += 4;
-    }
+    // Chunks of depth steps, one line of `ahead` fetched before each.
+    let every = t.ahead.map_or(kc, |ahead| ahead.every(kc));
+    let (mut p, mut line) = (0, 0);
     while p < kc {
-        step(&mut acc, p);
-        p += 1;
+        if let Some(ahead) = t.ahead.filter(|a| line < a.lines) {
+            _mm_prefetch::<_MM_HINT_T1>(ahead.from.wrapping_add(16 * line).cast());
+            line += 1;
+        }
+        let end = kc.min(p + every);
+        while p + 4 <= end {
+            for q in 0..4 {
+                step(&mut acc, p + q);
+            }
+            p += 4;
+        }
+        while p < end {
+            step(&mut acc, p);
+            p += 1;
+        }
     }
     let part = match t.store {
         Store::Rows(parts) => parts[0],

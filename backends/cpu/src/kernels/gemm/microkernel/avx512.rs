@@ -73,18 +73,37 @@ pub unsafe fn kernel<A: Panel, B: Panel, const MR: usize, const NV: usize>(
             }
         }
     }
-    for p in 0..kc {
-        let bp = b.row(p);
-        let mut bv = [_mm512_setzero_ps(); NV];
-        for (v, x) in bv.iter_mut().enumerate() {
-            *x = _mm512_loadu_ps(bp.add(16 * v));
-        }
-        let ap = a.row(p);
-        for (i, row) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(i));
-            for (x, b) in row.iter_mut().zip(&bv) {
-                *x = _mm512_fmadd_ps(av, *b, *x);
+    // One depth step (a macro, not a closure: called from two loops, a
+    // closure was not inlined and the accumulators left the registers).
+    macro_rules! step {
+        ($p:expr) => {{
+            let p = $p;
+            let bp = b.row(p);
+            let mut bv = [_mm512_setzero_ps(); NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_loadu_ps(bp.add(16 * v));
             }
+            let ap = a.row(p);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(i));
+                for (x, b) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, *b, *x);
+                }
+            }
+        }};
+    }
+    // Chunks of depth steps, one line of `ahead` fetched before each.
+    let every = t.ahead.map_or(kc, |ahead| ahead.every(kc));
+    let (mut p, mut line) = (0, 0);
+    while p < kc {
+        if let Some(ahead) = t.ahead.filter(|a| line < a.lines) {
+            _mm_prefetch::<_MM_HINT_T1>(ahead.from.wrapping_add(16 * line).cast());
+            line += 1;
+        }
+        let end = kc.min(p + every);
+        while p < end {
+            step!(p);
+            p += 1;
         }
     }
     let parts = match t.store {
