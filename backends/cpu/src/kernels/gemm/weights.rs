@@ -16,7 +16,7 @@ use std::cell::RefCell;
 
 use rlx_ir::ops::Activation;
 
-use super::microkernel::{self, AlignedBuf, Packed, Shape, Store, Tile};
+use super::microkernel::{self, Ahead, AlignedBuf, Packed, Shape, Store, Tile};
 use super::packed::{self, Cols};
 use crate::par::Disjoint;
 
@@ -137,11 +137,36 @@ impl PackedW {
             let kblocks = k.div_ceil(KC);
             let kc = k.div_ceil(kblocks);
             let out = Disjoint::new(c);
+            let serial = groups == 1 || crate::par::threads() == 1;
             for kb in 0..kblocks {
                 let (k0, depth) = (kb * kc, kc.min(k - kb * kc));
                 let last = kb + 1 == kblocks;
                 let run = |gi: usize| {
                     let js = gi * group..((gi + 1) * group).min(panels);
+                    // Where groups run in order on this thread, the next
+                    // one's panels come into L2 while this one's tiles run
+                    // (the first rows over a group otherwise wait on memory).
+                    let next = if gi + 1 < groups {
+                        Some((gi + 1, kb))
+                    } else {
+                        (kb + 1 < kblocks).then_some((0, kb + 1))
+                    };
+                    let next = next.filter(|_| serial).map(|(ng, nkb)| {
+                        let nk0 = nkb * kc;
+                        let njs = ng * group..((ng + 1) * group).min(panels);
+                        (njs, nk0, (kc.min(k - nk0) * nr).div_ceil(16))
+                    });
+                    let tiles = rows * js.len();
+                    let ahead = |q: usize| {
+                        let (njs, nk0, per_panel) = next.clone()?;
+                        let share = (njs.len() * per_panel).div_ceil(tiles);
+                        let at = q * share;
+                        let (panel, line) = (njs.start + at / per_panel, at % per_panel);
+                        (panel < njs.end).then(|| Ahead {
+                            from: self.panel(panel, nk0).ptr.wrapping_add(16 * line),
+                            lines: share.min(per_panel - line),
+                        })
+                    };
                     for r in 0..rows {
                         let a = Packed {
                             ptr: packed[(r * k + k0) * mr..].as_ptr(),
@@ -157,7 +182,7 @@ impl PackedW {
                                 bias: None,
                                 residual: None,
                                 act: if last { act } else { Activation::None },
-                                ahead: None,
+                                ahead: ahead(r * js.len() + j - js.start),
                             };
                             // SAFETY: the CPU runs the shape (checked when
                             // packed); both panels hold `depth` rows from
@@ -170,7 +195,7 @@ impl PackedW {
                     }
                 };
                 let flops = m * n * depth;
-                if groups == 1 || flops < 1 << 20 || crate::par::threads() == 1 {
+                if serial || flops < 1 << 20 {
                     (0..groups).for_each(run);
                 } else {
                     crate::par::for_each(groups, run);
