@@ -393,7 +393,12 @@ impl Homes<'_> {
     fn find(&self, io: &StepIo) -> Option<(*const u8, usize)> {
         let Bound { home, offset } = io.bound?;
         let (ptr, len) = match home {
-            Home::Input(i) => self.inputs.get(i).copied().flatten().map(|b| (b.as_ptr(), b.len()))?,
+            Home::Input(i) => self
+                .inputs
+                .get(i)
+                .copied()
+                .flatten()
+                .map(|b| (b.as_ptr(), b.len()))?,
             Home::Output(i) => {
                 let h = self.outputs.get(i)?.as_ref()?;
                 (h.ptr.cast_const(), h.len)

@@ -54,11 +54,7 @@ pub struct Bound {
 
 /// The homes of `g`'s buffers under `mem`, by buffer (see
 /// [`MemoryPlan::places`]); `written` says whether a step writes a value.
-pub fn homes(
-    g: &Graph,
-    mem: &MemoryPlan,
-    written: impl Fn(Value) -> bool,
-) -> HashMap<Value, Home> {
+pub fn homes(g: &Graph, mem: &MemoryPlan, written: impl Fn(Value) -> bool) -> HashMap<Value, Home> {
     // The values of every buffer.
     let mut members: HashMap<Value, Vec<Value>> = HashMap::new();
     for (&v, &(buffer, _)) in &mem.places {

@@ -103,9 +103,15 @@ fn inputs_are_read_and_outputs_written_in_place() {
     }
     // Against the definition, not only the other path.
     let xv = floats(&x);
-    assert_eq!(floats(&got[0]), xv.iter().map(|v| v.max(0.0)).collect::<Vec<_>>());
+    assert_eq!(
+        floats(&got[0]),
+        xv.iter().map(|v| v.max(0.0)).collect::<Vec<_>>()
+    );
     let c = floats(&got[1]);
-    assert_eq!(&c[..65536], xv.iter().map(|v| v.max(0.0)).collect::<Vec<_>>());
+    assert_eq!(
+        &c[..65536],
+        xv.iter().map(|v| v.max(0.0)).collect::<Vec<_>>()
+    );
     assert_eq!(&c[65536..], xv.iter().map(|v| -v).collect::<Vec<_>>());
     let sum: Vec<f32> = (0..32768).map(|i| xv[i] + xv[i + 32768]).collect();
     assert_eq!(floats(&got[2]), sum);

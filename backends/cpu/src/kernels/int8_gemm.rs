@@ -20,6 +20,9 @@ use rlx_ir::ops::Activation;
 pub const PANEL: usize = 16;
 /// Rows per tile of the VNNI microkernel.
 pub const TILE_ROWS: usize = 8;
+/// Products of at least this many rows take AMX where the CPU has it: a
+/// tile's 16 rows at least.
+const AMX_ROWS: usize = 16;
 
 /// Products of at most this many columns take [`narrow`]: one column or a
 /// few would waste most of a 16-column panel.
@@ -51,12 +54,12 @@ pub struct PackedB {
 impl PackedB {
     /// Packs `b(kk, j)` for `kk < k`, `j < n`.
     pub fn new(k: usize, n: usize, b: impl Fn(usize, usize) -> i8) -> PackedB {
-        let k4 = k_groups(k);
         let panels = n.div_ceil(PANEL);
-        let mut data = vec![0i8; panels * k4 * PANEL];
+        let len = panel_len(k);
+        let mut data = vec![0i8; panels * len];
         let mut col_sums = vec![0i32; n];
         for p in 0..panels {
-            let panel = &mut data[p * k4 * PANEL..(p + 1) * k4 * PANEL];
+            let panel = &mut data[p * len..(p + 1) * len];
             for kk in 0..k {
                 for c in 0..PANEL.min(n - p * PANEL) {
                     let j = p * PANEL + c;
@@ -76,7 +79,7 @@ impl PackedB {
                 }
             }
         }
-        let wide = wide().then(|| widened(&data, k4, panels));
+        let wide = wide().then(|| widened(&data, k_groups(k), panels));
         PackedB {
             k,
             n,
@@ -88,7 +91,7 @@ impl PackedB {
     }
 
     pub(super) fn panel(&self, p: usize) -> &[i8] {
-        let len = k_groups(self.k) * PANEL;
+        let len = panel_len(self.k);
         &self.data[p * len..(p + 1) * len]
     }
 
@@ -105,15 +108,22 @@ impl PackedB {
     }
 }
 
-/// The panels `data` (`[k4 / 4][PANEL][4]` each) as `[k4 / 2][PANEL][2]`
-/// i16 each.
+/// Bytes of a packed panel: `k` in groups of four, padded to 64 (the `k`
+/// an AMX tile covers, [`super::int8_amx`]), [`PANEL`] columns a group.
+fn panel_len(k: usize) -> usize {
+    k.div_ceil(64) * 64 * PANEL
+}
+
+/// The panels `data` (`[k4 / 4][PANEL][4]` each, [`panel_len`] apart) as
+/// `[k4 / 2][PANEL][2]` i16 each.
 fn widened(data: &[i8], k4: usize, panels: usize) -> Vec<i16> {
     let len = k4 * PANEL;
     let mut wide = vec![0i16; panels * len];
     if len == 0 {
         return wide;
     }
-    for (src, dst) in data.chunks_exact(len).zip(wide.chunks_exact_mut(len)) {
+    let stride = data.len() / panels.max(1);
+    for (src, dst) in data.chunks_exact(stride).zip(wide.chunks_exact_mut(len)) {
         for kk in 0..k4 {
             for c in 0..PANEL {
                 dst[(kk / 2) * PANEL * 2 + c * 2 + kk % 2] =
@@ -341,6 +351,11 @@ unsafe fn vnni_gemm(
     ldc: usize,
     epi: Option<&Epilogue>,
 ) {
+    if m >= AMX_ROWS && super::int8_amx::available() {
+        // SAFETY: AMX is available; the operands are as this call's.
+        unsafe { super::int8_amx::gemm(a, m, k_groups(b.k), b, range, c, ldc, epi) };
+        return;
+    }
     // Panel pairs outer, row tiles inner: a pair of panels (`32 x k` bytes)
     // stays in L1 while the rows (a block of them, packed by the caller)
     // stream past it.
@@ -530,15 +545,52 @@ unsafe fn tile<const R: usize, const P: usize>(
         } else {
             (1u16 << cols) - 1
         };
+        let finish = Finish::new(epi, j, mask);
+        for r in 0..R {
+            let at = (i + r) * ldc + j - first * PANEL;
+            finish.store(acc[r][q], i + r, c.add(at));
+        }
+    }
+}
+
+/// The epilogue's terms for 16 columns from `j` (those of `mask`), ready
+/// to finish rows of raw sums as they are stored: the VNNI tiles' and the
+/// AMX blocks' ([`super::int8_amx`]).
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Finish<'e> {
+    epi: Option<&'e Epilogue<'e>>,
+    mask: std::arch::x86_64::__mmask16,
+    terms: std::arch::x86_64::__m512i,
+    zb: std::arch::x86_64::__m512i,
+    float: Option<(
+        std::arch::x86_64::__m512,
+        Option<std::arch::x86_64::__m512>,
+        Activation,
+    )>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'e> Finish<'e> {
+    /// # Safety
+    /// The CPU has AVX-512; `epi`'s per-column slices hold the masked
+    /// columns from `j`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx2,fma")]
+    pub(super) unsafe fn new(
+        epi: Option<&'e Epilogue<'e>>,
+        j: usize,
+        mask: std::arch::x86_64::__mmask16,
+    ) -> Finish<'e> {
+        use std::arch::x86_64::*;
+        let zero = _mm512_setzero_si512();
         let Some(e) = epi else {
-            for r in 0..R {
-                let at = (i + r) * ldc + j - first * PANEL;
-                _mm512_mask_storeu_epi32(c.add(at), mask, acc[r][q]);
-            }
-            continue;
+            return Finish {
+                epi,
+                mask,
+                terms: zero,
+                zb: zero,
+                float: None,
+            };
         };
-        let terms = _mm512_maskz_loadu_epi32(mask, e.col_terms.as_ptr().add(j));
-        let zb = _mm512_maskz_loadu_epi32(mask, e.zb.as_ptr().add(j));
         let float = e.float.as_ref().map(|f| {
             let bias = f
                 .bias
@@ -549,26 +601,44 @@ unsafe fn tile<const R: usize, const P: usize>(
                 f.act,
             )
         });
-        for r in 0..R {
-            let za = _mm512_set1_epi32(e.za(i + r));
-            let sums = _mm512_set1_epi32(e.row_sums[i + r]);
-            let v = _mm512_sub_epi32(
-                _mm512_sub_epi32(acc[r][q], _mm512_mullo_epi32(za, terms)),
-                _mm512_mullo_epi32(sums, zb),
-            );
-            let v = match float {
-                None => v,
-                Some((scale, bias, act)) => {
-                    let mut x = _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
-                    if let Some(bias) = bias {
-                        x = _mm512_add_ps(x, bias);
-                    }
-                    _mm512_castps_si512(super::gemm::microkernel::activate(act, x))
-                }
-            };
-            let at = (i + r) * ldc + j - first * PANEL;
-            _mm512_mask_storeu_epi32(c.add(at), mask, v);
+        Finish {
+            epi,
+            mask,
+            terms: _mm512_maskz_loadu_epi32(mask, e.col_terms.as_ptr().add(j)),
+            zb: _mm512_maskz_loadu_epi32(mask, e.zb.as_ptr().add(j)),
+            float,
         }
+    }
+
+    /// Stores row `i`'s raw `sums` to `at`, finished.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512; `at` is valid for the masked columns' writes;
+    /// the epilogue's per-row slices hold row `i`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx2,fma")]
+    pub(super) unsafe fn store(&self, sums: std::arch::x86_64::__m512i, i: usize, at: *mut i32) {
+        use std::arch::x86_64::*;
+        let Some(e) = self.epi else {
+            _mm512_mask_storeu_epi32(at, self.mask, sums);
+            return;
+        };
+        let za = _mm512_set1_epi32(e.za(i));
+        let rs = _mm512_set1_epi32(e.row_sums[i]);
+        let v = _mm512_sub_epi32(
+            _mm512_sub_epi32(sums, _mm512_mullo_epi32(za, self.terms)),
+            _mm512_mullo_epi32(rs, self.zb),
+        );
+        let v = match self.float {
+            None => v,
+            Some((scale, bias, act)) => {
+                let mut x = _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
+                if let Some(bias) = bias {
+                    x = _mm512_add_ps(x, bias);
+                }
+                _mm512_castps_si512(super::gemm::microkernel::activate(act, x))
+            }
+        };
+        _mm512_mask_storeu_epi32(at, self.mask, v);
     }
 }
 

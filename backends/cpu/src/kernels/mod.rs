@@ -13,6 +13,8 @@ pub mod gqa;
 pub mod grid;
 pub mod image;
 pub mod indexing;
+#[cfg(target_arch = "x86_64")]
+mod int8_amx;
 mod int8_avx2;
 pub mod int8_gemm;
 pub mod layout;

@@ -433,7 +433,11 @@ impl ConvPlan {
         let ahead = |p: usize, ti: usize, kb: usize| {
             let block = ti / TILES_PER_BLOCK;
             let in_block = TILES_PER_BLOCK.min(self.tiles.len() - block * TILES_PER_BLOCK);
-            let (np, nkb) = if p + 1 < panels { (p + 1, kb) } else { (0, kb + 1) };
+            let (np, nkb) = if p + 1 < panels {
+                (p + 1, kb)
+            } else {
+                (0, kb + 1)
+            };
             let nk0 = nkb * self.kc;
             if nk0 >= w.k {
                 return None;
