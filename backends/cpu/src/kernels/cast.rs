@@ -8,9 +8,10 @@ use half::{bf16, f16};
 use rlx_ir::ops::RoundMode;
 use rlx_ir::{DType, Op};
 
-use super::layout::par_fill;
+use super::layout::par_rows;
 use super::minifloat::{e8m0_decode, e8m0_encode, Format};
 use super::num::AnyNum;
+use super::vmath;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
@@ -127,10 +128,10 @@ pub fn write(d: DType, b: &mut [u8], i: usize, v: Val, saturate: bool, round: Ro
 /// A standard -> standard cast in a typed loop.
 fn cast_typed<S: AnyNum, D: AnyNum>(src: &[S], dst: &mut [D], s_float: bool, d_float: bool) {
     if !s_float && !d_float {
-        par_fill(dst, |i| D::of_i128(src[i].as_i128()));
+        map(src, dst, |v| D::of_i128(v.as_i128()));
     } else {
-        par_fill(dst, |i| {
-            let f = src[i].as_f64();
+        map(src, dst, |v| {
+            let f = v.as_f64();
             if d_float {
                 D::of_f64(f)
             } else {
@@ -139,6 +140,21 @@ fn cast_typed<S: AnyNum, D: AnyNum>(src: &[S], dst: &mut [D], s_float: bool, d_f
         });
     }
 }
+
+/// `dst[i] = f(src[i])` in chunks over the pool, each loop compiled for the
+/// CPU's vector width (a bool mask cast to f32 ran a lane at a time).
+fn map<S: Copy + Sync, D: Send>(src: &[S], dst: &mut [D], f: impl Fn(S) -> D + Sync) {
+    par_rows(dst, CHUNK, |c, row| {
+        vmath::vectorized(|| {
+            for (o, &v) in row.iter_mut().zip(&src[c * CHUNK..]) {
+                *o = f(v);
+            }
+        })
+    });
+}
+
+/// Elements per chunk of [`map`].
+const CHUNK: usize = 16384;
 
 fn cast(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), KernelError> {
     let Op::Cast(c) = op else {
@@ -163,7 +179,7 @@ fn cast(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kernel
         let src = x.bytes;
         return with_dtype!(d, D => {
             let (zero, one) = (D::of_i128(0), D::of_i128(1));
-            par_fill(out.slice::<D>()?, |i| if src[i] != 0 { one } else { zero });
+            map(src, out.slice::<D>()?, |b| if b != 0 { one } else { zero });
             Ok(())
         }, num);
     }
@@ -171,9 +187,9 @@ fn cast(op: &Op, ins: &[TensorRef], outs: &mut [TensorMut]) -> Result<(), Kernel
         return with_dtype!(s, S => {
             let src = x.slice::<S>()?;
             if s.is_float() {
-                par_fill(&mut *out.bytes, |i| u8::from(src[i].as_f64() != 0.0));
+                map(src, &mut *out.bytes, |v| u8::from(v.as_f64() != 0.0));
             } else {
-                par_fill(&mut *out.bytes, |i| u8::from(src[i].as_i128() != 0));
+                map(src, &mut *out.bytes, |v| u8::from(v.as_i128() != 0));
             }
             Ok(())
         }, num);

@@ -199,31 +199,39 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
     out_dims: &[usize],
     f: impl Fn(A, B) -> O + Sync,
 ) {
+    // The loops run compiled for the CPU's vector width
+    // ([`super::vmath::vectorized`]): built for the x86-64 baseline, an i64
+    // comparison (a one-hot `Equal`) had no vector form and ran a lane at a
+    // time.
     let n = out.len();
-    if a.len() == n && b.len() == n {
-        if n >= PAR_MIN && crate::par::parallel() {
-            let per = per_task(n);
-            crate::par::chunks_mut(out, per, |c, o| {
-                let (a, b) = (&a[c * per..], &b[c * per..]);
-                for ((o, x), y) in o.iter_mut().zip(a).zip(b) {
+    let (whole_a, whole_b) = (a.len() == n, b.len() == n);
+    if (whole_a || a.len() == 1) && (whole_b || b.len() == 1) {
+        // One small closure a loop: a larger one was not inlined into the
+        // vector-width function and kept the baseline's code.
+        let run = |c: usize, per: usize, o: &mut [O]| match (whole_a, whole_b) {
+            (true, true) => super::vmath::vectorized(|| {
+                for ((o, x), y) in o.iter_mut().zip(&a[c * per..]).zip(&b[c * per..]) {
                     *o = f(*x, *y);
                 }
-            });
+            }),
+            (true, false) => super::vmath::vectorized(|| {
+                for (o, x) in o.iter_mut().zip(&a[c * per..]) {
+                    *o = f(*x, b[0]);
+                }
+            }),
+            (false, true) => super::vmath::vectorized(|| {
+                for (o, y) in o.iter_mut().zip(&b[c * per..]) {
+                    *o = f(a[0], *y);
+                }
+            }),
+            (false, false) => o.iter_mut().for_each(|o| *o = f(a[0], b[0])),
+        };
+        if n >= PAR_MIN && crate::par::parallel() {
+            let per = per_task(n);
+            crate::par::chunks_mut(out, per, |c, o| run(c, per, o));
         } else {
-            for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
-                *o = f(*x, *y);
-            }
+            run(0, n, out);
         }
-        return;
-    }
-    if b.len() == 1 && a.len() == n {
-        let y = b[0];
-        par_fill(out, |i| f(a[i], y));
-        return;
-    }
-    if a.len() == 1 && b.len() == n {
-        let x = a[0];
-        par_fill(out, |i| f(x, b[i]));
         return;
     }
     let (dims, st) = collapse(
@@ -247,17 +255,21 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
         match (ia, ib) {
             (1, 0) => {
                 let y = b[ob];
-                for (o, x) in row.iter_mut().zip(&a[oa..oa + inner]) {
-                    *o = f(*x, y);
-                }
+                super::vmath::vectorized(|| {
+                    for (o, x) in row.iter_mut().zip(&a[oa..oa + inner]) {
+                        *o = f(*x, y);
+                    }
+                })
             }
             (0, 1) => {
                 let x = a[oa];
-                for (o, y) in row.iter_mut().zip(&b[ob..ob + inner]) {
-                    *o = f(x, *y);
-                }
+                super::vmath::vectorized(|| {
+                    for (o, y) in row.iter_mut().zip(&b[ob..ob + inner]) {
+                        *o = f(x, *y);
+                    }
+                })
             }
-            (1, 1) => {
+            (1, 1) => super::vmath::vectorized(|| {
                 for ((o, x), y) in row
                     .iter_mut()
                     .zip(&a[oa..oa + inner])
@@ -265,7 +277,7 @@ pub fn zip2<A: Copy + Sync, B: Copy + Sync, O: Send>(
                 {
                     *o = f(*x, *y);
                 }
-            }
+            }),
             _ => {
                 for (j, o) in row.iter_mut().enumerate() {
                     *o = f(a[oa + j * ia], b[ob + j * ib]);
