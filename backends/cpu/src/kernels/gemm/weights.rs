@@ -137,11 +137,24 @@ impl PackedW {
             let kblocks = k.div_ceil(KC);
             let kc = k.div_ceil(kblocks);
             let out = Disjoint::new(c);
-            let serial = groups == 1 || crate::par::threads() == 1;
+            // Tasks: the panel groups, each split by row tiles where there
+            // are fewer groups than threads (a 512-row product of 64
+            // columns, two panels, ran on two of sixteen threads).
+            let threads = crate::par::threads();
+            let flops = m * n * k.min(KC);
+            let parts = if threads == 1 || flops < 1 << 20 {
+                1
+            } else {
+                threads.div_ceil(groups).min(rows)
+            };
+            let tasks = groups * parts;
+            let serial = tasks == 1 || threads == 1 || flops < 1 << 20;
             for kb in 0..kblocks {
                 let (k0, depth) = (kb * kc, kc.min(k - kb * kc));
                 let last = kb + 1 == kblocks;
-                let run = |gi: usize| {
+                let run = |task: usize| {
+                    let (gi, part) = (task % groups, task / groups);
+                    let (r0, r1) = (rows * part / parts, rows * (part + 1) / parts);
                     let js = gi * group..((gi + 1) * group).min(panels);
                     // Where groups run in order on this thread, the next
                     // one's panels come into L2 while this one's tiles run
@@ -156,7 +169,7 @@ impl PackedW {
                         let njs = ng * group..((ng + 1) * group).min(panels);
                         (njs, nk0, (kc.min(k - nk0) * nr).div_ceil(16))
                     });
-                    let tiles = rows * js.len();
+                    let tiles = (r1 - r0) * js.len();
                     let ahead = |q: usize| {
                         let (njs, nk0, per_panel) = next.clone()?;
                         let share = (njs.len() * per_panel).div_ceil(tiles);
@@ -167,7 +180,7 @@ impl PackedW {
                             lines: share.min(per_panel - line),
                         })
                     };
-                    for r in 0..rows {
+                    for r in r0..r1 {
                         let a = Packed {
                             ptr: packed[(r * k + k0) * mr..].as_ptr(),
                             width: mr,
@@ -182,7 +195,7 @@ impl PackedW {
                                 bias: None,
                                 residual: None,
                                 act: if last { act } else { Activation::None },
-                                ahead: ahead(r * js.len() + j - js.start),
+                                ahead: ahead((r - r0) * js.len() + j - js.start),
                             };
                             // SAFETY: the CPU runs the shape (checked when
                             // packed); both panels hold `depth` rows from
@@ -194,11 +207,10 @@ impl PackedW {
                         }
                     }
                 };
-                let flops = m * n * depth;
-                if serial || flops < 1 << 20 {
-                    (0..groups).for_each(run);
+                if serial {
+                    (0..tasks).for_each(run);
                 } else {
-                    crate::par::for_each(groups, run);
+                    crate::par::for_each(tasks, run);
                 }
             }
         });
@@ -215,6 +227,24 @@ thread_local! {
 /// time are one 16×16 transpose in registers.
 fn pack_x(x: &[f32], m: usize, k: usize, mr: usize, packed: &mut [f32]) {
     assert!(mr <= 16 && x.len() >= m * k, "weights gemm: bad packing");
+    // Over the pool in runs of panels where there is a megabyte or more to
+    // move (a 512 x 1024 one-hot was packed on one of sixteen threads).
+    let threads = crate::par::threads();
+    if threads > 1 && m * k >= 1 << 18 {
+        let panels = m.div_ceil(mr);
+        let per = panels.div_ceil(threads);
+        crate::par::chunks_mut(packed, per * k * mr, |c, part| {
+            let r0 = c * per * mr;
+            let rows = (m - r0).min(per * mr);
+            pack_rows(&x[r0 * k..(r0 + rows) * k], rows, k, mr, part);
+        });
+        return;
+    }
+    pack_rows(x, m, k, mr, packed);
+}
+
+/// [`pack_x`] on this thread.
+fn pack_rows(x: &[f32], m: usize, k: usize, mr: usize, packed: &mut [f32]) {
     for (r, panel) in packed.chunks_mut(k * mr).enumerate() {
         let rows = mr.min(m - r * mr);
         let x = &x[r * mr * k..(r * mr + rows) * k];
@@ -292,6 +322,10 @@ mod tests {
             (29, 600, 50),
             (64, 512, 200),
             (3, 1100, 17),
+            // Many rows, one group of panels: split by rows over the pool
+            // (the second packed over the pool too).
+            (300, 128, 64),
+            (600, 512, 40),
         ] {
             let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7) % 19) as f32 * 0.1 - 0.9)
