@@ -193,7 +193,7 @@ fn constant_captures(g: &mut Graph, id: NodeId, cx: &mut PassContext) -> Result<
                 .any(|id| id != c && sub.node(id).name == leaf.name);
             if taken {
                 let name = sub.unique_name(&leaf.name);
-                sub.node_mut(c).name = name;
+                sub.rename(c, name);
             }
         }
     }
