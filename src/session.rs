@@ -340,6 +340,11 @@ pub struct Session {
     value_inputs: Vec<usize>,
     pub(crate) threads: Threads,
     cache: Mutex<Specializations>,
+    /// What the CPU kernels of its plans prepare of the weights (packed
+    /// panels), shared by every specialization.
+    packs: rlx_cpu::Packs,
+    /// The arenas of its plans' runs, shared by every specialization.
+    arenas: Arc<rlx_cpu::Arenas>,
     /// The GPU devices of this session (opened on first use unless shared).
     devices: Arc<Devices>,
     /// Sessions of rewritten forms of the model, by form (the decoder's
@@ -365,6 +370,8 @@ impl Session {
             value_inputs,
             threads,
             cache: Mutex::new(Specializations::default()),
+            packs: rlx_cpu::Packs::new(),
+            arenas: Arc::new(rlx_cpu::Arenas::new()),
             devices,
             forms: Mutex::new(HashMap::new()),
         })
@@ -718,8 +725,11 @@ impl Session {
         self.model.limits.check_arena(mem.arena_bytes)?;
         if target == Target::Cpu {
             let limits = self.model.limits.run_limits();
-            let schedule = rlx_cpu::plan_with(&g, &weights, &mem, limits)?;
-            return Ok(Executable::Planned(PlannedExecutable::new(schedule)));
+            let schedule = rlx_cpu::plan_with(&g, &weights, &mem, limits, &self.packs)?;
+            let arenas = self.arenas.clone();
+            return Ok(Executable::Planned(PlannedExecutable::with_arenas(
+                schedule, arenas,
+            )));
         }
         let loaded = crate::backend::load(target, &self.devices, &self.model, &g, &weights, &mem)?;
         Ok(Executable::Gpu(loaded))

@@ -60,6 +60,8 @@ pub struct BodyCache {
     entries: Mutex<HashMap<Key, Arc<Built>>>,
     /// What the kernels built here enforce.
     pub limits: crate::kernel::RunLimits,
+    /// What they prepare of constant operands, shared across shapes.
+    packs: crate::packs::Packs,
 }
 
 impl BodyCache {
@@ -116,6 +118,7 @@ pub fn eval_node(
         &vec![true; inputs.len()],
         weights,
         crate::kernel::RunLimits::default(),
+        &crate::packs::Packs::new(),
     )?;
     run_built(node, &built, inputs)
 }
@@ -128,6 +131,7 @@ fn build_node(
     constant: &[bool],
     weights: &Weights,
     limits: crate::kernel::RunLimits,
+    packs: &crate::packs::Packs,
 ) -> Result<Built, RunError> {
     let types: Vec<TensorType> = inputs.iter().map(Tensor::ty).collect();
     let values: Vec<Option<KnownValue>> = inputs
@@ -190,6 +194,7 @@ fn build_node(
         consts: &consts,
         weights,
         limits,
+        packs,
     };
     let kernel = build(&spec).map_err(|e| node_err(node, e))?;
     Ok(Built {
@@ -282,7 +287,14 @@ fn eval_cached(
                 .zip(inputs)
                 .map(|(c, t)| *c || keyed(t))
                 .collect();
-            let b = Arc::new(build_node(node, inputs, &constant, weights, cache.limits)?);
+            let b = Arc::new(build_node(
+                node,
+                inputs,
+                &constant,
+                weights,
+                cache.limits,
+                &cache.packs,
+            )?);
             if let Ok(mut e) = cache.entries.lock() {
                 if e.len() < CACHE_ENTRIES {
                     e.insert(key, b.clone());

@@ -11,43 +11,19 @@
 //! takes them as inputs where a slot is an input's too (the memory plan
 //! writes a cache update over the cache), with no copy either way.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use rlx_ir::lend::Taken;
 use rlx_ir::tensor::AlignedBuf;
 use rlx_ir::Tensor;
 use rlx_passes::Slot;
 
+use crate::arena::{Arena, Arenas};
 use crate::homes::{Bound, Home, INPUT_ALIGN};
 use crate::outputs::OutputPool;
 use crate::plan::{Schedule, Step, StepIo};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::RunError;
-
-/// 64-byte aligned arena storage.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
-
-struct Arena {
-    lines: Vec<Line>,
-}
-
-impl Arena {
-    fn new(bytes: usize) -> Arena {
-        Arena {
-            lines: vec![Line([0; 64]); bytes.div_ceil(64)],
-        }
-    }
-
-    fn ptr(&mut self) -> *mut u8 {
-        self.lines.as_mut_ptr().cast()
-    }
-
-    fn len(&self) -> usize {
-        self.lines.len() * 64
-    }
-}
 
 /// Sees each step right after it ran, with its outputs (a debug run keeps
 /// them; a test breaks a kernel on purpose by changing them).
@@ -85,22 +61,29 @@ impl RunState {
 /// values it holds.
 static EXECUTABLES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A schedule ready to run, with its arena pool.
+/// A schedule ready to run, with the arena pool its runs take from.
 pub struct PlannedExecutable {
     pub schedule: Schedule,
     id: u64,
-    arenas: Mutex<Vec<Arena>>,
+    arenas: Arc<Arenas>,
     /// Buffers of large outputs whose tensors are gone, for the next run's.
     outputs: OutputPool,
 }
 
 impl PlannedExecutable {
+    /// An executable with an arena pool of its own.
     pub fn new(schedule: Schedule) -> PlannedExecutable {
+        PlannedExecutable::with_arenas(schedule, Arc::new(Arenas::new()))
+    }
+
+    /// An executable whose runs take their arenas from `arenas`, shared
+    /// with other executables (a session's plans for other input shapes).
+    pub fn with_arenas(schedule: Schedule, arenas: Arc<Arenas>) -> PlannedExecutable {
         PlannedExecutable {
             outputs: OutputPool::new(schedule.outputs.len()),
             id: EXECUTABLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             schedule,
-            arenas: Mutex::new(Vec::new()),
+            arenas,
         }
     }
 
@@ -109,19 +92,11 @@ impl PlannedExecutable {
     }
 
     fn take_arena(&self) -> Arena {
-        let need = self.arena_need();
-        let mut pool = self.arenas.lock().unwrap_or_else(|p| p.into_inner());
-        match pool.pop() {
-            Some(a) if a.len() >= need => a,
-            _ => Arena::new(need),
-        }
+        self.arenas.take(self.arena_need())
     }
 
     fn give_arena(&self, a: Arena) {
-        self.arenas
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(a);
+        self.arenas.give(a);
     }
 
     /// Runs the schedule. `inputs` are in graph-input order, already checked.

@@ -23,7 +23,8 @@ pub enum KernelError {
 }
 
 /// What a kernel is built from: the node, its concrete input and output types,
-/// the values of its constant inputs, and the weight store (for subgraphs).
+/// the values of its constant inputs, the weight store (for subgraphs), and
+/// the store of prepared constants kernels share across plans.
 pub struct Spec<'a> {
     pub node: &'a Node,
     pub inputs: &'a [TensorType],
@@ -31,6 +32,7 @@ pub struct Spec<'a> {
     pub consts: &'a [Option<Tensor>],
     pub weights: &'a Weights,
     pub limits: RunLimits,
+    pub packs: &'a crate::packs::Packs,
 }
 
 /// Limits a run enforces where sizes are not known before it: a model is
@@ -66,6 +68,13 @@ impl Spec<'_> {
 
     pub fn out_dims(&self, i: usize) -> Vec<usize> {
         self.outputs[i].shape.as_known().unwrap_or_default()
+    }
+
+    /// Constant input `i` with where its preparations are kept; `None`
+    /// where the input is not constant.
+    pub fn keep(&self, i: usize) -> Option<(&Tensor, crate::packs::Keep<'_>)> {
+        let t = self.consts.get(i)?.as_ref()?;
+        Some((t, crate::packs::Keep::of(self.packs, t)))
     }
 }
 

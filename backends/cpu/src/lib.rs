@@ -7,6 +7,7 @@
 //! - [`kernels`]: one module per op family, in every dtype the op supports. They
 //!   are also the reference the GPU backends are compared to.
 
+mod arena;
 pub mod dynamic;
 pub mod exec;
 pub mod homes;
@@ -15,14 +16,17 @@ mod homes_tests;
 pub mod kernel;
 pub mod kernels;
 mod outputs;
+pub mod packs;
 pub mod par;
 pub mod plan;
 pub mod tensor;
 
 use rlx_ir::{Node, Tensor, TensorType, Weights};
 
+pub use arena::Arenas;
 pub use exec::{PlannedExecutable, RunState};
 pub use kernel::{Kernel, KernelError, RunLimits};
+pub use packs::Packs;
 pub use plan::{plan, plan_with, Schedule};
 
 /// Why a run failed.

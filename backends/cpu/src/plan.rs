@@ -129,15 +129,19 @@ fn io(
 
 /// Builds the schedule of a concrete graph.
 pub fn plan(g: &Graph, weights: &Weights, mem: &MemoryPlan) -> Result<Schedule, RunError> {
-    plan_with(g, weights, mem, crate::kernel::RunLimits::default())
+    let packs = crate::packs::Packs::new();
+    plan_with(g, weights, mem, crate::kernel::RunLimits::default(), &packs)
 }
 
-/// [`plan`] with the limits its control-flow kernels enforce.
+/// [`plan`] with the limits its control-flow kernels enforce, its kernels'
+/// prepared constants (packed weights) taken from `packs` where an earlier
+/// plan made them and kept there for later ones.
 pub fn plan_with(
     g: &Graph,
     weights: &Weights,
     mem: &MemoryPlan,
     limits: crate::kernel::RunLimits,
+    packs: &crate::packs::Packs,
 ) -> Result<Schedule, RunError> {
     let mut consts = HashMap::new();
     let mut steps = Vec::new();
@@ -184,6 +188,7 @@ pub fn plan_with(
             consts: &const_vals,
             weights,
             limits,
+            packs,
         };
         // A cache write over its own cache reads only the update (and
         // the indices): its output already holds the cache.

@@ -101,7 +101,7 @@ struct MatMulKernel {
     /// float paths of integer products (see [`MatMulKernel::run_i32`]).
     b_f32: Option<(Vec<f32>, f64)>,
     /// A constant f32 `b` packed for the microkernels, where that pays.
-    packed_b: Option<PackedW>,
+    packed_b: Option<std::sync::Arc<PackedW>>,
 }
 
 /// Whether a product of `rows` rows against constant `b` (k×n) goes through
@@ -166,16 +166,21 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
         _ => None,
     };
     let rows = g.batches() * g.m;
-    let packed_b = match spec.consts.get(1) {
-        Some(Some(t))
+    let packed_b = match spec.keep(1) {
+        Some((t, keep))
             if dtype == DType::F32
                 && g.folds_into_rows()
                 && spec.in_dims(1).len() == 2
                 && packs_b(rows, g.k, g.n) =>
         {
-            t.as_slice::<f32>()
-                .ok()
-                .and_then(|b| PackedW::new(b, g.k, g.n, (g.n, 1), rows))
+            // Packed for the tile shape these rows choose: one packing
+            // serves every row count that chooses it.
+            let shape = Shape::for_product(rows.max(1), g.n);
+            keep.get_or_make("matmul.b", &[g.k, g.n, shape.mr, shape.nv], || {
+                t.as_slice::<f32>()
+                    .ok()
+                    .and_then(|b| PackedW::new(b, g.k, g.n, (g.n, 1), rows))
+            })
         }
         _ => None,
     };

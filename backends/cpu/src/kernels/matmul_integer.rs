@@ -43,10 +43,14 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     };
     let a_signed = byte(spec.inputs[0].dtype)?;
     let b_signed = byte(spec.inputs[1].dtype)?;
-    let packed = match spec.consts.get(1).and_then(|c| c.as_ref()) {
-        Some(t) => Some(pack_all(&g, t.bytes(), b_signed)),
-        None => None,
-    };
+    let packed = spec.keep(1).and_then(|(t, keep)| {
+        let count = g.b_batch.iter().product();
+        keep.get_or_make(
+            "matmul_integer.b",
+            &[g.k, g.n, count, b_signed as usize],
+            || Some(pack_all(&g, t.bytes(), b_signed)),
+        )
+    });
     let fused = match spec.op() {
         Op::FusedMatMulInteger(f) => Some(f.activation),
         _ => None,
@@ -98,7 +102,7 @@ struct MatMulIntegerKernel {
     a_signed: bool,
     b_signed: bool,
     /// The constant `b`, packed.
-    packed: Option<Vec<PackedB>>,
+    packed: Option<std::sync::Arc<Vec<PackedB>>>,
     vnni: bool,
     /// `fused_matmul_integer`'s activation: f32 out, scaled.
     fused: Option<Activation>,
@@ -527,7 +531,7 @@ mod tests {
                         label: String::new(),
                         a_signed: at == DType::I8,
                         b_signed: bt == DType::I8,
-                        packed: constant.then(|| pack_all(&g, b_t.bytes(), bt == DType::I8)),
+                        packed: constant.then(|| pack_all(&g, b_t.bytes(), bt == DType::I8).into()),
                         vnni,
                         fused: None,
                         g: g.clone(),
@@ -610,7 +614,7 @@ mod tests {
                     label: String::new(),
                     a_signed: false,
                     b_signed: true,
-                    packed: Some(pack_all(&g, b_t.bytes(), true)),
+                    packed: Some(pack_all(&g, b_t.bytes(), true).into()),
                     vnni,
                     fused: Some(act),
                     g: g.clone(),

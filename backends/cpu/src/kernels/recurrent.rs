@@ -5,9 +5,13 @@
 //! As in ONNX Runtime, `Y` is zero past each sequence's length, and `Y_h` /
 //! `Y_c` are zero for a sequence of length 0.
 
+use std::sync::Arc;
+
 use rlx_ir::ops::{CausalConvActivation, Recurrent, RecurrentKind, RnnActivation, RnnDirection};
 use rlx_ir::Op;
 
+use super::gemm::microkernel::Shape;
+use super::gemm::packed;
 use super::num::Real;
 use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
 use crate::tensor::{TensorMut, TensorRef};
@@ -237,18 +241,27 @@ struct RecurrentKernel {
 }
 
 /// Weights made ready when the kernel is built, from constant operands: the
-/// input weights of each direction transposed, so the projection over all
-/// time steps reads `Wᵀ` row by row instead of repacking `W` on every run;
-/// and for a quantized layer, `q - zero_point` of W and R as f32, so a run
-/// does not widen a million integers.
+/// input weights of each direction packed (or transposed), so the
+/// projection over all time steps does not repack `W` on every run; and for
+/// a quantized layer, `q - zero_point` of W and R as f32, so a run does not
+/// widen a million integers. Both parts are kept in the plan's store
+/// ([`crate::packs`]): the plans of other input shapes share them, the
+/// packing where their projections choose the same tile shape.
 #[derive(Debug, Default)]
 pub(super) struct Prepared {
-    /// `[input, gates*hidden]` per direction; empty when W is not constant.
-    pub w_t: Vec<Vec<f32>>,
+    pub fixed: Arc<Fixed>,
     /// W per direction packed as the right operand of the projection
     /// ([`super::weights_gemm`]); empty when W is not constant or the CPU
-    /// has no microkernels (then `w_t` serves).
-    pub w_packed: Vec<super::gemm::weights::PackedW>,
+    /// has no microkernels (then `fixed.w_t` serves).
+    pub w_packed: Arc<Vec<super::gemm::weights::PackedW>>,
+}
+
+/// What of the weights does not depend on the input shapes.
+#[derive(Debug, Default)]
+pub(super) struct Fixed {
+    /// `[input, gates*hidden]` per direction, where the CPU has no
+    /// microkernels; empty when W is not constant.
+    pub w_t: Vec<Vec<f32>>,
     /// A quantized layer's W and R as integers in f32, when constant.
     pub w_int: Option<Vec<f32>>,
     pub r_int: Option<Vec<f32>>,
@@ -261,7 +274,7 @@ pub(super) struct Prepared {
 impl RecurrentKernel {
     /// Names the integer products of a packed quantized layer.
     fn labelled(mut self) -> RecurrentKernel {
-        if !self.prepared.packed.is_empty() {
+        if !self.prepared.fixed.packed.is_empty() {
             self.label += if super::int8_gemm::vnni() {
                 " int8 (vnni)"
             } else {
@@ -287,7 +300,59 @@ impl Kernel for RecurrentKernel {
     }
 }
 
+/// The layer's prepared weights, from the spec's store where a plan of
+/// other input shapes made them from the same constant operands.
 fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
+    let constant = |port: usize| spec.consts.get(port).and_then(Option::as_ref);
+    let quant = rc.ports().quant;
+    let mut ports = vec![1, 2];
+    if let Some([_, wz, _, rz]) = quant {
+        ports.extend([wz, rz]);
+    }
+    let mut present = 0;
+    let mut sources = Vec::new();
+    for (bit, &port) in ports.iter().enumerate() {
+        if let Some(t) = constant(port) {
+            present |= 1 << bit;
+            sources.push(t);
+        }
+    }
+    let kept = |what, params: &[usize], make: &dyn Fn() -> Fixed| match sources.is_empty() {
+        true => Arc::new(make()),
+        false => spec
+            .packs
+            .get_or_make(what, params, &sources, || Some(make()))
+            .unwrap_or_default(),
+    };
+    let params = [present, rc.kind as usize, usize::from(rc.quantized)];
+    let fixed = kept("recurrent.fixed", &params, &|| prepare_fixed(rc, spec));
+    // The projection's rows (every time step of every batch) choose the
+    // tile shape W is packed for.
+    let steps = spec.in_dims(0).iter().take(2).product::<usize>();
+    let w_packed = match constant(1) {
+        Some(t) if packed::available() => {
+            let gh = t.dims().get(1).copied().unwrap_or(0);
+            let shape = Shape::for_product(steps.max(1), gh.max(1));
+            let params = [present, usize::from(rc.quantized), shape.mr, shape.nv];
+            spec.packs
+                .get_or_make("recurrent.w", &params, &sources, || {
+                    Some(match (&fixed.w_int, rc.quantized) {
+                        (Some(w), _) => packed_w(w, t.dims(), steps),
+                        (None, false) => t
+                            .as_slice::<f32>()
+                            .map_or_else(|_| Vec::new(), |w| packed_w(w, t.dims(), steps)),
+                        (None, true) => Vec::new(),
+                    })
+                })
+                .unwrap_or_default()
+        }
+        _ => Arc::default(),
+    };
+    Prepared { fixed, w_packed }
+}
+
+/// What of the weights does not depend on the input shapes.
+fn prepare_fixed(rc: &Recurrent, spec: &Spec) -> Fixed {
     let constant = |port: usize| spec.consts.get(port).and_then(Option::as_ref);
     let (mut w_int, mut r_int) = (None, None);
     if let Some([_, wz, _, rz]) = rc.ports().quant {
@@ -299,16 +364,8 @@ fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
         w_int = ints(1, wz);
         r_int = ints(2, rz);
     }
-    let steps = spec.in_dims(0).iter().take(2).product::<usize>();
-    let w_packed = match (&w_int, constant(1)) {
-        (Some(w), Some(t)) => packed_w(w, t.dims(), steps),
-        (None, Some(t)) if !rc.quantized => t
-            .as_slice::<f32>()
-            .map_or_else(|_| Vec::new(), |w| packed_w(w, t.dims(), steps)),
-        _ => Vec::new(),
-    };
     let w_t = match (&w_int, constant(1)) {
-        _ if !w_packed.is_empty() => Vec::new(),
+        _ if packed::available() => Vec::new(),
         (Some(w), Some(t)) => transposed(w, t.dims()),
         (None, Some(t)) if !rc.quantized => t
             .as_slice::<f32>()
@@ -326,9 +383,8 @@ fn prepare(rc: &Recurrent, spec: &Spec) -> Prepared {
         }
         _ => None,
     };
-    Prepared {
+    Fixed {
         w_t,
-        w_packed,
         w_int,
         r_int,
         packed: packed.unwrap_or_default(),

@@ -479,11 +479,11 @@ pub(super) fn run(
     let (w_int, r_int, w_scale, r_scale);
     let (w, r, w_scale, r_scale) = match p.quant {
         Some([ws, wz, rs, rz]) => {
-            w_int = match &prepared.w_int {
+            w_int = match &prepared.fixed.w_int {
                 Some(w) => Cow::Borrowed(&w[..]),
                 None => Cow::Owned(integers(&ins[1], &ins[wz])?),
             };
-            r_int = match &prepared.r_int {
+            r_int = match &prepared.fixed.r_int {
                 Some(r) => Cow::Borrowed(&r[..]),
                 None => Cow::Owned(integers(&ins[2], &ins[rz])?),
             };
@@ -533,6 +533,7 @@ pub(super) fn run(
         .map(|d| DirWeights {
             w: part(w, d, gh * input),
             w_t: prepared
+                .fixed
                 .w_t
                 .get(d)
                 .map(|t| &t[..])
@@ -544,7 +545,7 @@ pub(super) fn run(
             r: part(r, d, gh * hs),
             w_scale: part(w_scale, d, gh),
             r_scale: part(r_scale, d, gh),
-            packed: prepared.packed.get(d),
+            packed: prepared.fixed.packed.get(d),
             bias: part(bias, d, 2 * gh),
             peep: part(peep, d, 3 * hs),
             h0: state(h0, d),

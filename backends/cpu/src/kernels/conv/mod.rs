@@ -23,6 +23,8 @@ pub mod window;
 #[cfg(target_arch = "x86_64")]
 pub mod window_lanes;
 
+use std::sync::Arc;
+
 use rlx_ir::ops::{Activation, Conv};
 use rlx_ir::{DType, Op};
 
@@ -45,12 +47,12 @@ struct ConvKernel {
     plan: Option<ConvPlan>,
     /// Constant f32 weights of another convolution packed for the
     /// microkernels (im2col tiles), one per group.
-    packed: Option<Vec<PackedA>>,
+    packed: Option<Arc<Vec<PackedA>>>,
     /// Constant f32 weights (`[M, C·K]` as stored) of a convolution whose
     /// one output position sees the whole input: a fully connected layer
     /// written as a conv (a 1x1 conv after global pooling). It runs as dot
     /// products of the weight rows with the input, split over the rows.
-    fc: Option<Vec<f32>>,
+    fc: Option<Arc<Vec<f32>>>,
 }
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
@@ -65,20 +67,26 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     let conv = |c: &Conv, act: Activation| -> Result<Box<dyn Kernel>, KernelError> {
         let g = ConvGeom::from_conv(c, &x, &w, &y)?;
         check_sizes(&g, (w[0], w[1]), bias, false)?;
-        let weights = match spec.consts.get(1) {
-            Some(Some(t)) if dtype == DType::F32 && !depthwise::applies(&g) => {
-                t.as_slice::<f32>().ok()
+        // Packed weights are kept in the spec's store: the plans of other
+        // input shapes take them from there.
+        let weights = match spec.keep(1) {
+            Some((t, keep)) if dtype == DType::F32 && !depthwise::applies(&g) => {
+                t.as_slice::<f32>().ok().map(|w| (w, keep))
             }
             _ => None,
         };
         let fc = weights
             .filter(|_| g.is_fully_connected())
-            .map(<[f32]>::to_vec);
+            .and_then(|(w, keep)| keep.get_or_make("conv.fc", &[], || Some(w.to_vec())));
         let plan = weights
             .filter(|_| fc.is_none())
-            .and_then(|w| ConvPlan::new(&g, w));
+            .and_then(|(w, keep)| ConvPlan::new(&g, w, keep));
         let packed = match (&plan, &fc) {
-            (None, None) => weights.and_then(|w| pack_weights(&g, w)),
+            (None, None) => weights.and_then(|(w, keep)| {
+                let shape = Shape::for_product(g.m / g.group, g.tile());
+                let params = [g.group, g.m, g.col_rows(), shape.mr, shape.nv];
+                keep.get_or_make("conv.im2col", &params, || pack_weights(&g, w))
+            }),
             _ => None,
         };
         Ok(Box::new(ConvKernel {
@@ -454,7 +462,7 @@ impl ConvKernel {
                 plan.run(g, xn, yn, ep, buf);
                 continue;
             }
-            for (grp, wg) in self.packed.iter().flatten().enumerate() {
+            for (grp, wg) in self.packed.iter().flat_map(|p| p.iter()).enumerate() {
                 let m0 = grp * mg * sout;
                 let ep = Epilogue {
                     bias: ep.bias.map(|b| &b[grp * mg..(grp + 1) * mg]),

@@ -22,6 +22,7 @@
 //! FMA peak, in-place rows about 15% below it).
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use super::direct::{Band, Direct};
 use super::geometry::ConvGeom;
@@ -30,6 +31,7 @@ use crate::kernels::gemm::microkernel::{
 };
 use crate::kernels::gemm::packed::{self, Epilogue, Out, PackedA, B};
 use crate::kernels::vmath::vectorized;
+use crate::packs::Keep;
 use crate::par::Disjoint;
 
 /// Tiles of the transposed product whose staged lines are used across the
@@ -140,8 +142,9 @@ enum Tiling {
 pub struct ConvPlan {
     direct: Direct,
     shape: Shape,
-    /// One per group.
-    products: Vec<Product>,
+    /// One per group (shared with the plans of other input shapes that
+    /// pack the same weights alike).
+    products: Arc<Vec<Product>>,
     /// The transposed product's position tiles.
     tiles: Vec<PosTile>,
     /// The last tile's first position.
@@ -182,9 +185,10 @@ fn cost(fmas: usize, (speed, peak): (usize, usize), tiles: usize, per_tile: usiz
 }
 
 impl ConvPlan {
-    /// The plan for `g` with weights `w` (`[M, C/group, kh, kw]`); `None`
-    /// where this CPU has no microkernels or the geometry does not fit.
-    pub fn new(g: &ConvGeom, w: &[f32]) -> Option<ConvPlan> {
+    /// The plan for `g` with weights `w` (`[M, C/group, kh, kw]`), packed
+    /// or taken as packed from `keep`; `None` where this CPU has no
+    /// microkernels or the geometry does not fit.
+    pub fn new(g: &ConvGeom, w: &[f32], keep: Keep) -> Option<ConvPlan> {
         if !packed::available() {
             return None;
         }
@@ -270,22 +274,34 @@ impl ConvPlan {
             }
         }
         let (_, shape, way) = best?;
-        let products = (0..g.group)
-            .map(|grp| {
-                let wg = &w[grp * mg * k..(grp + 1) * mg * k];
-                Some(match way {
-                    Way::Columns(_) => Product::Columns(Panels::new(wg, mg, k, shape.nr())),
-                    Way::Packed => {
-                        Product::Packed(PackedA::with_depth(wg, (mg, k, k), shape, POINTWISE_KC)?)
-                    }
-                    // Rows read in place: one depth block (splitting it
-                    // reloads every tile of the output, which measured slower).
-                    Way::Rows => {
-                        Product::Rows(PackedA::with_depth(wg, (mg, k, k), shape, usize::MAX)?)
-                    }
+        let packing = match way {
+            Way::Packed => 0,
+            Way::Rows => 1,
+            Way::Columns(_) => 2,
+        };
+        let params = [packing, shape.mr, shape.nv, g.group, mg, k];
+        let products = keep.get_or_make("conv.products", &params, || {
+            (0..g.group)
+                .map(|grp| {
+                    let wg = &w[grp * mg * k..(grp + 1) * mg * k];
+                    Some(match way {
+                        Way::Columns(_) => Product::Columns(Panels::new(wg, mg, k, shape.nr())),
+                        Way::Packed => Product::Packed(PackedA::with_depth(
+                            wg,
+                            (mg, k, k),
+                            shape,
+                            POINTWISE_KC,
+                        )?),
+                        // Rows read in place: one depth block (splitting it
+                        // reloads every tile of the output, which measured
+                        // slower).
+                        Way::Rows => {
+                            Product::Rows(PackedA::with_depth(wg, (mg, k, k), shape, usize::MAX)?)
+                        }
+                    })
                 })
-            })
-            .collect::<Option<Vec<_>>>()?;
+                .collect::<Option<Vec<_>>>()
+        })?;
         let tiles = match way {
             Way::Columns(tiling) => position_tiles(&direct, shape, tiling),
             _ => Vec::new(),
@@ -737,7 +753,7 @@ mod tests {
 
     /// A plan of each way and every shape, forced.
     pub(super) fn plans(g: &ConvGeom, w: &[f32], split: bool) -> Vec<ConvPlan> {
-        let chosen = ConvPlan::new(g, w).unwrap();
+        let chosen = ConvPlan::new(g, w, Keep::nowhere()).unwrap();
         let (mg, k) = (g.m / g.group, g.col_rows());
         let mut all = vec![chosen.clone()];
         for shape in Shape::runnable() {
@@ -757,7 +773,8 @@ mod tests {
                             _ => Product::Columns(Panels::new(wg, mg, k, shape.nr())),
                         }
                     })
-                    .collect();
+                    .collect::<Vec<_>>()
+                    .into();
                 let tiling = if way == 2 { Tiling::Wide } else { Tiling::Rows };
                 let kc = if split && k > 100 {
                     37
