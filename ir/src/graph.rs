@@ -1,9 +1,9 @@
 //! The graph: nodes with ordered, port-labelled edges over a petgraph `StableDiGraph`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
-use petgraph::visit::EdgeRef;
+use petgraph::visit::{EdgeRef, NodeIndexable};
 use petgraph::Direction;
 
 use crate::ops::Op;
@@ -380,11 +380,21 @@ impl Graph {
     /// then a depth-first post-order from the outputs (inputs visited by port),
     /// then any node no output depends on, in index order.
     pub fn topo_order(&self) -> Result<Vec<NodeId>, GraphError> {
+        // Marks by node index (the passes ask for the order again and again:
+        // sets of hashed ids were a tenth of planning a new input shape).
+        const DONE: u8 = 1;
+        const ON_STACK: u8 = 2;
         let mut order = Vec::with_capacity(self.g.node_count());
-        let mut done: HashSet<NodeId> = HashSet::new();
-        let mut on_stack: HashSet<NodeId> = HashSet::new();
+        let mut marks = vec![0u8; self.g.node_bound()];
+        let mark = |marks: &[u8], n: NodeId| marks.get(n.index()).copied().unwrap_or(0);
+        let set = |marks: &mut [u8], n: NodeId, m: u8| {
+            if let Some(slot) = marks.get_mut(n.index()) {
+                *slot = m;
+            }
+        };
         for &i in &self.inputs {
-            if done.insert(i) {
+            if mark(&marks, i) & DONE == 0 {
+                set(&mut marks, i, DONE);
                 order.push(i);
             }
         }
@@ -395,28 +405,28 @@ impl Graph {
             .chain(self.g.node_indices())
             .collect();
         for root in roots {
-            if done.contains(&root) {
+            if mark(&marks, root) & DONE != 0 {
                 continue;
             }
             // Iterative DFS: (node, next input index to visit).
             let mut stack: Vec<(NodeId, usize, Vec<Value>)> = vec![(root, 0, self.inputs_of(root))];
-            on_stack.insert(root);
+            set(&mut marks, root, ON_STACK);
             while let Some((n, i, ins)) = stack.last_mut() {
                 if let Some(v) = ins.get(*i).copied() {
                     *i += 1;
-                    if done.contains(&v.node) {
+                    let m = mark(&marks, v.node);
+                    if m & DONE != 0 {
                         continue;
                     }
-                    if on_stack.contains(&v.node) {
+                    if m & ON_STACK != 0 {
                         return Err(GraphError::Cycle(self.g[v.node].name.clone()));
                     }
-                    on_stack.insert(v.node);
+                    set(&mut marks, v.node, ON_STACK);
                     let next = self.inputs_of(v.node);
                     stack.push((v.node, 0, next));
                 } else {
                     let n = *n;
-                    on_stack.remove(&n);
-                    done.insert(n);
+                    set(&mut marks, n, DONE);
                     order.push(n);
                     stack.pop();
                 }
