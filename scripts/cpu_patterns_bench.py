@@ -188,6 +188,26 @@ def feeds(m):
     return out
 
 
+def ort_median(path, feeds, threads, iters):
+    """ORT's median ms. The session is made and dropped here: its pool's
+    threads spin after a run, and a session kept alive while rlx-onnx's
+    timed runs went on took one of their cores (a 2-core VM: a pointwise
+    convolution on two threads timed 1.14 ms beside ORT's spinning threads,
+    0.56 alone)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        s.run(None, feeds)
+    ts = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        s.run(None, feeds)
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "rlx-onnx"))
@@ -211,20 +231,9 @@ def main():
         f = feeds(m)
         for k, v in f.items():
             np.save(f"{n}_{k}.npy", v)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = args.threads
-        so.inter_op_num_threads = 1
-        s = ort.InferenceSession(f"{n}.onnx", so, providers=["CPUExecutionProvider"])
         o, r = [], []
         for _ in range(args.rounds):
-            for _ in range(3):
-                s.run(None, f)
-            ts = []
-            for _ in range(args.iters):
-                t = time.perf_counter()
-                s.run(None, f)
-                ts.append(time.perf_counter() - t)
-            o.append(statistics.median(ts) * 1e3)
+            o.append(ort_median(f"{n}.onnx", f, args.threads, args.iters))
             cmd = [binary, "bench", f"{n}.onnx", "--threads", str(args.threads), "--iters", str(args.iters)]
             for k in f:
                 cmd += ["--input", f"{k}={n}_{k}.npy"]
