@@ -54,9 +54,17 @@ __device__ __forceinline__ void channel_epilogue(T* y, const T* bias, const T* r
         if (p.flags & 1u) {
             unsigned int e = (unsigned int)i * V;
             if (p.flags & 4u) {
+                // A vector's biases, one 16-byte load where they are
+                // aligned as one (V 2-byte loads a thread before).
                 unsigned int c = e % p.channels;
+                if (((unsigned long long)(bias + c)) % 16u == 0u) {
+                    const rlx_pack<T, V> b = *reinterpret_cast<const rlx_pack<T, V>*>(bias + c);
 #pragma unroll
-                for (int j = 0; j < V; ++j) v[j] += (C)bias[c + j];
+                    for (int j = 0; j < V; ++j) v[j] += (C)b.v[j];
+                } else {
+#pragma unroll
+                    for (int j = 0; j < V; ++j) v[j] += (C)bias[c + j];
+                }
             } else {
                 // At most one channel boundary in a vector (inner >= V).
                 unsigned int run = e / p.inner, at = e - run * p.inner, c = run % p.channels;
