@@ -190,10 +190,29 @@ fn steps(
     // GRU without linear-before-reset multiplies `r ⊙ h` by R_h separately.
     let mut rh = vec![0.0; batch * hs];
     let mut rhr = vec![0.0; batch * hs];
-    let rb = |j: usize| dw.bias.get(gh + j).copied().unwrap_or(0.0);
+    // R's biases (`Rb`, zero where the layer has none) and the clip as
+    // slices and a pass of their own: an element's bias looked up through
+    // a checked `get` kept the GRU's gate loops scalar.
+    let zeros;
+    let r_bias: &[f32] = match dw.bias.get(gh..2 * gh) {
+        Some(b) => b,
+        None => {
+            zeros = vec![0.0; gh];
+            &zeros
+        }
+    };
+    // The GRU's new-gate share of them.
+    let rb_n = r_bias.get(2 * hs..).unwrap_or(&[]);
     let clip = |x: f32| match rc.clip {
         Some(cl) => x.clamp(-cl, cl),
         None => x,
+    };
+    let clip_all = |v: &mut [f32]| {
+        if let Some(cl) = rc.clip {
+            for x in v {
+                *x = x.clamp(-cl, cl);
+            }
+        }
     };
     let f = dw.acts[0];
     let steps = lens.iter().copied().max().unwrap_or(0);
@@ -229,12 +248,14 @@ fn steps(
             for b in (0..batch).filter(active) {
                 let x = &xw[g.x(t_of(b), b) / g.input * gh..][..gh];
                 let r = &mut pre[..hs];
-                for j in 0..hs {
-                    r[j] = clip(x[hs + j] + hr[b * gh + hs + j]);
+                for ((r, a), c) in r.iter_mut().zip(&x[hs..2 * hs]).zip(&hr[b * gh + hs..]) {
+                    *r = a + c;
                 }
+                clip_all(r);
                 apply_slice(f, r);
-                for j in 0..hs {
-                    rh[b * hs + j] = r[j] * h[b * hs + j];
+                let rows = b * hs..(b + 1) * hs;
+                for ((o, r), h) in rh[rows.clone()].iter_mut().zip(r.iter()).zip(&h[rows]) {
+                    *o = r * h;
                 }
             }
             let rs = scale_of(2 * hs..3 * hs);
@@ -256,26 +277,33 @@ fn steps(
                     let gact = dw.acts[1];
                     let (z, rest) = pre.split_at_mut(hs);
                     let (r, n) = rest.split_at_mut(hs);
-                    for j in 0..hs {
-                        z[j] = clip(x[j] + hrb[j]);
+                    let n = &mut n[..hs];
+                    for ((z, a), c) in z.iter_mut().zip(&x[..hs]).zip(hrb) {
+                        *z = a + c;
                     }
+                    clip_all(z);
                     apply_slice(f, z);
+                    let xn = &x[2 * hs..3 * hs];
                     if rc.linear_before_reset {
-                        for j in 0..hs {
-                            r[j] = clip(x[hs + j] + hrb[hs + j]);
+                        for ((r, a), c) in r.iter_mut().zip(&x[hs..2 * hs]).zip(&hrb[hs..]) {
+                            *r = a + c;
                         }
+                        clip_all(r);
                         apply_slice(f, r);
-                        for j in 0..hs {
-                            n[j] = clip(x[2 * hs + j] + r[j] * (hrb[2 * hs + j] + rb(2 * hs + j)));
+                        let hn = hrb[2 * hs..].iter().zip(rb_n);
+                        for (((n, a), r), (c, bias)) in n.iter_mut().zip(xn).zip(r.iter()).zip(hn) {
+                            *n = a + r * (c + bias);
                         }
                     } else {
-                        for j in 0..hs {
-                            n[j] = clip(x[2 * hs + j] + rhr[b * hs + j] + rb(2 * hs + j));
+                        let hn = rhr[b * hs..(b + 1) * hs].iter().zip(rb_n);
+                        for ((n, a), (c, bias)) in n.iter_mut().zip(xn).zip(hn) {
+                            *n = a + c + bias;
                         }
                     }
-                    apply_slice(gact, &mut n[..hs]);
-                    for j in 0..hs {
-                        hb[j] = (1.0 - z[j]) * n[j] + z[j] * hb[j];
+                    clip_all(n);
+                    apply_slice(gact, n);
+                    for ((h, z), n) in hb.iter_mut().zip(z.iter()).zip(n.iter()) {
+                        *h = (1.0 - z) * n + z * *h;
                     }
                 }
                 RecurrentKind::Lstm => {
