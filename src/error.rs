@@ -28,6 +28,11 @@ pub enum InputError {
     UnknownOutput { name: String, expected: Vec<String> },
     #[error("`{name}` is not a symbolic dim of the model's inputs; its symbols are {symbols:?}")]
     UnknownSymbol { name: String, symbols: Vec<String> },
+    /// Shapes the declared dims allow but a node cannot take (a window
+    /// wider than its padded input, a reshape to a size that differs): the
+    /// model was checked for its symbolic shapes; these inputs fail it.
+    #[error("the model cannot run on inputs of these shapes ({shapes}): {reason}")]
+    Unfit { shapes: String, reason: String },
 }
 
 /// Any error of the rlx-onnx library.

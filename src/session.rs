@@ -526,7 +526,10 @@ impl Session {
         }
         drop(cache);
         let bindings = bind_shapes(&self.model.graph, shapes).map_err(InputError::from)?;
-        let e = Arc::new(self.prepare(&bindings, values)?);
+        let e = Arc::new(
+            self.prepare(&bindings, values)
+                .map_err(|e| unfit(&self.model.graph, shapes, e))?,
+        );
         let max = self.model.limits.max_specializations;
         self.cache
             .lock()
@@ -899,6 +902,35 @@ impl PlanInfo {
             kernel_statistics: Vec::new(),
         }
     }
+}
+
+/// An error of specializing the graph for `shapes` that the shapes cause
+/// (shape inference or a node's folding failing on them: the graph passed
+/// both for its symbolic shapes), as an input error naming the shapes; any
+/// other error as it is.
+fn unfit(g: &Graph, shapes: &[&[usize]], e: Error) -> Error {
+    use rlx_passes::PassError;
+    // A node the target cannot run, or a pass's own failure, is not the
+    // inputs' doing.
+    let by_shapes = matches!(
+        e,
+        Error::Infer(_) | Error::Pass(PassError::Infer { .. } | PassError::Node { .. })
+    );
+    if !by_shapes {
+        return e;
+    }
+    let shapes = g
+        .inputs()
+        .iter()
+        .zip(shapes)
+        .map(|(id, dims)| format!("{}: {dims:?}", g.node(*id).name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    InputError::Unfit {
+        shapes,
+        reason: e.to_string(),
+    }
+    .into()
 }
 
 /// The error of a GPU target meeting shapes that depend on input data.

@@ -694,3 +694,72 @@ fn changing_shapes_each_run_their_own_executable() {
         assert!(e.to_string().contains("dim 0 is 3, expected 2"), "{e}");
     }
 }
+
+/// Shapes the declared dims allow but a node cannot take are the inputs'
+/// error, naming their shapes and the node: a Reshape of `x [n]` to
+/// `[2, 3]` given five elements (it was reported as a failing pass, the
+/// model's fault). Six elements still run.
+#[test]
+fn shapes_a_node_cannot_take_are_input_errors() {
+    use rlx_onnx::importer::proto::tensor_shape_proto::{dimension, Dimension};
+    use rlx_onnx::ir::Tensor;
+    use rlx_onnx::{Compiler, Error, InputError, Session, SessionOptions, Target};
+    let mut x = value_info("x", &[]);
+    if let Some(type_proto::Value::TensorType(t)) = x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.shape = Some(TensorShapeProto {
+            dim: vec![Dimension {
+                value: Some(dimension::Value::DimParam("n".into())),
+                ..Default::default()
+            }],
+        });
+    }
+    let shape = TensorProto {
+        name: Some("s".into()),
+        dims: vec![2],
+        data_type: Some(7),
+        int64_data: vec![2, 3],
+        ..Default::default()
+    };
+    let reshape = NodeProto {
+        input: vec!["x".into(), "s".into()],
+        output: vec!["y".into()],
+        op_type: Some("Reshape".into()),
+        name: Some("to_2x3".into()),
+        ..Default::default()
+    };
+    let m = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            node: vec![reshape],
+            name: Some("g".into()),
+            initializer: vec![shape],
+            input: vec![x],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let model = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap();
+    let compiled = Compiler::new(Target::Cpu).compile(model, None).unwrap();
+    let session = Session::new(compiled, SessionOptions { threads: 1 }).unwrap();
+    let five = Tensor::from_f32(&[5], &[1.0; 5]).unwrap();
+    let e = session.run(&[("x", &five)]).unwrap_err();
+    match &e {
+        Error::Input(InputError::Unfit { shapes, reason }) => {
+            assert_eq!(shapes, "x: [5]");
+            assert!(reason.contains("to_2x3"), "{e}");
+        }
+        _ => panic!("not an input error: {e:?}"),
+    }
+    let six = Tensor::from_f32(&[6], &[1.0; 6]).unwrap();
+    let y = session.run(&[("x", &six)]).unwrap();
+    assert_eq!(y[0].dims(), &[2, 3]);
+}
