@@ -1,6 +1,7 @@
-// attention_mask: what both attention kernels (attention.wgsl, attention_rows.wgsl)
-// share: the softcap and the additive mask bias of a score. Reads the kernels'
-// `AttentionParams` `p` (flags as attention.wgsl describes them).
+// attention_mask: what the attention kernels (attention.wgsl, attention_tile.wgsl)
+// share: the softcap and the additive mask bias of a score, and loads and stores
+// of four consecutive elements. Reads the kernels' `AttentionParams` `p` (flags
+// as attention.wgsl describes them).
 
 // `softcap * tanh(raw / softcap)` when a softcap is set.
 fn att_cap(raw: f32) -> f32 {
@@ -54,4 +55,35 @@ fn ew_att_tanh(x: f32) -> f32 {
     let c = clamp(x, -15.0, 15.0);
     let e = exp(2.0 * c);
     return (e - 1.0) / (e + 1.0);
+}
+
+// Four consecutive elements of operand `h` from `at`, the first `valid` of
+// them (the rest read as zero). Branch-free, so that the loads of several
+// calls issue together: an element past `valid` reloads the first (or the
+// operand's first, when none is valid) and is selected away.
+fn ld4(h: u32, at: u32, valid: u32) -> vec4<f32> {
+    let a = select(0u, at, valid > 0u);
+    return vec4<f32>(
+        select(0.0, ldf(h, a), valid > 0u),
+        select(0.0, ldf(h, a + select(0u, 1u, valid > 1u)), valid > 1u),
+        select(0.0, ldf(h, a + select(0u, 2u, valid > 2u)), valid > 2u),
+        select(0.0, ldf(h, a + select(0u, 3u, valid > 3u)), valid > 3u));
+}
+
+// Key or value row `j` of a tile (four features from `d`), zero past `keys`.
+fn kv4(h: u32, base: u32, stride: u32, j: u32, keys: u32, d: u32, n: u32) -> vec4<f32> {
+    let ok = j < keys;
+    return ld4(h, base + select(0u, j, ok) * stride + d, select(0u, left4(d, n), ok));
+}
+
+// Stores the first `valid` of four consecutive elements.
+fn st4(h: u32, at: u32, v: vec4<f32>, valid: u32) {
+    for (var c = 0u; c < min(valid, 4u); c++) {
+        stf(h, at + c, v[c]);
+    }
+}
+
+// How many of the four features from `d` lie below `n`.
+fn left4(d: u32, n: u32) -> u32 {
+    return n - min(d, n);
 }

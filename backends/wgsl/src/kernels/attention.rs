@@ -2,7 +2,7 @@
 //! heads, 3-D or 4-D operands, bool or float masks, causality, softcap,
 //! per-batch key lengths, a KV cache and the QK output, in two tiled kernels
 //! with an online softmax that share their mask rules
-//! (`wgsl/attention_mask.wgsl`): `attention_rows.wgsl`, a workgroup per 8
+//! (`wgsl/attention_mask.wgsl`): `attention_tile.wgsl`, a workgroup per 16
 //! query rows with keys and values staged through workgroup memory, for heads
 //! of up to 64 features and several query rows; `attention.wgsl`, a
 //! workgroup per query row with keys in tiles of 64, for the rest (a single
@@ -22,14 +22,17 @@ use super::{Cx, LResult, Operand};
 use crate::schedule::Range;
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/attention.wgsl");
-const ROWS_SRC: &str = include_str!("../../../../kernels/wgsl/attention_rows.wgsl");
+const TILE_SRC: &str = include_str!("../../../../kernels/wgsl/attention_tile.wgsl");
 const MASK: &str = include_str!("../../../../kernels/wgsl/attention_mask.wgsl");
 
-/// Largest head of `attention_rows.wgsl` (16 vec4 a row in workgroup memory).
-const ROWS_HEAD: usize = 64;
-/// Query rows per workgroup of `attention_rows.wgsl`; fewer query rows take
-/// the row kernel, whose 64 invocations score 64 keys at once.
-const ROWS: usize = 8;
+/// Largest head of `attention_tile.wgsl` (a query row and an output row in
+/// each invocation's registers).
+const TILE_HEAD: usize = 64;
+/// Query rows per workgroup of `attention_tile.wgsl`.
+const TILE_ROWS: usize = 16;
+/// Fewer query rows take the row kernel, whose 64 invocations score 64 keys
+/// at once.
+const MIN_TILE_ROWS: usize = 8;
 
 /// Largest head size: the query row lives in workgroup memory and each of the
 /// 64 invocations accumulates 4 output features.
@@ -270,14 +273,16 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     let qk = extras.qk;
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
     let operands = vec![y.range(), q_r, kr.0, vr.0, mask_r, nonpad_r, qk_r];
-    if dk <= ROWS_HEAD && dv <= ROWS_HEAD && sq >= ROWS && !qk {
+    if dk <= TILE_HEAD && dv <= TILE_HEAD && sq >= MIN_TILE_ROWS && !qk {
+        // The head in vec4, as the kernel's constant: 4, 8 or 16.
+        let nd4 = dk.max(dv).div_ceil(4).next_power_of_two().max(4);
         let pipe = cx.typed_pipeline(
-            "attention.rows8",
+            &format!("attention.tile16_d{}", nd4 * 4),
             ATTENTION_OPERANDS,
             &AttentionParams::LAYOUT,
-            &format!("{MASK}\n{ROWS_SRC}"),
+            &format!("const ND4: u32 = {nd4}u;\n{MASK}\n{TILE_SRC}"),
         );
-        let groups = b * hq * sq.div_ceil(ROWS);
+        let groups = b * hq * sq.div_ceil(TILE_ROWS);
         cx.launch_params(pipe, operands, &params, groups as u64);
         return Ok(());
     }
