@@ -1,6 +1,5 @@
 // attention_tile: scaled dot-product attention, f32, heads of up to 4 * ND4
-// features (ND4, the vec4 a head spans: 4, 8 or 16, is a constant the host
-// prepends), for several query rows: a workgroup of 64 invocations per
+// features, for several query rows: a workgroup of 64 invocations per
 // (batch, query head, 16 query rows). Keys and values go by in tiles of 16
 // through workgroup memory, the next tile's loads issued before this one is
 // computed.
@@ -11,7 +10,16 @@
 // tile costs two barriers and no reduction across invocations; the four
 // partial states of a row merge once, at the end, through workgroup memory.
 // Key tiles that no row of the workgroup can see (causality, key lengths,
-// the mask's length) are not visited.
+// the mask's length) are not visited. The rules of a score are read from the
+// parameters once (`AttRules`), and a mask the same for every query row is
+// staged a tile at a time with the keys.
+//
+// The host prepends, for a head of ND4 vec4 (4, 8 or 16), the constant ND4
+// and the per-invocation registers with the functions over them, the loops
+// over the head written out (attention.rs, `tile_registers`): the query row
+// q0.., the accumulator a0.., the next tile's share kn0.., vn0.. A driver
+// keeps an array indexed in a loop in local memory (NVIDIA's did, 656 bytes
+// an invocation, at half the speed).
 //
 // Same parameters, flags and masks as attention.wgsl, without the QK output;
 // the softcap, the mask bias and the loads are attention_mask.wgsl's
@@ -19,14 +27,11 @@
 
 const ROWS: u32 = 16u;
 const TILE: u32 = 16u;
-// Invocations sharing a query row, and keys each takes of a tile.
+// Invocations sharing a query row; each takes four keys of a tile.
 const SLOTS: u32 = 4u;
-const PER: u32 = TILE / SLOTS;
 // vec4 a key in workgroup memory: one of padding, so that the four slots of
 // a row read four keys in distinct banks.
 const LD: u32 = ND4 + 1u;
-// vec4 each invocation stages of a tile, per operand.
-const STAGE: u32 = TILE * ND4 / 64u;
 const MASKED: f32 = -3.0e38;
 
 var<workgroup> ks: array<vec4<f32>, TILE * LD>;
@@ -37,6 +42,94 @@ var<workgroup> mg: array<vec4<f32>, 256>;
 var<workgroup> ms: array<f32, 64>;
 var<workgroup> ls: array<f32, 64>;
 var<workgroup> kend_w: u32;
+// A mask the same for every query row (a padding mask): the tile's biases,
+// staged with its keys, and this invocation's share of the next tile's.
+var<workgroup> mb: array<f32, TILE>;
+var<private> mbn: f32;
+
+// Where a tile's keys and values come from.
+struct KvTile {
+    kb: u32,
+    vb: u32,
+    ks2: u32,
+    vs2: u32,
+    kend: u32,
+    dk: u32,
+    dv: u32,
+}
+
+// Vec4 `u` of this invocation's share of the tile from key t0: vec4
+// x = li + 64u * u is feature vec4 x % ND4 of key x / ND4.
+fn tile_k(kv: KvTile, li: u32, t0: u32, u: u32) -> vec4<f32> {
+    let x = li + 64u * u;
+    return kv4(p.k, kv.kb, kv.ks2, t0 + x / ND4, kv.kend, (x % ND4) * 4u, kv.dk);
+}
+
+fn tile_v(kv: KvTile, li: u32, t0: u32, u: u32) -> vec4<f32> {
+    let x = li + 64u * u;
+    return kv4(p.v, kv.vb, kv.vs2, t0 + x / ND4, kv.kend, (x % ND4) * 4u, kv.dv);
+}
+
+// Where vec4 `u` of the share lies in ks and vs.
+fn tile_at(li: u32, u: u32) -> u32 {
+    let x = li + 64u * u;
+    return (x / ND4) * LD + x % ND4;
+}
+
+// What scores the workgroup's query row `i` (of batch b, head h).
+struct Scorer {
+    rules: AttRules,
+    b: u32,
+    h: u32,
+    i: u32,
+    kend: u32,
+    // Whether row i exists.
+    row: bool,
+    // Whether the mask's biases are staged in `mb`.
+    keyed: bool,
+}
+
+// The score of row i against key kk of the tile from t0: -inf past the
+// visible keys or the rows.
+fn score(c: Scorer, t0: u32, kk: u32) -> f32 {
+    let j = t0 + kk;
+    let raw = dot_key(kk * LD);
+    if (c.row && j < c.kend) {
+        var bias = att_rule_bias(c.rules, c.i, j);
+        if (c.keyed) {
+            bias += mb[kk];
+        } else if ((c.rules.flags & 1u) != 0u) {
+            bias += att_mask_bias(c.rules, c.b, c.h, c.i, j);
+        }
+        return att_cap_r(c.rules, raw) + bias;
+    }
+    return -inf_f32();
+}
+
+// A staged mask's biases of the tile from t: one a key, by the first TILE
+// invocations.
+fn load_mask(c: Scorer, li: u32, t: u32) {
+    if (c.keyed && li < TILE) {
+        mbn = att_mask_bias(c.rules, c.b, c.h, 0u, t + li);
+    }
+}
+
+fn store_mask(c: Scorer, li: u32) {
+    if (c.keyed && li < TILE) {
+        mb[li] = mbn;
+    }
+}
+
+// Adds key kk's value, weighted by its probability under the max `mx`, to
+// the accumulator; returns the probability (0 where masked).
+fn add_value(s: f32, mx: f32, kk: u32) -> f32 {
+    if (s > MASKED) {
+        let pr = exp(s - mx);
+        add_row(pr, kk * LD);
+        return pr;
+    }
+    return 0.0;
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -65,101 +158,54 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // The keys some row of the workgroup may see: [0, kend), made uniform
     // for the tile loop's barriers (a key length is a storage read).
+    let rules = att_rules(b);
     var kend = keys;
     if ((flags & 8u) != 0u) {
-        kend = min(kend, u32(max(ldidx(p.nonpad, b, (flags >> 4u) & 1u), 0)));
+        kend = min(kend, u32(max(rules.np, 0)));
     }
     if ((flags & 1u) != 0u) {
-        kend = min(kend, p.mask_len);
+        kend = min(kend, rules.mask_len);
     }
-    if ((flags & 4u) != 0u && (flags & 64u) == 0u) {
-        // Causal, bottom-right aligned by the cache: row i sees keys up to
-        // i + past.
-        kend = min(kend, min(i0 + ROWS, sq) + p.past);
+    if ((flags & 4u) != 0u) {
+        // Causal: row i sees keys up to i + off.
+        kend = min(kend, u32(max(i32(min(i0 + ROWS, sq)) + rules.off, 0)));
     }
     if (li == 0u) {
         kend_w = kend;
     }
     kend = workgroupUniformLoad(&kend_w);
 
-    var q: array<vec4<f32>, ND4>;
-    let qb = b * p.q_s[0] + h * p.q_s[1] + min(i, sq - 1u) * p.q_s[2];
-    for (var e = 0u; e < ND4; e++) {
-        q[e] = ld4(p.q, qb + e * 4u, select(0u, left4(e * 4u, dk), i < sq)) * p.scale;
-    }
-
-    // This invocation's share of a tile: vec4 x = li + 64u * u is feature
-    // vec4 x % ND4 of key x / ND4.
-    var kn: array<vec4<f32>, STAGE>;
-    var vn: array<vec4<f32>, STAGE>;
-    for (var u = 0u; u < STAGE; u++) {
-        let x = li + 64u * u;
-        let f = (x % ND4) * 4u;
-        kn[u] = kv4(p.k, kb, ks2, x / ND4, kend, f, dk);
-        vn[u] = kv4(p.v, vb, vs2, x / ND4, kend, f, dv);
-    }
+    let sc = Scorer(rules, b, h, i, kend, i < sq, (flags & 1u) != 0u && rules.mask_s.z == 0u);
+    load_q(b * p.q_s[0] + h * p.q_s[1] + min(i, sq - 1u) * p.q_s[2], dk, i < sq);
+    let kv = KvTile(kb, vb, ks2, vs2, kend, dk, dv);
+    load_tile(kv, li, 0u);
+    load_mask(sc, li, 0u);
 
     var m = -inf_f32();
     var l = 0.0;
-    var acc: array<vec4<f32>, ND4>;
-    for (var e = 0u; e < ND4; e++) {
-        acc[e] = vec4<f32>(0.0);
-    }
     for (var t0 = 0u; t0 < kend; t0 += TILE) {
-        for (var u = 0u; u < STAGE; u++) {
-            let x = li + 64u * u;
-            let at = (x / ND4) * LD + x % ND4;
-            ks[at] = kn[u];
-            vs[at] = vn[u];
-        }
+        store_tile(li);
+        store_mask(sc, li);
         workgroupBarrier();
         // The next tile's loads, in flight while this one is computed.
-        let t1 = t0 + TILE;
-        if (t1 < kend) {
-            for (var u = 0u; u < STAGE; u++) {
-                let x = li + 64u * u;
-                let f = (x % ND4) * 4u;
-                kn[u] = kv4(p.k, kb, ks2, t1 + x / ND4, kend, f, dk);
-                vn[u] = kv4(p.v, vb, vs2, t1 + x / ND4, kend, f, dv);
-            }
+        if (t0 + TILE < kend) {
+            load_tile(kv, li, t0 + TILE);
+            load_mask(sc, li, t0 + TILE);
         }
-        var s: array<f32, PER>;
-        var tmax = -inf_f32();
-        for (var u = 0u; u < PER; u++) {
-            let kk = slot + SLOTS * u;
-            let j = t0 + kk;
-            var dot = vec4<f32>(0.0);
-            for (var e = 0u; e < ND4; e++) {
-                dot = fma(q[e], ks[kk * LD + e], dot);
-            }
-            var sc = -inf_f32();
-            if (i < sq && j < kend) {
-                sc = att_cap(dot.x + dot.y + dot.z + dot.w) + att_bias(b, h, i, j);
-            }
-            s[u] = sc;
-            tmax = max(tmax, sc);
-        }
-        let mnew = max(m, tmax);
+        let s0 = score(sc, t0, slot);
+        let s1 = score(sc, t0, slot + SLOTS);
+        let s2 = score(sc, t0, slot + 2u * SLOTS);
+        let s3 = score(sc, t0, slot + 3u * SLOTS);
+        let mnew = max(max(m, max(s0, s1)), max(s2, s3));
         // Nothing unmasked yet: keep the state.
         if (mnew > MASKED) {
             var alpha = 0.0;
             if (m > MASKED) {
                 alpha = exp(m - mnew);
             }
-            l *= alpha;
-            for (var e = 0u; e < ND4; e++) {
-                acc[e] *= alpha;
-            }
-            for (var u = 0u; u < PER; u++) {
-                if (s[u] > MASKED) {
-                    let pr = exp(s[u] - mnew);
-                    l += pr;
-                    let kv = (slot + SLOTS * u) * LD;
-                    for (var e = 0u; e < ND4; e++) {
-                        acc[e] = fma(vec4<f32>(pr), vs[kv + e], acc[e]);
-                    }
-                }
-            }
+            scale_out(alpha);
+            l = l * alpha + add_value(s0, mnew, slot) + add_value(s1, mnew, slot + SLOTS) +
+                add_value(s2, mnew, slot + 2u * SLOTS) + add_value(s3, mnew, slot + 3u * SLOTS);
             m = mnew;
         }
         workgroupBarrier();
@@ -190,9 +236,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let yb = b * p.y_s[0] + h * p.y_s[1] + i * p.y_s[2];
     // Four vec4 of the head a round; slot c writes vec4 4 * round + c.
     for (var round = 0u; round < ND4 / 4u; round++) {
-        for (var c = 0u; c < 4u; c++) {
-            mg[li * 4u + c] = acc[round * 4u + c] * mine;
-        }
+        stage_round(round, li * 4u, mine);
         workgroupBarrier();
         var o = vec4<f32>(0.0);
         for (var c = 0u; c < SLOTS; c++) {

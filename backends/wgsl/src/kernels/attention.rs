@@ -38,6 +38,57 @@ const MIN_TILE_ROWS: usize = 8;
 /// 64 invocations accumulates 4 output features.
 const MAX_HEAD: usize = 256;
 
+/// What `attention_tile.wgsl` takes from the host for a head of `nd4` vec4
+/// (4, 8 or 16): the constant `ND4`, each invocation's registers (its query
+/// row `q*`, its accumulator `a*`, its share of the next key/value tile
+/// `kn*`, `vn*`) and the functions over them, each loop over the head
+/// written out: a driver keeps an array indexed in a loop in local memory
+/// (NVIDIA's did: 656 bytes an invocation, the kernel at half the speed).
+fn tile_registers(nd4: usize) -> String {
+    // Vec4 of a 16-key tile each of the 64 invocations stages, per operand.
+    let stage = nd4 / 4;
+    let lines = |n: usize, f: &dyn Fn(usize) -> String| -> String {
+        (0..n).map(|i| format!("    {}\n", f(i))).collect()
+    };
+    let mut s = format!("const ND4: u32 = {nd4}u;\n");
+    for (name, n) in [("q", nd4), ("a", nd4), ("kn", stage), ("vn", stage)] {
+        for i in 0..n {
+            s += &format!("var<private> {name}{i}: vec4<f32>;\n");
+        }
+    }
+    s += "fn load_q(at: u32, dk: u32, ok: bool) {\n";
+    s += &lines(nd4, &|e| {
+        format!(
+            "q{e} = ld4(p.q, at + {o}u, select(0u, left4({o}u, dk), ok)) * p.scale;",
+            o = 4 * e
+        )
+    });
+    s += "}\nfn dot_key(at: u32) -> f32 {\n    var d = q0 * ks[at];\n";
+    s += &lines(nd4 - 1, &|e| format!("d = fma(q{0}, ks[at + {0}u], d);", e + 1));
+    s += "    return d.x + d.y + d.z + d.w;\n}\nfn scale_out(f: f32) {\n";
+    s += &lines(nd4, &|e| format!("a{e} *= f;"));
+    s += "}\nfn add_row(pr: f32, at: u32) {\n    let w = vec4<f32>(pr);\n";
+    s += &lines(nd4, &|e| format!("a{e} = fma(w, vs[at + {e}u], a{e});"));
+    s += "}\nfn load_tile(kv: KvTile, li: u32, t0: u32) {\n";
+    s += &lines(stage, &|u| {
+        format!("kn{u} = tile_k(kv, li, t0, {u}u);\n    vn{u} = tile_v(kv, li, t0, {u}u);")
+    });
+    s += "}\nfn store_tile(li: u32) {\n";
+    s += &lines(stage, &|u| {
+        format!("ks[tile_at(li, {u}u)] = kn{u};\n    vs[tile_at(li, {u}u)] = vn{u};")
+    });
+    s += "}\nfn stage_round(round: u32, at: u32, f: f32) {\n    switch (round) {\n";
+    for r in 0..nd4 / 4 {
+        s += &format!("        case {r}u: {{\n");
+        for c in 0..4 {
+            s += &format!("            mg[at + {c}u] = a{} * f;\n", 4 * r + c);
+        }
+        s += "        }\n";
+    }
+    s += "        default: {}\n    }\n}\n";
+    s
+}
+
 fn dtype_of(inputs: &[TensorType], i: usize) -> LResult<DType> {
     inputs
         .get(i)
@@ -280,7 +331,7 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
             &format!("attention.tile16_d{}", nd4 * 4),
             ATTENTION_OPERANDS,
             &AttentionParams::LAYOUT,
-            &format!("const ND4: u32 = {nd4}u;\n{MASK}\n{TILE_SRC}"),
+            &format!("{}\n{MASK}\n{TILE_SRC}", tile_registers(nd4)),
         );
         let groups = b * hq * sq.div_ceil(TILE_ROWS);
         cx.launch_params(pipe, operands, &params, groups as u64);
