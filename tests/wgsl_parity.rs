@@ -124,7 +124,7 @@ fn golden_models_match_cpu_on(gpu: Gpu) {
 
 /// The WGSL attention kernels against the CPU backend on the attention
 /// cases the CUDA kernels are tested on, f32 (rtol 2e-4, atol 2e-5): the
-/// 16-row tile kernel takes the cases of 8 or more query rows and heads up to 64,
+/// 8-row kernel takes the cases of 8 or more query rows and heads up to 64,
 /// the row kernel the rest. On Vulkan only (the plan is the same for both
 /// devices).
 #[test]

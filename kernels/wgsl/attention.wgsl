@@ -36,7 +36,7 @@ fn at_tree(li: u32, is_max: bool) -> f32 {
 
 // The capped score of query row (b, h, i) against key j, plus the mask bias
 // (-inf where masked), and the raw and capped scores for the QK output.
-fn score(r: AttRules, b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
+fn score(b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
     let kvh = h / p.group;
     let dk = p.dk;
     let kb = b * p.k_s[0] + kvh * p.k_s[1] + j * p.k_s[2];
@@ -44,8 +44,8 @@ fn score(r: AttRules, b: u32, h: u32, i: u32, j: u32) -> vec3<f32> {
     for (var d = 0u; d < dk; d++) {
         raw += qrow[d] * ldf(p.k, kb + d);
     }
-    let capped = att_cap_r(r, raw);
-    return vec3<f32>(raw, capped, capped + att_bias_r(r, b, h, i, j));
+    let capped = att_cap(raw);
+    return vec3<f32>(raw, capped, capped + att_bias(b, h, i, j));
 }
 
 @compute @workgroup_size(64)
@@ -63,8 +63,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let h = (row / sq) % hq;
     let b = row / (sq * hq);
     let kvh = h / p.group;
-    // The rules of every score, read once.
-    let rules = att_rules(b);
     let qb = b * p.q_s[0] + h * p.q_s[1] + i * p.q_s[2];
     let scale = p.scale;
     for (var d = li; d < dk; d += 64u) {
@@ -81,7 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let j = t0 + li;
         var s = -inf_f32();
         if (j < keys) {
-            let sc = score(rules, b, h, i, j);
+            let sc = score(b, h, i, j);
             s = sc.z;
             if (qk_out && mode < 3u) {
                 stf(p.qk, qk_row + j, sc[min(mode, 2u)]);
@@ -136,7 +134,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     if (qk_out && mode == 3u) {
         for (var j = li; j < keys; j += 64u) {
-            let s = score(rules, b, h, i, j).z;
+            let s = score(b, h, i, j).z;
             var pr = 0.0;
             if (l > 0.0 && s > MASKED) {
                 pr = exp(s - m) / l;

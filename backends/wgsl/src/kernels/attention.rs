@@ -2,7 +2,7 @@
 //! heads, 3-D or 4-D operands, bool or float masks, causality, softcap,
 //! per-batch key lengths, a KV cache and the QK output, in two tiled kernels
 //! with an online softmax that share their mask rules
-//! (`wgsl/attention_mask.wgsl`): `attention_tile.wgsl`, a workgroup per 16
+//! (`wgsl/attention_mask.wgsl`): `attention_rows.wgsl`, a workgroup per 8
 //! query rows with keys and values staged through workgroup memory, for heads
 //! of up to 64 features and several query rows; `attention.wgsl`, a
 //! workgroup per query row with keys in tiles of 64, for the rest (a single
@@ -22,72 +22,18 @@ use super::{Cx, LResult, Operand};
 use crate::schedule::Range;
 
 const SRC: &str = include_str!("../../../../kernels/wgsl/attention.wgsl");
-const TILE_SRC: &str = include_str!("../../../../kernels/wgsl/attention_tile.wgsl");
+const ROWS_SRC: &str = include_str!("../../../../kernels/wgsl/attention_rows.wgsl");
 const MASK: &str = include_str!("../../../../kernels/wgsl/attention_mask.wgsl");
 
-/// Largest head of `attention_tile.wgsl` (a query row and an output row in
-/// each invocation's registers).
-const TILE_HEAD: usize = 64;
-/// Query rows per workgroup of `attention_tile.wgsl`.
-const TILE_ROWS: usize = 16;
-/// Fewer query rows take the row kernel, whose 64 invocations score 64 keys
-/// at once.
-const MIN_TILE_ROWS: usize = 8;
+/// Largest head of `attention_rows.wgsl` (16 vec4 a row in workgroup memory).
+const ROWS_HEAD: usize = 64;
+/// Query rows per workgroup of `attention_rows.wgsl`; fewer query rows take
+/// the row kernel, whose 64 invocations score 64 keys at once.
+const ROWS: usize = 8;
 
 /// Largest head size: the query row lives in workgroup memory and each of the
 /// 64 invocations accumulates 4 output features.
 const MAX_HEAD: usize = 256;
-
-/// What `attention_tile.wgsl` takes from the host for a head of `nd4` vec4
-/// (4, 8 or 16): the constant `ND4`, each invocation's registers (its query
-/// row `q*`, its accumulator `a*`, its share of the next key/value tile
-/// `kn*`, `vn*`) and the functions over them, each loop over the head
-/// written out: a driver keeps an array indexed in a loop in local memory
-/// (NVIDIA's did: 656 bytes an invocation, the kernel at half the speed).
-fn tile_registers(nd4: usize) -> String {
-    // Vec4 of a 16-key tile each of the 64 invocations stages, per operand.
-    let stage = nd4 / 4;
-    let lines = |n: usize, f: &dyn Fn(usize) -> String| -> String {
-        (0..n).map(|i| format!("    {}\n", f(i))).collect()
-    };
-    let mut s = format!("const ND4: u32 = {nd4}u;\n");
-    for (name, n) in [("q", nd4), ("a", nd4), ("kn", stage), ("vn", stage)] {
-        for i in 0..n {
-            s += &format!("var<private> {name}{i}: vec4<f32>;\n");
-        }
-    }
-    s += "fn load_q(at: u32, dk: u32, ok: bool) {\n";
-    s += &lines(nd4, &|e| {
-        format!(
-            "q{e} = ld4(p.q, at + {o}u, select(0u, left4({o}u, dk), ok)) * p.scale;",
-            o = 4 * e
-        )
-    });
-    s += "}\nfn dot_key(at: u32) -> f32 {\n    var d = q0 * ks[at];\n";
-    s += &lines(nd4 - 1, &|e| format!("d = fma(q{0}, ks[at + {0}u], d);", e + 1));
-    s += "    return d.x + d.y + d.z + d.w;\n}\nfn scale_out(f: f32) {\n";
-    s += &lines(nd4, &|e| format!("a{e} *= f;"));
-    s += "}\nfn add_row(pr: f32, at: u32) {\n    let w = vec4<f32>(pr);\n";
-    s += &lines(nd4, &|e| format!("a{e} = fma(w, vs[at + {e}u], a{e});"));
-    s += "}\nfn load_tile(kv: KvTile, li: u32, t0: u32) {\n";
-    s += &lines(stage, &|u| {
-        format!("kn{u} = tile_k(kv, li, t0, {u}u);\n    vn{u} = tile_v(kv, li, t0, {u}u);")
-    });
-    s += "}\nfn store_tile(li: u32) {\n";
-    s += &lines(stage, &|u| {
-        format!("ks[tile_at(li, {u}u)] = kn{u};\n    vs[tile_at(li, {u}u)] = vn{u};")
-    });
-    s += "}\nfn stage_round(round: u32, at: u32, f: f32) {\n    switch (round) {\n";
-    for r in 0..nd4 / 4 {
-        s += &format!("        case {r}u: {{\n");
-        for c in 0..4 {
-            s += &format!("            mg[at + {c}u] = a{} * f;\n", 4 * r + c);
-        }
-        s += "        }\n";
-    }
-    s += "        default: {}\n    }\n}\n";
-    s
-}
 
 fn dtype_of(inputs: &[TensorType], i: usize) -> LResult<DType> {
     inputs
@@ -324,16 +270,14 @@ pub fn lower(cx: &mut Cx, a: &Attention) -> LResult<()> {
     let qk = extras.qk;
     let params = params(a, qg, kr.1, vr.1, yg, extras)?;
     let operands = vec![y.range(), q_r, kr.0, vr.0, mask_r, nonpad_r, qk_r];
-    if dk <= TILE_HEAD && dv <= TILE_HEAD && sq >= MIN_TILE_ROWS && !qk {
-        // The head in vec4, as the kernel's constant: 4, 8 or 16.
-        let nd4 = dk.max(dv).div_ceil(4).next_power_of_two().max(4);
+    if dk <= ROWS_HEAD && dv <= ROWS_HEAD && sq >= ROWS && !qk {
         let pipe = cx.typed_pipeline(
-            &format!("attention.tile16_d{}", nd4 * 4),
+            "attention.rows8",
             ATTENTION_OPERANDS,
             &AttentionParams::LAYOUT,
-            &format!("{}\n{MASK}\n{TILE_SRC}", tile_registers(nd4)),
+            &format!("{MASK}\n{ROWS_SRC}"),
         );
-        let groups = b * hq * sq.div_ceil(TILE_ROWS);
+        let groups = b * hq * sq.div_ceil(ROWS);
         cx.launch_params(pipe, operands, &params, groups as u64);
         return Ok(());
     }
