@@ -295,6 +295,28 @@ fn a_value_defined_twice_is_an_error() {
     );
 }
 
+/// Nodes reading each other's outputs: a cycle, named by a node of it
+/// (`{op_type}_{index}` where the nodes have no names).
+#[test]
+fn a_cycle_of_nodes_is_an_error_naming_a_node() {
+    let mut m = add_model(ones("w"));
+    let g = m.graph.as_mut().unwrap();
+    g.node[0].name = None;
+    g.node[0].input[1] = "r".into();
+    g.node.push(NodeProto {
+        input: vec!["y".into()],
+        output: vec!["r".into()],
+        op_type: Some("Relu".into()),
+        ..Default::default()
+    });
+    let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard()).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("cycle") && (s.contains("`Add_0`") || s.contains("`Relu_1`")),
+        "{s}"
+    );
+}
+
 #[test]
 fn opsets_past_the_newest_known_are_refused() {
     for version in [0, 29, 999] {

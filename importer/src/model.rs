@@ -627,7 +627,7 @@ pub fn onnx_node_name(node: &NodeProto, index: usize) -> String {
 /// read by subgraphs count as inputs).
 fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<(usize, &NodeProto)>, ImportError> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
-    let node_name = |i: usize| nodes[i].name.clone().unwrap_or_else(|| format!("#{i}"));
+    let node_name = |i: usize| onnx_node_name(&nodes[i], i);
     for (i, n) in nodes.iter().enumerate() {
         for o in &n.output {
             if o.is_empty() {
@@ -683,18 +683,14 @@ fn sorted_nodes(nodes: &[NodeProto]) -> Result<Vec<(usize, &NodeProto)>, ImportE
                     continue;
                 }
                 if state[n] == 1 {
-                    return Err(ImportError::Cycle(
-                        nodes[n].name.clone().unwrap_or_default(),
-                    ));
+                    return Err(ImportError::Cycle(node_name(n)));
                 }
                 state[n] = 1;
             }
             if let Some(&d) = deps[n].get(i) {
                 stack.push((n, i + 1));
                 if state[d] == 1 && d != n {
-                    return Err(ImportError::Cycle(
-                        nodes[d].name.clone().unwrap_or_default(),
-                    ));
+                    return Err(ImportError::Cycle(node_name(d)));
                 }
                 if state[d] == 0 {
                     stack.push((d, 0));
