@@ -1050,6 +1050,37 @@ def decode_step():
     save("decode_step", model(g, 17), step(1, 5), more=[step(2, 3)])
 
 
+def one_hot():
+    """A jax2tf-style embedding lookup: Equal(ids[..., None], range(n)) -> Cast
+    -> MatMul with the table, ids outside the range included (their one-hot
+    rows are all zeros), then a bias."""
+    r = rng(21)
+    n = helper.make_node
+    nodes = [
+        n("Unsqueeze", ["ids", "last"], ["ids_col"], name="ids_col"),
+        n("Equal", ["ids_col", "range"], ["hot"], name="one_hot_eq"),
+        n("Cast", ["hot"], ["hot_f"], name="one_hot_cast", to=F),
+        n("MatMul", ["hot_f", "table"], ["emb"], name="embed"),
+        n("Add", ["emb", "bias"], ["y"], name="embed_bias"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "one_hot",
+        [helper.make_tensor_value_info("ids", I64, ["B", "T"])],
+        [helper.make_tensor_value_info("y", F, ["B", "T", 8])],
+        [
+            init("last", np.array([-1], dtype=np.int64)),
+            init("range", np.arange(32, dtype=np.int64)),
+            init("table", r.standard_normal((32, 8)).astype(np.float32)),
+            init("bias", r.standard_normal(8).astype(np.float32)),
+        ],
+    )
+    ids = r.integers(-4, 36, size=(2, 9)).astype(np.int64)
+    ids[0, :3] = [-(2**62), 2**62, 31]
+    more = r.integers(0, 32, size=(3, 5)).astype(np.int64)
+    save("one_hot", model(g, 17), [ids], more=[[more]])
+
+
 if __name__ == "__main__":
     mlp()
     cnn()
@@ -1068,3 +1099,4 @@ if __name__ == "__main__":
     unrolled_lstm()
     while_loops()
     decode_step()
+    one_hot()

@@ -40,6 +40,7 @@ pub mod simplify;
 pub mod simplify_affine;
 pub mod simplify_broadcast;
 pub mod simplify_gather;
+pub mod simplify_one_hot;
 pub mod stack_matmuls;
 pub mod target;
 pub mod to_f16;

@@ -18,7 +18,9 @@
 //! - `cast(cast(x))` -> one cast when the inner cast loses nothing;
 //! - constant affine chains -> one multiply-add (`simplify_affine`);
 //! - a `gather`/`gather_nd` whose constant indices enumerate its data in
-//!   order -> a `reshape` (`simplify_gather`).
+//!   order -> a `reshape` (`simplify_gather`);
+//! - a `matmul` of a one-hot matrix (`cast(equal(ids, range))`) with a
+//!   constant table -> a `gather` of the table's rows (`simplify_one_hot`).
 
 use rlx_ir::analysis::infer_graph;
 use rlx_ir::ops::{Binary, BinaryKind, Reshape, Transpose};
@@ -198,6 +200,9 @@ fn simplify_node(
         }
         Op::Gather(_) | Op::GatherNd(_) => {
             return crate::simplify_gather::enumerating_gather(g, cx, id);
+        }
+        Op::MatMul(_) => {
+            return crate::simplify_one_hot::one_hot_product(g, cx, id);
         }
         Op::Concat(_) if ins.len() == 1 && same_as_x => {
             forward(g, id, x)?;
