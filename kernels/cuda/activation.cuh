@@ -26,3 +26,29 @@ __device__ __forceinline__ C epi_act(C x, unsigned int act) {
     }
 }
 
+
+// `v[0..V)` through activation `act`, the switch taken once for the whole
+// vector: each case is straight-line code over V independent elements, which
+// the compiler interleaves (a switch per element kept the eight erf-GELUs of
+// an f16 vector one after another: a 128 x 3072 epilogue ran 440 instructions
+// a warp at one issue every 10 cycles).
+template <typename C, int V, unsigned int ACT>
+__device__ __forceinline__ void epi_act_fixed(C* v) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = epi_act<C>(v[j], ACT);
+}
+
+template <typename C, int V>
+__device__ __forceinline__ void epi_act_vec(C* v, unsigned int act) {
+    switch (act) {
+    case 1u: epi_act_fixed<C, V, 1u>(v); break;
+    case 2u: epi_act_fixed<C, V, 2u>(v); break;
+    case 3u: epi_act_fixed<C, V, 3u>(v); break;
+    case 4u: epi_act_fixed<C, V, 4u>(v); break;
+    case 5u: epi_act_fixed<C, V, 5u>(v); break;
+    case 6u: epi_act_fixed<C, V, 6u>(v); break;
+    case 7u: epi_act_fixed<C, V, 7u>(v); break;
+    case 8u: epi_act_fixed<C, V, 8u>(v); break;
+    default: break;
+    }
+}

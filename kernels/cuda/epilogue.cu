@@ -79,8 +79,9 @@ __device__ __forceinline__ void channel_epilogue(T* y, const T* bias, const T* r
 #pragma unroll
             for (int j = 0; j < V; ++j) v[j] += (C)r.v[j];
         }
+        epi_act_vec<C, V>(v, p.act);
 #pragma unroll
-        for (int j = 0; j < V; ++j) a.v[j] = (T)(epi_act<C>(v[j], p.act));
+        for (int j = 0; j < V; ++j) a.v[j] = (T)v[j];
         yv[i] = a;
     }
 }
