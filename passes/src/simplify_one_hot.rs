@@ -179,8 +179,16 @@ fn find(g: &Graph, cx: &PassContext, id: NodeId) -> Option<OneHot> {
     })
 }
 
-/// Whether every element of a float tensor is finite.
+/// Whether every element of a float tensor is finite (f32 read in place: a
+/// vocabulary's table is large).
 fn all_finite(t: &Tensor) -> Option<bool> {
+    if t.dtype() == DType::F32 {
+        let finite = |b: &[u8]| {
+            b.try_into()
+                .is_ok_and(|w| f32::from_le_bytes(w).is_finite())
+        };
+        return Some(t.bytes().chunks_exact(4).all(finite));
+    }
     Some(t.to_f64_vec()?.iter().all(|v| v.is_finite()))
 }
 
