@@ -1051,9 +1051,11 @@ def decode_step():
 
 
 def one_hot():
-    """A jax2tf-style embedding lookup: Equal(ids[..., None], range(n)) -> Cast
-    -> MatMul with the table, ids outside the range included (their one-hot
-    rows are all zeros), then a bias."""
+    """Embedding lookups written as products with one-hot matrices: jax2tf's
+    Equal(ids[..., None], range(n)) -> Cast -> MatMul with the table, then a
+    bias; and tf2onnx's OneHot(ids, n, [0, 1]) -> MatMul. Ids outside the range
+    included (their one-hot rows are all zeros), negative ones too (OneHot
+    counts them from the end)."""
     r = rng(21)
     n = helper.make_node
     nodes = [
@@ -1062,20 +1064,25 @@ def one_hot():
         n("Cast", ["hot"], ["hot_f"], name="one_hot_cast", to=F),
         n("MatMul", ["hot_f", "table"], ["emb"], name="embed"),
         n("Add", ["emb", "bias"], ["y"], name="embed_bias"),
+        n("OneHot", ["ids", "depth", "onoff"], ["hot2"], name="one_hot_op", axis=-1),
+        n("MatMul", ["hot2", "table2"], ["y2"], name="embed_op"),
     ]
     g = helper.make_graph(
         nodes,
         "one_hot",
         [helper.make_tensor_value_info("ids", I64, ["B", "T"])],
-        [helper.make_tensor_value_info("y", F, ["B", "T", 8])],
+        [helper.make_tensor_value_info("y", F, ["B", "T", 8]), helper.make_tensor_value_info("y2", F, ["B", "T", 4])],
         [
             init("last", np.array([-1], dtype=np.int64)),
             init("range", np.arange(32, dtype=np.int64)),
             init("table", r.standard_normal((32, 8)).astype(np.float32)),
             init("bias", r.standard_normal(8).astype(np.float32)),
+            init("depth", np.array(32, dtype=np.int64)),
+            init("onoff", np.array([0.0, 1.0], dtype=np.float32)),
+            init("table2", r.standard_normal((32, 4)).astype(np.float32)),
         ],
     )
-    ids = r.integers(-4, 36, size=(2, 9)).astype(np.int64)
+    ids = r.integers(-36, 36, size=(2, 9)).astype(np.int64)
     ids[0, :3] = [-(2**62), 2**62, 31]
     more = r.integers(0, 32, size=(3, 5)).astype(np.int64)
     save("one_hot", model(g, 17), [ids], more=[[more]])

@@ -19,8 +19,9 @@
 //! - constant affine chains -> one multiply-add (`simplify_affine`);
 //! - a `gather`/`gather_nd` whose constant indices enumerate its data in
 //!   order -> a `reshape` (`simplify_gather`);
-//! - a `matmul` of a one-hot matrix (`cast(equal(ids, range))`) with a
-//!   constant table -> a `gather` of the table's rows (`simplify_one_hot`).
+//! - a `matmul` of a one-hot matrix (`cast(equal(ids, range))` or a
+//!   `one_hot` op) with a constant table -> a `gather` of the table's rows
+//!   (`simplify_one_hot`).
 
 use rlx_ir::analysis::infer_graph;
 use rlx_ir::ops::{Binary, BinaryKind, Reshape, Transpose};

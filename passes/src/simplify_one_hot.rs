@@ -1,23 +1,31 @@
-//! A product with a one-hot matrix (`simplify`): `matmul(cast(equal(ids,
-//! r)), table)`, where `r` is the constant `start, start + 1, ..,
-//! start + n - 1` along the last axis, `ids` has size 1 there, and `table` is
-//! a constant `[n, d]` of finite floats, picks rows of the table. jax2tf
-//! writes an embedding lookup so (`one_hot(ids) @ table`): the one-hot
-//! tensor of `n` floats a position is made, cast and multiplied, where a row
-//! per position is read.
+//! A product with a one-hot matrix (`simplify`) picks rows of the table:
+//! - `matmul(cast(equal(ids, r)), table)`, where `r` is the constant
+//!   `start, start + 1, .., start + n - 1` along the last axis and `ids` has
+//!   size 1 there: how jax2tf writes an embedding lookup
+//!   (`one_hot(ids) @ table`);
+//! - `matmul(onehot(ids, n, [0, 1]), table)` (a cast between allowed), the
+//!   ONNX op over the last axis: how tf2onnx writes Keras' `tf.one_hot`
+//!   followed by a dense layer. Negative ids count from the end, as OneHot's
+//!   do.
 //!
-//! The rewrite gathers from the table widened by a zero row at each end, at
-//! `clip(ids, start - 1, start + n) - (start - 1)` (the ids' last axis
-//! squeezed away): an id outside the range reads a zero row, as its one-hot
-//! row (all zeros) gives in the product. Symbolic dims stay symbolic.
+//! `table` is a constant `[n, d]` of finite floats. The one-hot tensor of `n`
+//! floats a position is made (and cast) and multiplied, where a row a
+//! position is read. The rewrite gathers from the table padded with zero
+//! rows at `clip(ids, lo, hi) + shift`: an id outside the range reads a zero
+//! row, as its all-zero one-hot row gives in the product (for OneHot the
+//! table is laid out twice, `[0; W; W; 0]`, so negative ids need no select).
 //! Exact: the product sums one `1 * w` and zeros (`0 * w` is 0 for a finite
-//! `w`, which is why the table must be finite).
+//! `w`, which is why the table must be finite). Symbolic dims stay symbolic.
 
 use rlx_ir::ops::{Binary, BinaryKind, Clip, CompareKind, Gather, Squeeze};
 use rlx_ir::{Bytes, DType, Graph, NodeId, Op, Tensor, Value};
 
 use crate::manager::PassContext;
 use crate::rewrite::{add_op, const_of, constant, remove_dead, replace_root, union_origin};
+
+/// Largest padded table the rewrite makes, in elements (a copy of the table
+/// is kept: OneHot's twice).
+const MAX_TABLE: usize = 1 << 24;
 
 /// Rewrites the matmul `id` when its left operand is such a one-hot matrix;
 /// returns the rule that applied.
@@ -29,58 +37,57 @@ pub fn one_hot_product(
     let Some(m) = find(g, cx, id) else {
         return Ok(None);
     };
-    let (lo, hi) = (m.start - 1, m.start + m.n as i64);
-    let bound = |v: i64| match m.id_dtype {
+    let scalar = |v: i64| match m.id_dtype {
         DType::I64 => Tensor::from_i64(&[], &[v]),
         _ => Tensor::from_slice::<i32>(DType::I32, &[], &[v as i32]),
     };
-    let (lo_t, hi_t) = (
-        bound(lo).map_err(|e| e.to_string())?,
-        bound(hi).map_err(|e| e.to_string())?,
+    let (lo, hi, shift) = (
+        scalar(m.lo).map_err(|e| e.to_string())?,
+        scalar(m.hi).map_err(|e| e.to_string())?,
+        scalar(m.shift).map_err(|e| e.to_string())?,
     );
-    let origin = union_origin(g, &[id, m.cast, m.equal]);
+    let origin = union_origin(g, &m.matched);
     let name = g.node(id).name.clone();
     let c = |g: &mut Graph, cx: &mut PassContext, what: &str, t: Tensor| {
         constant(g, cx.weights, &format!("{name}.{what}"), origin.clone(), t)
     };
-    let last = c(
-        g,
-        cx,
-        "axis",
-        Tensor::from_i64(&[1], &[-1]).map_err(|e| e.to_string())?,
-    );
-    let lo_v = c(g, cx, "lo", lo_t);
-    let hi_v = c(g, cx, "hi", hi_t);
+    let lo_v = c(g, cx, "lo", lo);
+    let hi_v = c(g, cx, "hi", hi);
+    let shift_v = c(g, cx, "shift", shift);
     let table = c(g, cx, "rows", m.padded);
-    // [.., 1] ids -> [..]: the gather then makes the product's [.., d].
-    let ids = add_op(
-        g,
-        cx.weights,
-        Squeeze {},
-        &name,
-        origin.clone(),
-        &[m.ids, last],
-    )?;
+    let mut ids = m.ids;
+    if m.squeeze {
+        // [.., 1] ids -> [..]: the gather then makes the product's [.., d].
+        let axis = Tensor::from_i64(&[1], &[-1]).map_err(|e| e.to_string())?;
+        let last = c(g, cx, "axis", axis);
+        ids = Value::of(add_op(
+            g,
+            cx.weights,
+            Squeeze {},
+            &name,
+            origin.clone(),
+            &[ids, last],
+        )?);
+    }
     let clipped = add_op(
         g,
         cx.weights,
         Clip {},
         &name,
         origin.clone(),
-        &[Value::of(ids), lo_v, hi_v],
+        &[ids, lo_v, hi_v],
     )?;
-    let sub = Binary {
-        kind: BinaryKind::Sub,
+    let add = Binary {
+        kind: BinaryKind::Add,
     };
     let index = add_op(
         g,
         cx.weights,
-        sub,
+        add,
         &name,
         origin.clone(),
-        &[Value::of(clipped), lo_v],
+        &[Value::of(clipped), shift_v],
     )?;
-    let cast = m.cast;
     replace_root(
         g,
         cx.weights,
@@ -89,52 +96,70 @@ pub fn one_hot_product(
         &[table, Value::of(index)],
         origin,
     )?;
-    remove_dead(g, &[cast]);
+    remove_dead(g, &m.matched[1..]);
     Ok(Some("simplify.one-hot-product"))
 }
 
-/// What a matched one-hot product is made of.
-struct OneHot {
-    /// The ids (`[.., 1]`), their integer dtype, the range's first value
-    /// and length.
+/// A matched one-hot product: the row of the padded table an id reads is
+/// `clip(id, lo, hi) + shift`.
+struct Lookup {
+    /// The ids, and whether their last axis (of size 1) is squeezed away.
     ids: Value,
+    squeeze: bool,
     id_dtype: DType,
-    start: i64,
-    n: usize,
-    /// The table with a zero row before and after it (`[n + 2, d]`).
+    lo: i64,
+    hi: i64,
+    shift: i64,
     padded: Tensor,
-    cast: NodeId,
-    equal: NodeId,
+    /// The matmul, then the nodes of the one-hot matrix.
+    matched: Vec<NodeId>,
 }
 
-fn find(g: &Graph, cx: &PassContext, id: NodeId) -> Option<OneHot> {
+fn find(g: &Graph, cx: &PassContext, id: NodeId) -> Option<Lookup> {
     let Op::MatMul(_) = g.node(id).op else {
         return None;
     };
     let ins = g.inputs_of(id);
     let (&a, &w) = (ins.first()?, ins.get(1)?);
-    let cast = a.node;
-    let Op::Cast(c) = &g.node(cast).op else {
-        return None;
-    };
     let table = const_of(g, cx.weights, w)?;
-    let (&[n, d], dt) = (table.dims(), table.dtype()) else {
+    let (&[n, _], dt) = (table.dims(), table.dtype()) else {
         return None;
     };
-    if c.to != dt || !dt.is_float() || n == 0 || !all_finite(&table)? {
+    if !dt.is_float() || n == 0 || !all_finite(&table)? {
         return None;
     }
-    let x = g.inputs_of(cast)[0];
-    let equal = x.node;
-    if g.ty(x).dtype != DType::Bool {
+    // The one-hot matrix, through a cast to the table's dtype or in it.
+    let mut matched = vec![id];
+    let mut x = a;
+    if let Op::Cast(c) = &g.node(x.node).op {
+        if c.to != dt {
+            return None;
+        }
+        matched.push(x.node);
+        x = g.inputs_of(x.node)[0];
+    } else if g.ty(x).dtype != dt {
         return None;
     }
-    let Op::Compare(cmp) = &g.node(equal).op else {
-        return None;
-    };
-    if cmp.kind != CompareKind::Equal {
-        return None;
+    matched.push(x.node);
+    match &g.node(x.node).op {
+        Op::Compare(cmp) if cmp.kind == CompareKind::Equal => {
+            equal_range(g, cx, x.node, &table, matched)
+        }
+        Op::OneHot(o) => one_hot_op(g, cx, x.node, o.axis, &table, matched),
+        _ => None,
     }
+}
+
+/// `equal(ids, start..start + n)` along the last axis: rows `start - 1`
+/// (zeros), the table, `start + n` (zeros).
+fn equal_range(
+    g: &Graph,
+    cx: &PassContext,
+    equal: NodeId,
+    table: &Tensor,
+    matched: Vec<NodeId>,
+) -> Option<Lookup> {
+    let n = table.dims()[0];
     let pair = g.inputs_of(equal);
     // The range on either side.
     let (ids, range) = [(pair[0], pair[1]), (pair[1], pair[0])]
@@ -156,27 +181,83 @@ fn find(g: &Graph, cx: &PassContext, id: NodeId) -> Option<OneHot> {
     }
     let values = range.to_i64_vec()?;
     let start = *values.first()?;
-    // Bounds and offsets far inside either integer type.
-    let limit = i64::from(i32::MAX) / 2;
-    if start.abs() > limit || n as i64 > limit {
+    if start.abs() > LIMIT || n as i64 > LIMIT {
         return None;
     }
     if values.iter().zip(start..).any(|(&v, want)| v != want) {
         return None;
     }
-    let row = d * dt.size();
-    let mut bytes = vec![0u8; (n + 2) * row];
-    bytes[row..(n + 1) * row].copy_from_slice(table.bytes());
-    let padded = Tensor::new(dt, vec![n + 2, d], Bytes::copy_from(&bytes)).ok()?;
-    Some(OneHot {
+    Some(Lookup {
         ids,
+        squeeze: true,
         id_dtype,
-        start,
-        n,
-        padded,
-        cast,
-        equal,
+        lo: start - 1,
+        hi: start + n as i64,
+        shift: 1 - start,
+        padded: padded(table, 1)?,
+        matched,
     })
+}
+
+/// `onehot(ids, n, [0, 1])` over the last axis: rows zeros, the table (ids
+/// `-n..0`), the table again (`0..n`), zeros.
+fn one_hot_op(
+    g: &Graph,
+    cx: &PassContext,
+    node: NodeId,
+    axis: i64,
+    table: &Tensor,
+    matched: Vec<NodeId>,
+) -> Option<Lookup> {
+    let n = table.dims()[0];
+    let ins = g.inputs_of(node);
+    let (ids, depth, values) = (ins[0], ins[1], ins[2]);
+    let id_dtype = g.ty(ids).dtype;
+    let rank = g.ty(ids).shape.rank() as i64;
+    if !matches!(id_dtype, DType::I64 | DType::I32) || (axis != -1 && axis != rank) {
+        return None;
+    }
+    let depth = const_of(g, cx.weights, depth)?.to_f64_vec().or_else(|| {
+        let v = const_of(g, cx.weights, depth)?.to_i64_vec()?;
+        Some(v.into_iter().map(|x| x as f64).collect())
+    })?;
+    let values = const_of(g, cx.weights, values)?.to_f64_vec()?;
+    if depth[..] != [n as f64] || values[..] != [0.0, 1.0] || n as i64 > LIMIT {
+        return None;
+    }
+    let n = n as i64;
+    Some(Lookup {
+        ids,
+        squeeze: false,
+        id_dtype,
+        lo: -n - 1,
+        hi: n,
+        shift: n + 1,
+        padded: padded(table, 2)?,
+        matched,
+    })
+}
+
+/// Bounds and offsets far inside either integer type.
+const LIMIT: i64 = i32::MAX as i64 / 4;
+
+/// `copies` of the table between a zero row before and after, or `None`
+/// past [`MAX_TABLE`] elements.
+fn padded(table: &Tensor, copies: usize) -> Option<Tensor> {
+    let (&[n, d], dt) = (table.dims(), table.dtype()) else {
+        return None;
+    };
+    let rows = copies * n + 2;
+    if rows.checked_mul(d)? > MAX_TABLE {
+        return None;
+    }
+    let row = d * dt.size();
+    let mut bytes = vec![0u8; rows * row];
+    for k in 0..copies {
+        let at = (1 + k * n) * row;
+        bytes[at..at + n * row].copy_from_slice(table.bytes());
+    }
+    Tensor::new(dt, vec![rows, d], Bytes::copy_from(&bytes)).ok()
 }
 
 /// Whether every element of a float tensor is finite (f32 read in place: a
@@ -225,7 +306,7 @@ mod tests {
     #[test]
     fn a_product_with_a_one_hot_range_gathers_rows() {
         let g = simplified(&ONE_HOT.replace("RANGE", "3, 4, 5, 6").replace("TABLE", "8"));
-        assert_eq!(ops(&g), ["squeeze", "clip", "sub", "gather"]);
+        assert_eq!(ops(&g), ["squeeze", "clip", "add", "gather"]);
         let gather = g
             .topo_order()
             .unwrap()
@@ -236,6 +317,17 @@ mod tests {
             g.node(gather).outputs[0].shape.as_known().unwrap(),
             [2, 3, 2]
         );
+    }
+
+    const ONE_HOT_OP: &str = "  %0 = input \"ids\" : i64[2,3]\n  %1 = constant i64[] [4] : i64[]\n  %2 = constant f32[2] [VALUES] : f32[2]\n  %3 = one_hot(%0, %1, %2) {axis=-1} : f32[2,3,4]\n  %4 = constant f32[4,2] [1, 2, 3, 4, 5, 6, 7, 8] : f32[4,2]\n  %5 = matmul(%3, %4) : f32[2,3,2]\n  output \"y\" = %5\n";
+
+    #[test]
+    fn a_product_with_a_one_hot_op_gathers_rows() {
+        let g = simplified(&ONE_HOT_OP.replace("VALUES", "0, 1"));
+        assert_eq!(ops(&g), ["clip", "add", "gather"]);
+        // Off values other than 0 keep the product.
+        let g = simplified(&ONE_HOT_OP.replace("VALUES", "1, 0"));
+        assert!(ops(&g).contains(&"matmul"), "{:?}", ops(&g));
     }
 
     #[test]
