@@ -165,8 +165,8 @@ fn equal_range(
     let (ids, range) = [(pair[0], pair[1]), (pair[1], pair[0])]
         .into_iter()
         .find_map(|(i, r)| Some((i, const_of(g, cx.weights, r)?)))?;
-    let id_dtype = g.ty(ids).dtype;
-    if !matches!(id_dtype, DType::I64 | DType::I32) || range.dtype() != id_dtype {
+    let id_dtype = int_ids(g, ids)?;
+    if range.dtype() != id_dtype {
         return None;
     }
     // The range along the last axis only, no wider than the ids' rank.
@@ -212,9 +212,9 @@ fn one_hot_op(
     let n = table.dims()[0];
     let ins = g.inputs_of(node);
     let (ids, depth, values) = (ins[0], ins[1], ins[2]);
-    let id_dtype = g.ty(ids).dtype;
+    let id_dtype = int_ids(g, ids)?;
     let rank = g.ty(ids).shape.rank() as i64;
-    if !matches!(id_dtype, DType::I64 | DType::I32) || (axis != -1 && axis != rank) {
+    if axis != -1 && axis != rank {
         return None;
     }
     let depth = const_of(g, cx.weights, depth)?.to_f64_vec().or_else(|| {
@@ -236,6 +236,12 @@ fn one_hot_op(
         padded: padded(table, 2)?,
         matched,
     })
+}
+
+/// The dtype of ids the rewrite indexes with (i64 or i32).
+fn int_ids(g: &Graph, ids: Value) -> Option<DType> {
+    let d = g.ty(ids).dtype;
+    matches!(d, DType::I64 | DType::I32).then_some(d)
 }
 
 /// Bounds and offsets far inside either integer type.
