@@ -264,3 +264,133 @@ fn a_prebuilt_artifact_runs_without_compiling() {
     }
     eprintln!("prebuilt artifact: ran with 0 NVRTC compiles");
 }
+
+/// LayerNorm (with its statistics), RmsNorm and both residual norms over
+/// many rows of the lengths each CUDA row kernel takes (a warp holding
+/// 2, 4 or 8 vectors a lane, partly filled or full; a length that is not a
+/// whole number of vectors; a row too long for a warp), in f32, f16 and
+/// bf16, against the CPU backend: f32 within TOL, the half types within
+/// two units in the last place of the output (2^-9 and 2^-6 relative).
+/// Without a GPU the graphs are still planned for CUDA and run on the CPU.
+#[test]
+fn norms_of_many_rows_match_cpu() {
+    let devices = Arc::new(Devices::new());
+    let on_gpu = devices.cuda().is_ok();
+    let mut bad = Vec::new();
+    for (d, tol) in [
+        ("f32", TOL),
+        (
+            "f16",
+            Tolerance {
+                rtol: 2e-3,
+                atol: 2e-3,
+            },
+        ),
+        (
+            "bf16",
+            Tolerance {
+                rtol: 1.6e-2,
+                atol: 1.6e-2,
+            },
+        ),
+    ] {
+        for (rows, len) in [
+            (1024, 768),
+            (600, 1000),
+            (512, 136),
+            (512, 2048),
+            (520, 130),
+        ] {
+            let text = norms_graph(d, rows, len);
+            let feeds = norm_feeds(rows, len);
+            let named: Vec<(&str, &Tensor)> =
+                ["x", "r", "s", "b"].into_iter().zip(&feeds).collect();
+            let run = |target: Target| {
+                let graph = rlx_onnx::ir::text::parse_graph(&text).unwrap();
+                let imported = rlx_onnx::importer::ImportedModel {
+                    graph,
+                    weights: Default::default(),
+                    ir_version: 8,
+                    opsets: vec![(String::new(), 17)],
+                    producer: String::new(),
+                    metadata: Default::default(),
+                };
+                let model = Compiler::new(target).compile(imported, None).unwrap();
+                if target == Target::Cuda && !on_gpu {
+                    return None;
+                }
+                let session =
+                    Session::with_devices(model, SessionOptions { threads: 4 }, devices.clone())
+                        .unwrap();
+                Some(session.run(&named).unwrap())
+            };
+            let want = run(Target::Cpu).unwrap();
+            let Some(got) = run(Target::Cuda) else {
+                continue;
+            };
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let diff = compare(g, w, tol).unwrap();
+                if diff.mismatched > 0 {
+                    bad.push(format!("{d} [{rows}, {len}] output {i}: {diff:?}"));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// x and r (`[rows, len]`, within about 3.5 of 0.5), scale and bias
+/// (`[len]`, within 0.25 of 0.5), from sines of different steps.
+fn norm_feeds(rows: usize, len: usize) -> Vec<Tensor> {
+    [
+        (rows, 0.37f32, 3.0f32),
+        (rows, 0.11, 3.0),
+        (1, 0.05, 0.25),
+        (1, 0.23, 0.25),
+    ]
+    .iter()
+    .map(|&(r, step, amp)| {
+        let v: Vec<f32> = (0..r * len)
+            .map(|i| (i as f32 * step).sin() * amp + 0.5)
+            .collect();
+        let dims = if r == 1 { vec![len] } else { vec![r, len] };
+        Tensor::from_f32(&dims, &v).unwrap()
+    })
+    .collect()
+}
+
+/// The norms of `norms_of_many_rows_match_cpu` over `d[rows, len]`, fed
+/// in f32 and answering in f32 (the statistics are f32 already).
+fn norms_graph(d: &str, rows: usize, len: usize) -> String {
+    let t = format!("{d}[{rows},{len}]");
+    let f = format!("f32[{rows},{len}]");
+    let cast = |to: &str, x: &str, ty: &str| {
+        format!("cast(%{x}) {{to={to}, saturate=true, round_mode=up}} : {ty}")
+    };
+    let row = format!("{d}[{len}]");
+    let mut s = format!(
+        "rlx-ir 2\ngraph {{\n  %0 = input \"x\" : {f}\n  %1 = input \"r\" : {f}\n  \
+         %2 = input \"s\" : f32[{len}]\n  %3 = input \"b\" : f32[{len}]\n"
+    );
+    s += &format!("  %4 = {}\n  %5 = {}\n", cast(d, "0", &t), cast(d, "1", &t));
+    s += &format!(
+        "  %6 = {}\n  %7 = {}\n",
+        cast(d, "2", &row),
+        cast(d, "3", &row)
+    );
+    s += &format!(
+        "  %8:3 = layer_norm(%4, %6, %7) {{axis=-1, epsilon=1e-5, stats=true}} : ({t}, f32[{rows},1], f32[{rows},1])\n  \
+         %9 = rms_norm(%4, %6) {{axis=-1, epsilon=1e-6}} : {t}\n  \
+         %10:2 = residual_norm(%4, %5, %6, %7) {{axis=-1, epsilon=1e-5, rms=false}} : ({t}, {t})\n  \
+         %11:2 = residual_norm(%4, %5, %6) {{axis=-1, epsilon=1e-5, rms=true}} : ({t}, {t})\n"
+    );
+    let outs = ["8.0", "9", "10.0", "10.1", "11.0", "11.1"];
+    for (k, v) in outs.iter().enumerate() {
+        s += &format!("  %{} = {}\n", 12 + k, cast("f32", v, &f));
+    }
+    for (k, name) in ["a", "c", "d", "e", "f", "g"].iter().enumerate() {
+        s += &format!("  output \"{name}\" = %{}\n", 12 + k);
+    }
+    s += "  output \"m\" = %8.1\n  output \"v\" = %8.2\n}\n";
+    s
+}

@@ -166,7 +166,12 @@ __device__ __forceinline__ unsigned int fa_dynamic_smem() {
     return r;
 }
 
-template <typename T, int D, int BK, int WQ, int WK>
+// RULES: whether a per-score rule (causality, a key window, softcap) may
+// hide or change scores. Without (`_plain` entries: encoders, ViT), every
+// span is scored on the fast paths and the per-score path is not compiled:
+// it made the kernel 9,664 instructions, and a BERT-base layer's warps
+// waited on instruction fetches 45% of their stalls (ncu, H200).
+template <typename T, int D, int BK, int WQ, int WK, bool RULES>
 __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,
                                           const int* nonpad, const AttentionParams& p) {
     using S = FaShape<T, D, BK, WQ, WK>;
@@ -218,9 +223,11 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     float m[2] = {-att_inf<float>(), -att_inf<float>()}, l[2] = {0.0f, 0.0f};
     const unsigned int wr0 = t.q0 + wq * 16u, row0 = wr0 + g;
     // Where the mask's rows of row0 and row0 + 8 start (one row where keyed),
-    // where the mask is read in place.
-    const unsigned long long m0 = masked && !staged ? fa_row(p, t, row0).mrow : 0ull;
-    const unsigned long long m1 = masked && !keyed ? fa_row(p, t, row0 + 8u).mrow : m0;
+    // where the mask is read in place; a row past the queries reads the
+    // last one's (its scores are never stored).
+    const unsigned int last = p.sq - 1u;
+    const unsigned long long m0 = masked && !staged ? fa_row(p, t, row0 < last ? row0 : last).mrow : 0ull;
+    const unsigned long long m1 = masked && !keyed ? fa_row(p, t, row0 + 8u < last ? row0 + 8u : last).mrow : m0;
     unsigned int cur = 0;
     for (unsigned int j0 = t.k0; j0 < t.k1; j0 += BK) {
         // Next tile in flight while this one is scored.
@@ -264,8 +271,8 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
             // mask per row, a mask).
             const unsigned int kn = t.k1 - jw < (unsigned int)KW ? t.k1 - jw : (unsigned int)KW;
             const bool tail = kn < (unsigned int)KW;
-            const bool fast = fa_rules_pass(p, t, jw, kn, wr0, wr0 + 16u) && p.softcap <= 0.0f &&
-                              (keyed || !masked || wr0 + 16u <= p.sq);
+            const bool fast = !RULES || (fa_rules_pass(p, t, jw, kn, wr0, wr0 + 16u) && p.softcap <= 0.0f &&
+                                         (keyed || !masked || wr0 + 16u <= p.sq));
             // A staged tile of zero biases (a padding mask over keys that
             // are all there: every key of an unpadded sequence) is scored as
             // without a mask (the encoder at 1536 positions spent 91 us a
@@ -326,7 +333,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
                         mx[e / 2] = fmaxf(mx[e / 2], x);
                     }
                 }
-            } else {
+            } else if constexpr (RULES) {
                 const FaRow rows[2] = {fa_row(p, t, row0), fa_row(p, t, row0 + 8u)};
 #pragma unroll
                 for (int c = 0; c < NK; ++c) {
@@ -471,8 +478,17 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 // at three blocks (168 registers) against two (181): 61 against 79 us at
 // 12 x 1536 queries; D = 128 with 64-key tiles (70 KiB of shared memory,
 // two blocks) against 32-key ones: 171 against 209 us at 16 x 2048.
+// A module defining FA_PLAIN holds the entries without per-score rules,
+// named with `_plain` after the shape.
+#ifdef FA_PLAIN
+#define FA_RULES false
+#define FA_NAME(name) name##_plain
+#else
+#define FA_RULES true
+#define FA_NAME(name) name
+#endif
 #define FA_MMA(name, T, D, BK, WQ, WK, BLOCKS) \
-    FA_ENTRY(name, T, 32 * WQ * WK, BLOCKS, (flash_mma<T, D, BK, WQ, WK>))
+    FA_ENTRY(FA_NAME(name), T, 32 * WQ * WK, BLOCKS, (flash_mma<T, D, BK, WQ, WK, FA_RULES>))
 #define FA_TYPE(t, T)                                           \
     FA_MMA(flash_attention_##t##_d32, T, 32, 64, 4, 1, 3)       \
     FA_MMA(flash_attention_##t##_d64, T, 64, 64, 4, 1, 3)       \

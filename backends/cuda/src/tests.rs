@@ -414,7 +414,8 @@ fn tensor_core_attention_kernels_keep_their_registers() {
     assert_eq!(spilling(sample).len(), 1);
     let c = test_compiler();
     use crate::kernels::attention::{
-        FLASH_BF16, FLASH_BF16_SPLIT, FLASH_F16, FLASH_F16_SPLIT, FLASH_F32,
+        FLASH_BF16, FLASH_BF16_PLAIN, FLASH_BF16_SPLIT, FLASH_BF16_SPLIT_PLAIN, FLASH_F16,
+        FLASH_F16_PLAIN, FLASH_F16_SPLIT, FLASH_F16_SPLIT_PLAIN, FLASH_F32,
     };
     let mut spills = Vec::new();
     for f in [
@@ -423,6 +424,10 @@ fn tensor_core_attention_kernels_keep_their_registers() {
         &FLASH_BF16,
         &FLASH_F16_SPLIT,
         &FLASH_BF16_SPLIT,
+        &FLASH_F16_PLAIN,
+        &FLASH_BF16_PLAIN,
+        &FLASH_F16_SPLIT_PLAIN,
+        &FLASH_BF16_SPLIT_PLAIN,
     ] {
         let report = c.ptxas_report(f.name, &module_source(f)).unwrap();
         assert!(report.contains("Compiling entry function"), "{report}");
@@ -446,5 +451,23 @@ fn row_gemv_kernels_keep_their_registers() {
     assert!(
         spills.is_empty(),
         "row GEMV kernels spilling registers: {spills:#?}"
+    );
+}
+
+#[test]
+fn wide_row_norm_kernels_keep_their_registers() {
+    // Eight 16-byte vectors a lane are 64 floats of f16 rows held across
+    // two warp sums; a spill would put local memory between them.
+    if !nvrtc_or_skip("the ptxas report test") {
+        return;
+    }
+    let c = test_compiler();
+    let f = &crate::kernels::norm::SOURCE;
+    let report = c.ptxas_report(f.name, &module_source(f)).unwrap();
+    assert!(report.contains("residual_norm_wide8_f16"), "{report}");
+    let spills = spilling(&report);
+    assert!(
+        spills.is_empty(),
+        "norm kernels spilling registers: {spills:#?}"
     );
 }

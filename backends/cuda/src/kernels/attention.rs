@@ -71,6 +71,28 @@ pub const FLASH_BF16_SPLIT: Source = flash_source!(
     "#define FA_BF16 1\n#define FA_SPLIT 1",
     "../../../../kernels/cuda/flash_mma.cu"
 );
+// The same four without per-score rules (`_plain` entries), for attention
+// with no causality, key window or softcap.
+pub const FLASH_F16_PLAIN: Source = flash_source!(
+    "flash_attention_f16_plain",
+    "#define FA_F16 1\n#define FA_PLAIN 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_BF16_PLAIN: Source = flash_source!(
+    "flash_attention_bf16_plain",
+    "#define FA_BF16 1\n#define FA_PLAIN 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_F16_SPLIT_PLAIN: Source = flash_source!(
+    "flash_attention_f16_split_plain",
+    "#define FA_F16 1\n#define FA_SPLIT 1\n#define FA_PLAIN 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_BF16_SPLIT_PLAIN: Source = flash_source!(
+    "flash_attention_bf16_split_plain",
+    "#define FA_BF16 1\n#define FA_SPLIT 1\n#define FA_PLAIN 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
 
 fn layouts() -> Vec<Layout> {
     vec![AttentionParams::LAYOUT]
@@ -132,17 +154,17 @@ impl MmaShape {
 
 /// A tiled kernel: module, entry, query rows a block, threads a block and
 /// dynamic shared memory bytes.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Flash {
     source: &'static Source,
-    entry: &'static str,
+    entry: String,
     rows: u64,
     threads: u32,
     shared: u32,
 }
 
 impl Flash {
-    fn mma(source: &'static Source, entry: &'static str, s: MmaShape) -> Self {
+    fn mma(source: &'static Source, entry: String, s: MmaShape) -> Self {
         Flash {
             source,
             entry,
@@ -155,44 +177,53 @@ impl Flash {
 
 /// The tiled kernel for `dtype` and head sizes `dk`, `dv`; `None` where the
 /// row kernel runs. `split`: the key-split tiles of the half types (f32 has
-/// one shape).
-fn flash_entry(dtype: DType, dk: usize, dv: usize, split: bool) -> Option<Flash> {
+/// one shape); `rules`: whether a per-score rule (causality, a key window,
+/// softcap) applies, else the half types run their `_plain` entries.
+fn flash_entry(dtype: DType, dk: usize, dv: usize, split: bool, rules: bool) -> Option<Flash> {
     let d = dk.max(dv);
-    let f32 = |entry| Flash {
-        source: &FLASH_F32,
-        entry,
-        rows: 32,
-        threads: FLASH_THREADS,
-        shared: 0,
-    };
-    let (d32, d64, d128) = (
-        MmaShape::new(32, 64, 4, 1),
-        MmaShape::new(64, 64, 4, 1),
-        MmaShape::new(128, 64, 4, 1),
-    );
-    let (s32, s64, s128) = (
-        MmaShape::new(32, 64, 1, 4),
-        MmaShape::new(64, 64, 1, 4),
-        MmaShape::new(128, 32, 2, 2),
-    );
-    let (f16, f16s, bf16, bf16s) = (&FLASH_F16, &FLASH_F16_SPLIT, &FLASH_BF16, &FLASH_BF16_SPLIT);
-    Some(match (dtype, d, split) {
-        (DType::F32, 0..=64, _) => f32("flash_attention_f32_d64"),
-        (DType::F32, 65..=128, _) => f32("flash_attention_f32_d128"),
-        (DType::F16, 0..=32, false) => Flash::mma(f16, "flash_attention_f16_d32", d32),
-        (DType::F16, 33..=64, false) => Flash::mma(f16, "flash_attention_f16_d64", d64),
-        (DType::F16, 65..=128, false) => Flash::mma(f16, "flash_attention_f16_d128", d128),
-        (DType::F16, 0..=32, true) => Flash::mma(f16s, "flash_attention_f16_d32_split", s32),
-        (DType::F16, 33..=64, true) => Flash::mma(f16s, "flash_attention_f16_d64_split", s64),
-        (DType::F16, 65..=128, true) => Flash::mma(f16s, "flash_attention_f16_d128_split", s128),
-        (DType::BF16, 0..=32, false) => Flash::mma(bf16, "flash_attention_bf16_d32", d32),
-        (DType::BF16, 33..=64, false) => Flash::mma(bf16, "flash_attention_bf16_d64", d64),
-        (DType::BF16, 65..=128, false) => Flash::mma(bf16, "flash_attention_bf16_d128", d128),
-        (DType::BF16, 0..=32, true) => Flash::mma(bf16s, "flash_attention_bf16_d32_split", s32),
-        (DType::BF16, 33..=64, true) => Flash::mma(bf16s, "flash_attention_bf16_d64_split", s64),
-        (DType::BF16, 65..=128, true) => Flash::mma(bf16s, "flash_attention_bf16_d128_split", s128),
+    if dtype == DType::F32 {
+        let entry = match d {
+            0..=64 => "flash_attention_f32_d64",
+            65..=128 => "flash_attention_f32_d128",
+            _ => return None,
+        };
+        return Some(Flash {
+            source: &FLASH_F32,
+            entry: entry.to_string(),
+            rows: 32,
+            threads: FLASH_THREADS,
+            shared: 0,
+        });
+    }
+    let (size, shape) = match (d, split) {
+        (0..=32, false) => (32, MmaShape::new(32, 64, 4, 1)),
+        (33..=64, false) => (64, MmaShape::new(64, 64, 4, 1)),
+        (65..=128, false) => (128, MmaShape::new(128, 64, 4, 1)),
+        (0..=32, true) => (32, MmaShape::new(32, 64, 1, 4)),
+        (33..=64, true) => (64, MmaShape::new(64, 64, 1, 4)),
+        (65..=128, true) => (128, MmaShape::new(128, 32, 2, 2)),
         _ => return None,
-    })
+    };
+    let (t, source) = match (dtype, split, rules) {
+        (DType::F16, false, true) => ("f16", &FLASH_F16),
+        (DType::F16, true, true) => ("f16", &FLASH_F16_SPLIT),
+        (DType::F16, false, false) => ("f16", &FLASH_F16_PLAIN),
+        (DType::F16, true, false) => ("f16", &FLASH_F16_SPLIT_PLAIN),
+        (DType::BF16, false, true) => ("bf16", &FLASH_BF16),
+        (DType::BF16, true, true) => ("bf16", &FLASH_BF16_SPLIT),
+        (DType::BF16, false, false) => ("bf16", &FLASH_BF16_PLAIN),
+        (DType::BF16, true, false) => ("bf16", &FLASH_BF16_SPLIT_PLAIN),
+        _ => return None,
+    };
+    let (sp, pl) = (
+        if split { "_split" } else { "" },
+        if rules { "" } else { "_plain" },
+    );
+    Some(Flash::mma(
+        source,
+        format!("flash_attention_{t}_d{size}{sp}{pl}"),
+        shape,
+    ))
 }
 
 /// Whether the half-type tiled kernel runs key-split tiles, by the
@@ -487,11 +518,13 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         return Ok(());
     }
     let split = split_tiles(cx.opts.attention, b * hq, sq);
-    match flash_entry(dtype, dk, dv, split).filter(|_| tiled) {
+    let rules =
+        params.flags & 4 != 0 || params.left >= 0 || params.right >= 0 || params.softcap > 0.0;
+    match flash_entry(dtype, dk, dv, split, rules).filter(|_| tiled) {
         Some(f) => {
             let m = cx.modules.of(f.source);
             let blocks = (b * hq) as u64 * (sq as u64).div_ceil(f.rows);
-            cx.kernel_params_shared(m, f.entry, blocks, f.threads, f.shared, operands, &params);
+            cx.kernel_params_shared(m, &f.entry, blocks, f.threads, f.shared, operands, &params);
         }
         None => {
             let m = cx.modules.of(&SOURCE);

@@ -1,13 +1,14 @@
 //! LayerNorm, RmsNorm and ResidualNorm on CUDA (`kernels/cuda/norm.cu`),
-//! planned by rlx-gpu's `kernels::norm`: a warp per row up to
-//! [`WARP_ROW`] elements where there are [`FEW_ROWS`] rows or more, else a
-//! block per row, holding it in registers up to [`HELD`] elements a thread
-//! and reading it three times beyond; LayerNorm's optional
+//! planned by rlx-gpu's `kernels::norm`: where there are [`FEW_ROWS`] rows
+//! or more, a warp per row up to [`WARP_ROW`] elements and, up to
+//! [`WIDE`] 16-byte vectors a lane, a warp per row holding it in vectors;
+//! else a block per row, holding it in registers up to [`HELD`] elements a
+//! thread and reading it three times beyond; LayerNorm's optional
 //! mean and inv_std outputs are written by the same launch.
 
 use rlx_gpu::kernels::norm::{norm_params, NormParams};
 use rlx_gpu::{Layout, Params};
-use rlx_ir::{Node, Op, TensorType};
+use rlx_ir::{DType, Node, Op, TensorType};
 
 use super::softmax::float_suffix;
 use super::{Cx, LResult, Source};
@@ -44,6 +45,23 @@ const HELD_BLOCK: u32 = 1024;
 /// warp, whose instructions then run one latency at a time (BERT's 128 x 768
 /// residual norms: 15 us a warp per row on an H200).
 pub const FEW_ROWS: u64 = 512;
+/// The most 16-byte vectors a lane holds of a warp's row (`norm_wide<N>`,
+/// N = 2, 4 or 8): rows of up to 2,048 f16 or 1,024 f32 elements.
+pub const WIDE: u32 = 8;
+
+/// The `norm_wide<N>` kernel for rows of `len` elements of `dtype`, whose
+/// scale and bias span the row: N vectors a lane, or `None` (f64, a length
+/// not a whole number of vectors, or too long).
+fn wide(dtype: DType, len: u32, scale_len: u32, bias_len: Option<u32>) -> Option<u32> {
+    let e = match dtype {
+        DType::F32 => 4,
+        DType::F16 | DType::BF16 => 8,
+        _ => return None,
+    };
+    let spans = scale_len == len && bias_len.is_none_or(|b| b == len);
+    let per_lane = (len / e).div_ceil(32).next_power_of_two().max(2);
+    (spans && len % e == 0 && per_lane <= WIDE).then_some(per_lane)
+}
 
 /// Float inputs (scale and bias of the same dtype, which the IR checks); a
 /// residual of the input's shape.
@@ -88,12 +106,17 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
     let sfx = float_suffix(x.dtype).ok_or_else(|| format!("norm on {}", x.dtype))?;
     let m = cx.modules.of(&SOURCE);
     let rows = u64::from(p.rows);
+    let warp_rows = rows.div_ceil(u64::from(WARP_BLOCK / 32));
+    let wide = wide(
+        x.dtype,
+        p.len,
+        p.scale_len,
+        (p.has_bias != 0).then_some(p.bias_len),
+    );
     let (mode, blocks, block) = if p.len <= WARP_ROW && rows >= FEW_ROWS {
-        (
-            "warp",
-            rows.div_ceil(u64::from(WARP_BLOCK / 32)),
-            WARP_BLOCK,
-        )
+        ("warp".to_string(), warp_rows, WARP_BLOCK)
+    } else if let Some(n) = wide.filter(|_| rows >= FEW_ROWS) {
+        (format!("wide{n}"), warp_rows, WARP_BLOCK)
     } else if p.len <= HELD * HELD_BLOCK {
         // A few rows: a block each, up to HELD elements a thread, held.
         let threads = p
@@ -101,9 +124,9 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
             .div_ceil(HELD)
             .next_multiple_of(32)
             .clamp(32, HELD_BLOCK);
-        ("held", rows, threads)
+        ("held".to_string(), rows, threads)
     } else {
-        ("block", rows, BLOCK)
+        ("block".to_string(), rows, BLOCK)
     };
     let br = bias.as_ref().map_or(scale.range(), |b| b.range());
     let ops = if residual {
