@@ -300,6 +300,8 @@ fn norms_of_many_rows_match_cpu() {
             (512, 136),
             (512, 2048),
             (520, 130),
+            (197, 768),
+            (5, 136),
         ] {
             let text = norms_graph(d, rows, len);
             let feeds = norm_feeds(rows, len);
