@@ -167,11 +167,13 @@ __device__ __forceinline__ unsigned int fa_dynamic_smem() {
 }
 
 // RULES: whether a per-score rule (causality, a key window, softcap) may
-// hide or change scores. Without (`_plain` entries: encoders, ViT), every
-// span is scored on the fast paths and the per-score path is not compiled:
-// it made the kernel 9,664 instructions, and a BERT-base layer's warps
-// waited on instruction fetches 45% of their stalls (ncu, H200).
-template <typename T, int D, int BK, int WQ, int WK, bool RULES>
+// hide or change scores; MASKS: whether a mask may. Without rules
+// (`_plain` entries: encoders), every span is scored on the fast paths and
+// the per-score path is not compiled: it made the kernel 9,664
+// instructions, and a BERT-base layer's warps waited on instruction
+// fetches 45% of their stalls (ncu, H200). Without a mask either
+// (`_unmasked`: ViT), the d64 entry is 2,557 PTX lines against 4,151.
+template <typename T, int D, int BK, int WQ, int WK, bool RULES, bool MASKS>
 __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,
                                           const int* nonpad, const AttentionParams& p) {
     using S = FaShape<T, D, BK, WQ, WK>;
@@ -189,7 +191,7 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
     const unsigned int wq = warp % WQ, wk = warp / WQ;
     const unsigned int qrows = p.sq - t.q0 < (unsigned int)BQ ? p.sq - t.q0 : (unsigned int)BQ;
     const bool async = fa_vec(k, p.k_s, p.dk) && fa_vec(v, p.v_s, p.dv);
-    const bool masked = (p.flags & 1u) != 0u;
+    const bool masked = MASKS && (p.flags & 1u) != 0u;
     // A mask that is the same for every query row (a padding mask): one
     // bias per key serves every row, staged per key tile into `mbs`.
     const bool keyed = masked && p.mask_s[2] == 0u;
@@ -479,16 +481,20 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
 // 12 x 1536 queries; D = 128 with 64-key tiles (70 KiB of shared memory,
 // two blocks) against 32-key ones: 171 against 209 us at 16 x 2048.
 // A module defining FA_PLAIN holds the entries without per-score rules,
-// named with `_plain` after the shape.
-#ifdef FA_PLAIN
-#define FA_RULES false
+// named with `_plain` after the shape; FA_UNMASKED, without rules or a mask
+// (`_unmasked`).
+#if defined(FA_UNMASKED)
+#define FA_FORM false, false
+#define FA_NAME(name) name##_unmasked
+#elif defined(FA_PLAIN)
+#define FA_FORM false, true
 #define FA_NAME(name) name##_plain
 #else
-#define FA_RULES true
+#define FA_FORM true, true
 #define FA_NAME(name) name
 #endif
 #define FA_MMA(name, T, D, BK, WQ, WK, BLOCKS) \
-    FA_ENTRY(FA_NAME(name), T, 32 * WQ * WK, BLOCKS, (flash_mma<T, D, BK, WQ, WK, FA_RULES>))
+    FA_ENTRY(FA_NAME(name), T, 32 * WQ * WK, BLOCKS, (flash_mma<T, D, BK, WQ, WK, FA_FORM>))
 #define FA_TYPE(t, T)                                           \
     FA_MMA(flash_attention_##t##_d32, T, 32, 64, 4, 1, 3)       \
     FA_MMA(flash_attention_##t##_d64, T, 64, 64, 4, 1, 3)       \

@@ -414,8 +414,10 @@ fn tensor_core_attention_kernels_keep_their_registers() {
     assert_eq!(spilling(sample).len(), 1);
     let c = test_compiler();
     use crate::kernels::attention::{
-        FLASH_BF16, FLASH_BF16_PLAIN, FLASH_BF16_SPLIT, FLASH_BF16_SPLIT_PLAIN, FLASH_F16,
-        FLASH_F16_PLAIN, FLASH_F16_SPLIT, FLASH_F16_SPLIT_PLAIN, FLASH_F32,
+        FLASH_BF16, FLASH_BF16_PLAIN, FLASH_BF16_SPLIT, FLASH_BF16_SPLIT_PLAIN,
+        FLASH_BF16_SPLIT_UNMASKED, FLASH_BF16_UNMASKED, FLASH_F16, FLASH_F16_PLAIN,
+        FLASH_F16_SPLIT, FLASH_F16_SPLIT_PLAIN, FLASH_F16_SPLIT_UNMASKED, FLASH_F16_UNMASKED,
+        FLASH_F32,
     };
     let mut spills = Vec::new();
     for f in [
@@ -428,6 +430,10 @@ fn tensor_core_attention_kernels_keep_their_registers() {
         &FLASH_BF16_PLAIN,
         &FLASH_F16_SPLIT_PLAIN,
         &FLASH_BF16_SPLIT_PLAIN,
+        &FLASH_F16_UNMASKED,
+        &FLASH_BF16_UNMASKED,
+        &FLASH_F16_SPLIT_UNMASKED,
+        &FLASH_BF16_SPLIT_UNMASKED,
     ] {
         let report = c.ptxas_report(f.name, &module_source(f)).unwrap();
         assert!(report.contains("Compiling entry function"), "{report}");

@@ -72,7 +72,8 @@ pub const FLASH_BF16_SPLIT: Source = flash_source!(
     "../../../../kernels/cuda/flash_mma.cu"
 );
 // The same four without per-score rules (`_plain` entries), for attention
-// with no causality, key window or softcap.
+// with no causality, key window or softcap, and without a mask either
+// (`_unmasked`).
 pub const FLASH_F16_PLAIN: Source = flash_source!(
     "flash_attention_f16_plain",
     "#define FA_F16 1\n#define FA_PLAIN 1",
@@ -91,6 +92,26 @@ pub const FLASH_F16_SPLIT_PLAIN: Source = flash_source!(
 pub const FLASH_BF16_SPLIT_PLAIN: Source = flash_source!(
     "flash_attention_bf16_split_plain",
     "#define FA_BF16 1\n#define FA_SPLIT 1\n#define FA_PLAIN 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_F16_UNMASKED: Source = flash_source!(
+    "flash_attention_f16_unmasked",
+    "#define FA_F16 1\n#define FA_UNMASKED 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_BF16_UNMASKED: Source = flash_source!(
+    "flash_attention_bf16_unmasked",
+    "#define FA_BF16 1\n#define FA_UNMASKED 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_F16_SPLIT_UNMASKED: Source = flash_source!(
+    "flash_attention_f16_split_unmasked",
+    "#define FA_F16 1\n#define FA_SPLIT 1\n#define FA_UNMASKED 1",
+    "../../../../kernels/cuda/flash_mma.cu"
+);
+pub const FLASH_BF16_SPLIT_UNMASKED: Source = flash_source!(
+    "flash_attention_bf16_split_unmasked",
+    "#define FA_BF16 1\n#define FA_SPLIT 1\n#define FA_UNMASKED 1",
     "../../../../kernels/cuda/flash_mma.cu"
 );
 
@@ -177,9 +198,8 @@ impl Flash {
 
 /// The tiled kernel for `dtype` and head sizes `dk`, `dv`; `None` where the
 /// row kernel runs. `split`: the key-split tiles of the half types (f32 has
-/// one shape); `rules`: whether a per-score rule (causality, a key window,
-/// softcap) applies, else the half types run their `_plain` entries.
-fn flash_entry(dtype: DType, dk: usize, dv: usize, split: bool, rules: bool) -> Option<Flash> {
+/// one shape); `form`: what the half types' kernel must handle.
+fn flash_entry(dtype: DType, dk: usize, dv: usize, split: bool, form: Form) -> Option<Flash> {
     let d = dk.max(dv);
     if dtype == DType::F32 {
         let entry = match d {
@@ -204,26 +224,57 @@ fn flash_entry(dtype: DType, dk: usize, dv: usize, split: bool, rules: bool) -> 
         (65..=128, true) => (128, MmaShape::new(128, 32, 2, 2)),
         _ => return None,
     };
-    let (t, source) = match (dtype, split, rules) {
-        (DType::F16, false, true) => ("f16", &FLASH_F16),
-        (DType::F16, true, true) => ("f16", &FLASH_F16_SPLIT),
-        (DType::F16, false, false) => ("f16", &FLASH_F16_PLAIN),
-        (DType::F16, true, false) => ("f16", &FLASH_F16_SPLIT_PLAIN),
-        (DType::BF16, false, true) => ("bf16", &FLASH_BF16),
-        (DType::BF16, true, true) => ("bf16", &FLASH_BF16_SPLIT),
-        (DType::BF16, false, false) => ("bf16", &FLASH_BF16_PLAIN),
-        (DType::BF16, true, false) => ("bf16", &FLASH_BF16_SPLIT_PLAIN),
+    use Form::{Plain, Rules, Unmasked};
+    let (t, source) = match (dtype, split, form) {
+        (DType::F16, false, Rules) => ("f16", &FLASH_F16),
+        (DType::F16, true, Rules) => ("f16", &FLASH_F16_SPLIT),
+        (DType::F16, false, Plain) => ("f16", &FLASH_F16_PLAIN),
+        (DType::F16, true, Plain) => ("f16", &FLASH_F16_SPLIT_PLAIN),
+        (DType::F16, false, Unmasked) => ("f16", &FLASH_F16_UNMASKED),
+        (DType::F16, true, Unmasked) => ("f16", &FLASH_F16_SPLIT_UNMASKED),
+        (DType::BF16, false, Rules) => ("bf16", &FLASH_BF16),
+        (DType::BF16, true, Rules) => ("bf16", &FLASH_BF16_SPLIT),
+        (DType::BF16, false, Plain) => ("bf16", &FLASH_BF16_PLAIN),
+        (DType::BF16, true, Plain) => ("bf16", &FLASH_BF16_SPLIT_PLAIN),
+        (DType::BF16, false, Unmasked) => ("bf16", &FLASH_BF16_UNMASKED),
+        (DType::BF16, true, Unmasked) => ("bf16", &FLASH_BF16_SPLIT_UNMASKED),
         _ => return None,
     };
-    let (sp, pl) = (
-        if split { "_split" } else { "" },
-        if rules { "" } else { "_plain" },
-    );
+    let sp = if split { "_split" } else { "" };
+    let suffix = match form {
+        Rules => "",
+        Plain => "_plain",
+        Unmasked => "_unmasked",
+    };
     Some(Flash::mma(
         source,
-        format!("flash_attention_{t}_d{size}{sp}{pl}"),
+        format!("flash_attention_{t}_d{size}{sp}{suffix}"),
         shape,
     ))
+}
+
+/// What a tensor-core attention kernel is compiled to handle: the per-score
+/// path (`Rules`: causality, a key window or softcap), a mask without
+/// those (`Plain`), or neither (`Unmasked`). The kernel's code shrinks with
+/// each (8,057, 4,151 and 2,557 PTX lines at heads of 64), and a short
+/// kernel's warps wait on instruction fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Rules,
+    Plain,
+    Unmasked,
+}
+
+impl Form {
+    fn of(p: &AttentionParams) -> Form {
+        if p.flags & 4 != 0 || p.left >= 0 || p.right >= 0 || p.softcap > 0.0 {
+            Form::Rules
+        } else if p.flags & 1 != 0 {
+            Form::Plain
+        } else {
+            Form::Unmasked
+        }
+    }
 }
 
 /// Whether the half-type tiled kernel runs key-split tiles, by the
@@ -518,9 +569,7 @@ pub fn lower(cx: &mut Cx) -> LResult<()> {
         return Ok(());
     }
     let split = split_tiles(cx.opts.attention, b * hq, sq);
-    let rules =
-        params.flags & 4 != 0 || params.left >= 0 || params.right >= 0 || params.softcap > 0.0;
-    match flash_entry(dtype, dk, dv, split, rules).filter(|_| tiled) {
+    match flash_entry(dtype, dk, dv, split, Form::of(&params)).filter(|_| tiled) {
         Some(f) => {
             let m = cx.modules.of(f.source);
             let blocks = (b * hq) as u64 * (sq as u64).div_ceil(f.rows);
