@@ -9,7 +9,9 @@
 //   blocks, four warps over one 16-row tile (two over 32 rows for D = 128)
 //   splitting each key tile and merged at the end; fragments by ldmatrix;
 //   the probabilities P stay in registers as the A operand of P.V. A mask
-//   the same for every query row (padding) costs one load per key.
+//   the same for every query row (padding) costs one load per key. Each
+//   entry comes in three forms (per-score rules compiled in, `_plain`
+//   without them, `_unmasked` without a mask either; flash_mma.cu).
 // - f32 (flash_f32): exact fp32 FMAs. 32 query rows; each thread holds 4 rows
 //   x 2 keys of the scores and 4 rows x D/16 features of the output; P goes
 //   through shared memory.

@@ -4,8 +4,8 @@
 //! `kernels::attention` (the struct the WGSL kernel reads). Two kernels:
 //! - the tiled one (`kernels/cuda/flash_attention.cu`, `flash_mma.cu`): a
 //!   block per (batch, head, query tile), K/V tiles through shared memory,
-//!   online softmax; tensor cores for f16/bf16, exact FMAs for f32; head sizes up to
-//!   [`FLASH_MAX_HEAD`];
+//!   online softmax; tensor cores for f16/bf16 (in the three forms of
+//!   `Form`), exact FMAs for f32; head sizes up to [`FLASH_MAX_HEAD`];
 //! - the row kernel (`kernels/cuda/attention.cu`, a warp per query row) for
 //!   the rest: the QK output, f64, head sizes up to [`MAX_HEAD`].
 //! A KV cache is first concatenated into the present outputs (or scratch) by
