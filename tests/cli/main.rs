@@ -98,6 +98,28 @@ fn an_unknown_bind_is_refused_with_the_models_symbols() {
 }
 
 #[test]
+fn unbound_dims_are_named_as_the_flags_that_bind_them_and_run_takes_o() {
+    // golden/cnn's input is [N, 3, 8, 8]: generating it needs N.
+    let dir = tmp("run-short-o");
+    let (code, _, err) = output(rlx().arg("run").arg(cnn()).arg("--generate-missing"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("give their sizes (--bind N=SIZE)"), "{err}");
+    let (code, _, err) = output(
+        rlx()
+            .arg("run")
+            .arg(cnn())
+            .args(["--generate-missing", "--bind", "N=2", "-o"])
+            .arg(&dir),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        dir.join("y.npy").is_file(),
+        "-o did not name the output directory"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn an_unknown_target_lists_the_valid_ones() {
     let r = rlx()
         .args(["run"])

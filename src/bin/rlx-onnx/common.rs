@@ -474,12 +474,32 @@ impl InputArgs {
                 .into());
             }
             let dims = ty.shape.bind(&bindings)?.as_known().ok_or_else(|| {
-                let how = if !artifact {
-                    "give them with --bind NAME=VALUE, or the input with --input"
-                } else {
-                    "give the input with --input NAME=FILE (the artifact's dims are as it was converted)"
-                };
-                format!("input `{name}` has symbolic dims {}: {how}", ty.shape)
+                if artifact {
+                    return format!(
+                        "input `{name}` has symbolic dims {}: give the input with --input \
+                         NAME=FILE (the artifact's dims are as it was converted)",
+                        ty.shape
+                    );
+                }
+                // The symbols left, as the flags that bind them.
+                let mut binds: Vec<String> = Vec::new();
+                for d in ty.shape.dims() {
+                    if let Some(s) = d.as_symbol().filter(|s| !bindings.contains_key(*s)) {
+                        let flag = format!("--bind {s}=SIZE");
+                        if !binds.contains(&flag) {
+                            binds.push(flag);
+                        }
+                    }
+                }
+                if binds.is_empty() {
+                    binds.push("--bind NAME=SIZE".into());
+                }
+                format!(
+                    "input `{name}` has symbolic dims {}: give their sizes ({}), or the input \
+                     with --input {name}=FILE",
+                    ty.shape,
+                    binds.join(" ")
+                )
             })?;
             let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
             if n.is_none_or(|n| n > MAX_GENERATED) {

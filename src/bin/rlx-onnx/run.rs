@@ -17,7 +17,7 @@ pub struct Args {
     #[command(flatten)]
     inputs: InputArgs,
     /// Where the outputs go, one `<name>.npy` each.
-    #[arg(long, default_value = "rlx-outputs")]
+    #[arg(short, long, default_value = "rlx-outputs")]
     output_dir: PathBuf,
     /// Worker threads [default: this machine's cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
