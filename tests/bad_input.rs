@@ -515,19 +515,8 @@ fn a_loop_past_the_iteration_limit_is_an_error() {
     use rlx_onnx::ir::Tensor;
     use rlx_onnx::{Compiler, Error, Limits, Session, SessionOptions, Target};
     let text = "rlx-ir 2\ngraph {\n  %0 = input \"m\" : i64[]\n  %1 = input \"x\" : f32[3]\n  %2 = constant bool[] [true] : bool[]\n  %3 = loop(%0, %2, %1) {body=graph {\n    %0 = input \"i\" : i64[]\n    %1 = input \"cond\" : bool[]\n    %2 = input \"acc\" : f32[3]\n    %3 = neg(%2) : f32[3]\n    output \"cond_out\" = %1\n    output \"acc_out\" = %3\n  }, num_carried=1} : f32[3]\n  output \"y\" = %3\n}\n";
-    let graph = rlx_onnx::ir::text::parse_graph(text).unwrap();
     let mut model = Compiler::new(Target::Cpu)
-        .compile(
-            rlx_onnx::importer::ImportedModel {
-                graph,
-                weights: Default::default(),
-                ir_version: 8,
-                opsets: vec![(String::new(), 17)],
-                producer: String::new(),
-                metadata: Default::default(),
-            },
-            None,
-        )
+        .compile(common::imported(text), None)
         .unwrap();
     model.limits = Limits {
         max_loop_iterations: 1000,
@@ -569,22 +558,11 @@ fn nested_ifs(depth: usize) -> String {
 
 fn compile_text(text: &str, limits: rlx_onnx::Limits) -> rlx_onnx::Result<rlx_onnx::CompiledModel> {
     use rlx_onnx::{Compiler, Target};
-    let graph = rlx_onnx::ir::text::parse_graph(text).unwrap();
     let compiler = Compiler {
         limits,
         ..Compiler::new(Target::Cpu)
     };
-    compiler.compile(
-        rlx_onnx::importer::ImportedModel {
-            graph,
-            weights: Default::default(),
-            ir_version: 8,
-            opsets: vec![(String::new(), 17)],
-            producer: String::new(),
-            metadata: Default::default(),
-        },
-        None,
-    )
+    compiler.compile(common::imported(text), None)
 }
 
 /// Control flow nested past `Limits::max_nesting` is refused when it

@@ -308,16 +308,9 @@ fn norms_of_many_rows_match_cpu() {
             let named: Vec<(&str, &Tensor)> =
                 ["x", "r", "s", "b"].into_iter().zip(&feeds).collect();
             let run = |target: Target| {
-                let graph = rlx_onnx::ir::text::parse_graph(&text).unwrap();
-                let imported = rlx_onnx::importer::ImportedModel {
-                    graph,
-                    weights: Default::default(),
-                    ir_version: 8,
-                    opsets: vec![(String::new(), 17)],
-                    producer: String::new(),
-                    metadata: Default::default(),
-                };
-                let model = Compiler::new(target).compile(imported, None).unwrap();
+                let model = Compiler::new(target)
+                    .compile(common::imported(&text), None)
+                    .unwrap();
                 if target == Target::Cuda && !on_gpu {
                     return None;
                 }

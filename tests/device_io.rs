@@ -24,19 +24,8 @@ fn compile(target: Target) -> CompiledModel {
 }
 
 fn compile_text(text: &str, target: Target) -> CompiledModel {
-    let graph = rlx_onnx::ir::text::parse_graph(text).unwrap();
     Compiler::new(target)
-        .compile(
-            rlx_onnx::importer::ImportedModel {
-                graph,
-                weights: Default::default(),
-                ir_version: 8,
-                opsets: vec![(String::new(), 17)],
-                producer: String::new(),
-                metadata: Default::default(),
-            },
-            None,
-        )
+        .compile(common::imported(text), None)
         .unwrap()
 }
 

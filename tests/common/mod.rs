@@ -179,3 +179,17 @@ pub fn decoder_reference() -> (Vec<Vec<i64>>, Vec<Vec<i64>>) {
     };
     (rows("prompts.npy"), rows("greedy.npy"))
 }
+
+/// A model of IR text (`rlx-ir 2` form), as the importer would hand it to
+/// the compiler: no weights, opset 17.
+#[allow(dead_code)]
+pub fn imported(text: &str) -> rlx_onnx::importer::ImportedModel {
+    rlx_onnx::importer::ImportedModel {
+        graph: rlx_onnx::ir::text::parse_graph(text).unwrap(),
+        weights: Default::default(),
+        ir_version: 8,
+        opsets: vec![(String::new(), 17)],
+        producer: String::new(),
+        metadata: Default::default(),
+    }
+}
