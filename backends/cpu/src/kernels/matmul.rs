@@ -507,6 +507,11 @@ pub fn widen(t: &TensorRef, out: &mut [f32]) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// `f` over chunks of `xs`, the chunks over the pool.
+fn in_chunks(xs: &mut [f32], f: fn(&mut [f32])) {
+    super::layout::par_rows(xs, 1 << 14, |_, chunk| f(chunk));
+}
+
 /// Applies a fused activation in place.
 // Closures, not function items: see `vmath::map`.
 #[allow(clippy::redundant_closure)]
@@ -518,11 +523,11 @@ pub fn activate<T: Comp>(act: Activation, out: &mut [T]) {
         match act {
             Activation::None => {}
             Activation::Relu => map_in_place(o, |v| vmath::relu(v)),
-            Activation::Sigmoid => map_in_place(o, |v| vmath::sigmoid(v)),
+            Activation::Sigmoid => in_chunks(o, vmath::sigmoid_slice),
             Activation::Tanh => map_in_place(o, |v| vmath::tanh(v)),
-            Activation::Silu => map_in_place(o, |v| vmath::silu(v)),
+            Activation::Silu => in_chunks(o, vmath::silu_slice),
             Activation::GeluErf => super::gelu_lanes::gelu_erf_slice(o),
-            Activation::GeluTanh => map_in_place(o, |v| vmath::gelu_tanh(v)),
+            Activation::GeluTanh => in_chunks(o, vmath::gelu_tanh_slice),
             Activation::HardSwish => map_in_place(o, |v| vmath::hard_swish(v)),
             Activation::Relu6 => map_in_place(o, |v| vmath::relu6(v)),
         }

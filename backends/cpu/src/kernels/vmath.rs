@@ -412,7 +412,9 @@ fn exp_shifted_plain(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     lanes.iter().map(|&v| v as f64).sum()
 }
 
-/// `sigmoid` over a slice, in AVX-512 lanes where the CPU has them.
+/// `sigmoid` over a slice: in AVX-512 registers where the CPU has them
+/// (the reciprocal by an estimate and a Newton step, not a division:
+/// [`super::vmath_avx512::sigmoid`]), else in lanes of the scalar form.
 pub fn sigmoid_slice(xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -426,6 +428,42 @@ pub fn sigmoid_slice(xs: &mut [f32]) {
         }
     }
     in_lanes(xs, |x| sigmoid(x))
+}
+
+/// `silu` over a slice, as [`sigmoid_slice`].
+pub fn silu_slice(xs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // SAFETY: the CPU has AVX-512F.
+        return unsafe { silu_avx512(xs) };
+    }
+    map_in_place_unsplit(xs, |x| silu(x))
+}
+
+/// The tanh form of GELU over a slice, as [`sigmoid_slice`].
+pub fn gelu_tanh_slice(xs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // SAFETY: the CPU has AVX-512F.
+        return unsafe { gelu_tanh_avx512(xs) };
+    }
+    map_in_place_unsplit(xs, |x| gelu_tanh(x))
+}
+
+/// [`map_in_place`]'s vector copies on one thread.
+fn map_in_place_unsplit(xs: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { map_in_place_avx512(xs, f) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { map_in_place_avx2(xs, f) };
+        }
+    }
+    map_in_place_plain(xs, f)
 }
 
 /// [`tanh_exp`] over a slice, in AVX-512 lanes where the CPU has them.
@@ -477,7 +515,19 @@ pub fn tanh_slice(xs: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn sigmoid_avx512(xs: &mut [f32]) {
-    in_lanes_avx512(xs, |x| sigmoid(x))
+    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::sigmoid(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+unsafe fn silu_avx512(xs: &mut [f32]) {
+    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::silu(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+unsafe fn gelu_tanh_avx512(xs: &mut [f32]) {
+    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::gelu_tanh(v))
 }
 
 #[cfg(target_arch = "x86_64")]
