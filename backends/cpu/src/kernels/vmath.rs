@@ -433,37 +433,33 @@ pub fn sigmoid_slice(xs: &mut [f32]) {
 /// `silu` over a slice, as [`sigmoid_slice`].
 pub fn silu_slice(xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { silu_avx512(xs) };
+    {
+        if avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { silu_avx512(xs) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { silu_avx2(xs) };
+        }
     }
-    map_in_place_unsplit(xs, |x| silu(x))
+    in_lanes(xs, |x| silu(x))
 }
 
 /// The tanh form of GELU over a slice, as [`sigmoid_slice`].
 pub fn gelu_tanh_slice(xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { gelu_tanh_avx512(xs) };
-    }
-    map_in_place_unsplit(xs, |x| gelu_tanh(x))
-}
-
-/// [`map_in_place`]'s vector copies on one thread.
-fn map_in_place_unsplit(xs: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
-    #[cfg(target_arch = "x86_64")]
     {
         if avx512() {
             // SAFETY: the CPU has AVX-512F.
-            return unsafe { map_in_place_avx512(xs, f) };
+            return unsafe { gelu_tanh_avx512(xs) };
         }
         if avx2() {
             // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { map_in_place_avx2(xs, f) };
+            return unsafe { gelu_tanh_avx2(xs) };
         }
     }
-    map_in_place_plain(xs, f)
+    in_lanes(xs, |x| gelu_tanh(x))
 }
 
 /// [`tanh_exp`] over a slice, in AVX-512 lanes where the CPU has them.
@@ -539,7 +535,19 @@ unsafe fn tanh_avx512(xs: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sigmoid_avx2(xs: &mut [f32]) {
-    in_lanes(xs, |x| sigmoid(x))
+    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::sigmoid(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn silu_avx2(xs: &mut [f32]) {
+    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::silu(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu_tanh_avx2(xs: &mut [f32]) {
+    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::gelu_tanh(v))
 }
 
 #[cfg(target_arch = "x86_64")]
