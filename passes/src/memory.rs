@@ -13,7 +13,9 @@
 //! producers: each input is a piece of the concatenation's buffer, which
 //! lives from the first piece's definition on, and the concatenation itself
 //! is [`MemoryPlan::in_place`], no step. A piece may itself be such a
-//! concatenation (DenseNet's growing blocks nest so), at the sum of offsets.
+//! concatenation (DenseNet's growing blocks nest so), at the sum of offsets,
+//! or the buffer of a split whose pieces come in order (YOLOv8's C2f blocks
+//! concatenate both halves of a split again).
 //!
 //! With [`MemoryOptions::split_in_place`], the mirror image: a split whose
 //! outputs are consecutive pieces of its input (everything before the axis
@@ -141,17 +143,29 @@ pub fn plan_memory_in(g: &Graph, order: Vec<NodeId>) -> Result<MemoryPlan, PlanE
 
 /// The concatenations of `order` that can take their inputs in place, and
 /// where: each piece's root buffer -> (the concatenation's value, byte
-/// offset in it). A concatenation qualifies when every input is a distinct
-/// value with a buffer of its own (not a constant, a view or a piece of
-/// another concatenation) and the inputs are consecutive in the output.
+/// offset in it). A concatenation qualifies when the inputs are consecutive
+/// in the output and each is either a distinct value with a buffer of its
+/// own (not a constant, a view or a piece of another concatenation), or one
+/// of a run of consecutive inputs that are views covering one such buffer
+/// in order: the halves of a split concatenated again, as YOLOv8's C2f
+/// blocks concatenate both halves of a split with what they computed from
+/// the second. Then that buffer is the piece.
 fn concat_pieces(
     g: &Graph,
     order: &[NodeId],
     root: &HashMap<Value, Value>,
+    within_root: &HashMap<Value, usize>,
 ) -> (HashMap<Value, (Value, usize)>, HashSet<NodeId>) {
     let mut pieces: HashMap<Value, (Value, usize)> = HashMap::new();
     let mut in_place = HashSet::new();
     let outputs: HashSet<Value> = g.outputs().iter().map(|o| o.value).collect();
+    // Buffers a graph output lives in (itself or a view of it): the run
+    // hands those to the caller whole.
+    let returned: HashSet<Value> = outputs
+        .iter()
+        .filter_map(|o| root.get(o))
+        .copied()
+        .collect();
     for &id in order {
         let node = g.node(id);
         let Op::Concat(c) = &node.op else { continue };
@@ -164,16 +178,13 @@ fn concat_pieces(
             continue;
         }
         let ins = g.inputs_of(id);
-        let mut seen = HashSet::new();
         let own = |v: &Value| {
             root.get(v) == Some(v)
                 && !pieces.contains_key(v)
                 && !outputs.contains(v)
+                && !returned.contains(v)
                 && !matches!(g.node(v.node).op, Op::Input(_))
         };
-        if !ins.iter().all(|v| own(v) && seen.insert(*v)) {
-            continue;
-        }
         let Some(sizes) = ins
             .iter()
             .map(|v| g.ty(*v).byte_size())
@@ -181,10 +192,42 @@ fn concat_pieces(
         else {
             continue;
         };
-        let mut at = 0;
-        for (v, bytes) in ins.iter().zip(sizes) {
-            pieces.insert(*v, (Value::of(id), at));
-            at += bytes;
+        // The buffers the inputs make, in order, with their offsets.
+        let mut placed: Vec<(Value, usize)> = Vec::new();
+        let (mut at, mut i) = (0, 0);
+        while i < ins.len() {
+            let v = ins[i];
+            let r = match root.get(&v) {
+                Some(&r) if own(&r) && placed.iter().all(|p| p.0 != r) => r,
+                _ => break,
+            };
+            let (Some(whole), true) = (
+                g.ty(r).byte_size(),
+                within_root.get(&v).copied().unwrap_or(0) == 0,
+            ) else {
+                break;
+            };
+            // `v` itself, or the views from here on that cover `r` in order.
+            let mut covered = 0;
+            while covered < whole
+                && i < ins.len()
+                && root.get(&ins[i]) == Some(&r)
+                && within_root.get(&ins[i]).copied().unwrap_or(0) == covered
+            {
+                covered += sizes[i];
+                i += 1;
+            }
+            if covered != whole {
+                break;
+            }
+            placed.push((r, at));
+            at += whole;
+        }
+        if i < ins.len() {
+            continue;
+        }
+        for (r, at) in placed {
+            pieces.insert(r, (Value::of(id), at));
         }
         in_place.insert(id);
     }
@@ -305,7 +348,7 @@ pub fn plan_memory_in_with(
         }
     }
     let (pieces, mut in_place) = if opts.concat_in_place {
-        concat_pieces(g, &order, &root)
+        concat_pieces(g, &order, &root, &within_root)
     } else {
         Default::default()
     };

@@ -183,6 +183,51 @@ fn splits_of_many_rows_or_unaligned_pieces_run() {
     );
 }
 
+/// YOLOv8's C2f block: a projection split in two halves, a layer over the
+/// second, and the two halves and that layer concatenated again.
+const C2F: &str = r#"  %0 = input "x" : f32[1,8,2,2]
+  %1 = relu(%0) : f32[1,8,2,2]  # P
+  %2:2 = split(%1) {axis=1, num_outputs=2} : (f32[1,4,2,2], f32[1,4,2,2])  # S
+  %3 = tanh(%2.1) : f32[1,4,2,2]  # M
+  %4 = concat(%2.0, %2.1, %3) {axis=1} : f32[1,12,2,2]  # C
+  %5 = neg(%4) : f32[1,12,2,2]  # E
+  output "y" = %5
+"#;
+
+#[test]
+fn a_split_concatenated_again_in_order_is_one_piece() {
+    let (g, plan) = plan(C2F, true);
+    assert_eq!(in_place_names(&g, &plan), ["C", "S"]);
+    let c = offset(&g, &plan, "C");
+    // The projection is the first 128 bytes of the concatenation; the
+    // layer over its second half writes the next 64.
+    assert_eq!(offset(&g, &plan, "P"), c);
+    assert_eq!(offset(&g, &plan, "M"), c + 128);
+    let e = offset(&g, &plan, "E");
+    assert!(e >= c + 192 || e + 192 <= c, "E at {e} overlaps C at {c}");
+}
+
+#[test]
+fn split_pieces_out_of_order_or_in_part_stay_copied() {
+    // The halves swapped; one half only; a half also returned by the run.
+    let src = r#"  %0 = input "x" : f32[1,8,2,2]
+  %1 = relu(%0) : f32[1,8,2,2]  # P
+  %2:2 = split(%1) {axis=1, num_outputs=2} : (f32[1,4,2,2], f32[1,4,2,2])  # S
+  %3 = concat(%2.1, %2.0) {axis=1} : f32[1,8,2,2]  # Swapped
+  %4 = tanh(%2.1) : f32[1,4,2,2]  # M
+  %5 = concat(%2.0, %4) {axis=1} : f32[1,8,2,2]  # Half
+  %6 = sigmoid(%0) : f32[1,8,2,2]  # Q
+  %7:2 = split(%6) {axis=1, num_outputs=2} : (f32[1,4,2,2], f32[1,4,2,2])  # T
+  %8 = concat(%7.0, %7.1, %4) {axis=1} : f32[1,12,2,2]  # Returned
+  output "a" = %3
+  output "b" = %5
+  output "c" = %8
+  output "d" = %7.1
+"#;
+    let (g, plan) = plan(src, true);
+    assert_eq!(in_place_names(&g, &plan), ["S", "T"]);
+}
+
 /// A decode step's cache write: the cache input, the new position, and
 /// what reads the written cache; `LATE` also reads the old cache after the
 /// write.
