@@ -180,29 +180,39 @@ impl PackedW {
                             lines: share.min(per_panel - line),
                         })
                     };
+                    // A tile per panel, its parts made once and the tile
+                    // moved from row to row: a tile made afresh copied its
+                    // parts right after they were written piecewise, and the
+                    // copy missed store forwarding (see `packed::block`).
+                    let mut ts: Vec<Tile> = js
+                        .clone()
+                        .map(|j| Tile {
+                            c: out.at(0),
+                            ldc: n,
+                            rows: 0,
+                            store: Store::Rows(Cols::Dense.parts(j * nr, n)),
+                            load_c: accumulate || kb > 0,
+                            bias: None,
+                            residual: None,
+                            act: if last { act } else { Activation::None },
+                            ahead: None,
+                        })
+                        .collect();
                     for r in r0..r1 {
                         let a = Packed {
                             ptr: packed[(r * k + k0) * mr..].as_ptr(),
                             width: mr,
                         };
-                        for j in js.clone() {
-                            let t = Tile {
-                                c: out.at(r * mr * n),
-                                ldc: n,
-                                rows: mr.min(m - r * mr),
-                                store: Store::Rows(Cols::Dense.parts(j * nr, n)),
-                                load_c: accumulate || kb > 0,
-                                bias: None,
-                                residual: None,
-                                act: if last { act } else { Activation::None },
-                                ahead: ahead((r - r0) * js.len() + j - js.start),
-                            };
+                        for (j, t) in js.clone().zip(ts.iter_mut()) {
+                            t.c = out.at(r * mr * n);
+                            t.rows = mr.min(m - r * mr);
+                            t.ahead = ahead((r - r0) * js.len() + j - js.start);
                             // SAFETY: the CPU runs the shape (checked when
                             // packed); both panels hold `depth` rows from
                             // `k0`; the tile's kept elements lie in `c`
                             // (asserted above); groups write disjoint columns.
                             unsafe {
-                                microkernel::run(self.shape, depth, &a, &self.panel(j, k0), &t)
+                                microkernel::run(self.shape, depth, &a, &self.panel(j, k0), t)
                             };
                         }
                     }
