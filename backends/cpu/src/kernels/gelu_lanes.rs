@@ -44,19 +44,7 @@ pub(super) mod avx512 {
     /// AVX-512F and FMA are present.
     #[target_feature(enable = "avx512f,avx512dq,fma")]
     pub unsafe fn gelu_erf(xs: &mut [f32]) {
-        let mut chunks = xs.chunks_exact_mut(32);
-        for c in &mut chunks {
-            let p = c.as_mut_ptr();
-            let (a, b) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
-            let (a, b) = (gelu(a), gelu(b));
-            _mm512_storeu_ps(p, a);
-            _mm512_storeu_ps(p.add(16), b);
-        }
-        for c in chunks.into_remainder().chunks_mut(16) {
-            let keep = ((1u32 << c.len()) - 1) as __mmask16;
-            let v = _mm512_maskz_loadu_ps(keep, c.as_ptr());
-            _mm512_mask_storeu_ps(c.as_mut_ptr(), keep, gelu(v));
-        }
+        super::super::vmath_avx512::map_in_place(xs, |v| gelu(v))
     }
 
     #[inline(always)]
@@ -139,30 +127,13 @@ pub(super) mod avx512 {
 /// The erf GELU over a slice in AVX2 registers ([`super::vmath_avx2`]).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use std::arch::x86_64::*;
-
     use super::super::vmath_avx2::gelu_erf as gelu;
 
     /// # Safety
     /// AVX2 and FMA are present.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn gelu_erf(xs: &mut [f32]) {
-        let mut chunks = xs.chunks_exact_mut(16);
-        for c in &mut chunks {
-            let p = c.as_mut_ptr();
-            let (a, b) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-            let (a, b) = (gelu(a), gelu(b));
-            _mm256_storeu_ps(p, a);
-            _mm256_storeu_ps(p.add(8), b);
-        }
-        for c in chunks.into_remainder().chunks_mut(8) {
-            let mut pad = [0f32; 8];
-            pad[..c.len()].copy_from_slice(c);
-            let v = gelu(_mm256_loadu_ps(pad.as_ptr()));
-            _mm256_storeu_ps(pad.as_mut_ptr(), v);
-            let n = c.len();
-            c.copy_from_slice(&pad[..n]);
-        }
+        super::super::vmath_avx2::map_in_place(xs, |v| gelu(v))
     }
 }
 

@@ -412,54 +412,74 @@ fn exp_shifted_plain(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     lanes.iter().map(|&v| v as f64).sum()
 }
 
-/// `sigmoid` over a slice: in AVX-512 registers where the CPU has them
-/// (the reciprocal by an estimate and a Newton step, not a division:
-/// [`super::vmath_avx512::sigmoid`]), else in lanes of the scalar form.
+/// `sigmoid` over a slice, as [`curve_slice`].
 pub fn sigmoid_slice(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx512() {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { sigmoid_avx512(xs) };
-        }
-        if avx2() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { sigmoid_avx2(xs) };
-        }
-    }
-    in_lanes(xs, |x| sigmoid(x))
+    curve_slice(Curve::Sigmoid, xs)
 }
 
-/// `silu` over a slice, as [`sigmoid_slice`].
+/// `silu` over a slice, as [`curve_slice`].
 pub fn silu_slice(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx512() {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { silu_avx512(xs) };
-        }
-        if avx2() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { silu_avx2(xs) };
-        }
-    }
-    in_lanes(xs, |x| silu(x))
+    curve_slice(Curve::Silu, xs)
 }
 
-/// The tanh form of GELU over a slice, as [`sigmoid_slice`].
+/// The tanh form of GELU over a slice, as [`curve_slice`].
 pub fn gelu_tanh_slice(xs: &mut [f32]) {
+    curve_slice(Curve::GeluTanh, xs)
+}
+
+/// The functions of a sigmoid that run in registers over slices.
+#[derive(Debug, Clone, Copy)]
+enum Curve {
+    Sigmoid,
+    Silu,
+    GeluTanh,
+}
+
+/// `curve` over a slice: in AVX-512 registers where the CPU has them, else
+/// AVX2 ones (the reciprocal by an estimate and a Newton step, not a
+/// division: [`super::vmath_avx512::sigmoid`]), else in lanes of the scalar
+/// form.
+// Closures, not function items: see [`map`].
+#[allow(clippy::redundant_closure)]
+fn curve_slice(curve: Curve, xs: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if avx512() {
             // SAFETY: the CPU has AVX-512F.
-            return unsafe { gelu_tanh_avx512(xs) };
+            return unsafe { curve_avx512(curve, xs) };
         }
         if avx2() {
             // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { gelu_tanh_avx2(xs) };
+            return unsafe { curve_avx2(curve, xs) };
         }
     }
-    in_lanes(xs, |x| gelu_tanh(x))
+    match curve {
+        Curve::Sigmoid => in_lanes(xs, |x| sigmoid(x)),
+        Curve::Silu => in_lanes(xs, |x| silu(x)),
+        Curve::GeluTanh => in_lanes(xs, |x| gelu_tanh(x)),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+unsafe fn curve_avx512(curve: Curve, xs: &mut [f32]) {
+    use super::vmath_avx512::{gelu_tanh, map_in_place, sigmoid, silu};
+    match curve {
+        Curve::Sigmoid => map_in_place(xs, |v| sigmoid(v)),
+        Curve::Silu => map_in_place(xs, |v| silu(v)),
+        Curve::GeluTanh => map_in_place(xs, |v| gelu_tanh(v)),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn curve_avx2(curve: Curve, xs: &mut [f32]) {
+    use super::vmath_avx2::{gelu_tanh, map_in_place, sigmoid, silu};
+    match curve {
+        Curve::Sigmoid => map_in_place(xs, |v| sigmoid(v)),
+        Curve::Silu => map_in_place(xs, |v| silu(v)),
+        Curve::GeluTanh => map_in_place(xs, |v| gelu_tanh(v)),
+    }
 }
 
 /// [`tanh_exp`] over a slice, in AVX-512 lanes where the CPU has them.
@@ -510,44 +530,8 @@ pub fn tanh_slice(xs: &mut [f32]) {
 // `vectorized`'s AVX-512 copy.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn sigmoid_avx512(xs: &mut [f32]) {
-    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::sigmoid(v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn silu_avx512(xs: &mut [f32]) {
-    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::silu(v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn gelu_tanh_avx512(xs: &mut [f32]) {
-    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::gelu_tanh(v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn tanh_avx512(xs: &mut [f32]) {
     in_lanes_avx512(xs, |x| tanh(x))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sigmoid_avx2(xs: &mut [f32]) {
-    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::sigmoid(v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn silu_avx2(xs: &mut [f32]) {
-    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::silu(v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gelu_tanh_avx2(xs: &mut [f32]) {
-    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::gelu_tanh(v))
 }
 
 #[cfg(target_arch = "x86_64")]
