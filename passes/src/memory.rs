@@ -207,8 +207,10 @@ fn concat_pieces(
             ) else {
                 break;
             };
-            // `v` itself, or the views from here on that cover `r` in order.
-            let mut covered = 0;
+            // `v` itself, or the views from here on that cover `r` in order
+            // (`v` taken first: an empty input still moves on).
+            let mut covered = sizes[i];
+            i += 1;
             while covered < whole
                 && i < ins.len()
                 && root.get(&ins[i]) == Some(&r)

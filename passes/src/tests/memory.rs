@@ -228,6 +228,26 @@ fn split_pieces_out_of_order_or_in_part_stay_copied() {
     assert_eq!(in_place_names(&g, &plan), ["S", "T"]);
 }
 
+#[test]
+fn empty_pieces_of_a_concatenation_are_planned() {
+    // An empty value of its own, and an empty piece of a split before the
+    // halves that cover the rest.
+    let src = r#"  %0 = input "x" : f32[1,8,2,2]
+  %1 = relu(%0) : f32[1,8,2,2]  # P
+  %2 = input "z" : f32[1,0,2,2]
+  %3 = relu(%2) : f32[1,0,2,2]  # Empty
+  %4 = concat(%3, %1) {axis=1} : f32[1,8,2,2]  # C
+  %5 = sigmoid(%0) : f32[1,8,2,2]  # Q
+  %9 = constant i64[3] [0, 4, 4] : i64[3]
+  %6:3 = split(%5, %9) {axis=1, num_outputs=3} : (f32[1,0,2,2], f32[1,4,2,2], f32[1,4,2,2])  # S
+  %7 = concat(%6.0, %6.1, %6.2) {axis=1} : f32[1,8,2,2]  # D
+  output "c" = %4
+  output "d" = %7
+"#;
+    let (g, plan) = plan(src, true);
+    assert_eq!(in_place_names(&g, &plan), ["C", "D", "S"]);
+}
+
 /// A decode step's cache write: the cache input, the new position, and
 /// what reads the written cache; `LATE` also reads the old cache after the
 /// write.
