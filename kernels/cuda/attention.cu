@@ -303,10 +303,12 @@ __device__ __forceinline__ void attention_merge(T* y, const float* part, const A
     extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
         attention_split_##t(float* part, const T* q, const T* k, const T* v,                   \
                             const unsigned char* mask, const int* nonpad, AttentionParams p) {  \
+        rlx_grid_wait();                                                                        \
         attention_split<T, float>(part, q, k, v, mask, nonpad, p);                              \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
         attention_merge_##t(T* y, const float* part, AttentionParams p) {                       \
+        rlx_grid_wait();                                                                        \
         attention_merge<T>(y, part, p);                                                         \
     }
 ATT_SPLIT_ENTRY(f32, float)
@@ -317,6 +319,7 @@ ATT_SPLIT_ENTRY(bf16, rlx_bf16)
     extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)                                \
         name(T* y, const T* q, const T* k, const T* v, const unsigned char* mask,              \
              const int* nonpad, T* qk, AttentionParams p) {                                     \
+        rlx_grid_wait();                                                                        \
         attention<T, C>(y, q, k, v, mask, nonpad, qk, p);                                       \
     }
 ATT_ENTRY(attention_f32, float, float)

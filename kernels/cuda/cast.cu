@@ -179,6 +179,7 @@ __device__ __forceinline__ void cast_write(unsigned int code, void* y, unsigned 
 }
 
 extern "C" __global__ void cast_any(const void* __restrict__ x, void* __restrict__ y, CastParams p) {
+    rlx_grid_wait();
     for (unsigned long long i = rlx_thread(); i < p.n; i += rlx_threads()) {
         cast_write(p.dst, y, i, cast_read(p.src, x, i), p);
     }
@@ -187,6 +188,7 @@ extern "C" __global__ void cast_any(const void* __restrict__ x, void* __restrict
 // BitCast: `n` bytes, a word at a time when both ends are 4-byte aligned.
 extern "C" __global__ void bitcast_copy(const unsigned char* __restrict__ x,
                                         unsigned char* __restrict__ y, CastParams p) {
+    rlx_grid_wait();
     unsigned long long n = p.n;
     if ((((unsigned long long)x | (unsigned long long)y | n) & 3ull) == 0ull) {
         for (unsigned long long i = rlx_thread(); i < n / 4ull; i += rlx_threads()) {

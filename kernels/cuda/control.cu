@@ -11,6 +11,7 @@
 // any grid is correct.
 extern "C" __global__ void slab_copy(unsigned char* dst, const unsigned char* src,
                                      const long long* counter, SlabCopyParams p) {
+    rlx_grid_wait();
     unsigned long long idx = 0;
     if (p.flags & 8u) {
         idx = (unsigned long long)counter[0];
@@ -45,6 +46,7 @@ extern "C" __global__ void slab_copy(unsigned char* dst, const unsigned char* sr
 
 // Sets the i64 loop counter to zero (increment == 0) or adds one.
 extern "C" __global__ void counter(long long* counter, CounterParams p) {
+    rlx_grid_wait();
     if (p.increment == 0u) {
         counter[0] = 0;
     } else {

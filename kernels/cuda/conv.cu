@@ -24,12 +24,15 @@ __device__ __forceinline__ void conv_pad(T* y, const T* x, const PadParams& p) {
 }
 
 extern "C" __global__ void conv_pad_2(unsigned short* y, const unsigned short* x, PadParams p) {
+    rlx_grid_wait();
     conv_pad<unsigned short>(y, x, p);
 }
 extern "C" __global__ void conv_pad_4(unsigned int* y, const unsigned int* x, PadParams p) {
+    rlx_grid_wait();
     conv_pad<unsigned int>(y, x, p);
 }
 extern "C" __global__ void conv_pad_8(unsigned long long* y, const unsigned long long* x, PadParams p) {
+    rlx_grid_wait();
     conv_pad<unsigned long long>(y, x, p);
 }
 
@@ -56,12 +59,15 @@ __device__ __forceinline__ void conv_crop(T* y, const T* x, const CropParams& p)
 }
 
 extern "C" __global__ void conv_crop_2(unsigned short* y, const unsigned short* x, CropParams p) {
+    rlx_grid_wait();
     conv_crop<unsigned short>(y, x, p);
 }
 extern "C" __global__ void conv_crop_4(unsigned int* y, const unsigned int* x, CropParams p) {
+    rlx_grid_wait();
     conv_crop<unsigned int>(y, x, p);
 }
 extern "C" __global__ void conv_crop_8(unsigned long long* y, const unsigned long long* x, CropParams p) {
+    rlx_grid_wait();
     conv_crop<unsigned long long>(y, x, p);
 }
 
@@ -93,11 +99,14 @@ __device__ __forceinline__ void conv_im2col(const T* x, T* col, const Im2colPara
 }
 
 extern "C" __global__ void conv_im2col_2(const unsigned short* x, unsigned short* col, Im2colParams p) {
+    rlx_grid_wait();
     conv_im2col<unsigned short>(x, col, p);
 }
 extern "C" __global__ void conv_im2col_4(const unsigned int* x, unsigned int* col, Im2colParams p) {
+    rlx_grid_wait();
     conv_im2col<unsigned int>(x, col, p);
 }
 extern "C" __global__ void conv_im2col_8(const unsigned long long* x, unsigned long long* col, Im2colParams p) {
+    rlx_grid_wait();
     conv_im2col<unsigned long long>(x, col, p);
 }

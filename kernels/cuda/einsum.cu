@@ -70,6 +70,7 @@ __device__ __forceinline__ void es_body(const T* x0, const T* x1, const T* x2, c
 #define RLX_EINSUM(T)                                                                          \
     extern "C" __global__ void einsum_##T(const T* x0, const T* x1, const T* x2, const T* x3,  \
                                           T* y, EinsumParams p) {                              \
+        rlx_grid_wait();                                                                       \
         es_body<T>(x0, x1, x2, x3, y, p);                                                      \
     }
 RLX_EINSUM(f32)

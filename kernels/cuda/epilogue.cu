@@ -89,10 +89,12 @@ __device__ __forceinline__ void channel_epilogue(T* y, const T* bias, const T* r
 #define RLX_EPILOGUE(NAME, T, C)                                                                \
     extern "C" __global__ void epilogue_##NAME(T* y, const T* bias, const T* res,               \
                                                EpilogueParams p) {                              \
+        rlx_grid_wait();                                                                        \
         epilogue<T, C>(y, bias, res, p);                                                        \
     }                                                                                           \
     extern "C" __global__ void channel_epilogue_##NAME(T* y, const T* bias, const T* res,       \
                                                        ChannelEpilogueParams p) {               \
+        rlx_grid_wait();                                                                        \
         channel_epilogue<T, C>(y, bias, res, p);                                                \
     }
 

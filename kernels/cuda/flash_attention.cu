@@ -353,6 +353,7 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
     extern "C" __global__ void __launch_bounds__(threads, blocks)                                           \
         name(T* y, const T* q, const T* k, const T* v, const unsigned char* mask, const int* nonpad, T* qk, \
              AttentionParams p) {                                                                           \
+        rlx_grid_wait();                                                                                    \
         body(y, q, k, v, mask, nonpad, p);                                                                  \
     }
 // One module per element type (FA_F32, FA_F16 or FA_BF16 defined before

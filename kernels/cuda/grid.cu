@@ -138,6 +138,7 @@ __device__ __forceinline__ void grid_sample_body(const T* __restrict__ x, const 
 #define GRID_SAMPLE(T, G)                                                                      \
     extern "C" __global__ void grid_sample_##T##_##G(const T* x, const G* grid, T* y,         \
                                                     GridSampleParams p) {                     \
+        rlx_grid_wait();                                                                       \
         grid_sample_body<T, G>(x, grid, y, p);                                                 \
     }
 #define GRID_SAMPLE_ALL(T) GRID_SAMPLE(T, f32) GRID_SAMPLE(T, f64) GRID_SAMPLE(T, f16) GRID_SAMPLE(T, bf16)
@@ -182,6 +183,7 @@ __device__ __forceinline__ void affine_grid_body(const T* __restrict__ theta, T*
 
 #define AFFINE_GRID(T)                                                                         \
     extern "C" __global__ void affine_grid_##T(const T* theta, T* y, AffineGridParams p) {     \
+        rlx_grid_wait();                                                                       \
         affine_grid_body<T>(theta, y, p);                                                      \
     }
 AFFINE_GRID(f32)
@@ -216,6 +218,7 @@ extern "C" __global__ void deform_im2col_f32(const float* __restrict__ x,
                                              const float* __restrict__ off,
                                              const float* __restrict__ mask,
                                              float* __restrict__ col, DeformParams p) {
+    rlx_grid_wait();
     unsigned long long kk = (unsigned long long)p.kh * p.kw;
     unsigned long long sp = (unsigned long long)p.oh * p.ow;
     unsigned long long per_batch = (unsigned long long)p.channels * kk * sp;
@@ -242,6 +245,7 @@ extern "C" __global__ void deform_im2col_f32(const float* __restrict__ x,
 // Adds the per-channel bias to y [N, OC, sp].
 extern "C" __global__ void deform_bias_f32(const float* __restrict__ bias, float* __restrict__ y,
                                            DeformParams p) {
+    rlx_grid_wait();
     unsigned long long sp = (unsigned long long)p.oh * p.ow;
     unsigned long long total = (unsigned long long)p.batch * p.out_channels * sp;
     for (unsigned long long e = rlx_thread(); e < total; e += rlx_threads()) {

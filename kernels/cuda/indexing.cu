@@ -70,21 +70,26 @@ __device__ __forceinline__ void trilu_body(const T* __restrict__ x, T* __restric
 #define RLX_INDEXING(S)                                                                        \
     extern "C" __global__ void gather_##S(const b##S* x, const void* idx, b##S* y,             \
                                           GatherParams p) {                                    \
+        rlx_grid_wait();                                                                       \
         gather_body<b##S>(x, idx, y, p);                                                       \
     }                                                                                          \
     extern "C" __global__ void gather_elements_##S(const b##S* x, const void* idx, b##S* y,    \
                                                    GatherElementsParams p) {                   \
+        rlx_grid_wait();                                                                       \
         gather_elements_body<b##S>(x, idx, y, p);                                              \
     }                                                                                          \
     extern "C" __global__ void gather_nd_##S(const b##S* x, const void* idx, b##S* y,          \
                                              GatherNdParams p) {                               \
+        rlx_grid_wait();                                                                       \
         gather_nd_body<b##S>(x, idx, y, p);                                                    \
     }                                                                                          \
     extern "C" __global__ void trilu_##S(const b##S* x, b##S* y, TriluParams p) {              \
+        rlx_grid_wait();                                                                       \
         trilu_body<b##S>(x, y, p);                                                             \
     }                                                                                          \
     extern "C" __global__ void trilu_k_##S(const b##S* x, b##S* y, const long long* k,         \
                                            TriluParams p) {                                    \
+        rlx_grid_wait();                                                                       \
         p.k = (int)max(min(k[0], 2147483647ll), -2147483647ll);                                \
         trilu_body<b##S>(x, y, p);                                                             \
     }
@@ -220,13 +225,16 @@ __device__ __forceinline__ CumulativeParams cum_axis_params(const void* axis,
 
 #define RLX_CUMULATIVE(T)                                                                      \
     extern "C" __global__ void cum_line_##T(const T* x, T* y, CumulativeParams p) {            \
+        rlx_grid_wait();                                                                       \
         cum_line_body<T>(x, y, p);                                                             \
     }                                                                                          \
     extern "C" __global__ void cum_axis_##T(const T* x, T* y, const void* axis,                \
                                             CumulativeAxisParams q) {                          \
+        rlx_grid_wait();                                                                       \
         cum_line_body<T>(x, y, cum_axis_params(axis, q));                                      \
     }                                                                                          \
     extern "C" __global__ void cum_block_##T(const T* x, T* y, CumulativeParams p) {           \
+        rlx_grid_wait();                                                                       \
         cum_block_body<T>(x, y, p);                                                            \
     }
 RLX_CUMULATIVE(f32)

@@ -64,6 +64,7 @@ __device__ __forceinline__ void nll_body(const T* __restrict__ x, const void* tg
 #define RLX_NLL(T)                                                                             \
     extern "C" __global__ void nll_##T(const T* x, const void* tg, const T* w, T* y,           \
                                        NllLossParams p) {                                      \
+        rlx_grid_wait();                                                                       \
         nll_body<T>(x, tg, w, y, p);                                                           \
     }
 RLX_NLL(f32)

@@ -77,13 +77,16 @@ __device__ __forceinline__ void pad_body(const T* __restrict__ x, T* __restrict_
 
 #define RLX_MOVEMENT(S)                                                                   \
     extern "C" __global__ void copy_##S(const b##S* x, b##S* y, CopyParams p) {           \
+        rlx_grid_wait();                                                                  \
         copy_body<b##S>(x, y, p);                                                         \
     }                                                                                     \
     extern "C" __global__ void pad_##S(const b##S* x, b##S* y, PadParams p) {             \
+        rlx_grid_wait();                                                                  \
         pad_body<b##S>(x, y, p, (const b##S*)0);                                          \
     }                                                                                     \
     extern "C" __global__ void pad_value_##S(const b##S* x, const b##S* v, b##S* y,       \
                                              PadParams p) {                               \
+        rlx_grid_wait();                                                                  \
         pad_body<b##S>(x, y, p, v);                                                       \
     }
 RLX_MOVEMENT(1)

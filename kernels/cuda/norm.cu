@@ -353,11 +353,13 @@ __device__ __forceinline__ void nm_rows_wide(const T* __restrict__ x, const T* _
     extern "C" __global__ void norm_wide##N##_##SFX(const T* x, const T* scale, const T* bias,    \
                                                     T* y, float* mean, float* inv_std,            \
                                                     NormParams p) {                               \
+        rlx_grid_wait();                                                                          \
         nm_rows_wide<T, false, N>(x, x, scale, bias, y, y, mean, inv_std, p);                     \
     }                                                                                             \
     extern "C" __global__ void residual_norm_wide##N##_##SFX(const T* x, const T* residual,       \
                                                              const T* scale, const T* bias, T* y, \
                                                              T* sum, NormParams p) {              \
+        rlx_grid_wait();                                                                          \
         nm_rows_wide<T, true, N>(x, residual, scale, bias, y, sum, 0, 0, p);                      \
     }
 #define RLX_NORM_WIDES(SFX, T) RLX_NORM_WIDE(SFX, T, 2) RLX_NORM_WIDE(SFX, T, 4) RLX_NORM_WIDE(SFX, T, 8)
@@ -365,29 +367,35 @@ __device__ __forceinline__ void nm_rows_wide(const T* __restrict__ x, const T* _
 #define RLX_NORM(SFX, T)                                                                          \
     extern "C" __global__ void norm_warp_##SFX(const T* x, const T* scale, const T* bias, T* y,   \
                                                float* mean, float* inv_std, NormParams p) {       \
+        rlx_grid_wait();                                                                          \
         nm_rows_held<T, false, false>(x, x, scale, bias, y, y, mean, inv_std, p);                 \
     }                                                                                             \
     extern "C" __global__ void norm_block_##SFX(const T* x, const T* scale, const T* bias, T* y,  \
                                                 float* mean, float* inv_std, NormParams p) {      \
+        rlx_grid_wait();                                                                          \
         nm_rows<T, false>(x, x, scale, bias, y, y, mean, inv_std, p, RW_BLOCK);                   \
     }                                                                                             \
     extern "C" __global__ void norm_held_##SFX(const T* x, const T* scale, const T* bias, T* y,   \
                                                float* mean, float* inv_std, NormParams p) {       \
+        rlx_grid_wait();                                                                          \
         nm_rows_held<T, false, true>(x, x, scale, bias, y, y, mean, inv_std, p);                  \
     }                                                                                             \
     extern "C" __global__ void residual_norm_held_##SFX(const T* x, const T* residual,            \
                                                         const T* scale, const T* bias, T* y,      \
                                                         T* sum, NormParams p) {                   \
+        rlx_grid_wait();                                                                          \
         nm_rows_held<T, true, true>(x, residual, scale, bias, y, sum, 0, 0, p);                   \
     }                                                                                             \
     extern "C" __global__ void residual_norm_warp_##SFX(const T* x, const T* residual,            \
                                                         const T* scale, const T* bias, T* y,      \
                                                         T* sum, NormParams p) {                   \
+        rlx_grid_wait();                                                                          \
         nm_rows_held<T, true, false>(x, residual, scale, bias, y, sum, 0, 0, p);                  \
     }                                                                                             \
     extern "C" __global__ void residual_norm_block_##SFX(const T* x, const T* residual,           \
                                                          const T* scale, const T* bias, T* y,     \
                                                          T* sum, NormParams p) {                  \
+        rlx_grid_wait();                                                                          \
         nm_rows<T, true>(x, residual, scale, bias, y, sum, 0, 0, p, RW_BLOCK);                    \
     }
 

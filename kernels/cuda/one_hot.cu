@@ -40,6 +40,7 @@ __device__ __forceinline__ void oh_body(const I* __restrict__ idx, const V* __re
 #define RLX_ONE_HOT(I, W, V)                                                                  \
     extern "C" __global__ void one_hot_##I##_##W(const I* idx, const V* values, V* y,        \
                                                  OneHotParams p) {                           \
+        rlx_grid_wait();                                                                     \
         oh_body<I, V>(idx, values, y, p);                                                    \
     }
 #define RLX_ONE_HOT_ALL(I) \

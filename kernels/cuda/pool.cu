@@ -87,33 +87,43 @@ __device__ __forceinline__ void pool_avg(T* y, const T* x, const PoolParams& p) 
 }
 
 extern "C" __global__ void pool_max_f32(float* y, const float* x, PoolParams p) {
+    rlx_grid_wait();
     pool_max<float, float>(y, x, p, -__int_as_float(0x7f800000));
 }
 extern "C" __global__ void pool_max_f64(double* y, const double* x, PoolParams p) {
+    rlx_grid_wait();
     pool_max<double, double>(y, x, p, -__longlong_as_double(0x7ff0000000000000ll));
 }
 extern "C" __global__ void pool_max_f16(rlx_f16* y, const rlx_f16* x, PoolParams p) {
+    rlx_grid_wait();
     pool_max<rlx_f16, float>(y, x, p, -__int_as_float(0x7f800000));
 }
 extern "C" __global__ void pool_max_bf16(rlx_bf16* y, const rlx_bf16* x, PoolParams p) {
+    rlx_grid_wait();
     pool_max<rlx_bf16, float>(y, x, p, -__int_as_float(0x7f800000));
 }
 extern "C" __global__ void pool_max_i8(signed char* y, const signed char* x, PoolParams p) {
+    rlx_grid_wait();
     pool_max<signed char, int>(y, x, p, -128);
 }
 extern "C" __global__ void pool_max_u8(unsigned char* y, const unsigned char* x, PoolParams p) {
+    rlx_grid_wait();
     pool_max<unsigned char, unsigned int>(y, x, p, 0u);
 }
 extern "C" __global__ void pool_avg_f32(float* y, const float* x, PoolParams p) {
+    rlx_grid_wait();
     pool_avg<float, float>(y, x, p);
 }
 extern "C" __global__ void pool_avg_f64(double* y, const double* x, PoolParams p) {
+    rlx_grid_wait();
     pool_avg<double, double>(y, x, p);
 }
 extern "C" __global__ void pool_avg_f16(rlx_f16* y, const rlx_f16* x, PoolParams p) {
+    rlx_grid_wait();
     pool_avg<rlx_f16, float>(y, x, p);
 }
 extern "C" __global__ void pool_avg_bf16(rlx_bf16* y, const rlx_bf16* x, PoolParams p) {
+    rlx_grid_wait();
     pool_avg<rlx_bf16, float>(y, x, p);
 }
 
@@ -137,9 +147,19 @@ __device__ __forceinline__ void lrn(T* y, const T* x, const LrnParams& p) {
     }
 }
 
-extern "C" __global__ void lrn_f32(float* y, const float* x, LrnParams p) { lrn<float, float>(y, x, p); }
-extern "C" __global__ void lrn_f64(double* y, const double* x, LrnParams p) { lrn<double, double>(y, x, p); }
-extern "C" __global__ void lrn_f16(rlx_f16* y, const rlx_f16* x, LrnParams p) { lrn<rlx_f16, float>(y, x, p); }
+extern "C" __global__ void lrn_f32(float* y, const float* x, LrnParams p) {
+    rlx_grid_wait();
+    lrn<float, float>(y, x, p);
+}
+extern "C" __global__ void lrn_f64(double* y, const double* x, LrnParams p) {
+    rlx_grid_wait();
+    lrn<double, double>(y, x, p);
+}
+extern "C" __global__ void lrn_f16(rlx_f16* y, const rlx_f16* x, LrnParams p) {
+    rlx_grid_wait();
+    lrn<rlx_f16, float>(y, x, p);
+}
 extern "C" __global__ void lrn_bf16(rlx_bf16* y, const rlx_bf16* x, LrnParams p) {
+    rlx_grid_wait();
     lrn<rlx_bf16, float>(y, x, p);
 }

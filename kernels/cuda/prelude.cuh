@@ -19,6 +19,25 @@ __device__ __forceinline__ unsigned long long rlx_threads() {
     return (unsigned long long)gridDim.x * gridDim.y * blockDim.x;
 }
 
+// Programmatic dependent launch (sm_90 and newer): every kernel's first
+// statement. The executable launches a kernel whose PTX waits here before
+// any memory access (device.rs checks each entry's PTX, dependent.rs) with
+// programmatic stream serialization, so its blocks are placed on the SMs
+// while the kernel before it still runs, and each waits here until that
+// kernel has finished and its writes are visible. Each kernel lets the next
+// one launch as soon as its own blocks have all started (launch_dependents
+// first): the chain's launch latency overlaps the work, where a plain launch
+// starts the next grid only once the last block of this one has exited.
+// A kernel that waits for its predecessor also orders everything before it,
+// so writes two kernels back are visible too. Older architectures compile
+// both away, and their launches stay plain.
+__device__ __forceinline__ void rlx_grid_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // f16 and bf16 storage without <cuda_fp16.h> / <cuda_bf16.h> (NVRTC ships
 // no headers): two-byte structs converted to and from float with PTX
 // (round to nearest even; bf16 conversions need sm_80). Kernels compute in

@@ -71,10 +71,12 @@ __device__ __forceinline__ void dequantize_body(const Q* __restrict__ x, const O
 #define RLX_QUANT(F, Q)                                                                        \
     extern "C" __global__ void quantize_##F##_##Q(const F* x, const F* s, const Q* zp, Q* y,   \
                                                   QuantCudaParams p) {                         \
+        rlx_grid_wait();                                                                       \
         quantize_body<F, Q>(x, s, zp, y, p);                                                   \
     }                                                                                          \
     extern "C" __global__ void dequantize_##Q##_##F(const Q* x, const F* s, const Q* zp, F* y, \
                                                     QuantCudaParams p) {                       \
+        rlx_grid_wait();                                                                       \
         dequantize_body<Q, F>(x, s, zp, y, p);                                                 \
     }
 #define RLX_QUANT_INTS(F)                                                                      \
@@ -128,10 +130,12 @@ __device__ __forceinline__ void dequantize_mf_body(const u8* __restrict__ x, con
 #define RLX_QUANT_MF(F)                                                                        \
     extern "C" __global__ void quantize_##F##_mf(const F* x, const F* s, const u8* zp, u8* y,  \
                                                  QuantFloatCudaParams p) {                     \
+        rlx_grid_wait();                                                                       \
         quantize_mf_body<F>(x, s, zp, y, p);                                                   \
     }                                                                                          \
     extern "C" __global__ void dequantize_mf_##F(const u8* x, const F* s, const u8* zp, F* y,  \
                                                  QuantFloatCudaParams p) {                     \
+        rlx_grid_wait();                                                                       \
         dequantize_mf_body<F>(x, s, zp, y, p);                                                 \
     }
 RLX_QUANT_MF(f32)

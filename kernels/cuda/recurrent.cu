@@ -100,6 +100,7 @@ __device__ __forceinline__ float rnn_rb(const RnnAt& a, unsigned int k) { return
 
 // The state from initial_h / initial_c, or zeros.
 extern "C" __global__ void rnn_init(RNN_OPERANDS, RecurrentParams p) {
+    rlx_grid_wait();
     unsigned long long n = (unsigned long long)p.dirs * p.batch * p.hidden;
     for (unsigned long long i = rlx_thread(); i < n; i += rlx_threads()) {
         unsigned int j = (unsigned int)(i % p.hidden);
@@ -115,6 +116,7 @@ extern "C" __global__ void rnn_init(RNN_OPERANDS, RecurrentParams p) {
 
 // One time step of RNN and LSTM, and of GRU with linear_before_reset.
 extern "C" __global__ void rnn_step(RNN_OPERANDS, RecurrentParams p) {
+    rlx_grid_wait();
     unsigned long long n = (unsigned long long)p.dirs * p.batch * p.hidden;
     unsigned int hs = p.hidden;
     for (unsigned long long i = rlx_thread(); i < n; i += rlx_threads()) {
@@ -159,6 +161,7 @@ extern "C" __global__ void rnn_step(RNN_OPERANDS, RecurrentParams p) {
 // GRU (reset after the product): the update and reset gates; z kept, r⊙h
 // for the GEMM with R_h.
 extern "C" __global__ void rnn_gru_gates(RNN_OPERANDS, RecurrentParams p) {
+    rlx_grid_wait();
     unsigned long long n = (unsigned long long)p.dirs * p.batch * p.hidden;
     unsigned int hs = p.hidden;
     for (unsigned long long i = rlx_thread(); i < n; i += rlx_threads()) {
@@ -176,6 +179,7 @@ extern "C" __global__ void rnn_gru_gates(RNN_OPERANDS, RecurrentParams p) {
 
 // GRU (reset after the product): the candidate and the new state.
 extern "C" __global__ void rnn_gru_update(RNN_OPERANDS, RecurrentParams p) {
+    rlx_grid_wait();
     unsigned long long n = (unsigned long long)p.dirs * p.batch * p.hidden;
     unsigned int hs = p.hidden;
     for (unsigned long long i = rlx_thread(); i < n; i += rlx_threads()) {
@@ -195,6 +199,7 @@ extern "C" __global__ void rnn_gru_update(RNN_OPERANDS, RecurrentParams p) {
 
 // Y_h (and Y_c): the final state, zero for a sequence of length 0.
 extern "C" __global__ void rnn_finish(RNN_OPERANDS, RecurrentParams p) {
+    rlx_grid_wait();
     unsigned long long n = (unsigned long long)p.dirs * p.batch * p.hidden;
     for (unsigned long long i = rlx_thread(); i < n; i += rlx_threads()) {
         unsigned int j = (unsigned int)(i % p.hidden);

@@ -319,10 +319,12 @@ __device__ __forceinline__ void rd_final(const unsigned char* __restrict__ parts
 
 #define RLX_REDUCE(SFX, T, V)                                                                   \
     extern "C" __global__ void reduce_##SFX(const T* x, unsigned char* y, CudaReduceParams p) { \
+        rlx_grid_wait();                                                                        \
         rd_rows<T, V>(x, y, p);                                                                 \
     }                                                                                           \
     extern "C" __global__ void reduce_##SFX##_final(const unsigned char* x, unsigned char* y,   \
                                                     CudaReduceParams p) {                       \
+        rlx_grid_wait();                                                                        \
         rd_final<T, V>(x, y, p);                                                                \
     }
 

@@ -37,6 +37,7 @@ __device__ __forceinline__ void resize_body(const X* __restrict__ x,
 #define RLX_RESIZE(X, Y)                                                                       \
     extern "C" __global__ void resize_##X##_##Y(const X* x, const unsigned char* taps, Y* y,   \
                                                 ResizeAxisParams p) {                          \
+        rlx_grid_wait();                                                                       \
         resize_body<X, Y>(x, taps, y, p);                                                      \
     }
 #define RLX_RESIZE_VIA(T, M)                                                                   \

@@ -199,6 +199,7 @@ __device__ __forceinline__ void row_gemv(const T* a, const T* b, T* c, const T* 
     extern "C" __global__ void __launch_bounds__(RG_WARPS * 32, 2)                                       \
         row_gemv_##NAME(const T* a, const T* b, T* c, const T* bias, float* part, unsigned int* tickets,  \
                         RowGemvParams p) {                                                              \
+        rlx_grid_wait();                                                                                \
         row_gemv<T, V, R, LR>(a, b, c, bias, part, tickets, p);                                         \
     }
 

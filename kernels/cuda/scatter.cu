@@ -122,6 +122,7 @@ __device__ __forceinline__ void scatter_body(const void* idx, const T* __restric
 #define RLX_SCATTER(T)                                                                         \
     extern "C" __global__ void scatter_##T(const void* idx, const T* upd, T* y,                \
                                            ScatterParams p) {                                  \
+        rlx_grid_wait();                                                                       \
         scatter_body<T>(idx, upd, y, p);                                                       \
     }
 RLX_SCATTER(f32)

@@ -68,6 +68,7 @@ __device__ __forceinline__ void linear_attention_body(
     extern "C" __global__ void linear_attention_##T##_##S(                                      \
         const T* q, const T* k, const T* v, const S* past, const T* decay, const T* beta, T* y, \
         S* state, double* work, LinearAttentionParams p) {                                     \
+        rlx_grid_wait();                                                                       \
         linear_attention_body<T, S>(q, k, v, past, decay, beta, y, state, work, p);            \
     }
 #define LINEAR_ATTENTION_ALL(T)                                                                \
@@ -129,6 +130,7 @@ __device__ __forceinline__ void causal_conv_body(const T* __restrict__ x, const 
     extern "C" __global__ void causal_conv_##T(const T* x, const T* w, const T* bias,            \
                                                const T* past, T* y, T* state,                    \
                                                CausalConvParams p) {                             \
+        rlx_grid_wait();                                                                        \
         causal_conv_body<T>(x, w, bias, past, y, state, p);                                     \
     }
 CAUSAL_CONV(f32)
@@ -198,6 +200,7 @@ __device__ __forceinline__ void rotary_body(const T* __restrict__ x, const T* __
 #define ROTARY(T)                                                                                \
     extern "C" __global__ void rotary_##T(const T* x, const T* cosc, const T* sinc,              \
                                           const void* ids, T* y, RotaryParams p) {               \
+        rlx_grid_wait();                                                                         \
         rotary_body<T>(x, cosc, sinc, ids, y, p);                                                \
     }
 ROTARY(f32)

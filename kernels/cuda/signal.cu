@@ -64,7 +64,10 @@ __device__ __forceinline__ void dft_body(const T* __restrict__ x, T* __restrict_
 }
 
 #define DFT(T)                                                                         \
-    extern "C" __global__ void dft_##T(const T* x, T* y, DftParams p) { dft_body<T>(x, y, p); }
+    extern "C" __global__ void dft_##T(const T* x, T* y, DftParams p) {                \
+        rlx_grid_wait();                                                               \
+        dft_body<T>(x, y, p);                                                          \
+    }
 DFT(f32)
 DFT(f64)
 DFT(f16)
@@ -102,6 +105,7 @@ __device__ __forceinline__ void stft_body(const T* __restrict__ x, const T* __re
 
 #define STFT(T)                                                                                \
     extern "C" __global__ void stft_##T(const T* x, const T* win, T* y, StftParams p) {        \
+        rlx_grid_wait();                                                                       \
         stft_body<T>(x, win, y, p);                                                            \
     }
 STFT(f32)
@@ -152,6 +156,7 @@ __device__ __forceinline__ void col2im_body(const T* __restrict__ x, T* __restri
 
 #define COL2IM(T)                                                                              \
     extern "C" __global__ void col2im_##T(const T* x, T* y, Col2ImParams p) {                  \
+        rlx_grid_wait();                                                                       \
         col2im_body<T>(x, y, p);                                                               \
     }
 COL2IM(f32)

@@ -61,12 +61,15 @@ __device__ __forceinline__ void sm_cols(const T* __restrict__ x, T* __restrict__
 
 #define RLX_SOFTMAX(SFX, T)                                                                   \
     extern "C" __global__ void softmax_warp_##SFX(const T* x, T* y, SoftmaxParams p) {        \
+        rlx_grid_wait();                                                                         \
         sm_rows<T>(x, y, p, RW_WARP);                                                            \
     }                                                                                         \
     extern "C" __global__ void softmax_block_##SFX(const T* x, T* y, SoftmaxParams p) {       \
+        rlx_grid_wait();                                                                         \
         sm_rows<T>(x, y, p, RW_BLOCK);                                                           \
     }                                                                                         \
     extern "C" __global__ void softmax_col_##SFX(const T* x, T* y, SoftmaxParams p) {         \
+        rlx_grid_wait();                                                                      \
         sm_cols<T>(x, y, p);                                                                  \
     }
 

@@ -67,12 +67,14 @@ __device__ __forceinline__ void ts_update(const V* __restrict__ upd, const long 
     extern "C" __global__ void tensor_scatter_##W(const V* past, const V* upd,               \
                                                   const long long* write, V* y,               \
                                                   TensorScatterParams p) {                    \
+        rlx_grid_wait();                                                                      \
         ts_body<V>(past, upd, write, y, p);                                                   \
     }
 
 #define RLX_TENSOR_UPDATE(W, V)                                                               \
     extern "C" __global__ void tensor_update_##W(const V* upd, const long long* write, V* y,   \
                                                  TensorScatterParams p) {                      \
+        rlx_grid_wait();                                                                       \
         ts_update<V>(upd, write, y, p);                                                        \
     }
 

@@ -51,6 +51,7 @@ __device__ __forceinline__ void tile_gemm(const T* a, const T* b, T* c, const T*
 #define RLX_TILE_GEMM(NAME, T, C)                                                               \
     extern "C" __global__ void __launch_bounds__(RLX_TILE * RLX_TILE)                           \
         tile_gemm_##NAME(const T* a, const T* b, T* c, const T* bias, TileGemmParams p) {       \
+        rlx_grid_wait();                                                                        \
         tile_gemm<T, C>(a, b, c, bias, p);                                                      \
     }
 

@@ -121,10 +121,12 @@ __device__ __forceinline__ void tk_global(const T* x, T* vals, long long* idx, u
 #define RLX_TOPK(T)                                                                          \
     extern "C" __global__ void topk_shared_##T(const T* x, T* vals, long long* idx,          \
                                                unsigned char* scratch, TopKParams p) {       \
+        rlx_grid_wait();                                                                     \
         tk_shared<T>(x, vals, idx, p);                                                       \
     }                                                                                        \
     extern "C" __global__ void topk_global_##T(const T* x, T* vals, long long* idx,          \
                                                unsigned char* scratch, TopKParams p) {       \
+        rlx_grid_wait();                                                                     \
         tk_global<T>(x, vals, idx, scratch, p);                                              \
     }
 

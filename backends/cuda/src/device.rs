@@ -19,6 +19,7 @@ use cudarc::nvrtc::Ptx;
 use rlx_ir::Tensor;
 
 use crate::compile::{nvrtc_available, CompileOptions, Compiler};
+use crate::dependent;
 use crate::dnn::{self, Dnn, PreparedConv};
 use crate::gemm::{self, Lt, Prepared};
 use crate::pinned_out;
@@ -49,7 +50,7 @@ pub struct Context {
     plan: crate::PlanOptions,
     name: String,
     /// Loaded modules by name and source.
-    modules: Mutex<HashMap<(String, String), Arc<CudaModule>>>,
+    modules: Mutex<HashMap<(String, String), Loaded>>,
 }
 
 impl Context {
@@ -145,7 +146,7 @@ impl Context {
     /// cache) and loaded once: prebuilt PTX first (the driver refuses it on
     /// an older architecture than it targets), then what is left compiled
     /// by NVRTC on all cores at once.
-    fn load_modules(&self, modules: &[Module]) -> Result<Vec<Arc<CudaModule>>, CudaError> {
+    fn load_modules(&self, modules: &[Module]) -> Result<Vec<Loaded>, CudaError> {
         let mut cache = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         let mut todo: Vec<&Module> = Vec::new();
         for m in modules {
@@ -157,10 +158,7 @@ impl Context {
             {
                 continue;
             }
-            let prebuilt = m
-                .ptx
-                .as_ref()
-                .and_then(|ptx| self.ctx.load_module(Ptx::from_src(ptx.clone())).ok());
+            let prebuilt = m.ptx.as_ref().and_then(|ptx| self.load(ptx.clone()).ok());
             match prebuilt {
                 Some(loaded) => {
                     cache.insert(key, loaded);
@@ -174,8 +172,7 @@ impl Context {
             .collect();
         for (m, ptx) in todo.iter().zip(self.compiler.ptx_many(&jobs)) {
             let loaded = self
-                .ctx
-                .load_module(Ptx::from_src(ptx?))
+                .load(ptx?)
                 .map_err(|e| CudaError::Device(format!("loading module `{}`: {e:?}", m.name)))?;
             cache.insert((m.name.clone(), m.source.clone()), loaded);
         }
@@ -189,6 +186,29 @@ impl Context {
             })
             .collect()
     }
+
+    /// Loads one module's PTX, noting which of its entries may overlap the
+    /// kernel before them.
+    fn load(&self, ptx: String) -> Result<Loaded, cudarc::driver::DriverError> {
+        let waiting = Arc::new(dependent::waiting_entries(&ptx));
+        let module = self.ctx.load_module(Ptx::from_src(ptx))?;
+        Ok(Loaded { module, waiting })
+    }
+
+    /// Whether kernels that wait for their predecessor are launched to
+    /// overlap it: chosen so, and the device has programmatic dependent
+    /// launch (compute capability 9.0 and newer).
+    fn overlaps(&self) -> bool {
+        self.plan.launch == crate::KernelLaunch::Overlapped && self.capability.0 >= 9
+    }
+}
+
+/// A loaded module and the entries of it that wait for the kernel before
+/// them ([`dependent::waiting_entries`]).
+#[derive(Clone)]
+struct Loaded {
+    module: Arc<CudaModule>,
+    waiting: Arc<std::collections::HashSet<String>>,
 }
 
 /// Shared memory a block may use without opting in (CUDA's default limit).
@@ -207,6 +227,8 @@ struct Resolved {
     pointers: Vec<CUdeviceptr>,
     /// The parameter struct as 4-byte words (aligned as the kernel reads it).
     params: Vec<u32>,
+    /// Launched with programmatic stream serialization (dependent.rs).
+    overlaps: bool,
 }
 
 enum Ready {
@@ -291,6 +313,7 @@ impl Executable {
                 .map_err(|e| CudaError::Device(format!("uploading constants: {e:?}")))?;
         }
         let modules = ctx.load_modules(&schedule.modules)?;
+        let overlaps = ctx.overlaps();
         let needs_lt = schedule
             .launches
             .iter()
@@ -335,6 +358,7 @@ impl Executable {
                         .get(k.module)
                         .ok_or_else(|| CudaError::Internal("a launch names no module".into()))?;
                     let function = module
+                        .module
                         .load_function(&k.entry)
                         .map_err(|e| node_err(format!("kernel `{}`: {e:?}", k.entry)))?;
                     if k.shared > STATIC_SHARED {
@@ -374,6 +398,7 @@ impl Executable {
                         shared: k.shared,
                         pointers: k.operands.iter().map(|r| base + r.offset).collect(),
                         params,
+                        overlaps: overlaps && module.waiting.contains(&k.entry),
                     }));
                 }
                 Launch::Gemm(g) => {
@@ -568,18 +593,32 @@ impl Executable {
                 args.push(params.as_mut_ptr().cast());
                 // SAFETY: the kernel takes one pointer per operand, then its
                 // parameter struct (whose layout `params` follows, checked by
-                // the struct's static_asserts); all pointers lie in the buffer.
+                // the struct's static_asserts); all pointers lie in the buffer;
+                // a kernel launched to overlap is one whose PTX waits first.
                 unsafe {
-                    dr::launch_kernel(
-                        k.function.cu_function(),
-                        (k.grid[0], k.grid[1], k.grid[2]),
-                        (k.block[0], k.block[1], k.block[2]),
-                        k.shared,
-                        cs,
-                        &mut args,
-                    )
+                    if k.overlaps {
+                        dependent::launch(
+                            k.function.cu_function(),
+                            k.grid,
+                            k.block,
+                            k.shared,
+                            cs,
+                            &mut args,
+                        )
+                        .map_err(|e| format!("{e:?}"))
+                    } else {
+                        dr::launch_kernel(
+                            k.function.cu_function(),
+                            (k.grid[0], k.grid[1], k.grid[2]),
+                            (k.block[0], k.block[1], k.block[2]),
+                            k.shared,
+                            cs,
+                            &mut args,
+                        )
+                        .map_err(|e| format!("{e:?}"))
+                    }
                 }
-                .map_err(|e| CudaError::Device(format!("launch {i}: {e:?}")))
+                .map_err(|e| CudaError::Device(format!("launch {i}: {e}")))
             }
             Some(Ready::Gemm(p)) => {
                 let lt = self

@@ -10,6 +10,7 @@
 //! - [`support`]: which nodes the backend runs, and why not.
 
 pub mod compile;
+mod dependent;
 pub mod device;
 mod dnn;
 mod gemm;
@@ -39,7 +40,9 @@ use rlx_ir::{Node, TensorType};
 
 pub use compile::{CompileOptions, Compiler};
 pub use device::{Buffer, Context, ContextOptions, DeviceTensor, Executable, Holder};
-pub use plan::{plan, AttentionKernel, ConvEpilogue, ConvGemm, FewRows, PlanOptions, SmallGemm};
+pub use plan::{
+    plan, AttentionKernel, ConvEpilogue, ConvGemm, FewRows, KernelLaunch, PlanOptions, SmallGemm,
+};
 pub use schedule::{Conv, ConvKind, Gemm, GemmAct, Launch, Module, Schedule, Work};
 
 /// Why planning, compiling or running failed.

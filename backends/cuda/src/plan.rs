@@ -25,6 +25,24 @@ pub struct PlanOptions {
     /// 10-bit mantissa in the products. Off: exact fp32.
     pub tf32: bool,
     pub attention: AttentionKernel,
+    /// How the executable launches kernels (not a plan choice: the same
+    /// schedule runs either way).
+    pub launch: KernelLaunch,
+}
+
+/// How consecutive kernels of an executable are launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelLaunch {
+    /// Programmatic dependent launch where the device has it (compute
+    /// capability 9.0 and newer): a kernel's blocks are placed while the
+    /// kernel before it finishes, and wait for it on the device (every rlx
+    /// kernel's first statement), which hides most of the launch latency
+    /// between short kernels. Library kernels (cuBLASLt, cuDNN) and older
+    /// devices keep plain launches. The default.
+    #[default]
+    Overlapped,
+    /// Every kernel launched when the one before it has finished.
+    Serial,
 }
 
 /// Which kernel runs an attention that both can run.

@@ -241,6 +241,17 @@ pub(crate) fn compile_once(c: &Compiler, mut sources: Vec<(String, String)>) {
     for ((name, src), ptx) in sources.iter().zip(c.ptx_many(&jobs)) {
         let ptx = ptx.unwrap_or_else(|e| panic!("{e}\n{src}"));
         assert!(ptx.contains(".version"), "{name}: no PTX");
+        // Every kernel waits for the one before it first (prelude.cuh's
+        // rlx_grid_wait), so every one may be launched to overlap it.
+        let waiting = crate::dependent::waiting_entries(&ptx);
+        let late: Vec<&str> = crate::dependent::entries(&ptx)
+            .into_iter()
+            .filter(|e| !waiting.contains(*e))
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{name}: {late:?} touch memory before rlx_grid_wait()"
+        );
     }
 }
 

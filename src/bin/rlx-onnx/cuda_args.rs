@@ -50,6 +50,22 @@ pub struct CudaArgs {
         help_heading = "CUDA (--target cuda)"
     )]
     cuda_attention: AttentionArg,
+    /// CUDA: how kernels are launched (overlapped: each placed while the
+    /// one before it finishes, on compute capability 9.0 and newer;
+    /// serial: each once the one before has finished).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "overlapped",
+        help_heading = "CUDA (--target cuda)"
+    )]
+    cuda_launch: LaunchArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LaunchArg {
+    Overlapped,
+    Serial,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -90,7 +106,7 @@ impl CudaArgs {
     /// The CUDA plan options the flags choose.
     pub fn plan(&self) -> rlx_onnx::cuda::PlanOptions {
         use rlx_onnx::cuda::{
-            AttentionKernel, ConvEpilogue, ConvGemm, FewRows, PlanOptions, SmallGemm,
+            AttentionKernel, ConvEpilogue, ConvGemm, FewRows, KernelLaunch, PlanOptions, SmallGemm,
         };
         PlanOptions {
             conv_epilogue: match self.cuda_conv_epilogue {
@@ -116,6 +132,10 @@ impl CudaArgs {
                 AttentionArg::TiledWide => AttentionKernel::TiledWide,
                 AttentionArg::TiledSplit => AttentionKernel::TiledSplit,
                 AttentionArg::Rows => AttentionKernel::Rows,
+            },
+            launch: match self.cuda_launch {
+                LaunchArg::Overlapped => KernelLaunch::Overlapped,
+                LaunchArg::Serial => KernelLaunch::Serial,
             },
             ..PlanOptions::default()
         }

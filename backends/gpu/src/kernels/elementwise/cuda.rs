@@ -359,7 +359,9 @@ pub fn kernel(e: &Elementwise, ix: Indexing, layout: &Layout, name: &str) -> LRe
         let s = storage_type(d).ok_or_else(|| refuse(d))?;
         src.push_str(&format!(", const {s}* __restrict__ in{j}"));
     }
-    src.push_str(&format!(", const {pn} p) {{\n"));
+    // The wait first: a kernel launched before its predecessor ends
+    // (prelude.cuh, rlx_grid_wait) reads and writes nothing before it.
+    src.push_str(&format!(", const {pn} p) {{\n    rlx_grid_wait();\n"));
     let args = |f: &dyn Fn(usize) -> String| -> String {
         (0..e.inputs.len()).map(|j| format!(", {}", f(j))).collect()
     };
