@@ -361,6 +361,85 @@ fn pools_with_empty_or_negative_kernels_are_refused() {
     }
 }
 
+/// Operands ONNX Runtime refuses are refused here too, not computed into
+/// something: BatchNormalization parameters of one value for three
+/// channels (they would broadcast), an output padding as large as the
+/// stride, a Range whose limit is NaN (it made an empty tensor).
+#[test]
+fn operands_onnx_runtime_refuses_are_errors() {
+    use rlx_onnx::importer::proto::{attribute_proto, AttributeProto};
+    let floats = |name: &str, dims: &[i64], v: &[f32]| TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(1),
+        float_data: v.to_vec(),
+        ..Default::default()
+    };
+    let ints = |name: &str, v: &[i64]| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    };
+    let node = |op: &str, inputs: &[&str], attribute: Vec<AttributeProto>| NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec!["y".into()],
+        op_type: Some(op.into()),
+        name: Some(format!("the_{op}")),
+        attribute,
+        ..Default::default()
+    };
+    let one = |n: &str| floats(n, &[1], &[1.0]);
+    let cases = [
+        (
+            node("BatchNormalization", &["x", "s", "b", "m", "v"], vec![]),
+            vec![one("s"), one("b"), one("m"), one("v")],
+            vec![value_info("x", &[1, 3, 2, 2])],
+            "input 1: [1]",
+        ),
+        (
+            node(
+                "ConvTranspose",
+                &["x", "k"],
+                vec![ints("strides", &[2, 2]), ints("output_padding", &[2, 2])],
+            ),
+            vec![floats("k", &[1, 1, 2, 2], &[1.0; 4])],
+            vec![value_info("x", &[1, 1, 4, 4])],
+            "output_padding",
+        ),
+        (
+            node("Range", &["a", "l", "d"], vec![]),
+            vec![
+                floats("a", &[], &[0.0]),
+                floats("l", &[], &[f32::NAN]),
+                floats("d", &[], &[1.0]),
+            ],
+            vec![],
+            "must be finite",
+        ),
+    ];
+    for (node, inits, inputs, want) in cases {
+        let op = node.op_type.clone().unwrap_or_default();
+        let mut m = add_model(ones("w"));
+        let g = m.graph.as_mut().unwrap();
+        g.node = vec![node];
+        g.initializer = inits;
+        g.input = inputs;
+        g.output = vec![ValueInfoProto {
+            name: Some("y".into()),
+            ..Default::default()
+        }];
+        let e = import_bytes(&m.encode_to_vec(), None, &Registry::standard())
+            .err()
+            .unwrap_or_else(|| panic!("{op} imported"));
+        let e = e.to_string();
+        assert!(
+            e.contains(want) && e.contains(&format!("the_{op}")),
+            "{op}: {e}"
+        );
+    }
+}
+
 #[test]
 fn an_output_declared_with_another_dtype_is_refused() {
     let mut m = add_model(ones("w"));

@@ -34,6 +34,27 @@ fn per_channel(cx: &mut NodeCtx, v: Value, rank: usize) -> Result<Value, MapErro
     unsqueeze(cx, v, &axes)
 }
 
+/// Refuses per-channel parameters (inputs 1.. of a BatchNormalization)
+/// that are not `[C]` for `x`'s `C` channels: the decomposition would
+/// broadcast a `[1]` over every channel where ONNX Runtime refuses it.
+fn per_channel_params(cx: &NodeCtx, x: Value, params: &[Value]) -> Result<(), MapError> {
+    let c = cx.ty(x).shape.0.get(1).and_then(|d| d.known());
+    for (i, &p) in params.iter().enumerate() {
+        let shape = &cx.ty(p).shape;
+        let len = shape.0.first().and_then(|d| d.known());
+        let fits = shape.rank() == 1 && (c.is_none() || len.is_none() || len == c);
+        if !fits {
+            let want = c.map_or("C".to_string(), |c| c.to_string());
+            return Err(MapError::Infer(rlx_ir::InferError::Mismatch {
+                what: "a per-channel parameter (scale, bias, mean, var) vs the input's channels",
+                a: format!("input {}: {shape}", i + 1),
+                b: format!("[{want}]"),
+            }));
+        }
+    }
+    Ok(())
+}
+
 fn batch_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
     let momentum = cx.attr_f("momentum", 0.9)?;
     cx.ignore_attr("consumed_inputs");
@@ -61,6 +82,7 @@ fn batch_norm(cx: &mut NodeCtx) -> Result<(), MapError> {
         return cx.unsupported("the running mean/variance outputs exist only in training mode");
     }
     let (x, scale, bias, mean, var) = (cx.req(0)?, cx.req(1)?, cx.req(2)?, cx.req(3)?, cx.req(4)?);
+    per_channel_params(cx, x, &[scale, bias, mean, var])?;
     let rank = cx.rank(x);
     let d = cx.dtype(x);
     let e = cx.scalar(cx.dtype(var), eps as f64)?;
@@ -245,6 +267,7 @@ fn mvn(cx: &mut NodeCtx) -> Result<(), MapError> {
 /// mean and variance).
 fn batch_norm_training(cx: &mut NodeCtx, eps: f32, momentum: f32) -> Result<(), MapError> {
     let (x, scale, bias, mean, var) = (cx.req(0)?, cx.req(1)?, cx.req(2)?, cx.req(3)?, cx.req(4)?);
+    per_channel_params(cx, x, &[scale, bias, mean, var])?;
     let rank = cx.rank(x);
     if rank < 2 {
         return cx.unsupported("BatchNormalization needs an input of rank 2 or more");

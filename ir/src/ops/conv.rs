@@ -371,6 +371,21 @@ impl OpDef for ConvTranspose {
         if self.group < 1 {
             return Err(attr_err("group", "must be positive"));
         }
+        // An output padding adds positions a stride (or dilation) would
+        // have produced; past that it asks for ones no input reaches.
+        for i in 0..n {
+            let most = self.strides[i].max(self.dilations[i]);
+            if self.output_padding[i] < 0 || self.output_padding[i] >= most {
+                return Err(attr_err(
+                    "output_padding",
+                    format!(
+                        "{} on spatial axis {i}: must be at least 0 and less than the stride or \
+                         dilation ({most})",
+                        self.output_padding[i]
+                    ),
+                ));
+            }
+        }
         // Weights `[C, M/group, k...]` over an input of C channels.
         if let (Some(c), Some(wc)) = (x.0[1].known(), w.0[0].known()) {
             if c != wc || c % self.group != 0 {

@@ -133,6 +133,10 @@ impl OpDef for Range {
                     if dl[0] == 0.0 {
                         return Err(value_err(2, "delta is zero"));
                     }
+                    // NaN or an infinity makes no count of elements.
+                    if let Some(i) = [s[0], l[0], dl[0]].iter().position(|v| !v.is_finite()) {
+                        return Err(value_err(i, "start, limit and delta must be finite"));
+                    }
                     Dim::Known(range_len(s[0], l[0], dl[0]))
                 }
                 _ => cx.fresh(0, 0),
