@@ -440,6 +440,85 @@ fn operands_onnx_runtime_refuses_are_errors() {
     }
 }
 
+/// A decision tree whose nodes form a cycle is refused when imported, both
+/// where the walk from the root meets it and where the cycle hangs off no
+/// path from the root (the root a leaf, two branches pointing at each
+/// other: every row answered the leaf's value before).
+#[test]
+fn trees_with_cycles_are_refused() {
+    use rlx_onnx::importer::proto::{attribute_proto::AttributeType, AttributeProto};
+    let attr = |name: &str, t: AttributeType| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(t as i32),
+        ..Default::default()
+    };
+    let ints = |name: &str, v: &[i64]| AttributeProto {
+        ints: v.to_vec(),
+        ..attr(name, AttributeType::Ints)
+    };
+    let floats = |name: &str, v: &[f32]| AttributeProto {
+        floats: v.to_vec(),
+        ..attr(name, AttributeType::Floats)
+    };
+    let strings = |name: &str, v: &[&str]| AttributeProto {
+        strings: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        ..attr(name, AttributeType::Strings)
+    };
+    // Node ids 0, 1, 2; `modes` and children per node; node 2's entry.
+    let forest = |modes: &[&str], t: &[i64], f: &[i64]| {
+        let node = NodeProto {
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            op_type: Some("TreeEnsembleRegressor".into()),
+            domain: Some("ai.onnx.ml".into()),
+            name: Some("forest".into()),
+            attribute: vec![
+                ints("nodes_treeids", &[0, 0, 0]),
+                ints("nodes_nodeids", &[0, 1, 2]),
+                ints("nodes_featureids", &[0, 0, 0]),
+                floats("nodes_values", &[0.5, 0.5, 0.5]),
+                strings("nodes_modes", modes),
+                ints("nodes_truenodeids", t),
+                ints("nodes_falsenodeids", f),
+                ints("target_treeids", &[0]),
+                ints("target_nodeids", &[2]),
+                ints("target_ids", &[0]),
+                floats("target_weights", &[1.0]),
+                AttributeProto {
+                    i: Some(1),
+                    ..attr("n_targets", AttributeType::Int)
+                },
+            ],
+            ..Default::default()
+        };
+        let mut m = add_model(ones("w"));
+        m.opset_import.push(OperatorSetIdProto {
+            domain: Some("ai.onnx.ml".into()),
+            version: Some(3),
+        });
+        let g = m.graph.as_mut().unwrap();
+        g.node = vec![node];
+        g.initializer.clear();
+        g.input = vec![value_info("x", &[3, 2])];
+        g.output = vec![ValueInfoProto {
+            name: Some("y".into()),
+            ..Default::default()
+        }];
+        import_bytes(&m.encode_to_vec(), None, &Registry::standard())
+            .err()
+            .map(|e| e.to_string())
+    };
+    let leaf = ["BRANCH_LEQ", "BRANCH_LEQ", "LEAF"];
+    // A well-formed tree: 0 -> (1, 2), 1 -> (2, 2).
+    assert_eq!(forest(&leaf, &[1, 2, 0], &[2, 2, 0]), None);
+    // 0 <-> 1 with the leaf pointed to by neither: the leaf is a root alone.
+    let e = forest(&leaf, &[1, 0, 0], &[1, 0, 0]).expect("a cycle off the root imported");
+    assert!(e.contains("not reached from the tree's root"), "{e}");
+    // Node 1 its own true child, on the path from the root 0.
+    let e = forest(&leaf, &[1, 1, 0], &[2, 2, 0]).expect("a cycle on the path imported");
+    assert!(e.contains("a cycle"), "{e}");
+}
+
 #[test]
 fn an_output_declared_with_another_dtype_is_refused() {
     let mut m = add_model(ones("w"));

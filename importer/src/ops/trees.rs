@@ -404,6 +404,25 @@ fn legacy_forest(cx: &mut NodeCtx, prefix: &str, n_targets: i64) -> Result<Fores
         leaf_weights,
     };
     op.validate(None).map_err(bad)?;
+    // Every listed node is part of its tree: one its root does not reach
+    // (a cycle among nodes no branch leads into from the root) is a
+    // malformed tree, not a node to skip.
+    let (nodes, leaves) = op.reached().map_err(bad)?;
+    let unreached = branches
+        .iter()
+        .zip(&nodes)
+        .find(|(_, &r)| !r)
+        .map(|(&(i, _), _)| i)
+        .or_else(|| {
+            let l = leaves.iter().position(|&r| !r)?;
+            leaf_of.iter().position(|&x| x == Some(l))
+        });
+    if let Some(i) = unreached {
+        return Err(bad(format!(
+            "node {} of tree {} is not reached from the tree's root",
+            ids[i], trees[i]
+        )));
+    }
     Ok(Forest { op, tree_leaves })
 }
 

@@ -135,7 +135,61 @@ impl TreeEnsemble {
         if has_members && !starts_ok(&self.member_starts, m, self.members.len()) {
             return Err("set member ranges do not cover the members".into());
         }
-        Ok(())
+        self.reached().map(|_| ())
+    }
+
+    /// The nodes and leaves a walk from the roots reaches (`(nodes,
+    /// leaves)`, a flag each), or an error naming a node that is its own
+    /// descendant: a cycle, down which a row would never reach a leaf.
+    /// Subtrees shared between trees are allowed. Children must be in
+    /// range ([`TreeEnsemble::validate`] checks them first).
+    pub fn reached(&self) -> Result<(Vec<bool>, Vec<bool>), String> {
+        const UNSEEN: u8 = 0;
+        const ON_PATH: u8 = 1;
+        const DONE: u8 = 2;
+        let (m, l) = (self.nodes(), self.leaves());
+        let mut state = vec![UNSEEN; m];
+        let mut leaves = vec![false; l];
+        // An explicit stack (a chain of 10^5 nodes is a valid tree): each
+        // entry a node and how many of its children were visited.
+        let mut stack: Vec<(usize, u8)> = Vec::new();
+        let mut visit = |c: i64, stack: &mut Vec<(usize, u8)>, state: &mut [u8]| {
+            if c < 0 {
+                if let Some(f) = leaves.get_mut((-1 - c) as usize) {
+                    *f = true;
+                }
+                return Ok(());
+            }
+            let i = c as usize;
+            match state.get(i) {
+                Some(&UNSEEN) => {
+                    state[i] = ON_PATH;
+                    stack.push((i, 0));
+                    Ok(())
+                }
+                Some(&ON_PATH) => Err(format!("node {i} is its own descendant (a cycle)")),
+                _ => Ok(()),
+            }
+        };
+        for &r in &self.roots {
+            visit(r, &mut stack, &mut state)?;
+            while let Some(top) = stack.last_mut() {
+                let (i, k) = *top;
+                if k == 2 {
+                    state[i] = DONE;
+                    stack.pop();
+                    continue;
+                }
+                top.1 += 1;
+                let c = if k == 0 {
+                    self.true_children[i]
+                } else {
+                    self.false_children[i]
+                };
+                visit(c, &mut stack, &mut state)?;
+            }
+        }
+        Ok((state.into_iter().map(|s| s == DONE).collect(), leaves))
     }
 }
 
@@ -188,5 +242,36 @@ mod tests {
         assert!(bad("leaf_targets=[0, 0, 1]", "leaf_targets=[0, 0, 2]").contains("not below"));
         assert!(bad("member_starts=[0, 2]", "member_starts=[0, 3]").contains("set member"));
         assert!(bad("roots=[0]", "roots=[]").contains("no trees"));
+        // The stump's node as its own true child: a row would never leave it.
+        assert!(bad("true_children=[-1]", "true_children=[0]").contains("a cycle"));
+    }
+
+    #[test]
+    fn shared_subtrees_and_deep_chains_are_trees() {
+        // Two trees rooted at the same node.
+        assert!(checked(&STUMP.replace("roots=[0]", "roots=[0, 0]")).is_ok());
+        // A chain of 100,000 nodes, each sending rows on or to the leaf:
+        // walked without recursion.
+        let n = 100_000usize;
+        let t = super::TreeEnsemble {
+            n_targets: 1,
+            aggregate: super::TreeAggregate::Sum,
+            roots: vec![0],
+            features: vec![0; n],
+            branches: vec![super::TreeBranch::Leq; n],
+            splits: vec![0.5; n],
+            true_children: (1..=n as i64)
+                .map(|c| if c == n as i64 { -1 } else { c })
+                .collect(),
+            false_children: vec![-1; n],
+            nan_true: vec![false; n],
+            member_starts: Vec::new(),
+            members: Vec::new(),
+            leaf_starts: vec![0, 1],
+            leaf_targets: vec![0],
+            leaf_weights: vec![1.0],
+        };
+        let (nodes, leaves) = t.reached().unwrap();
+        assert!(nodes.iter().all(|&r| r) && leaves == [true]);
     }
 }
