@@ -52,22 +52,25 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, NpyError> {
         path: p.clone(),
         reason: e.to_string(),
     })?;
-    npz_from(file, &p)
+    npz_from(file, &p, MAX_NPZ_BYTES)
 }
 
 /// Reads the bytes of an `.npz` archive; `name` names them in errors.
 pub fn npz_from_bytes(bytes: &[u8], name: &str) -> Result<Vec<(String, Tensor)>, NpyError> {
-    npz_from(std::io::Cursor::new(bytes), name)
+    npz_from(std::io::Cursor::new(bytes), name, MAX_NPZ_BYTES)
 }
 
-/// The most bytes one array of an archive may inflate to (8 GiB, what
-/// [`crate::Limits`]'s default tensor size takes in f32): a deflate stream
-/// that claims more is refused instead of filling memory.
-pub const MAX_NPZ_ENTRY_BYTES: u64 = 8 << 30;
+/// The most bytes the arrays of one archive may inflate to together (8
+/// GiB, what [`crate::Limits`]'s default tensor size takes in f32): a
+/// deflate stream that claims more, or many that add up to more, are
+/// refused instead of filling memory.
+pub const MAX_NPZ_BYTES: u64 = 8 << 30;
 
+/// The arrays of an archive whose arrays inflate to at most `limit` bytes.
 fn npz_from<R: std::io::Read + std::io::Seek>(
     reader: R,
     p: &str,
+    limit: u64,
 ) -> Result<Vec<(String, Tensor)>, NpyError> {
     let io = |reason: String| NpyError::Io {
         path: p.to_string(),
@@ -75,26 +78,30 @@ fn npz_from<R: std::io::Read + std::io::Seek>(
     };
     let mut zip = zip::ZipArchive::new(reader).map_err(|e| io(e.to_string()))?;
     let mut out = Vec::new();
+    // What the arrays read so far took; each entry may take the rest.
+    let mut taken = 0u64;
     for i in 0..zip.len() {
         let entry = zip.by_index(i).map_err(|e| io(e.to_string()))?;
         let name = entry.name().to_string();
+        let budget = limit - taken;
         // The size the archive declares is reserved up front, as a
         // fallible allocation: a bomb past the memory at hand is an error,
         // not an abort (the read below still stops at the bound).
-        let declared = entry.size().min(MAX_NPZ_ENTRY_BYTES);
+        let declared = entry.size().min(budget);
         let mut bytes = Vec::new();
         bytes.try_reserve_exact(declared as usize).map_err(|_| {
             io(format!(
                 "`{name}` declares {declared} bytes: more memory than there is"
             ))
         })?;
-        let mut limited = std::io::Read::take(entry, MAX_NPZ_ENTRY_BYTES + 1);
+        let mut limited = std::io::Read::take(entry, budget + 1);
         std::io::Read::read_to_end(&mut limited, &mut bytes).map_err(|e| io(e.to_string()))?;
-        if bytes.len() as u64 > MAX_NPZ_ENTRY_BYTES {
+        if bytes.len() as u64 > budget {
             return Err(io(format!(
-                "`{name}` inflates to more than {MAX_NPZ_ENTRY_BYTES} bytes"
+                "the arrays inflate to more than {limit} bytes (at `{name}`)"
             )));
         }
+        taken += bytes.len() as u64;
         let array = name.strip_suffix(".npy").unwrap_or(&name).to_string();
         out.push((array, from_bytes(&bytes, &format!("{p}:{name}"))?));
     }
@@ -586,5 +593,33 @@ mod tests {
         );
         let t = from_bytes(&f, "s.npy").unwrap();
         assert_eq!(t.strings().unwrap(), ["a", "b", "c", "d"]);
+    }
+
+    /// The bound holds for the archive: entries each under it that add up
+    /// to more are refused as one that is over it alone.
+    #[test]
+    fn an_archive_inflating_past_the_bound_is_refused() {
+        use std::io::Write;
+        let zeros = npy(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1024,), }",
+            &[0; 4096],
+        );
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for name in ["a.npy", "b.npy", "c.npy"] {
+            w.start_file(name, deflated).unwrap();
+            w.write_all(&zeros).unwrap();
+        }
+        let archive = w.finish().unwrap().into_inner();
+        let each = zeros.len() as u64;
+        let read = |limit| npz_from(std::io::Cursor::new(&archive[..]), "z.npz", limit);
+        assert_eq!(read(3 * each).unwrap().len(), 3);
+        let e = read(3 * each - 1).unwrap_err().to_string();
+        assert!(
+            e.contains("inflate to more than") && e.contains("`c.npy`"),
+            "{e}"
+        );
+        assert!(read(each / 2).unwrap_err().to_string().contains("`a.npy`"));
     }
 }
