@@ -61,8 +61,22 @@ impl SpatialWindow<'_> {
         Ok(n)
     }
 
-    /// Output spatial sizes for `input` spatial sizes (floor mode, or ceil mode for pools).
+    /// Output spatial sizes for `input` spatial sizes (floor mode, or ceil
+    /// mode for pools); a window that does not fit the padded input is an
+    /// error (a convolution's).
     pub fn output(&self, input: &[Dim], ceil_mode: bool) -> Result<Vec<Dim>, InferError> {
+        self.sizes(input, ceil_mode, 1)
+    }
+
+    /// A pool's output sizes: as [`SpatialWindow::output`], but a window
+    /// that just does not fit gives an axis of 0 windows (an empty output,
+    /// as ONNX Runtime gives), where a convolution's is an error.
+    pub fn pool_output(&self, input: &[Dim], ceil_mode: bool) -> Result<Vec<Dim>, InferError> {
+        self.sizes(input, ceil_mode, 0)
+    }
+
+    /// The output sizes, each at least `least` where known.
+    fn sizes(&self, input: &[Dim], ceil_mode: bool, least: i64) -> Result<Vec<Dim>, InferError> {
         let n = self.check()?;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
@@ -94,7 +108,7 @@ impl SpatialWindow<'_> {
                 }
             };
             if let Some(v) = o.known() {
-                if v < 1 {
+                if v < least {
                     return Err(InferError::Mismatch {
                         what: "window larger than padded input",
                         a: input[i].to_string(),
@@ -569,7 +583,7 @@ impl OpDef for Pool {
             auto_pad: self.auto_pad,
         };
         let mut out = vec![x.0[0].clone(), x.0[1].clone()];
-        out.extend(win.output(&x.0[2..], self.ceil_mode)?);
+        out.extend(win.pool_output(&x.0[2..], self.ceil_mode)?);
         let shape = Shape(out);
         let mut v = vec![TensorType::new(d, shape.clone())];
         if self.with_indices {
@@ -676,5 +690,35 @@ impl OpDef for Lrn {
             return Err(attr_err("size", "must be positive"));
         }
         Ok(vec![cx.ty(0).clone()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::text::parse_graph;
+
+    fn infer(node: &str, out: &str) -> Result<String, String> {
+        let text = format!(
+            "rlx-ir 2\ngraph {{\n  %0 = input \"x\" : f32[1,1,3,5]\n  %1 = constant f32[1,1,4,2] [1, 1, 1, 1, 1, 1, 1, 1] : f32[1,1,4,2]\n  %2 = {node} : {out}\n  output \"y\" = %2\n}}\n"
+        );
+        let mut g = parse_graph(&text).map_err(|e| e.to_string())?;
+        crate::analysis::infer_graph(&mut g, None).map_err(|e| e.to_string())?;
+        Ok(g.ty(g.outputs()[0].value).to_string())
+    }
+
+    /// A pool window taller than its input gives no windows along that axis
+    /// (ONNX Runtime's empty output); a convolution's is an error.
+    #[test]
+    fn a_window_past_the_input_is_an_empty_pool_and_a_conv_error() {
+        let pool = "avg_pool(%0) {kernel_shape=[4, 2], strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, ceil_mode=false, count_include_pad=false, p=0, storage_order=0, with_indices=false}";
+        assert_eq!(infer(pool, "f32[1,1,0,4]").unwrap(), "f32[1,1,0,4]");
+        // Ceil mode at stride 2 keeps the one window that starts inside.
+        let ceil = pool
+            .replace("strides=[1, 1]", "strides=[2, 2]")
+            .replace("ceil_mode=false", "ceil_mode=true");
+        assert_eq!(infer(&ceil, "f32[1,1,1,3]").unwrap(), "f32[1,1,1,3]");
+        let conv = "conv(%0, %1) {strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0], auto_pad=notset, group=1}";
+        let e = infer(conv, "f32[1,1,0,4]").unwrap_err();
+        assert!(e.contains("window larger than padded input"), "{e}");
     }
 }
