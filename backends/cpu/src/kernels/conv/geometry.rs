@@ -105,10 +105,25 @@ impl ConvGeom {
             && self.dilations.iter().all(|&d| d == 1)
     }
 
+    /// A 1x1 convolution at stride 1 without padding: its output is its
+    /// input's positions, a GEMM over them.
     pub fn is_pointwise(&self) -> bool {
         self.kernel.iter().all(|&k| k == 1)
             && self.strides.iter().all(|&s| s == 1)
-            && self.pads.iter().all(|&p| p == 0)
+            && self.unpadded()
+    }
+
+    /// No padding on either side. `pads` holds only the begin pads; end
+    /// padding shows as output positions past the ones the input alone
+    /// gives (a 1x1 convolution with pads `[0, 2]` over 4 positions has 6
+    /// outputs, its last two the bias).
+    pub fn unpadded(&self) -> bool {
+        self.pads.iter().all(|&p| p == 0)
+            && (0..self.input.len()).all(|d| {
+                let extent = (self.kernel[d] - 1) * self.dilations[d] + 1;
+                self.input[d] >= extent
+                    && self.output[d] == (self.input[d] - extent) / self.strides[d] + 1
+            })
     }
     /// Output columns per im2col tile: about 4 MiB of f32 per tile, so each
     /// GEMM call is wide enough to amortize packing the weights.

@@ -200,7 +200,7 @@ impl ConvPlan {
         let pointwise = g.is_pointwise();
         // A 1x1 convolution at a stride, unpadded: packed, its columns
         // gathered from the input as they are packed.
-        let subsampled = !pointwise && g.kernel_size() == 1 && g.pads.iter().all(|&p| p == 0);
+        let subsampled = !pointwise && g.kernel_size() == 1 && g.unpadded();
         let n = if pointwise {
             g.spatial_out()
         } else {
@@ -751,6 +751,15 @@ mod tests {
         }
     }
 
+    /// `g` with `pads` more positions at the end of each axis.
+    fn end_padded(mut g: ConvGeom, pads: [usize; 2]) -> ConvGeom {
+        for d in 0..2 {
+            let extent = (g.kernel[d] - 1) * g.dilations[d] + 1;
+            g.output[d] = (g.input[d] + g.pads[d] + pads[d] - extent) / g.strides[d] + 1;
+        }
+        g
+    }
+
     /// A plan of each way and every shape, forced.
     pub(super) fn plans(g: &ConvGeom, w: &[f32], split: bool) -> Vec<ConvPlan> {
         let chosen = ConvPlan::new(g, w, Keep::nowhere()).unwrap();
@@ -760,7 +769,7 @@ mod tests {
             // Packed, by rows, by columns tiled wide and by output rows, and
             // the last two in bands of two output rows.
             for way in 0..6 {
-                let one_tap = g.kernel_size() == 1 && g.pads.iter().all(|&p| p == 0);
+                let one_tap = g.kernel_size() == 1 && g.unpadded();
                 if way == 0 && !one_tap {
                     continue;
                 }
@@ -820,6 +829,21 @@ mod tests {
             // Rows split into tiles of 10 and 9, and of 13 and 12.
             geom(20, 40, 1, [6, 19], [3, 3], [1, 1], [1, 1], [1, 1]),
             geom(9, 70, 1, [3, 25], [3, 3], [1, 1], [1, 1], [1, 1]),
+            // 1x1 kernels padded at the end only (pads keeps the begin
+            // pads; the output shows the rest): not pointwise, whose GEMM
+            // reads the input as the output's positions.
+            end_padded(
+                geom(6, 15, 1, [10, 12], [1, 1], [1, 1], [1, 1], [0, 0]),
+                [0, 2],
+            ),
+            end_padded(
+                geom(5, 20, 1, [9, 7], [1, 1], [2, 2], [1, 1], [0, 0]),
+                [1, 2],
+            ),
+            end_padded(
+                geom(2, 3, 1, [1, 40], [1, 1], [1, 1], [1, 1], [0, 0]),
+                [0, 3],
+            ),
         ];
         let pool = crate::par::Pool::new(3).unwrap();
         for g in cases {
