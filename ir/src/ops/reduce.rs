@@ -1,6 +1,6 @@
 //! Reductions: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum/CumProd, TopK.
 
-use super::{norm_axes, norm_axis, value_err, InferCx, InferError, OpDef};
+use super::{norm_axis, value_err, InferCx, InferError, OpDef};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::shape::{Shape, TensorType};
@@ -25,11 +25,17 @@ kinded_op! {
 
 impl Reduce {
     /// The reduced axes for an input of `rank`, given the axes input if any.
+    /// An axis named twice (`[-2, 0]` at rank 2) is reduced once, as ONNX
+    /// Runtime reduces it.
     pub fn axes(&self, axes: Option<&[i64]>, rank: usize) -> Result<Vec<usize>, InferError> {
         match axes {
             Some(a) if !a.is_empty() => {
-                let mut v = norm_axes(a, rank)?;
+                let mut v = a
+                    .iter()
+                    .map(|&x| norm_axis(x, rank))
+                    .collect::<Result<Vec<_>, _>>()?;
                 v.sort();
+                v.dedup();
                 Ok(v)
             }
             _ if self.noop_with_empty_axes => Ok(Vec::new()),
@@ -233,5 +239,25 @@ impl OpDef for TopK {
             TensorType::new(cx.dtype(0), s.clone()),
             TensorType::new(DType::I64, s),
         ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Axes are resolved, sorted and each reduced once (ONNX Runtime's
+    /// reading of `[-2, 0]` at rank 2); one out of range is an error.
+    #[test]
+    fn an_axis_named_twice_is_reduced_once() {
+        let r = Reduce {
+            kind: ReduceKind::Sum,
+            keepdims: true,
+            noop_with_empty_axes: false,
+        };
+        assert_eq!(r.axes(Some(&[-2, 0]), 2).unwrap(), [0]);
+        assert_eq!(r.axes(Some(&[2, -1, 0, 2]), 3).unwrap(), [0, 2]);
+        assert_eq!(r.axes(None, 2).unwrap(), [0, 1]);
+        assert!(r.axes(Some(&[2]), 2).is_err());
     }
 }
