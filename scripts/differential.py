@@ -4,7 +4,7 @@ onnxruntime, outputs compared (rtol and atol 1e-4), and where they disagree, the
 ONNX reference implementation (onnx.reference) asked too, so that a disagreement
 says who departs from ONNX. Configurations onnxruntime refuses are skipped.
 
-Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant
+Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant|rnn
            [--seed 0] [--cases 200] [--binary target/release/rlx-onnx]
 
 Families: pool (MaxPool/AveragePool/LpPool: ceil mode, dilations, auto_pad, pads),
@@ -15,7 +15,9 @@ rounding, antialias, exclude_outside, axes, roi, sizes and scales), ops
 ties, ArgMax/ArgMin, softmaxes, Einsum, MatMul broadcasting, the norms, Split,
 Tile, Expand, Trilu, OneHot, Where, Clip, Cast), quant (QuantizeLinear,
 DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
-QLinearConv, ConvInteger, int8 weights stored as Cast+Mul).
+QLinearConv, ConvInteger, int8 weights stored as Cast+Mul), rnn (LSTM, GRU and RNN:
+direction, layout, biases, initial states, sequence lengths, clip,
+linear_before_reset, non-default activations).
 """
 import argparse
 import glob
@@ -404,7 +406,68 @@ def quant_case(i):
     return model(nodes,[F("x",[2,3,k])],[F("y",None)],inits,17),{"x":x},(op,k,n)
 
 
-FAMILIES = {"resize": resize_case, "pool": pool_case, "conv": conv_case, "ops": ops_case, "quant": quant_case}
+def rnn_case(i):
+    """LSTM, GRU or RNN: direction, layout, biases, initial states, sequence
+    lengths, clip, GRU's linear_before_reset, non-default activations."""
+    g = np.random.default_rng(i)
+    op = rng.choice(["LSTM", "GRU", "RNN"])
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    dirs = rng.choice(["forward", "reverse", "bidirectional"])
+    nd = 2 if dirs == "bidirectional" else 1
+    seq, batch, inp, hid = rng.randint(1, 5), rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 4)
+    layout = rng.choice([0, 1])
+    x_shape = [seq, batch, inp] if layout == 0 else [batch, seq, inp]
+    w = (g.standard_normal([nd, gates * hid, inp]) * 0.5).astype(np.float32)
+    r = (g.standard_normal([nd, gates * hid, hid]) * 0.5).astype(np.float32)
+    ins, inits = ["x", "w", "r"], [nh.from_array(w, "w"), nh.from_array(r, "r")]
+    attrs = dict(hidden_size=hid, direction=dirs)
+    if layout:
+        attrs["layout"] = 1
+    optional = []
+    if rng.random() < 0.7:
+        optional.append(("b", (g.standard_normal([nd, 2 * gates * hid]) * 0.5).astype(np.float32)))
+    else:
+        optional.append(("", None))
+    if rng.random() < 0.4:
+        lens = g.integers(1, seq + 1, size=batch).astype(np.int32)
+        optional.append(("sl", lens))
+    else:
+        optional.append(("", None))
+    state = [batch, nd, hid] if layout else [nd, batch, hid]
+    if rng.random() < 0.5:
+        optional.append(("h0", g.standard_normal(state).astype(np.float32)))
+    else:
+        optional.append(("", None))
+    if op == "LSTM" and rng.random() < 0.5:
+        optional.append(("c0", g.standard_normal(state).astype(np.float32)))
+    while optional and optional[-1][0] == "":
+        optional.pop()
+    for name, v in optional:
+        ins.append(name)
+        if v is not None:
+            inits.append(nh.from_array(v, name))
+    if rng.random() < 0.3:
+        attrs["clip"] = rng.choice([0.5, 1.0, 3.0])
+    if op == "GRU" and rng.random() < 0.5:
+        attrs["linear_before_reset"] = 1
+    if rng.random() < 0.25:
+        per = {"LSTM": 3, "GRU": 2, "RNN": 1}[op]
+        pick = [rng.choice(["Sigmoid", "Tanh", "Relu", "HardSigmoid", "LeakyRelu", "Affine", "ScaledTanh", "Elu", "Softsign", "Softplus", "ThresholdedRelu"]) for _ in range(per * nd)]
+        attrs["activations"] = pick
+    outs = [F("y", None), F("yh", None)] + ([F("yc", None)] if op == "LSTM" else [])
+    x = g.standard_normal(x_shape).astype(np.float32)
+    node = h.make_node(op, ins, [o.name for o in outs], **attrs)
+    return model([node], [F("x", x_shape)], outs, inits, 14), {"x": x}, (op, attrs, x_shape, [n for n in ins])
+
+
+FAMILIES = {
+    "resize": resize_case,
+    "pool": pool_case,
+    "conv": conv_case,
+    "ops": ops_case,
+    "quant": quant_case,
+    "rnn": rnn_case,
+}
 
 
 def main():
