@@ -4,7 +4,7 @@ onnxruntime, outputs compared (rtol and atol 1e-4), and where they disagree, the
 ONNX reference implementation (onnx.reference) asked too, so that a disagreement
 says who departs from ONNX. Configurations onnxruntime refuses are skipped.
 
-Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant|rnn
+Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant|rnn|vision
            [--seed 0] [--cases 200] [--binary target/release/rlx-onnx]
 
 Families: pool (MaxPool/AveragePool/LpPool: ceil mode, dilations, auto_pad, pads),
@@ -17,7 +17,9 @@ Tile, Expand, Trilu, OneHot, Where, Clip, Cast), quant (QuantizeLinear,
 DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
 QLinearConv, ConvInteger, int8 weights stored as Cast+Mul), rnn (LSTM, GRU and RNN:
 direction, layout, biases, initial states, sequence lengths, clip,
-linear_before_reset, non-default activations).
+linear_before_reset, non-default activations), vision (GridSample, RoiAlign,
+NonMaxSuppression, ScatterND/ScatterElements with reductions, GatherND with
+batch dims, Unique, Compress, Mod, ReverseSequence).
 """
 import argparse
 import glob
@@ -33,6 +35,8 @@ import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
+
+ort.set_default_logger_severity(3)
 
 def model(nodes, ins, outs, inits=(), opset=19):
     g=h.make_graph(nodes,"g",ins,outs,list(inits))
@@ -460,6 +464,113 @@ def rnn_case(i):
     return model([node], [F("x", x_shape)], outs, inits, 14), {"x": x}, (op, attrs, x_shape, [n for n in ins])
 
 
+def vision_case(i):
+    """What detectors and OCR models use around their convolutions:
+    GridSample, RoiAlign, NonMaxSuppression, the scatters with reductions,
+    GatherND with batch dims, Unique, Compress, Mod, ReverseSequence."""
+    g = np.random.default_rng(i)
+    op = rng.choice(["GridSample", "RoiAlign", "NonMaxSuppression", "ScatterND", "ScatterElements", "GatherND", "Unique", "Compress", "Mod", "ReverseSequence"])
+    if op == "GridSample":
+        nsp = rng.choice([2, 2, 3])
+        x_shape = [rng.randint(1, 2), rng.randint(1, 3)] + [rng.randint(1, 6) for _ in range(nsp)]
+        out = [rng.randint(1, 5) for _ in range(nsp)]
+        grid = (g.random([x_shape[0]] + out + [nsp]) * 2.6 - 1.3).astype(np.float32)
+        attrs = dict(mode=rng.choice(["linear", "nearest", "cubic"] if nsp == 2 else ["linear", "nearest"]),
+                     padding_mode=rng.choice(["zeros", "border", "reflection"]), align_corners=rng.choice([0, 1]))
+        x = g.standard_normal(x_shape).astype(np.float32)
+        return model([h.make_node(op, ["x", "grid"], ["y"], **attrs)], [F("x", x_shape)], [F("y", None)], [nh.from_array(grid, "grid")], 20), {"x": x}, (op, x_shape, out, attrs)
+    if op == "RoiAlign":
+        x_shape = [rng.randint(1, 2), rng.randint(1, 3), rng.randint(2, 9), rng.randint(2, 9)]
+        n = rng.randint(1, 4)
+        boxes = []
+        for _ in range(n):
+            x1, y1 = g.random() * x_shape[3], g.random() * x_shape[2]
+            boxes.append([x1, y1, x1 + g.random() * 4, y1 + g.random() * 4])
+        idx = g.integers(0, x_shape[0], size=n).astype(np.int64)
+        attrs = dict(mode=rng.choice(["avg", "max"]), output_height=rng.randint(1, 4), output_width=rng.randint(1, 4),
+                     sampling_ratio=rng.choice([0, 1, 2]), spatial_scale=rng.choice([1.0, 0.5, 0.25]),
+                     coordinate_transformation_mode=rng.choice(["half_pixel", "output_half_pixel"]))
+        x = g.standard_normal(x_shape).astype(np.float32)
+        inits = [nh.from_array(np.array(boxes, np.float32), "rois"), nh.from_array(idx, "bi")]
+        return model([h.make_node(op, ["x", "rois", "bi"], ["y"], **attrs)], [F("x", x_shape)], [F("y", None)], inits, 16), {"x": x}, (op, x_shape, attrs)
+    if op == "NonMaxSuppression":
+        b, c, n = rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 12)
+        xy = g.random([b, n, 2]) * 10
+        wh = g.random([b, n, 2]) * 4
+        centre = rng.choice([0, 1])
+        boxes = np.concatenate([xy, xy + wh], -1) if centre == 0 else np.concatenate([xy, wh], -1)
+        scores = g.integers(0, 5, size=[b, c, n]).astype(np.float32) / 4  # ties
+        inits = [nh.from_array(np.array(rng.randint(0, 6), np.int64), "m"), nh.from_array(np.array(rng.choice([0.0, 0.3, 0.5, 1.0]), np.float32), "iou"),
+                 nh.from_array(np.array(rng.choice([0.0, 0.3, 0.6]), np.float32), "st")]
+        return model([h.make_node(op, ["boxes", "scores", "m", "iou", "st"], ["y"], center_point_box=centre)], [F("boxes", [b, n, 4]), F("scores", [b, c, n])],
+                     [F("y", None, T.INT64)], inits, 11), {"boxes": boxes.astype(np.float32), "scores": scores}, (op, b, c, n, centre)
+    if op == "ScatterND":
+        s = rshape(rng.randint(1, 3), 2, 5)
+        q = rng.randint(1, len(s))
+        k = rng.randint(1, 4)
+        idx = np.stack([g.integers(-d, d, size=k) for d in s[:q]], -1).astype(np.int64)
+        red = rng.choice(["none", "add", "mul", "max", "min"])
+        if red == "none":  # unique indices only
+            seen, rows = set(), []
+            for r_ in idx:
+                key = tuple(int(v) % d for v, d in zip(r_, s))
+                if key not in seen:
+                    seen.add(key)
+                    rows.append(r_)
+            idx = np.array(rows, np.int64)
+        upd = g.standard_normal([len(idx)] + s[q:]).astype(np.float32)
+        x = g.standard_normal(s).astype(np.float32)
+        return model([h.make_node(op, ["x", "i", "u"], ["y"], reduction=red)], [F("x", s)], [F("y", None)], [nh.from_array(idx, "i"), nh.from_array(upd, "u")], 18), {"x": x}, (op, s, idx.shape, red)
+    if op == "ScatterElements":
+        s = rshape(rng.randint(1, 3), 2, 5)
+        ax = rng.randint(-len(s), len(s) - 1)
+        ishape = [rng.randint(1, d) for d in s]
+        idx = g.integers(-s[ax], s[ax], size=ishape).astype(np.int64)
+        red = rng.choice(["add", "mul", "max", "min"])
+        upd = g.standard_normal(ishape).astype(np.float32)
+        x = g.standard_normal(s).astype(np.float32)
+        return model([h.make_node(op, ["x", "i", "u"], ["y"], axis=ax, reduction=red)], [F("x", s)], [F("y", None)], [nh.from_array(idx, "i"), nh.from_array(upd, "u")], 18), {"x": x}, (op, s, ax, red)
+    if op == "GatherND":
+        bd = rng.randint(0, 1)
+        s = rshape(rng.randint(bd + 1, 4), 1, 4)
+        q = rng.randint(1, len(s) - bd)
+        k = rng.randint(1, 3)
+        batch = s[:bd]
+        idx = np.stack([g.integers(-d, d, size=batch + [k]) for d in s[bd:bd + q]], -1).astype(np.int64)
+        x = g.standard_normal(s).astype(np.float32)
+        return model([h.make_node(op, ["x", "i"], ["y"], batch_dims=bd)], [F("x", s)], [F("y", None)], [nh.from_array(idx, "i")], 13), {"x": x}, (op, s, idx.shape, bd)
+    if op == "Unique":
+        s = rshape(rng.randint(1, 3), 1, 5)
+        x = g.integers(-2, 3, size=s).astype(np.float32)
+        attrs = dict(sorted=rng.choice([0, 1]))
+        if rng.random() < 0.5:
+            attrs["axis"] = rng.randint(-len(s), len(s) - 1)
+        outs = [F("y", None), F("idx", None, T.INT64), F("inv", None, T.INT64), F("cnt", None, T.INT64)]
+        return model([h.make_node(op, ["x"], ["y", "idx", "inv", "cnt"], **attrs)], [F("x", s)], outs, [], 11), {"x": x}, (op, s, attrs)
+    if op == "Compress":
+        s = rshape(rng.randint(1, 3), 1, 5)
+        ax = rng.choice([None] + list(range(-len(s), len(s))))
+        n = (s[ax] if ax is not None else int(np.prod(s)))
+        cond = g.integers(0, 2, size=rng.randint(0, n)).astype(bool)
+        x = g.standard_normal(s).astype(np.float32)
+        attrs = {} if ax is None else dict(axis=ax)
+        return model([h.make_node(op, ["x", "c"], ["y"], **attrs)], [F("x", s)], [F("y", None)], [nh.from_array(cond, "c")], 11), {"x": x}, (op, s, ax, len(cond))
+    if op == "Mod":
+        s = rshape()
+        fm = rng.choice([0, 1])
+        if fm:
+            a, b = (g.standard_normal(s) * 7).astype(np.float32), (g.standard_normal(s) * 3 + 0.1).astype(np.float32)
+            return model([h.make_node(op, ["a", "b"], ["y"], fmod=1)], [F("a", s), F("b", s)], [F("y", None)], [], 13), {"a": a, "b": b}, (op, s, fm)
+        a, b = g.integers(-20, 20, size=s).astype(np.int64), g.integers(1, 7, size=s).astype(np.int64) * rng.choice([1, -1])
+        return model([h.make_node(op, ["a", "b"], ["y"])], [F("a", s, T.INT64), F("b", s, T.INT64)], [F("y", None, T.INT64)], [], 13), {"a": a, "b": b}, (op, s, fm)
+    s = [rng.randint(1, 5), rng.randint(1, 4), rng.randint(1, 3)]
+    ba = rng.choice([0, 1])
+    ta = 1 - ba
+    lens = g.integers(1, s[ta] + 1, size=s[ba]).astype(np.int64)
+    x = g.standard_normal(s).astype(np.float32)
+    return model([h.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=ba, time_axis=ta)], [F("x", s)], [F("y", None)], [nh.from_array(lens, "l")], 10), {"x": x}, ("ReverseSequence", s, ba)
+
+
 FAMILIES = {
     "resize": resize_case,
     "pool": pool_case,
@@ -467,6 +578,7 @@ FAMILIES = {
     "ops": ops_case,
     "quant": quant_case,
     "rnn": rnn_case,
+    "vision": vision_case,
 }
 
 
