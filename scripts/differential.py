@@ -5,7 +5,7 @@ ONNX reference implementation (onnx.reference) asked too, so that a disagreement
 says who departs from ONNX. Configurations onnxruntime refuses are skipped.
 
 Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant|rnn|vision
-           [--seed 0] [--cases 200] [--binary target/release/rlx-onnx]
+           [--seed 0] [--cases 200] [--binary target/release/rlx-onnx] [--target cpu]
 
 Families: pool (MaxPool/AveragePool/LpPool: ceil mode, dilations, auto_pad, pads),
 conv (Conv/ConvTranspose: groups, 1-3 spatial dims, strides, dilations, pads,
@@ -54,7 +54,7 @@ def run_both(m, feeds, tag):
     args=[]
     for k,v in feeds.items():
         np.save(f"{d}/{k}.npy",v); args+=["--input",f"{k}={d}/{k}.npy"]
-    r=subprocess.run([ARGS.binary,"run",p,*args,"-o",os.path.join(WORK, f"out_{tag}"),"--force","--threads","1"],capture_output=True,text=True)
+    r=subprocess.run([ARGS.binary,"run",p,*args,"-o",os.path.join(WORK, f"out_{tag}"),"--force","--threads","1","--target",ARGS.target],capture_output=True,text=True)
     if r.returncode!=0:
         return "rlxfail: "+r.stderr.strip().splitlines()[-1][:300] if r.stderr.strip() else f"rc {r.returncode}"
     outs=[o.name for o in s.get_outputs()]
@@ -602,6 +602,8 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--binary", default="target/release/rlx-onnx")
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda", "wgpu", "vulkan"],
+                    help="the backend rlx-onnx runs on (a GPU target needs its driver: lavapipe does for wgpu and vulkan)")
     ARGS = ap.parse_args()
     rng = random.Random(ARGS.seed)
     WORK = tempfile.mkdtemp(prefix="rlx-differential-")
