@@ -4,7 +4,7 @@ onnxruntime, outputs compared (rtol and atol 1e-4), and where they disagree, the
 ONNX reference implementation (onnx.reference) asked too, so that a disagreement
 says who departs from ONNX. Configurations onnxruntime refuses are skipped.
 
-Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant|rnn|vision
+Usage: python3 scripts/differential.py --family pool|conv|resize|ops|quant|rnn|vision|math
            [--seed 0] [--cases 200] [--binary target/release/rlx-onnx] [--target cpu]
 
 Families: pool (MaxPool/AveragePool/LpPool: ceil mode, dilations, auto_pad, pads),
@@ -19,7 +19,9 @@ QLinearConv, ConvInteger, int8 weights stored as Cast+Mul), rnn (LSTM, GRU and R
 direction, layout, biases, initial states, sequence lengths, clip,
 linear_before_reset, non-default activations), vision (GridSample, RoiAlign,
 NonMaxSuppression, ScatterND/ScatterElements with reductions, GatherND with
-batch dims, Unique, Compress, Mod, ReverseSequence).
+batch dims, Unique, Compress, Mod, ReverseSequence), math (element-wise functions
+over NaN, the infinities, signed zeros, huge and tiny values and the cut-offs
+of the vectorized approximations).
 """
 import argparse
 import glob
@@ -571,6 +573,34 @@ def vision_case(i):
     return model([h.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=ba, time_axis=ta)], [F("x", s)], [F("y", None)], [nh.from_array(lens, "l")], 10), {"x": x}, ("ReverseSequence", s, ba)
 
 
+def math_case(i):
+    """Element-wise functions over values at their edges: NaN, the
+    infinities, signed zeros, huge and tiny magnitudes, the points where an
+    approximation switches (the vectorized exponential's and sigmoid's
+    cut-offs), ties for rounding."""
+    g = np.random.default_rng(i)
+    unary = ["Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Softplus", "Softsign", "Relu",
+             "HardSwish", "HardSigmoid", "Mish", "Elu", "Selu", "Celu", "Gelu", "LeakyRelu", "ThresholdedRelu",
+             "Round", "Floor", "Ceil", "Sign", "Abs", "Neg", "IsNaN", "IsInf", "Sin", "Cos", "Atan", "Asinh", "Acosh", "Atanh"]
+    binary = ["Pow", "Max", "Min", "Div", "Sub", "Mod", "PRelu"]
+    edges = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30, 88.7, -88.7, 87.0, -87.0,
+                      -87.5, 104.0, -104.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 3.0, -3.0, 20.0, -20.0, 9.0, -9.0], np.float32)
+    n = rng.randint(1, 70)
+    x = np.concatenate([rng.choice([edges, g.standard_normal(40).astype(np.float32) * rng.choice([1, 10, 100])])[: n] for _ in range(2)])
+    x = g.permutation(x).astype(np.float32)
+    op = rng.choice(unary + binary)
+    s = [len(x)]
+    if op in binary:
+        y = g.permutation(np.concatenate([edges, g.standard_normal(len(x)).astype(np.float32)]))[: len(x)].astype(np.float32)
+        attrs = dict(fmod=1) if op == "Mod" else {}
+        return model([h.make_node(op, ["x", "z"], ["y"], **attrs)], [F("x", s), F("z", s)], [F("y", None)], [], 20), {"x": x, "z": y}, (op,)
+    attrs = {}
+    if op == "Gelu":
+        attrs["approximate"] = rng.choice(["none", "tanh"])
+    out_t = T.BOOL if op in ("IsNaN", "IsInf") else T.FLOAT
+    return model([h.make_node(op, ["x"], ["y"], **attrs)], [F("x", s)], [F("y", None, out_t)], [], 20), {"x": x}, (op, attrs)
+
+
 FAMILIES = {
     "resize": resize_case,
     "pool": pool_case,
@@ -579,6 +609,7 @@ FAMILIES = {
     "quant": quant_case,
     "rnn": rnn_case,
     "vision": vision_case,
+    "math": math_case,
 }
 
 

@@ -175,7 +175,11 @@ fn short_rows(log: bool, xs: &[f32], y: &mut [f32], n: usize) {
         let m = v.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
         let mut e = [0f32; SHORT];
         for (i, (d, &a)) in e.iter_mut().zip(&v).enumerate() {
-            *d = if i < n { vmath::exp(a - m) } else { 0.0 };
+            *d = if i < n {
+                vmath::exp_nonpositive(a - m)
+            } else {
+                0.0
+            };
         }
         let sum: f64 = e.iter().map(|&a| a as f64).sum();
         if log {
@@ -200,7 +204,7 @@ fn short_rows(log: bool, xs: &[f32], y: &mut [f32], n: usize) {
 mod short_avx512 {
     use std::arch::x86_64::*;
 
-    use super::super::vmath_avx512::exp;
+    use super::super::vmath_avx512::exp_low as exp;
 
     #[inline(always)]
     unsafe fn set(v: f32) -> __m512 {

@@ -21,11 +21,47 @@ pub fn round_small(x: f32) -> f32 {
     (x + ROUND) - ROUND
 }
 
-/// `e^x`: infinity above 88.72 (where f32 overflows), 0 below -103.9, and
-/// `e^-87.3` (about 1e-38) between, where the result would be subnormal.
+/// Above this `e^x` passes `f32::MAX` (`ln(f32::MAX)` is 88.7228391).
+pub(super) const EXP_TOP: f32 = 88.722_83;
+/// Past this `2^n` of the reduction would be `2^128`, beyond f32's
+/// exponents: `e^x` is taken as `2 e^(x - ln 2)` there.
+pub(super) const EXP_HALVED: f32 = 88.3;
+
+/// `e^x`: infinity above [`EXP_TOP`] (where f32 overflows), 0 below -103.9,
+/// and `e^-87.3` (about 1e-38) between, where the result would be
+/// subnormal; NaN kept.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    let c = x.clamp(-87.3, 88.3);
+    // 2^128 has no exponent: above EXP_HALVED, e^x = 2 e^(x - ln 2) (ln 2
+    // in two parts). Selects, not branches, so loops over it vectorize.
+    let high = x > EXP_HALVED;
+    let y = exp_reduced(if high { x - LN2_HI - LN2_LO } else { x });
+    let y = if high { y * 2.0 } else { y };
+    if x > EXP_TOP {
+        f32::INFINITY
+    } else if x < -103.9 {
+        0.0
+    } else {
+        y
+    }
+}
+
+/// `e^x` for `x` at most 0 (a softmax row less its maximum): [`exp`]
+/// without the selects for the top of the range, which such arguments
+/// never reach.
+#[inline(always)]
+pub fn exp_nonpositive(x: f32) -> f32 {
+    if x < -103.9 {
+        0.0
+    } else {
+        exp_reduced(x)
+    }
+}
+
+/// `e^x` for `x` clamped to [-87.3, 88.3] (2^n normal).
+#[inline(always)]
+fn exp_reduced(x: f32) -> f32 {
+    let c = x.clamp(-87.3, EXP_HALVED);
     // `t`'s low mantissa bits hold n (in -126..=127) in two's complement.
     let t = c * LOG2E + ROUND;
     let n = t - ROUND;
@@ -39,14 +75,7 @@ pub fn exp(x: f32) -> f32 {
     // exponent field leaves ROUND's bits behind (its low 9 bits are 0).
     // Integer lanes: `n as i32` is a saturating conversion, one lane at a
     // time, which kept every loop over this function scalar in part.
-    let y = y * f32::from_bits(t.to_bits().wrapping_add(127) << 23);
-    if x > 88.72 {
-        f32::INFINITY
-    } else if x < -103.9 {
-        0.0
-    } else {
-        y
-    }
+    y * f32::from_bits(t.to_bits().wrapping_add(127) << 23)
 }
 
 /// `x * min(max(x * (1/6) + 1/2, 0), 1)`: ONNX HardSwish, in the order of the
@@ -368,8 +397,8 @@ unsafe fn map_in_place_avx2(xs: &mut [f32], f: impl Fn(f32) -> f32) {
     map_in_place_plain(xs, f)
 }
 
-/// `out[i] = e^(xs[i] - m)`, returning the sum (16 f32 lanes, then f64),
-/// [`vectorized`].
+/// `out[i] = e^(xs[i] - m)` for `m` at least every `xs[i]` (a row's
+/// maximum), returning the sum (16 f32 lanes, then f64), [`vectorized`].
 pub fn exp_shifted(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     // A closure this large is not inlined into `vectorized`'s AVX-512 copy,
     // so it gets a target-feature function of its own.
@@ -404,7 +433,7 @@ fn exp_shifted_plain(xs: &[f32], m: f32, out: &mut [f32]) -> f64 {
     let mut lanes = [0f32; 16];
     for (chunk, dst) in xs.chunks(16).zip(out.chunks_mut(16)) {
         for ((l, x), d) in lanes.iter_mut().zip(chunk).zip(dst) {
-            let e = exp(x - m);
+            let e = exp_nonpositive(x - m);
             *d = e;
             *l += e;
         }
@@ -634,6 +663,28 @@ mod tests {
             );
         }
         assert!(hard_swish(f32::NAN).is_nan() && hard_swish(f32::NEG_INFINITY).is_nan());
+    }
+
+    /// The top of the range, where `2^n` of the reduction would be `2^128`:
+    /// e^88.7 is 3.3e38, which came out as e^88.3's 2.0e38 (the clamp).
+    #[test]
+    fn exp_holds_to_the_top_of_f32() {
+        let mut x = 87.0f32;
+        while x <= EXP_TOP {
+            let want = (x as f64).exp();
+            let got = exp(x) as f64;
+            assert!(
+                (got - want).abs() <= 4e-6 * want,
+                "exp({x}): {got} vs {want}"
+            );
+            x += 0.0137;
+        }
+        for x in [88.3f32, 88.300_01, 88.7, EXP_TOP] {
+            let want = (x as f64).exp();
+            assert!(((exp(x) as f64) - want).abs() <= 4e-6 * want, "exp({x})");
+        }
+        assert_eq!(exp(88.722_84), f32::INFINITY);
+        assert!(exp(f32::NAN).is_nan() && exp(f32::INFINITY) == f32::INFINITY);
     }
 
     #[test]

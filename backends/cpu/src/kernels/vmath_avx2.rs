@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 
 use rlx_ir::ops::Activation;
 
-use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
+use super::vmath::{self, LN2_HI, LN2_LO, LOG2E, ROUND};
 
 #[inline(always)]
 unsafe fn set(v: f32) -> __m256 {
@@ -40,10 +40,21 @@ unsafe fn clamp(x: __m256, lo: f32, hi: f32) -> __m256 {
     _mm256_min_ps(set(hi), _mm256_max_ps(set(lo), x))
 }
 
-/// `e^x`, as [`super::vmath::exp`]: infinity above 88.72, 0 below -103.9.
+/// `e^x` for `x` at most `EXP_HALVED` (the sigmoid's and erf's arguments),
+/// 0 below -103.9: [`super::vmath::exp`] without the top of the range.
 #[inline(always)]
-pub unsafe fn exp(x: __m256) -> __m256 {
-    let c = clamp(x, -87.3, 88.3);
+pub unsafe fn exp_low(x: __m256) -> __m256 {
+    _mm256_blendv_ps(
+        exp_reduced(x),
+        _mm256_setzero_ps(),
+        _mm256_cmp_ps::<_CMP_LT_OQ>(x, set(-103.9)),
+    )
+}
+
+/// `e^x` for `x` clamped to [-87.3, 88.3] (2^n normal).
+#[inline(always)]
+unsafe fn exp_reduced(x: __m256) -> __m256 {
+    let c = clamp(x, -87.3, vmath::EXP_HALVED);
     let t = _mm256_fmadd_ps(c, set(LOG2E), set(ROUND));
     let n = _mm256_sub_ps(t, set(ROUND));
     let r = _mm256_fnmadd_ps(n, set(LN2_HI), c);
@@ -64,17 +75,7 @@ pub unsafe fn exp(x: __m256) -> __m256 {
         _mm256_castps_si256(t),
         _mm256_set1_epi32(127),
     ));
-    let y = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
-    let y = _mm256_blendv_ps(
-        y,
-        set(f32::INFINITY),
-        _mm256_cmp_ps::<_CMP_GT_OQ>(x, set(88.72)),
-    );
-    _mm256_blendv_ps(
-        y,
-        _mm256_setzero_ps(),
-        _mm256_cmp_ps::<_CMP_LT_OQ>(x, set(-103.9)),
-    )
+    _mm256_mul_ps(y, _mm256_castsi256_ps(bits))
 }
 
 /// `1 / (1 + e^-x)`, the reciprocal by the 12-bit estimate and one Newton
@@ -85,7 +86,7 @@ pub unsafe fn exp(x: __m256) -> __m256 {
 pub unsafe fn sigmoid(x: __m256) -> __m256 {
     // `maxps` returns its second operand where either is NaN: `x`.
     let c = _mm256_max_ps(set(-87.0), x);
-    let d = _mm256_add_ps(set(1.0), exp(_mm256_xor_ps(c, set(-0.0))));
+    let d = _mm256_add_ps(set(1.0), exp_low(_mm256_xor_ps(c, set(-0.0))));
     let r = _mm256_rcp_ps(d);
     let s = _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, set(1.0)), r);
     _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(x, set(-87.0)), s)
@@ -152,7 +153,7 @@ pub unsafe fn erf(x: __m256) -> __m256 {
         ],
     );
     let arg = _mm256_sub_ps(poly, _mm256_mul_ps(a, a));
-    let one_minus = _mm256_fnmadd_ps(t, exp(arg), set(1.0));
+    let one_minus = _mm256_fnmadd_ps(t, exp_low(arg), set(1.0));
     let large = _mm256_or_ps(_mm256_andnot_ps(sign, one_minus), _mm256_and_ps(sign, x));
     // NaN compares false and keeps `small` (NaN), as the scalar form.
     let big = _mm256_cmp_ps::<_CMP_GE_OQ>(abs, set(0.5));
@@ -248,10 +249,17 @@ mod tests {
             0.625,
             -0.625,
         ]);
-        xs.extend([88.8, -88.8, 104.0, -104.0, 0.5, -0.5, 44.5, -44.5]);
+        xs.extend([
+            88.8, -88.8, 104.0, -104.0, 0.5, -0.5, 44.5, -44.5, 88.5, 88.7, 88.722_83,
+        ]);
         type Pair = (&'static str, unsafe fn(__m256) -> __m256, fn(f32) -> f32);
         let pairs: [Pair; 9] = [
-            ("exp", |v| unsafe { exp(v) }, vmath::exp),
+            // Below the top of the range, as its callers use it.
+            (
+                "exp_low",
+                |v| unsafe { exp_low(_mm256_min_ps(v, set(vmath::EXP_HALVED))) },
+                |x| vmath::exp(x.min(vmath::EXP_HALVED)),
+            ),
             ("sigmoid", |v| unsafe { sigmoid(v) }, vmath::sigmoid),
             ("silu", |v| unsafe { silu(v) }, vmath::silu),
             ("tanh", |v| unsafe { tanh(v) }, vmath::tanh),

@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::vmath::{LN2_HI, LN2_LO, LOG2E, ROUND};
+use super::vmath::{self, LN2_HI, LN2_LO, LOG2E, ROUND};
 
 #[inline(always)]
 unsafe fn set(v: f32) -> __m512 {
@@ -22,7 +22,7 @@ unsafe fn set(v: f32) -> __m512 {
 #[inline(always)]
 pub unsafe fn exp_in_range(x: __m512) -> __m512 {
     // `maxps`/`minps` return their second operand where either is NaN.
-    let c = _mm512_min_ps(set(88.3), _mm512_max_ps(set(-87.3), x));
+    let c = _mm512_min_ps(set(vmath::EXP_HALVED), _mm512_max_ps(set(-87.3), x));
     let t = _mm512_fmadd_ps(c, set(LOG2E), set(ROUND));
     let n = _mm512_sub_ps(t, set(ROUND));
     let r = _mm512_fnmadd_ps(n, set(LN2_HI), c);
@@ -45,18 +45,13 @@ pub unsafe fn exp_in_range(x: __m512) -> __m512 {
     _mm512_mul_ps(y, _mm512_castsi512_ps(bits))
 }
 
-/// `e^x`, as [`super::vmath::exp`]: infinity above 88.72, 0 below -103.9
-/// (so `e^-inf` is 0), NaN kept.
+/// `e^x` for `x` at most `EXP_HALVED` (a softmax row less its maximum), 0
+/// below -103.9, NaN kept: [`super::vmath::exp`] without the top of the
+/// range.
 #[inline(always)]
-pub unsafe fn exp(x: __m512) -> __m512 {
-    let y = exp_in_range(x);
-    let y = _mm512_mask_mov_ps(
-        y,
-        _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, set(88.72)),
-        set(f32::INFINITY),
-    );
+pub unsafe fn exp_low(x: __m512) -> __m512 {
     _mm512_mask_mov_ps(
-        y,
+        exp_in_range(x),
         _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, set(-103.9)),
         _mm512_setzero_ps(),
     )
@@ -132,7 +127,8 @@ mod tests {
         let mut xs: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.037).collect();
         xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0]);
         xs.extend([
-            86.9, -86.9, 87.1, -87.1, 88.8, -88.8, 104.0, -104.0, 1e30, -1e30,
+            86.9, -86.9, 87.1, -87.1, 88.8, -88.8, 104.0, -104.0, 1e30, -1e30, 88.5, 88.7,
+            88.722_83,
         ]);
         // Each with the argument of its sigmoid, computed before it with
         // rounding (0 where it is exact): a sigmoid's relative error grows
