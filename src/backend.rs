@@ -214,6 +214,7 @@ impl GpuExecutable for rlx_cuda::Executable {
         PlanInfo {
             schedule: s.to_string(),
             arena_bytes: s.arena_bytes as usize,
+            scratch_bytes: 0,
             total_bytes: s.buffer_bytes as usize,
             kernel_statistics: Vec::new(),
         }
@@ -297,6 +298,7 @@ fn wgsl_plan(s: &rlx_wgsl::Schedule) -> PlanInfo {
     PlanInfo {
         schedule: s.to_string(),
         arena_bytes: s.arena_bytes as usize,
+        scratch_bytes: 0,
         total_bytes: s.buffer_bytes as usize,
         kernel_statistics: Vec::new(),
     }

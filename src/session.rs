@@ -729,6 +729,12 @@ impl Session {
         if target == Target::Cpu {
             let limits = self.model.limits.run_limits();
             let schedule = rlx_cpu::plan_with(&g, &weights, &mem, limits, &self.packs)?;
+            // The run's whole arena: its values, the steps' scratch and
+            // every thread's region.
+            let threads = self.threads.count();
+            self.model.limits.check_arena(
+                mem.arena_bytes + schedule.scratch_bytes + schedule.per_thread.total(threads),
+            )?;
             let arenas = self.arenas.clone();
             return Ok(Executable::Planned(PlannedExecutable::with_arenas(
                 schedule, arenas,
@@ -754,6 +760,7 @@ impl Session {
         let bindings = bind_shapes(&self.model.graph, &shapes).map_err(InputError::from)?;
         Ok(PlanInfo::of(
             &self.prepare(&bindings, self.shape_values(&ordered))?,
+            self.threads.count(),
         ))
     }
 }
@@ -848,6 +855,11 @@ pub struct PlanInfo {
     pub schedule: String,
     /// Bytes of the arena (peak of simultaneously live tensors after packing).
     pub arena_bytes: usize,
+    /// Bytes a run holds beside the arena's values: on the CPU, the steps'
+    /// scratch and every thread's per-thread scratch at the session's
+    /// threads (`rlx_cpu::scratch`); a run's memory is `arena_bytes +
+    /// scratch_bytes`. Zero on the GPU backends, whose scratch is in the arena.
+    pub scratch_bytes: usize,
     /// Sum of all planned tensor sizes.
     pub total_bytes: usize,
     /// What the device's driver reports of each compiled kernel (registers,
@@ -860,21 +872,22 @@ impl PlanInfo {
     /// The plan of `exec`; `None` when it runs node by node. A split graph
     /// prints each segment's plan under a header naming its place; its
     /// memory is the sum of the segments'.
-    fn of(exec: &Executable) -> Option<PlanInfo> {
+    fn of(exec: &Executable, threads: usize) -> Option<PlanInfo> {
         Some(match exec {
-            Executable::Planned(p) => PlanInfo::of_cpu(&p.schedule),
+            Executable::Planned(p) => PlanInfo::of_cpu(&p.schedule, threads),
             Executable::Gpu(e) => e.plan(),
             Executable::Dynamic { .. } => return None,
             Executable::Split(split) => {
                 let mut info = PlanInfo {
                     schedule: String::new(),
                     arena_bytes: 0,
+                    scratch_bytes: 0,
                     total_bytes: 0,
                     kernel_statistics: Vec::new(),
                 };
                 for (i, step) in split.steps.iter().enumerate() {
                     let place = step.place.name();
-                    let part = PlanInfo::of(&step.exec);
+                    let part = PlanInfo::of(&step.exec, threads);
                     let body = part.as_ref().map_or_else(
                         || format!("  node by node: {}\n", step.origin),
                         |p| p.schedule.clone(),
@@ -885,6 +898,7 @@ impl PlanInfo {
                     );
                     if let Some(p) = part {
                         info.arena_bytes += p.arena_bytes;
+                        info.scratch_bytes += p.scratch_bytes;
                         info.total_bytes += p.total_bytes;
                         info.kernel_statistics.extend(p.kernel_statistics);
                     }
@@ -894,10 +908,11 @@ impl PlanInfo {
         })
     }
 
-    fn of_cpu(s: &Schedule) -> PlanInfo {
+    fn of_cpu(s: &Schedule, threads: usize) -> PlanInfo {
         PlanInfo {
             schedule: s.to_string(),
             arena_bytes: s.arena_bytes,
+            scratch_bytes: s.scratch_bytes + s.per_thread.total(threads),
             total_bytes: s.total_bytes,
             kernel_statistics: Vec::new(),
         }

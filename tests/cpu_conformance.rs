@@ -55,6 +55,11 @@ fn cpu_suite_matches_expected_failures() {
         surprises.join("\n")
     );
     assert!(node_passed >= 1450, "only {node_passed} node cases pass");
+    assert_eq!(
+        rlx_cpu::scratch::overflows(),
+        0,
+        "a kernel took more scratch on a thread than its plan declared"
+    );
 }
 
 /// onnx 1.23's node cases (opset 28, built in memory by onnx and written out by

@@ -90,6 +90,12 @@ fn light_models_match_reference_outputs() {
         let want = read_pb(&m.output).unwrap();
         let d = compare(&got[0], &want, TOL).unwrap_or_else(|e| panic!("{}: {e}", m.name));
         assert_eq!(d.mismatched, 0, "{}: {d:?}", m.name);
+        assert_eq!(
+            rlx_cpu::scratch::overflows(),
+            0,
+            "{}: a kernel took more scratch on a thread than its plan declared",
+            m.name
+        );
     }
 }
 

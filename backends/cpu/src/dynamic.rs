@@ -235,9 +235,13 @@ fn run_built(node: &Node, built: &Built, inputs: &[Tensor]) -> Result<Vec<Tensor
             })
             .collect();
         let mut scratch = vec![0u8; kernel.scratch_bytes()];
-        kernel
-            .run(&ins, &mut outs, &mut scratch)
-            .map_err(|e| node_err(node, e))?;
+        // Node by node, a kernel's per-thread scratch is its own, not the
+        // region of a planned run this one may be inside (a subgraph run by
+        // a planned step).
+        crate::scratch::enter(crate::scratch::Regions::NONE, 0, || {
+            kernel.run(&ins, &mut outs, &mut scratch)
+        })
+        .map_err(|e| node_err(node, e))?;
     }
     bufs.into_iter()
         .zip(out_types)

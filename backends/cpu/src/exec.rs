@@ -87,8 +87,11 @@ impl PlannedExecutable {
         }
     }
 
+    /// Bytes of a run's arena on the current threads: the planned values,
+    /// the steps' scratch, then each thread's region ([`crate::scratch`]).
     fn arena_need(&self) -> usize {
-        self.schedule.arena_bytes.next_multiple_of(64) + self.schedule.scratch_bytes
+        let s = &self.schedule;
+        regions_at(s) + s.per_thread.total(crate::par::threads())
     }
 
     fn take_arena(&self) -> Arena {
@@ -239,8 +242,8 @@ impl PlannedExecutable {
         inputs: &[Option<TensorRef>],
         keep: Option<&[bool]>,
         homes: &mut Homes,
-        mut times: Option<&mut Vec<std::time::Duration>>,
-        mut observe: Option<&mut StepObserver>,
+        times: Option<&mut Vec<std::time::Duration>>,
+        observe: Option<&mut StepObserver>,
     ) -> Result<Vec<Option<Tensor>>, RunError> {
         let s = &self.schedule;
         let base = arena.ptr();
@@ -271,9 +274,62 @@ impl PlannedExecutable {
             }
         }
         let scratch_at = s.arena_bytes.next_multiple_of(64);
-        if scratch_at + s.scratch_bytes > total {
+        let threads = crate::par::threads();
+        let regions_at = regions_at(s);
+        if regions_at + s.per_thread.total(threads) > total {
             return Err(RunError::Internal("scratch outside the arena".into()));
         }
+        // SAFETY: the regions lie past the steps' scratch, inside the arena
+        // (checked above), which this run holds until it returns.
+        let regions =
+            unsafe { crate::scratch::Regions::new(base.add(regions_at), s.per_thread, threads) };
+        crate::scratch::enter(regions, 0, || {
+            self.run_steps(base, total, scratch_at, homes, times, observe)
+        })?;
+        // Copy the outputs while the arena is still ours; then lend those
+        // written in place (another output may be copied from one).
+        let mut outs = Vec::with_capacity(s.outputs.len());
+        for (i, io) in s.outputs.iter().enumerate() {
+            let kept = keep.is_some_and(|k| k.get(i).copied().unwrap_or(false));
+            if kept || homes.outputs.get(i).is_some_and(Option::is_some) {
+                outs.push(None);
+                continue;
+            }
+            // SAFETY: as above; no step runs any more.
+            let v = unsafe { view(io, base, total, s, homes) }?;
+            outs.push(Some(
+                Tensor::new(v.dtype, v.dims.to_vec(), self.outputs.copy(v.bytes))
+                    .map_err(|e| RunError::Internal(e.to_string()))?,
+            ));
+        }
+        for (i, home) in homes.outputs.iter_mut().enumerate() {
+            let (Some(home), Some(io)) = (home.take(), s.outputs.get(i)) else {
+                continue;
+            };
+            let bytes = home
+                .taken
+                .lend(io.ty_bytes)
+                .ok_or_else(|| RunError::Internal("an output larger than its buffer".into()))?;
+            outs[i] = Some(
+                Tensor::new(io.dtype, io.dims.clone(), bytes)
+                    .map_err(|e| RunError::Internal(e.to_string()))?,
+            );
+        }
+        Ok(outs)
+    }
+
+    /// The steps of a run over the arena at `base` (`total` bytes), the
+    /// steps' scratch at `scratch_at`.
+    fn run_steps(
+        &self,
+        base: *mut u8,
+        total: usize,
+        scratch_at: usize,
+        homes: &mut Homes,
+        mut times: Option<&mut Vec<std::time::Duration>>,
+        mut observe: Option<&mut StepObserver>,
+    ) -> Result<(), RunError> {
+        let s = &self.schedule;
         // Operand views, refilled per step (no allocation per step).
         let mut ins: Vec<TensorRef> = Vec::new();
         let mut outs: Vec<TensorMut> = Vec::new();
@@ -313,36 +369,7 @@ impl PlannedExecutable {
                 o(step, &mut outs);
             }
         }
-        // Copy the outputs while the arena is still ours; then lend those
-        // written in place (another output may be copied from one).
-        let mut outs = Vec::with_capacity(s.outputs.len());
-        for (i, io) in s.outputs.iter().enumerate() {
-            let kept = keep.is_some_and(|k| k.get(i).copied().unwrap_or(false));
-            if kept || homes.outputs.get(i).is_some_and(Option::is_some) {
-                outs.push(None);
-                continue;
-            }
-            // SAFETY: as above; no step runs any more.
-            let v = unsafe { view(io, base, total, s, homes) }?;
-            outs.push(Some(
-                Tensor::new(v.dtype, v.dims.to_vec(), self.outputs.copy(v.bytes))
-                    .map_err(|e| RunError::Internal(e.to_string()))?,
-            ));
-        }
-        for (i, home) in homes.outputs.iter_mut().enumerate() {
-            let (Some(home), Some(io)) = (home.take(), s.outputs.get(i)) else {
-                continue;
-            };
-            let bytes = home
-                .taken
-                .lend(io.ty_bytes)
-                .ok_or_else(|| RunError::Internal("an output larger than its buffer".into()))?;
-            outs[i] = Some(
-                Tensor::new(io.dtype, io.dims.clone(), bytes)
-                    .map_err(|e| RunError::Internal(e.to_string()))?,
-            );
-        }
-        Ok(outs)
+        Ok(())
     }
 }
 
@@ -469,4 +496,10 @@ unsafe fn view_mut<'a>(
         }),
         _ => Err(RunError::Internal("an output outside the arena".into())),
     }
+}
+
+/// Where a run's per-thread regions start in its arena: past the planned
+/// values and the steps' scratch, aligned.
+fn regions_at(s: &Schedule) -> usize {
+    (s.arena_bytes.next_multiple_of(64) + s.scratch_bytes).next_multiple_of(crate::scratch::ALIGN)
 }

@@ -89,6 +89,12 @@ pub trait Kernel: Send + Sync {
         0
     }
 
+    /// Scratch `run` takes on each thread ([`crate::scratch`]): staged
+    /// rows, packed panels, bordered planes.
+    fn per_thread(&self) -> crate::scratch::PerThread {
+        crate::scratch::PerThread::NONE
+    }
+
     /// Floating-point (or integer multiply-add) operations of one run, for
     /// kernels whose rate is worth reporting (products, convolutions): two
     /// per multiply-add.
@@ -109,11 +115,17 @@ pub struct FnKernel {
     pub op: Op,
     pub label: String,
     pub f: fn(&Op, &[TensorRef], &mut [TensorMut]) -> Result<(), KernelError>,
+    /// What `f` takes on each thread ([`crate::scratch`]).
+    pub per_thread: crate::scratch::PerThread,
 }
 
 impl Kernel for FnKernel {
     fn label(&self) -> String {
         self.label.clone()
+    }
+
+    fn per_thread(&self) -> crate::scratch::PerThread {
+        self.per_thread
     }
 
     fn run(
@@ -131,6 +143,15 @@ pub fn fn_kernel(
     spec: &Spec,
     f: fn(&Op, &[TensorRef], &mut [TensorMut]) -> Result<(), KernelError>,
 ) -> Box<dyn Kernel> {
+    fn_kernel_with(spec, f, crate::scratch::PerThread::NONE)
+}
+
+/// Wraps a function kernel that takes `per_thread` on each thread.
+pub fn fn_kernel_with(
+    spec: &Spec,
+    f: fn(&Op, &[TensorRef], &mut [TensorMut]) -> Result<(), KernelError>,
+    per_thread: crate::scratch::PerThread,
+) -> Box<dyn Kernel> {
     let dt = spec
         .inputs
         .first()
@@ -139,6 +160,7 @@ pub fn fn_kernel(
         op: spec.node.op.clone(),
         label: format!("{}{dt}", spec.node.op.name()),
         f,
+        per_thread,
     })
 }
 

@@ -4,6 +4,8 @@
 //!   compiled kernels with resolved arena offsets (pure, printable).
 //! - [`exec`]: runs a schedule over one arena per run (pooled).
 //! - [`dynamic`]: runs graphs whose shapes depend on data, node by node.
+//! - [`scratch`]: the memory kernels use on each thread, declared when they
+//!   are planned and laid out at the end of a run's arena.
 //! - [`kernels`]: one module per op family, in every dtype the op supports. They
 //!   are also the reference the GPU backends are compared to.
 
@@ -19,6 +21,9 @@ mod outputs;
 pub mod packs;
 pub mod par;
 pub mod plan;
+pub mod scratch;
+#[cfg(test)]
+mod scratch_tests;
 pub mod tensor;
 
 use rlx_ir::{Node, Tensor, TensorType, Weights};

@@ -72,6 +72,8 @@ struct Shared {
 struct Job<'a> {
     f: &'a (dyn Fn(usize) + Sync),
     tasks: usize,
+    /// The caller's run's per-thread scratch; a worker takes its own.
+    scratch: crate::scratch::Regions,
     next: AtomicUsize,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
@@ -209,7 +211,8 @@ fn worker(shared: &Shared, me: usize) {
                 // SAFETY: the caller keeps the job alive until it has taken
                 // it out of the slot and seen every flag down; this worker
                 // raised its flag before reading the slot.
-                unsafe { (*job).work() };
+                let job = unsafe { &*job };
+                crate::scratch::enter(job.scratch, me, || job.work());
             }
             flag.store(false, SeqCst);
         }
@@ -262,6 +265,7 @@ pub fn for_each(tasks: usize, f: impl Fn(usize) + Sync) {
     let job = Job {
         f: &f,
         tasks,
+        scratch: crate::scratch::regions(),
         next: AtomicUsize::new(0),
         panic: Mutex::new(None),
     };

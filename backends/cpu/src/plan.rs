@@ -11,6 +11,7 @@ use rlx_passes::Slot;
 
 use crate::homes::{self, Bound, Home};
 use crate::kernel::{build, Kernel, Spec};
+use crate::scratch::PerThread;
 use crate::RunError;
 
 /// One operand of a step: where it lives and what it is.
@@ -99,6 +100,8 @@ pub struct Schedule {
     pub consts: HashMap<NodeId, Tensor>,
     pub arena_bytes: usize,
     pub scratch_bytes: usize,
+    /// The most any step takes on each thread ([`crate::scratch`]).
+    pub per_thread: PerThread,
     /// Sum of all planned tensor sizes (for reporting reuse).
     pub total_bytes: usize,
 }
@@ -243,6 +246,9 @@ pub fn plan_with(
         .map(|s| s.kernel.scratch_bytes())
         .max()
         .unwrap_or(0);
+    let per_thread = steps
+        .iter()
+        .fold(PerThread::NONE, |p, s| p.max(s.kernel.per_thread()));
     Ok(Schedule {
         steps,
         in_place,
@@ -253,6 +259,7 @@ pub fn plan_with(
         consts,
         arena_bytes: mem.arena_bytes,
         scratch_bytes,
+        per_thread,
         total_bytes: mem.total_bytes,
     })
 }
@@ -277,13 +284,21 @@ impl fmt::Display for StepIo {
 
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
+        write!(
             f,
             "cpu schedule: {} steps, arena {} bytes, scratch {} bytes",
             self.steps.len(),
             self.arena_bytes,
             self.scratch_bytes
         )?;
+        let PerThread { caller, each } = self.per_thread;
+        match (caller, each) {
+            (0, 0) => writeln!(f)?,
+            (0, each) => writeln!(f, ", {each} bytes a thread")?,
+            (caller, each) => {
+                writeln!(f, ", {each} bytes a thread (+{caller} on the calling one)")?
+            }
+        }
         for (i, s) in self.steps.iter().enumerate() {
             let ins: Vec<String> = s.inputs.iter().map(|x| x.to_string()).collect();
             let outs: Vec<String> = s.outputs.iter().map(|x| x.to_string()).collect();

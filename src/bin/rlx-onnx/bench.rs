@@ -128,10 +128,11 @@ fn print_profile(
     let plan = session.plan_for(named)?;
     if let Some(plan) = &plan {
         println!(
-            "memory: arena {:.2} MiB, sum of all planned tensors {:.2} MiB ({:.1}%)",
+            "memory: arena {:.2} MiB, sum of all planned tensors {:.2} MiB ({:.1}%), scratch {:.2} MiB",
             plan.arena_bytes as f64 / 1048576.0,
             plan.total_bytes as f64 / 1048576.0,
-            100.0 * plan.arena_bytes as f64 / plan.total_bytes.max(1) as f64
+            100.0 * plan.arena_bytes as f64 / plan.total_bytes.max(1) as f64,
+            plan.scratch_bytes as f64 / 1048576.0
         );
     }
     let Some(steps) = session.profile(named)? else {

@@ -93,6 +93,16 @@ impl Config {
 /// odd number of panels.
 static ZERO_PANEL: [i8; 16 * KT] = [0; 16 * KT];
 
+/// Scratch a thread takes in a [`gemm`] of at most `m` rows of depth `k`
+/// ([`crate::scratch`]): `A` padded for the tiles; none where this CPU has
+/// no AMX.
+pub fn scratch(m: usize, k: usize) -> usize {
+    match available() {
+        true => crate::scratch::bytes_bytes(m.div_ceil(ROWS) * ROWS * k.div_ceil(KT) * KT),
+        false => 0,
+    }
+}
+
 /// `A·B` over panels `range` of `b` for `m` rows of `a` (`k4` bytes each,
 /// zero past `b.k`), finished by `epi`, into `c` (its column 0 panel
 /// `range.start`'s, rows `ldc` apart).
@@ -115,17 +125,12 @@ pub unsafe fn gemm(
     let k64 = b.k.div_ceil(KT) * KT;
     debug_assert!(b.panel(range.start).len() >= k64 * PANEL);
     let blocks = m.div_ceil(ROWS);
-    PADDED_A.with_borrow_mut(|pa| {
-        // `A` in rows of `k64` bytes, zero past `k` and past row `m`; the
-        // caller's rows as they are where they are that already (their
-        // last block still copied: its tiles read 32 rows).
-        let in_place = k4 == k64;
-        let first = if in_place { m / ROWS * ROWS } else { 0 };
-        let need = (blocks * ROWS - first) * k64;
-        if pa.len() < need {
-            pa.resize(need, 0);
-        }
-        let pa = &mut pa[..need];
+    // `A` in rows of `k64` bytes, zero past `k` and past row `m`; the
+    // caller's rows as they are where they are that already (their last
+    // block still copied: its tiles read 32 rows).
+    let in_place = k4 == k64;
+    let first = if in_place { m / ROWS * ROWS } else { 0 };
+    crate::scratch::bytes((blocks * ROWS - first) * k64, |pa| {
         for (r, dst) in pa.chunks_exact_mut(k64).enumerate() {
             match a.chunks_exact(k4).nth(first + r) {
                 Some(src) if first + r < m => {
@@ -146,11 +151,6 @@ pub unsafe fn gemm(
         // lie in `a` or `pa`.
         unsafe { products(&block, blocks, m, k64, b, range, c, ldc, epi) };
     });
-}
-
-thread_local! {
-    /// This thread's `A` rows padded for the tiles, reused from call to call.
-    static PADDED_A: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The blocks' products: `block(i)` is row `32 i` of `A` in rows of `k64`.

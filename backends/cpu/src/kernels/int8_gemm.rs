@@ -211,6 +211,15 @@ impl Epilogue<'_> {
     }
 }
 
+/// Scratch a thread takes in a product of at most `m` rows of depth `k`
+/// ([`crate::scratch`]).
+pub fn scratch(m: usize, k: usize) -> usize {
+    match m >= AMX_ROWS && cfg!(target_arch = "x86_64") && vnni() {
+        true => super::int8_amx::scratch(m, k),
+        false => 0,
+    }
+}
+
 /// `C = A · B` for `m` rows of `a` (row `i` at `a[i * k_groups(b.k)..]`,
 /// zero past `b.k`) into `c` (row stride `ldc`, at least `b.n` wide).
 /// `use_vnni` must only be true where [`vnni`] is.

@@ -13,6 +13,7 @@ use super::gemm::{gemm, gemm_strided, GemmElem};
 use super::layout::{broadcast_into, broadcast_strides, offset_of, par_rows};
 use super::num::{Comp, Int};
 use crate::kernel::{Kernel, KernelError, Spec};
+use crate::scratch::PerThread;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::with_dtype;
 
@@ -232,6 +233,16 @@ impl Kernel for MatMulKernel {
                 4 * (a + b + g.batches() * g.m * g.n) + 192
             }
             _ => 0,
+        }
+    }
+
+    fn per_thread(&self) -> PerThread {
+        match (&self.packed_b, self.dtype) {
+            (Some(packed), DType::F32) => PerThread {
+                caller: packed.scratch(self.g.batches() * self.g.m),
+                each: 0,
+            },
+            _ => PerThread::NONE,
         }
     }
 

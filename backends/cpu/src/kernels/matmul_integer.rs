@@ -298,6 +298,11 @@ impl Kernel for MatMulIntegerKernel {
         self.g.batches() * self.g.m * k_groups(self.g.k)
     }
 
+    /// A block of rows at a time.
+    fn per_thread(&self) -> crate::scratch::PerThread {
+        crate::scratch::PerThread::each(int8_gemm::scratch(BLOCK, self.g.k))
+    }
+
     fn run(
         &self,
         ins: &[TensorRef],

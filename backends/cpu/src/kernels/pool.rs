@@ -12,13 +12,14 @@ use super::conv::window;
 use super::conv::window_lanes;
 use super::layout::par_rows;
 use super::num::{AnyNum, Real};
-use crate::kernel::{fn_kernel, Kernel, KernelError, Spec};
+use crate::kernel::{fn_kernel, fn_kernel_with, Kernel, KernelError, Spec};
+use crate::scratch::PerThread;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{with_dtype, with_width};
 
 pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
     match spec.op() {
-        Op::Pool(_) => Ok(fn_kernel(spec, pool)),
+        Op::Pool(p) => Ok(fn_kernel_with(spec, pool, per_thread(p, spec))),
         Op::GlobalPool(_) => Ok(fn_kernel(spec, global_pool)),
         Op::Lrn(_) => Ok(fn_kernel(spec, lrn)),
         Op::MaxUnpool(_) => Ok(fn_kernel(spec, max_unpool)),
@@ -27,6 +28,27 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
             op.name()
         ))),
     }
+}
+
+/// What a 2-D pool of f32 takes on each thread: the vector paths' bordered
+/// plane or staged band.
+fn per_thread(p: &Pool, spec: &Spec) -> PerThread {
+    let (x, y) = (spec.in_dims(0), spec.out_dims(0));
+    let f32s = spec.inputs.first().is_some_and(|t| t.dtype == DType::F32);
+    if !f32s || x.len() != 4 || y.len() != 4 || p.kernel_shape.len() != 2 {
+        return PerThread::NONE;
+    }
+    let Some(geom) = vector_geom::<f32>(&Win::new(p, &x, &y)) else {
+        return PerThread::NONE;
+    };
+    if window::available() {
+        return PerThread::each(window::scratch(&geom));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if window_lanes::available() {
+        return PerThread::each(window_lanes::scratch(&geom));
+    }
+    PerThread::NONE
 }
 
 struct Win {

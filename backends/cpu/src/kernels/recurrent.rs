@@ -24,6 +24,7 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Kernel>, KernelError> {
                 op: spec.node.op.clone(),
                 label: format!("{}.{}", spec.node.op.name(), spec.inputs[0].dtype),
                 prepared: prepare(rc, spec),
+                steps: spec.in_dims(0).iter().take(2).product(),
             }
             .labelled(),
         )),
@@ -238,6 +239,8 @@ struct RecurrentKernel {
     op: Op,
     label: String,
     prepared: Prepared,
+    /// Rows of the input projection: every time step of every batch.
+    steps: usize,
 }
 
 /// Weights made ready when the kernel is built, from constant operands: the
@@ -288,6 +291,26 @@ impl RecurrentKernel {
 impl Kernel for RecurrentKernel {
     fn label(&self) -> String {
         self.label.clone()
+    }
+
+    /// The input projections run one after another on the calling thread;
+    /// a quantized one's row blocks on any.
+    fn per_thread(&self) -> crate::scratch::PerThread {
+        let prepared = &self.prepared;
+        let caller = prepared
+            .w_packed
+            .iter()
+            .map(|w| w.scratch(self.steps))
+            .max();
+        let each = prepared
+            .fixed
+            .packed
+            .iter()
+            .map(|d| super::recurrent_int8::product_scratch(&d.w));
+        crate::scratch::PerThread {
+            caller: caller.unwrap_or(0),
+            each: each.max().unwrap_or(0),
+        }
     }
 
     fn run(

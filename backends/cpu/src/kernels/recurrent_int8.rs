@@ -215,13 +215,23 @@ pub(super) fn product(a: &[f32], rows: usize, b: &PackedB, w_scale: &[f32], out:
             scale_sums(a, zp, &b.col_sums, scale, w_scale, o);
         }
     };
-    // Row blocks in parallel: the input projection over every time step.
-    const ROWS: usize = 2 * int8_gemm::TILE_ROWS;
-    if rows > ROWS && crate::par::parallel() {
-        crate::par::chunks_mut(out, ROWS * n, |i, o| block(i * ROWS, o));
+    // Row blocks, in parallel where there are threads: the input projection
+    // over every time step.
+    if rows > PRODUCT_ROWS && crate::par::parallel() {
+        crate::par::chunks_mut(out, PRODUCT_ROWS * n, |i, o| block(i * PRODUCT_ROWS, o));
     } else {
-        block(0, out);
+        for (i, o) in out[..rows * n].chunks_mut(PRODUCT_ROWS * n).enumerate() {
+            block(i * PRODUCT_ROWS, o);
+        }
     }
+}
+
+/// Rows of `a` a [`product`] multiplies at a time.
+const PRODUCT_ROWS: usize = 2 * int8_gemm::TILE_ROWS;
+
+/// Scratch a thread takes in a [`product`] with `b` ([`crate::scratch`]).
+pub(super) fn product_scratch(b: &PackedB) -> usize {
+    int8_gemm::scratch(PRODUCT_ROWS, b.k)
 }
 
 #[cfg(test)]

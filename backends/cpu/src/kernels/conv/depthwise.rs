@@ -60,6 +60,22 @@ pub fn run<T: Comp + bytemuck::Pod>(
     activate(act, y);
 }
 
+/// Scratch a thread takes in a [`run`] over `g` in f32 ([`crate::scratch`]).
+pub fn per_thread(g: &ConvGeom) -> usize {
+    if !applies(g) {
+        return 0;
+    }
+    let geom = window_geom(&as_row(g));
+    if window::available() {
+        return window::scratch(&geom);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::window_lanes::available() {
+        return super::window_lanes::scratch(&geom);
+    }
+    0
+}
+
 /// A plane one column wide (a 1-D conv written as [T, 1], FSMN's memory
 /// blocks) lies in memory as one row: `g` with its two spatial axes
 /// swapped, so that a kernel slides along the row over many outputs at a

@@ -15,7 +15,6 @@
 //! stay in L2 is made in bands of output rows ([`Band`]): each band's phase
 //! rows, in planes of its own length, just before its product reads them.
 
-use std::cell::RefCell;
 use std::ops::Range;
 
 use super::geometry::ConvGeom;
@@ -158,6 +157,20 @@ impl Direct {
         self.staged
     }
 
+    /// Floats of one zero-bordered input row, taken by a thread staging a
+    /// channel at column strides above 1.
+    fn padded_row(&self) -> usize {
+        self.plane[1] * self.strides[1]
+    }
+
+    /// Scratch a thread takes in staging ([`crate::scratch`]).
+    pub fn per_thread(&self) -> usize {
+        match self.strides[1] {
+            1 => 0,
+            _ => crate::scratch::floats_bytes(self.padded_row()),
+        }
+    }
+
     /// Wide output positions: the last one is the last output.
     pub fn columns(&self) -> usize {
         (self.output[0] - 1) * self.plane[1] + self.output[1]
@@ -281,8 +294,7 @@ impl Direct {
             }
             return;
         }
-        PADDED.with_borrow_mut(|padded| {
-            padded.resize(cols * sw, 0.0);
+        crate::scratch::floats(self.padded_row(), |padded| {
             for big in rows.start * sh..rows.end * sh {
                 let (a, ph) = (big / sh, big % sh);
                 // Rows of a phase no tap reads (a 1x1 convolution at stride
@@ -358,11 +370,6 @@ fn tap_offsets(
         }
     }
     Some(offsets)
-}
-
-thread_local! {
-    /// One zero-bordered input row of this thread's staging.
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `row` = `pad` zeros, then `x`, then zeros (as far as `row` goes).

@@ -37,6 +37,7 @@ use super::gemm::{gemm, GemmElem};
 use super::matmul::activate;
 use super::num::{Comp, Int};
 use crate::kernel::{Kernel, KernelError, Spec};
+use crate::scratch::PerThread;
 use crate::tensor::{TensorMut, TensorRef};
 
 struct ConvKernel {
@@ -198,6 +199,24 @@ impl Kernel for ConvKernel {
             _ => 0,
         };
         (col + widen) * 8 + 256
+    }
+
+    fn per_thread(&self) -> PerThread {
+        let g = &self.g;
+        if self.fc.is_some() {
+            return PerThread::NONE;
+        }
+        if let Some(plan) = &self.plan {
+            return plan.per_thread();
+        }
+        if let Some(packed) = &self.packed {
+            return PerThread::each(packed.iter().map(PackedA::per_thread).max().unwrap_or(0));
+        }
+        match self.dtype {
+            // Half floats run in f32, widened.
+            DType::F32 | DType::F16 | DType::BF16 => PerThread::each(depthwise::per_thread(g)),
+            _ => PerThread::NONE,
+        }
     }
 
     fn run(

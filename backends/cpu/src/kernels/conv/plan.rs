@@ -21,7 +21,6 @@
 //! each way runs (measured on Zen 5: the transposed product runs near the
 //! FMA peak, in-place rows about 15% below it).
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::direct::{Band, Direct};
@@ -33,6 +32,7 @@ use crate::kernels::gemm::packed::{self, Epilogue, Out, PackedA, B};
 use crate::kernels::vmath::vectorized;
 use crate::packs::Keep;
 use crate::par::Disjoint;
+use crate::scratch::PerThread;
 
 /// Tiles of the transposed product whose staged lines are used across the
 /// weight panels before the next tiles (one tile alone, so that its lines
@@ -355,6 +355,29 @@ impl ConvPlan {
         }
     }
 
+    /// Scratch a run takes on each thread ([`crate::scratch`]): staging
+    /// tasks border rows, products pack panels of the right operand, and
+    /// bands are staged by the calling thread (the product of rows) or by
+    /// each task (the transposed product).
+    pub fn per_thread(&self) -> PerThread {
+        let staging = PerThread::each(self.direct.per_thread());
+        let band = self
+            .band
+            .as_ref()
+            .map_or(0, |b| crate::scratch::floats_bytes(b.floats));
+        self.products.iter().fold(PerThread::NONE, |most, product| {
+            let need = match product {
+                Product::Packed(w) => PerThread::each(w.per_thread()),
+                Product::Rows(w) => PerThread {
+                    caller: band,
+                    each: staging.each.max(w.per_thread()),
+                },
+                Product::Columns(_) => staging.plus(PerThread::each(band)),
+            };
+            most.max(need)
+        })
+    }
+
     /// `y = act(bias + w * x + residual)` for one image: `x` its input
     /// channels, `y` and `ep.residual` its output channels, `ep.bias` all of them.
     pub fn run(&self, g: &ConvGeom, x: &[f32], y: &mut [f32], ep: Epilogue, staging: &mut [f32]) {
@@ -382,8 +405,7 @@ impl ConvPlan {
                     packed::gemm(w, B::Fill(&fill), sout, Out::dense(yg, sout), ep);
                 }
                 Product::Rows(w) => match &self.band {
-                    Some(band) => BAND.with_borrow_mut(|staging| {
-                        staging.resize(band.floats, 0.0);
+                    Some(band) => crate::scratch::floats(band.floats, |staging| {
                         self.direct.run_rows(w, xg, yg, ep, staging, Some(band))
                     }),
                     None => self.direct.run_rows(w, xg, yg, ep, staging, None),
@@ -543,8 +565,7 @@ impl ConvPlan {
         let out = Disjoint::new(y);
         crate::par::for_each(oh.div_ceil(rows), |b| {
             let (r0, n) = (b * rows, rows.min(oh - b * rows));
-            BAND.with_borrow_mut(|staging| {
-                staging.resize(band.floats, 0.0);
+            crate::scratch::floats(band.floats, |staging| {
                 let staged = self.direct.stage_band(band, x, r0, staging);
                 let base = r0 * ow;
                 for p in 0..w.count() {
@@ -584,11 +605,6 @@ impl ConvPlan {
             })
         });
     }
-}
-
-thread_local! {
-    /// This thread's staging of a band of output rows.
-    static BAND: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Output positions `j0..` of a strided 1x1 convolution (unpadded) from

@@ -12,8 +12,6 @@
 //! padded plane in place too (rows clamped to it, columns past it as -inf)
 //! where its copy would not stay in L1.
 
-use std::cell::RefCell;
-
 /// The window geometry of a 2-D conv or pool, per plane.
 #[derive(Debug, Clone, Copy)]
 pub struct Geom {
@@ -59,11 +57,18 @@ pub fn available() -> bool {
     crate::kernels::vmath::avx512()
 }
 
-thread_local! {
-    /// The bordered copy of one input plane.
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// Rows of column maxima of a separable 3×3 maximum.
-    static MAXIMA: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+/// Scratch a thread takes in a [`plane`] over `g` ([`crate::scratch`]):
+/// the bordered copy of the plane, and three rows of column maxima taken
+/// over it (a separable 3×3 maximum).
+pub fn scratch(g: &Geom) -> usize {
+    let (rows, width) = g.padded();
+    let bordered = rows * width.div_ceil(16) * 16 + SLACK;
+    crate::scratch::floats_bytes(bordered) + crate::scratch::floats_bytes(maxima(g))
+}
+
+/// Floats of the rows of column maxima of a separable 3×3 maximum.
+fn maxima(g: &Geom) -> usize {
+    3 * g.output[1].div_ceil(16) * 16
 }
 
 /// Floats read past the bordered plane by a row's last vector: the second
@@ -130,10 +135,7 @@ pub fn plane(g: &Geom, x: &[f32], out: &mut [f32], reduce: Reduce) {
         Reduce::Max => f32::NEG_INFINITY,
         _ => 0.0,
     };
-    PADDED.with_borrow_mut(|raw| {
-        raw.resize(rows * cols + SLACK + 16, border);
-        let start = raw.as_ptr().align_offset(64).min(16);
-        let buf = &mut raw[start..start + rows * cols + SLACK];
+    crate::scratch::floats(rows * cols + SLACK, |buf| {
         assert!(available(), "window2d::plane needs AVX-512");
         // SAFETY: AVX-512F is present; `buf` holds rows*cols floats and more.
         #[cfg(target_arch = "x86_64")]
@@ -455,8 +457,7 @@ mod avx512 {
             return max2s2(g, x, out);
         }
         let width = g.output[1].div_ceil(16) * 16;
-        super::MAXIMA.with_borrow_mut(|rows| {
-            rows.resize(rows.len().max(3 * width), 0.0);
+        crate::scratch::floats(super::maxima(g), |rows| {
             max3s2_clamped(g, x, out, rows, width)
         })
     }
@@ -648,8 +649,7 @@ mod avx512 {
         let width = ow.div_ceil(16) * 16;
         // Three rows of column maxima, input row `i` at `(i % 3) * width`
         // (this thread's, kept from plane to plane).
-        super::MAXIMA.with_borrow_mut(|rows| {
-            rows.resize(rows.len().max(3 * width), 0.0);
+        crate::scratch::floats(super::maxima(g), |rows| {
             max3s2_rows(g, base, cols, out, rows, width)
         })
     }

@@ -16,7 +16,6 @@
 //! reads.
 
 use std::arch::x86_64::*;
-use std::cell::RefCell;
 
 use rlx_ir::ops::Activation;
 
@@ -68,9 +67,48 @@ impl Reduce<'_> {
     }
 }
 
-thread_local! {
-    /// This thread's staged input and output rows of one band.
-    static STAGING: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+/// How [`block`] stages its planes: bands of output rows whose input and
+/// output rows, in lanes, stay in L2.
+struct Bands {
+    /// Floats of a padded input row: every tap of every output column.
+    wp: usize,
+    /// Output rows of a band.
+    rows: usize,
+    /// Floats of a thread's staging: a band's input and output rows, then
+    /// the weights and bias in lanes.
+    staging: usize,
+}
+
+impl Bands {
+    fn of(g: &Geom) -> Bands {
+        let [kh, kw] = g.kernel;
+        let [ow, sw] = [g.output[1], g.strides[1]];
+        let wp = ((ow - 1) * sw + (kw - 1) * g.dilations[1] + 1).max(g.pads[1] + g.input[1]);
+        let mut rows = g.output[0];
+        while rows > 1 && Bands::floats(g, wp, rows) > BAND_FLOATS {
+            rows = rows.div_ceil(2);
+        }
+        let staging = Bands::floats(g, wp, rows) + (kh * kw + 1) * LANES;
+        Bands { wp, rows, staging }
+    }
+
+    /// Input rows a band of `rows` output rows reads.
+    fn reach(g: &Geom, rows: usize) -> usize {
+        (rows - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1
+    }
+
+    /// Floats of a band of `rows` output rows, its input and output rows.
+    fn floats(g: &Geom, wp: usize, rows: usize) -> usize {
+        (Bands::reach(g, rows) * wp + rows * g.output[1]) * LANES
+    }
+}
+
+/// Scratch a thread takes in a [`run`] over `g` ([`crate::scratch`]).
+pub fn scratch(g: &Geom) -> usize {
+    match g.output.contains(&0) {
+        true => 0,
+        false => crate::scratch::floats_bytes(Bands::of(g).staging),
+    }
 }
 
 /// `planes` output planes of `g.output` from the input planes of `x`
@@ -107,7 +145,7 @@ pub fn run(g: &Geom, planes: usize, x: &[f32], y: &mut [f32], reduce: Reduce) {
     crate::par::for_each(blocks, |b| {
         let o0 = b * LANES;
         let lanes = LANES.min(planes - o0);
-        STAGING.with_borrow_mut(|staging| {
+        crate::scratch::floats(Bands::of(g).staging, |staging| {
             // SAFETY: the CPU has AVX2 and FMA, and the operands hold what
             // was asserted; blocks write disjoint planes of `y`.
             unsafe { block(g, (o0, lanes), x, reduce, &out, staging) }
@@ -127,24 +165,21 @@ unsafe fn block(
     x: &[f32],
     reduce: Reduce,
     out: &Disjoint<f32>,
-    staging: &mut Vec<f32>,
+    staging: &mut [f32],
 ) {
     let [oh, ow] = g.output;
     let [kh, kw] = g.kernel;
-    let [sh, sw] = g.strides;
-    // The padded row covers every tap of every output column.
-    let wp = ((ow - 1) * sw + (kw - 1) * g.dilations[1] + 1).max(g.pads[1] + g.input[1]);
-    // Input rows a band of `rows` output rows reads.
-    let reach = |rows: usize| (rows - 1) * sh + (kh - 1) * g.dilations[0] + 1;
-    let floats = |rows: usize| (reach(rows) * wp + rows * ow) * LANES;
-    let mut rows = oh;
-    while rows > 1 && floats(rows) > BAND_FLOATS {
-        rows = rows.div_ceil(2);
-    }
+    let sh = g.strides[0];
+    let Bands {
+        wp,
+        rows,
+        staging: len,
+    } = Bands::of(g);
+    let reach = |rows: usize| Bands::reach(g, rows);
     let taps = kh * kw;
-    staging.clear();
-    staging.resize(floats(rows) + (taps + 1) * LANES, 0.0);
-    let (band, rest) = staging.split_at_mut(floats(rows));
+    let staging = &mut staging[..len];
+    staging.fill(0.0);
+    let (band, rest) = staging.split_at_mut(Bands::floats(g, wp, rows));
     // The last lane's planes repeat past `lanes`: every load is in bounds.
     let lane = |l: usize| o0 + l.min(lanes - 1);
     let stage = Stage {

@@ -15,8 +15,6 @@
 //! On a CPU without AVX2 and FMA [`PackedA::new`] returns `None` and
 //! callers use the `gemm` crate.
 
-use std::cell::RefCell;
-
 use rlx_ir::ops::Activation;
 
 pub use super::microkernel::Shape;
@@ -107,6 +105,13 @@ impl PackedA {
 
     pub fn rows(&self) -> usize {
         self.m
+    }
+
+    /// Scratch a thread takes in a product over these weights
+    /// ([`crate::scratch`]): `B` packed, kc×NC floats, then one row of NC
+    /// for `B::Fill`.
+    pub fn per_thread(&self) -> usize {
+        crate::scratch::floats_bytes(self.kc * NC + NC)
     }
 
     pub fn depth(&self) -> usize {
@@ -328,12 +333,6 @@ struct Dst {
     n: usize,
 }
 
-thread_local! {
-    /// Packed `B` of this thread: kc×NC floats and room to align them, then
-    /// one row of NC for `B::Fill`.
-    static PACKED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
 /// Rows `r0..r1` (multiples of MR but the end) and columns `j0..j1` of the product.
 ///
 /// # Safety
@@ -422,13 +421,8 @@ unsafe fn block(
         }
         return;
     }
-    PACKED_B.with_borrow_mut(|buf| {
-        let panel_floats = a.kc * NC;
-        if buf.len() < panel_floats + NC + 16 {
-            buf.resize(panel_floats + NC + 16, 0.0);
-        }
-        let off = buf.as_ptr().align_offset(64).min(15);
-        let (packed, row) = buf[off..].split_at_mut(panel_floats);
+    crate::scratch::floats(a.kc * NC + NC, |buf| {
+        let (packed, row) = buf.split_at_mut(a.kc * NC);
         let mut tiles: Vec<Tile> = Vec::with_capacity(nc_cols.div_ceil(nr));
         let mut jc = j0;
         while jc < j1 {

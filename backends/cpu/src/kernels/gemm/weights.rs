@@ -12,8 +12,6 @@
 //! of panels that fit L2 sweep every row panel of `X`, which is packed
 //! first and stays in cache.
 
-use std::cell::RefCell;
-
 use rlx_ir::ops::Activation;
 
 use super::microkernel::{self, Ahead, AlignedBuf, Packed, Shape, Store, Tile};
@@ -90,6 +88,15 @@ impl PackedW {
         }
     }
 
+    /// Scratch the calling thread of a [`PackedW::product`] of `m` rows
+    /// takes ([`crate::scratch`]): `X` packed in panels of `MR` rows.
+    pub fn scratch(&self, m: usize) -> usize {
+        match m {
+            0 | 1 => 0,
+            m => crate::scratch::floats_bytes(m.div_ceil(self.shape.mr) * self.k * self.shape.mr),
+        }
+    }
+
     /// `C = act(C + X · W)` when `accumulate`, else `act(X · W)`: `x` holds
     /// `m` rows of `k` (row stride `k`), `c` holds `m` rows of `n`. ReLU is
     /// applied as tiles are stored; any other activation is the caller's.
@@ -122,13 +129,7 @@ impl PackedW {
         }
         let (mr, nr) = (self.shape.mr, self.shape.nr());
         let rows = m.div_ceil(mr);
-        PACKED_X.with_borrow_mut(|buf| {
-            let need = rows * k * mr;
-            if buf.len() < need + 16 {
-                buf.resize(need + 16, 0.0);
-            }
-            let off = buf.as_ptr().align_offset(64).min(15);
-            let packed = &mut buf[off..off + need];
+        crate::scratch::floats(rows * k * mr, |packed| {
             pack_x(x, m, k, mr, packed);
             let packed = &packed[..];
             let panels = self.panels();
@@ -225,11 +226,6 @@ impl PackedW {
             }
         });
     }
-}
-
-thread_local! {
-    /// `X` packed in `MR`-row panels, this thread's, reused from run to run.
-    static PACKED_X: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `x` (m×k) into panels of `mr` rows: panel `r` holds `x[r*mr + i, t]` at
