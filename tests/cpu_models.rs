@@ -529,3 +529,32 @@ fn the_golden_decoder_generates_onnx_runtimes_greedy_tokens() {
         }
     }
 }
+
+/// A greedy step chooses where it runs (the in-place graph's argmax
+/// output) the tokens a host argmax of the same step's logits picks.
+#[test]
+fn greedy_steps_choose_the_host_argmax_tokens() {
+    use rlx_onnx::generate::{argmax, Decoder};
+    let (prompts, want) = common::decoder_reference();
+    let model = Compiler::new(Target::Cpu)
+        .compile_file(&common::root().join("golden/decoder/model.onnx"))
+        .unwrap();
+    let session = Session::new(model, SessionOptions { threads: 1 }).unwrap();
+    let steps = want[0].len();
+    let capacity = prompts[0].len() + steps;
+    let mut host = Decoder::with_capacity(&session, capacity).unwrap();
+    let mut device = Decoder::with_capacity(&session, capacity).unwrap();
+    let pick = |logits: &Tensor| -> Vec<i64> {
+        let rows = logits.as_slice::<f32>().unwrap();
+        let vocab = rows.len() / prompts.len();
+        rows.chunks(vocab).map(|r| argmax(r) as i64).collect()
+    };
+    let mut a = pick(&host.prefill(&prompts).unwrap());
+    let mut b = pick(&device.prefill(&prompts).unwrap());
+    for _ in 1..steps {
+        assert_eq!(a, b);
+        a = pick(&host.step(&a).unwrap());
+        b = device.step_greedy(&b).unwrap();
+    }
+    assert_eq!(a, b);
+}

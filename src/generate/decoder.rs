@@ -194,16 +194,20 @@ pub fn in_place_model(model: &CompiledModel) -> Result<CompiledModel> {
         .iter()
         .map(|c| (c.past.name.clone(), c.present.clone()))
         .collect();
-    rewrite_in_place(model, &pairs).map_err(Error::Generate)
+    rewrite_in_place(model, &pairs, &io.logits).map_err(Error::Generate)
 }
 
+/// `m` with its cache written in place and its greedy tokens an output
+/// ([`super::greedy`]).
 fn rewrite_in_place(
     m: &CompiledModel,
     pairs: &[(String, String)],
+    logits: &str,
 ) -> std::result::Result<CompiledModel, String> {
     let mut model = m.clone();
     rlx_passes::kv_cache::kv_cache_in_place(&mut model.graph, &mut model.weights, pairs)
         .map_err(|e| e.to_string())?;
+    super::greedy::add_output(&mut model, logits)?;
     Ok(model)
 }
 
@@ -282,8 +286,9 @@ impl<'s> Decoder<'s> {
             .iter()
             .map(|c| (c.past.name.clone(), c.present.clone()))
             .collect();
+        let logits = &self.io.logits;
         self.session
-            .form("kv-cache-in-place", |m| rewrite_in_place(m, &pairs))
+            .form("kv-cache-in-place", |m| rewrite_in_place(m, &pairs, logits))
     }
 
     /// How the cache is held.
@@ -427,6 +432,26 @@ impl<'s> Decoder<'s> {
         Ok(grown)
     }
 
+    /// One decode step that chooses each row's next token greedily (the
+    /// first largest logit, as [`super::argmax`]): where the cache is kept
+    /// in place, on the step's device, so that only the tokens come back;
+    /// else from the step's logits on the host.
+    pub fn step_greedy(&mut self, tokens: &[i64]) -> Result<Vec<i64>> {
+        let steady = self.in_place.as_ref().is_some_and(|p| p.checked && p.kept);
+        if steady && self.batch > 0 && tokens.len() == self.batch {
+            if let Chosen::Tokens(next) = self.advance_kept(tokens, true)? {
+                return Ok(next);
+            }
+        }
+        let logits = self.step(tokens)?;
+        let rows = logits.as_slice::<f32>()?;
+        let vocab = rows.len() / self.batch.max(1);
+        Ok(rows
+            .chunks(vocab.max(1))
+            .map(|row| super::argmax(row) as i64)
+            .collect())
+    }
+
     /// The inputs of one decode step on the in-place cache.
     fn in_place_feed(&self, p: &InPlace, tokens: &[i64]) -> Result<Vec<(String, Value)>> {
         let (b, pos) = (self.batch, self.len);
@@ -463,7 +488,7 @@ impl<'s> Decoder<'s> {
         };
         if p.state.is_some() {
             let first = !p.kept;
-            match self.advance_kept(tokens) {
+            match self.advance_kept(tokens, false).and_then(Chosen::logits) {
                 Ok(logits) => return Ok(logits),
                 // Until a step keeps the cache every input is a value, so a
                 // plan that holds no state (a GPU graph split with the CPU)
@@ -506,7 +531,9 @@ impl<'s> Decoder<'s> {
     /// (the CPU's run state, CUDA's executable held for the decoder): the
     /// cache goes in once and then stays where each step writes its new
     /// position, no copy in or out.
-    fn advance_kept(&mut self, tokens: &[i64]) -> Result<Tensor> {
+    /// With `greedy`, the logits stay on the device and the step's greedy
+    /// tokens come back instead.
+    fn advance_kept(&mut self, tokens: &[i64], greedy: bool) -> Result<Chosen> {
         let Some(p) = &self.in_place else {
             return Err(refuse("no in-place cache".into()));
         };
@@ -528,7 +555,12 @@ impl<'s> Decoder<'s> {
         // The first step copies the cache out as well: it stays in the
         // state's memory only where every cache input is written in place.
         let keep: &[&str] = if p.kept { &presents } else { &[] };
-        // The logits of one position come down whole: straight to the host.
+        // The logits of one position come down whole, straight to the host,
+        // unless only the greedy tokens do.
+        let mut on_device = presents.clone();
+        if greedy {
+            on_device.push(&self.io.logits);
+        }
         let session = p.session.clone();
         let Some(p) = &mut self.in_place else {
             return Err(refuse("no in-place cache".into()));
@@ -536,7 +568,7 @@ impl<'s> Decoder<'s> {
         let Some(state) = p.state.as_mut() else {
             return Err(refuse("no run state".into()));
         };
-        let mut outs = session.run_kept(state, &named, keep, Outputs::OnDevice(&presents))?;
+        let mut outs = session.run_kept(state, &named, keep, Outputs::OnDevice(&on_device))?;
         let out_names = session.model().output_names();
         let at = |name: &str| {
             out_names
@@ -555,11 +587,19 @@ impl<'s> Decoder<'s> {
             p.cache = cache;
             p.kept = caches.iter().all(|c| session.holds_kept(state, c));
         }
-        let logits = outs[at(&self.io.logits)?]
+        let wanted = if greedy {
+            super::greedy::GREEDY_TOKENS
+        } else {
+            &self.io.logits
+        };
+        let out = outs[at(wanted)?]
             .take()
-            .ok_or_else(|| Error::Generate(format!("no output `{}`", self.io.logits)))?;
+            .ok_or_else(|| Error::Generate(format!("no output `{wanted}`")))?;
         self.len += 1;
-        last_logits(&logits, self.batch)
+        Ok(match greedy {
+            true => Chosen::Tokens(super::greedy::last(&out, self.batch)?),
+            false => Chosen::Logits(last_logits(&out, self.batch)?),
+        })
     }
 
     /// Times each planned step of a decode step on `tokens` (one per row)
@@ -655,6 +695,22 @@ impl<'s> Decoder<'s> {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Tensor::zeros(c.past.dtype, &dims)?)
+    }
+}
+
+/// What a kept step returns: the last position's logits, or the greedy
+/// tokens chosen from them on the step's device.
+enum Chosen {
+    Logits(Tensor),
+    Tokens(Vec<i64>),
+}
+
+impl Chosen {
+    fn logits(self) -> Result<Tensor> {
+        match self {
+            Chosen::Logits(t) => Ok(t),
+            Chosen::Tokens(_) => Err(refuse("a step's tokens where its logits were asked".into())),
+        }
     }
 }
 

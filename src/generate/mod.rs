@@ -22,10 +22,12 @@
 //! ```
 
 mod decoder;
+mod greedy;
 mod sampling;
 
 pub(crate) use decoder::pad_axis;
 pub use decoder::{in_place_model, Cache, CacheMode, Decoder, DecoderIo, Timings};
+pub use greedy::GREEDY_TOKENS;
 pub use sampling::{argmax, choose, Rng, Sampling};
 
 use crate::error::{Error, Result};
@@ -95,21 +97,36 @@ pub fn generate_on(
             mode,
         });
     }
-    let (mut logits, t) = Timings::time(|| decoder.prefill(prompts))?;
+    let (logits, t) = Timings::time(|| decoder.prefill(prompts))?;
     timings.prefill = t;
+    // Greedy steps choose on the step's device (`Decoder::step_greedy`);
+    // the prompt's tokens, and sampled ones, come from logits here.
+    let greedy = matches!(options.sampling, Sampling::Greedy);
+    let mut chosen = Next::Logits(logits);
     let mut done = vec![false; batch];
     loop {
         // A decode step's time is a token's as the caller sees it: choosing
         // the tokens from the last logits, then the step on them.
         let started = std::time::Instant::now();
-        let rows = logits.as_slice::<f32>()?;
-        let vocab = rows.len() / batch.max(1);
+        let rows = match &chosen {
+            Next::Tokens(_) => &[][..],
+            Next::Logits(logits) => logits.as_slice::<f32>()?,
+        };
+        let vocab = (rows.len() / batch.max(1)).max(1);
         let mut next = Vec::with_capacity(batch);
-        for (b, row) in rows.chunks(vocab.max(1)).enumerate() {
+        for b in 0..batch {
             // A finished sequence repeats its end token (its logits unread).
-            let token = match (done[b], options.eos) {
-                (true, Some(eos)) => eos,
-                _ => choose(row, &options.sampling, &mut rng) as i64,
+            let token = match (done[b], options.eos, &chosen) {
+                (true, Some(eos), _) => eos,
+                (_, _, Next::Tokens(t)) => *t.get(b).ok_or_else(|| {
+                    Error::Generate(format!("{} tokens for a batch of {batch}", t.len()))
+                })?,
+                (_, _, Next::Logits(_)) => {
+                    let row = rows.get(b * vocab..(b + 1) * vocab).ok_or_else(|| {
+                        Error::Generate(format!("{} logits for a batch of {batch}", rows.len()))
+                    })?;
+                    choose(row, &options.sampling, &mut rng) as i64
+                }
             };
             if !done[b] {
                 tokens[b].push(token);
@@ -121,7 +138,10 @@ pub fn generate_on(
         if done.iter().all(|&d| d) || produced >= options.max_new_tokens {
             break;
         }
-        logits = decoder.step(&next)?;
+        chosen = match greedy {
+            true => Next::Tokens(decoder.step_greedy(&next)?),
+            false => Next::Logits(decoder.step(&next)?),
+        };
         timings.steps.push(started.elapsed());
     }
     Ok(Generation {
@@ -129,4 +149,11 @@ pub fn generate_on(
         timings,
         mode: decoder.mode(),
     })
+}
+
+/// What the next tokens are chosen from.
+enum Next {
+    Logits(rlx_ir::Tensor),
+    /// Chosen already, greedily, where the step ran.
+    Tokens(Vec<i64>),
 }
