@@ -26,18 +26,11 @@ graph {
 }
 ";
 
-fn values(n: usize, seed: u32) -> Vec<f32> {
+/// `n` values over [-1, 1), varying with `seed`.
+fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
+        .map(|i| ((i * 7 + seed) % 41) as f32 / 20.5 - 1.0)
         .collect()
-}
-
-fn as_ref(t: &Tensor) -> TensorRef<'_> {
-    TensorRef {
-        dtype: t.dtype(),
-        dims: t.dims(),
-        bytes: t.bytes(),
-    }
 }
 
 #[test]
@@ -52,7 +45,7 @@ fn threads_take_what_the_plan_declares() {
     }
     let x = Tensor::from_f32(&[1, 32, 57, 57], &values(32 * 57 * 57, 1)).unwrap();
     let w = Tensor::from_f32(&[32, 1, 3, 3], &values(32 * 9, 2)).unwrap();
-    let inputs = [as_ref(&x), as_ref(&w)];
+    let inputs = [TensorRef::of(&x), TensorRef::of(&w)];
     let (before, served) = (overflows(), SERVED.load(Relaxed));
     let one = exec.run(&inputs).unwrap();
     let pool = Pool::new(3).unwrap();
