@@ -48,8 +48,8 @@ impl PerThread {
     /// Room for both `self` and `other` held at once.
     pub fn plus(self, other: PerThread) -> PerThread {
         PerThread {
-            caller: self.caller + other.caller,
-            each: self.each + other.each,
+            caller: self.caller.saturating_add(other.caller),
+            each: self.each.saturating_add(other.each),
         }
     }
 
@@ -61,46 +61,55 @@ impl PerThread {
         }
     }
 
-    /// The calling thread's region: what it holds around its splits and in
-    /// its own tasks.
+    /// Bytes of the calling thread's region: what it holds around its
+    /// splits and in its own tasks (rounded up to [`ALIGN`]).
     pub fn first(self) -> usize {
-        self.caller + self.each
+        round(self.caller.saturating_add(self.each))
     }
 
-    /// Bytes of the regions of `threads` threads.
-    pub fn total(self, threads: usize) -> usize {
-        self.first() + threads.saturating_sub(1) * self.each
+    /// Bytes of a worker's region (rounded up to [`ALIGN`]).
+    fn worker(self) -> usize {
+        round(self.each)
     }
+
+    /// Bytes of the regions of `threads` threads (saturating: a plan whose
+    /// scratch does not fit an address space fails the arena limit).
+    pub fn total(self, threads: usize) -> usize {
+        let workers = threads.saturating_sub(1).saturating_mul(self.worker());
+        self.first().saturating_add(workers)
+    }
+}
+
+/// `n` rounded up to [`ALIGN`], saturating.
+fn round(n: usize) -> usize {
+    n.checked_next_multiple_of(ALIGN)
+        .unwrap_or(usize::MAX - ALIGN + 1)
 }
 
 /// Bytes a take of `len` floats occupies.
 pub fn floats_bytes(len: usize) -> usize {
-    (len * 4).next_multiple_of(ALIGN)
+    round(len.saturating_mul(4))
 }
 
 /// Bytes a take of `len` bytes occupies.
 pub fn bytes_bytes(len: usize) -> usize {
-    len.next_multiple_of(ALIGN)
+    round(len)
 }
 
 /// A run's regions: the calling thread's first (`first` bytes), then one of
 /// `each` bytes per worker, all in memory the run owns. Null when the
-/// current code is not inside a planned run.
+/// current code is not inside a planned run. Crate-private: a copy that
+/// outlived its run, or entered by two threads at one index, would alias.
 #[derive(Debug, Clone, Copy)]
-pub struct Regions {
+pub(crate) struct Regions {
     base: *mut u8,
     first: usize,
     each: usize,
     threads: usize,
 }
 
-// SAFETY: a run's regions are disjoint per thread index; each thread writes
-// only the region of its own index ([`enter`]).
-unsafe impl Send for Regions {}
-unsafe impl Sync for Regions {}
-
 impl Regions {
-    pub const NONE: Regions = Regions {
+    pub(crate) const NONE: Regions = Regions {
         base: std::ptr::null_mut(),
         first: 0,
         each: 0,
@@ -113,11 +122,11 @@ impl Regions {
     /// `base` is [`ALIGN`]-aligned and valid for writes of
     /// `need.total(threads)` bytes, which nothing else uses while the
     /// regions are entered.
-    pub unsafe fn new(base: *mut u8, need: PerThread, threads: usize) -> Regions {
+    pub(crate) unsafe fn new(base: *mut u8, need: PerThread, threads: usize) -> Regions {
         Regions {
             base,
-            first: need.first().next_multiple_of(ALIGN),
-            each: need.each.next_multiple_of(ALIGN),
+            first: need.first(),
+            each: need.worker(),
             threads,
         }
     }
@@ -180,13 +189,13 @@ pub fn overflows() -> usize {
 }
 
 /// The current run's regions (to hand to a split's tasks).
-pub fn regions() -> Regions {
+pub(crate) fn regions() -> Regions {
     REGION.with(Cell::get).regions
 }
 
 /// Runs `f` with thread `index`'s region of `regions` as this thread's
 /// (restoring the one before after).
-pub fn enter<R>(regions: Regions, index: usize, f: impl FnOnce() -> R) -> R {
+pub(crate) fn enter<R>(regions: Regions, index: usize, f: impl FnOnce() -> R) -> R {
     struct Restore(Region);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -218,7 +227,7 @@ pub fn bytes<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
 /// the top of this thread's region, or a spare buffer.
 fn take<R>(size: usize, f: impl FnOnce(*mut u8) -> R) -> R {
     let region = REGION.with(Cell::get);
-    if !region.base.is_null() && region.used + size <= region.len {
+    if !region.base.is_null() && size <= region.len - region.used {
         struct Pop(usize);
         impl Drop for Pop {
             fn drop(&mut self) {
@@ -246,8 +255,8 @@ fn take<R>(size: usize, f: impl FnOnce(*mut u8) -> R) -> R {
         OVERFLOWS.fetch_add(1, Ordering::Relaxed);
     }
     let mut buf = SPARE.with_borrow_mut(Vec::pop).unwrap_or_default();
-    if buf.len() < size + ALIGN {
-        buf.resize(size + ALIGN, 0);
+    if buf.len() < size.saturating_add(ALIGN) {
+        buf.resize(size.saturating_add(ALIGN), 0);
     }
     struct Back(Vec<u8>);
     impl Drop for Back {
@@ -257,7 +266,7 @@ fn take<R>(size: usize, f: impl FnOnce(*mut u8) -> R) -> R {
         }
     }
     let mut back = Back(buf);
-    let at = back.0.as_ptr().align_offset(ALIGN);
+    let at = (ALIGN - back.0.as_ptr() as usize % ALIGN) % ALIGN;
     // SAFETY: `at + size` is within the buffer, which `back` owns until `f`
     // returns.
     f(unsafe { back.0.as_mut_ptr().add(at) })

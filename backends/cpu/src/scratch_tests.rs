@@ -63,3 +63,26 @@ fn threads_take_what_the_plan_declares() {
         three[0].as_slice::<f32>().unwrap()
     );
 }
+
+/// An empty output plane takes nothing (its geometry has no bordered plane
+/// to size), and sizes past the address space saturate, so that the arena
+/// limit refuses them.
+#[test]
+fn empty_and_huge_declarations() {
+    use crate::kernels::conv::window;
+    use crate::scratch::PerThread;
+    let g = window::Geom {
+        input: [2, 5],
+        output: [0, 4],
+        kernel: [3, 3],
+        strides: [1, 1],
+        dilations: [1, 1],
+        pads: [0, 0],
+    };
+    assert_eq!(window::scratch(&g), 0);
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(crate::kernels::conv::window_lanes::scratch(&g), 0);
+    let huge = PerThread::each(crate::scratch::floats_bytes(usize::MAX / 2));
+    assert!(huge.total(16) > 1 << 62);
+    assert_eq!(PerThread::each(100).total(3), 3 * 128);
+}

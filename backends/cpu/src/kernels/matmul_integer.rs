@@ -300,7 +300,8 @@ impl Kernel for MatMulIntegerKernel {
 
     /// A block of rows at a time.
     fn per_thread(&self) -> crate::scratch::PerThread {
-        crate::scratch::PerThread::each(int8_gemm::scratch(BLOCK, self.g.k))
+        let rows = (self.g.batches() * self.g.m).min(BLOCK);
+        crate::scratch::PerThread::each(int8_gemm::scratch(rows, self.g.k))
     }
 
     fn run(

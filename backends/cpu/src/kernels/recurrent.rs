@@ -306,7 +306,7 @@ impl Kernel for RecurrentKernel {
             .fixed
             .packed
             .iter()
-            .map(|d| super::recurrent_int8::product_scratch(&d.w));
+            .map(|d| super::recurrent_int8::product_scratch(self.steps, &d.w));
         crate::scratch::PerThread {
             caller: caller.unwrap_or(0),
             each: each.max().unwrap_or(0),

@@ -216,22 +216,28 @@ pub(super) fn product(a: &[f32], rows: usize, b: &PackedB, w_scale: &[f32], out:
         }
     };
     // Row blocks, in parallel where there are threads: the input projection
-    // over every time step.
+    // over every time step. On one thread, blocks of many rows (each
+    // streams `B` once).
     if rows > PRODUCT_ROWS && crate::par::parallel() {
         crate::par::chunks_mut(out, PRODUCT_ROWS * n, |i, o| block(i * PRODUCT_ROWS, o));
     } else {
-        for (i, o) in out[..rows * n].chunks_mut(PRODUCT_ROWS * n).enumerate() {
-            block(i * PRODUCT_ROWS, o);
+        for (i, o) in out[..rows * n].chunks_mut(SERIAL_ROWS * n).enumerate() {
+            block(i * SERIAL_ROWS, o);
         }
     }
 }
 
-/// Rows of `a` a [`product`] multiplies at a time.
+/// Rows of `a` a task of a [`product`] multiplies.
 const PRODUCT_ROWS: usize = 2 * int8_gemm::TILE_ROWS;
 
-/// Scratch a thread takes in a [`product`] with `b` ([`crate::scratch`]).
-pub(super) fn product_scratch(b: &PackedB) -> usize {
-    int8_gemm::scratch(PRODUCT_ROWS, b.k)
+/// Rows of `a` a [`product`] on one thread multiplies at a time (eight
+/// blocks of AMX tiles).
+const SERIAL_ROWS: usize = 256;
+
+/// Scratch a thread takes in a [`product`] of `rows` rows with `b`
+/// ([`crate::scratch`]).
+pub(super) fn product_scratch(rows: usize, b: &PackedB) -> usize {
+    int8_gemm::scratch(rows.min(SERIAL_ROWS.max(PRODUCT_ROWS)), b.k)
 }
 
 #[cfg(test)]

@@ -356,9 +356,10 @@ impl ConvPlan {
     }
 
     /// Scratch a run takes on each thread ([`crate::scratch`]): staging
-    /// tasks border rows, products pack panels of the right operand, and
-    /// bands are staged by the calling thread (the product of rows) or by
-    /// each task (the transposed product).
+    /// tasks border rows, packed products pack panels of the right operand
+    /// (the product of rows reads its staging in place), and bands are
+    /// staged by the calling thread (the product of rows) or by each task
+    /// (the transposed product).
     pub fn per_thread(&self) -> PerThread {
         let staging = PerThread::each(self.direct.per_thread());
         let band = self
@@ -368,9 +369,10 @@ impl ConvPlan {
         self.products.iter().fold(PerThread::NONE, |most, product| {
             let need = match product {
                 Product::Packed(w) => PerThread::each(w.per_thread()),
-                Product::Rows(w) => PerThread {
+                // Its product reads the staging in place: no panel packed.
+                Product::Rows(_) => PerThread {
                     caller: band,
-                    each: staging.each.max(w.per_thread()),
+                    each: staging.each,
                 },
                 Product::Columns(_) => staging.plus(PerThread::each(band)),
             };

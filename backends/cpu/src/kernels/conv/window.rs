@@ -61,6 +61,10 @@ pub fn available() -> bool {
 /// the bordered copy of the plane, and three rows of column maxima taken
 /// over it (a separable 3×3 maximum).
 pub fn scratch(g: &Geom) -> usize {
+    // `plane` takes nothing for an empty output (nor `Geom::padded` holds).
+    if g.output.contains(&0) || g.kernel.contains(&0) {
+        return 0;
+    }
     let (rows, width) = g.padded();
     let bordered = rows * width.div_ceil(16) * 16 + SLACK;
     crate::scratch::floats_bytes(bordered) + crate::scratch::floats_bytes(maxima(g))

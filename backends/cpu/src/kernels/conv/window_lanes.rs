@@ -105,7 +105,7 @@ impl Bands {
 
 /// Scratch a thread takes in a [`run`] over `g` ([`crate::scratch`]).
 pub fn scratch(g: &Geom) -> usize {
-    match g.output.contains(&0) {
+    match g.output.contains(&0) || g.kernel.contains(&0) {
         true => 0,
         false => crate::scratch::floats_bytes(Bands::of(g).staging),
     }
