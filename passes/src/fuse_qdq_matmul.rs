@@ -1,8 +1,9 @@
 //! 8-bit products of QDQ graphs (`fuse-qdq-matmul`). Static quantization
 //! (onnxruntime's `quantize_static`, the default QDQ format) leaves every
 //! quantized product as `matmul(dequantize(a8), dequantize(b8))` in f32.
-//! With one scale for `a` and one for `b` or one per column of a 2-D `b`,
-//! the scales factor out of the sum:
+//! With one scale for `a` and one for `b` or one per column of a 2-D `b`
+//! (batched products, attention's of two activations, per tensor), the
+//! scales factor out of the sum:
 //!
 //! `dq(a8, sa, za) · dq(b8, sb, zb) = (sa sb) * ((a8 - za) · (b8 - zb))`
 //!
@@ -82,13 +83,16 @@ fn dq(g: &Graph, v: Value, columns: Option<usize>) -> Option<Dq> {
 fn fuse(g: &mut Graph, cx: &mut PassContext, id: NodeId) -> Result<bool, String> {
     let ins = g.inputs_of(id);
     let (ta, tb) = (g.ty(ins[0]).clone(), g.ty(ins[1]).clone());
-    if ta.shape.rank() < 2 || tb.shape.rank() != 2 {
+    if ta.shape.rank() < 2 || tb.shape.rank() < 2 {
         return Ok(false);
     }
-    let Some(n) = tb.shape.0[1].known() else {
-        return Ok(false);
+    // Scales per column only for a 2-D `b` (a weight); batched operands
+    // (attention's products of two activations) per tensor.
+    let columns = match tb.shape.rank() {
+        2 => tb.shape.0[1].known().map(|n| n as usize),
+        _ => None,
     };
-    let (Some(a), Some(b)) = (dq(g, ins[0], None), dq(g, ins[1], Some(n as usize))) else {
+    let (Some(a), Some(b)) = (dq(g, ins[0], None), dq(g, ins[1], columns)) else {
         return Ok(false);
     };
     let (name, origin) = (g.node(id).name.clone(), g.node(id).origin.clone());

@@ -41,6 +41,7 @@ pub mod simplify_affine;
 pub mod simplify_broadcast;
 pub mod simplify_gather;
 pub mod simplify_one_hot;
+pub mod simplify_qdq;
 pub mod stack_matmuls;
 pub mod target;
 pub mod to_f16;

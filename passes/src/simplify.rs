@@ -21,7 +21,10 @@
 //!   order -> a `reshape` (`simplify_gather`);
 //! - a `matmul` of a one-hot matrix (`cast(equal(ids, range))` or a
 //!   `one_hot` op) with a constant table -> a `gather` of the table's rows
-//!   (`simplify_one_hot`).
+//!   (`simplify_one_hot`);
+//! - `dequantize(quantize(x))` with one scale and zero point, where nothing
+//!   else reads the quantized value -> the same rounding as f32 arithmetic
+//!   that joins elementwise regions (`simplify_qdq`).
 
 use rlx_ir::analysis::infer_graph;
 use rlx_ir::ops::{Binary, BinaryKind, Reshape, Transpose};
@@ -204,6 +207,9 @@ fn simplify_node(
         }
         Op::MatMul(_) => {
             return crate::simplify_one_hot::one_hot_product(g, cx, id);
+        }
+        Op::DequantizeLinear(_) => {
+            return crate::simplify_qdq::round_trip(g, cx, id);
         }
         Op::Concat(_) if ins.len() == 1 && same_as_x => {
             forward(g, id, x)?;

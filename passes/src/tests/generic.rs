@@ -350,3 +350,77 @@ fn simplify_makes_enumerating_gathers_reshapes() {
     );
     check(&["simplify"], &src, &want);
 }
+
+#[test]
+fn simplify_turns_a_quantization_round_trip_into_arithmetic() {
+    let src = graph(
+        r#"  %0 = input "x" : f32[2,3]
+  %1 = constant f32[] [0.5] : f32[]
+  %2 = constant u8[] [128] : u8[]
+  %3 = quantize_linear(%0, %1, %2) {axis=1, block_size=0, saturate=true} : u8[2,3]  # Q
+  %4 = dequantize_linear(%3, %1, %2) {axis=1, block_size=0} : f32[2,3]  # DQ
+  %5 = dequantize_linear(%3, %1, %2) {axis=1, block_size=0} : f32[2,3]  # DQ2
+  %6 = add(%4, %5) : f32[2,3]  # A
+  output "y" = %6
+"#,
+    );
+    let ops = |g: &rlx_ir::Graph| -> Vec<&'static str> {
+        g.node_ids()
+            .iter()
+            .map(|&id| g.node(id).op.name())
+            .collect()
+    };
+    let g = run(&["simplify", "dce"], &src, None).unwrap();
+    let got = ops(&g);
+    for gone in ["quantize_linear", "dequantize_linear"] {
+        assert!(!got.contains(&gone), "{got:?}");
+    }
+    for op in ["div", "round", "max", "min", "mul"] {
+        assert!(got.contains(&op), "{got:?}");
+    }
+    // The clamp's bounds are the range less the zero point.
+    let bounds: Vec<f64> = g
+        .node_ids()
+        .iter()
+        .filter(|&&id| matches!(g.node(id).op.name(), "max" | "min"))
+        .filter_map(|&id| {
+            let c = g.inputs_of(id)[1];
+            match &g.node(c.node).op {
+                rlx_ir::Op::Constant(k) => k.value.to_f64_vec(),
+                _ => None,
+            }
+        })
+        .flatten()
+        .collect();
+    assert_eq!(bounds.len(), 4, "{bounds:?}");
+    assert!(
+        bounds.contains(&-128.0) && bounds.contains(&127.0),
+        "{bounds:?}"
+    );
+    // The 8-bit value read elsewhere, another zero point, or a target
+    // without `round`: the pair stays.
+    let read = src.replace(
+        "output \"y\" = %6",
+        "output \"y\" = %6\n  output \"q\" = %3",
+    );
+    let other = src.replace(
+        "%5 = dequantize_linear(%3, %1, %2)",
+        "%7 = constant u8[] [127] : u8[]\n  %5 = dequantize_linear(%3, %1, %7)",
+    );
+    for (what, text, backend) in [
+        ("read", &read, None),
+        ("zero point", &other, None),
+        (
+            "round",
+            &src,
+            Some(&Without(&["round"]) as &dyn crate::Backend),
+        ),
+    ] {
+        let g = run(&["simplify", "dce"], text, backend).unwrap();
+        assert!(
+            ops(&g).contains(&"quantize_linear"),
+            "{what}: {:?}",
+            ops(&g)
+        );
+    }
+}

@@ -19,6 +19,12 @@ if_untypable_branch: an If on a run-time value whose other branch feeds an
   LSTM a rank-4 value (the whole model was refused; ORT checks a branch when
   it runs). Made with ORT's graph optimizations off: its constant folding
   would show it the rank at load, as rlx-onnx's import sees it.
+qdq_round_trips: QuantizeLinear -> DequantizeLinear pairs (u8 and i8, ties
+  and saturation; one whose 8-bit value is also an output) feeding an Add,
+  a Relu and a batched MatMul of two activations (rewritten to arithmetic
+  and to an 8-bit product). ORT's optimizations off: its reference is the
+  unfused pairs and an f32 product (exact here: every sum is of multiples
+  of 1/8).
 
 Run: python3 tests/data/fidelity/make_cases.py (onnx 1.22, onnxruntime 1.31).
 """
@@ -121,3 +127,32 @@ case("if_untypable_branch",
                    numpy_helper.from_array(np.array(16000, np.int64), "rate"),
                    numpy_helper.from_array(np.array([0.0], np.float32), "axes_f")],
      optimize=False)
+
+
+# Quantization round trips: ties (x / s = k + 1/2) and values past both ends.
+qx = (rng.standard_normal((2, 3, 8, 16)) * 20).astype(np.float32)
+qx.flat[::7] = (np.arange(qx.size)[::7] % 41 - 20) * 0.25 + 0.125
+qy = (rng.standard_normal((2, 3, 16, 8)) * 4).astype(np.float32)
+case("qdq_round_trips", [
+    helper.make_node("QuantizeLinear", ["x", "s", "zu"], ["qa"]),
+    helper.make_node("DequantizeLinear", ["qa", "s", "zu"], ["da"]),
+    helper.make_node("Add", ["da", "bias"], ["a"]),
+    helper.make_node("QuantizeLinear", ["x", "s2", "zi"], ["qb"]),
+    helper.make_node("DequantizeLinear", ["qb", "s2", "zi"], ["db"]),
+    helper.make_node("Relu", ["db"], ["b"]),
+    helper.make_node("QuantizeLinear", ["x", "s3", "zu"], ["qm"]),
+    helper.make_node("DequantizeLinear", ["qm", "s3", "zu"], ["dm"]),
+    helper.make_node("QuantizeLinear", ["y", "s", "zu"], ["qk"]),
+    helper.make_node("DequantizeLinear", ["qk", "s", "zu"], ["dk"]),
+    helper.make_node("MatMul", ["dm", "dk"], ["c"]),
+], [vi("x", F, [2, 3, 8, 16]), vi("y", F, [2, 3, 16, 8])],
+    [vi("a", F, [2, 3, 8, 16]), vi("b", F, [2, 3, 8, 16]), vi("qb", TensorProto.INT8, [2, 3, 8, 16]),
+     vi("c", F, [2, 3, 8, 8])],
+    {"x": qx, "y": qy},
+    initializers=[numpy_helper.from_array(np.array(0.25, np.float32), "s"),
+                  numpy_helper.from_array(np.array(0.1, np.float32), "s2"),
+                  numpy_helper.from_array(np.array(0.5, np.float32), "s3"),
+                  numpy_helper.from_array(np.array(128, np.uint8), "zu"),
+                  numpy_helper.from_array(np.array(-3, np.int8), "zi"),
+                  numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "bias")],
+    optimize=False)

@@ -464,10 +464,7 @@ fn gelu_typed<T: Real>(approx: GeluApprox, x: &[T], o: &mut [T]) -> Result<(), K
             bytemuck::cast_slice_mut::<T, f32>(o),
         );
         match approx {
-            GeluApprox::None => {
-                o.copy_from_slice(&x[..o.len()]);
-                super::gelu_lanes::gelu_erf_slice(o)
-            }
+            GeluApprox::None => super::gelu_lanes::gelu_erf_into(x, o),
             GeluApprox::Tanh => vmath::map(x, o, |v| vmath::gelu_tanh(v)),
         }
         return Ok(());

@@ -34,6 +34,31 @@ pub fn gelu_erf_slice(xs: &mut [f32]) {
     vmath::map_in_place(xs, |v| vmath::gelu_erf(v));
 }
 
+/// `o = gelu_erf(x)` for every element of `o` (`x` at least as long), in
+/// parallel chunks: one pass over both.
+#[allow(clippy::redundant_closure)]
+pub fn gelu_erf_into(x: &[f32], o: &mut [f32]) {
+    const ROW: usize = 1 << 14;
+    let src = |r: usize, n: usize| &x[r * ROW..r * ROW + n];
+    #[cfg(target_arch = "x86_64")]
+    if vmath::avx512() {
+        super::layout::par_rows(o, ROW, |r, chunk| {
+            // SAFETY: the CPU has AVX-512F.
+            unsafe { avx512::gelu_erf_into(src(r, chunk.len()), chunk) }
+        });
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if vmath::avx2() {
+        super::layout::par_rows(o, ROW, |r, chunk| {
+            // SAFETY: the CPU has AVX2 and FMA.
+            unsafe { avx2::gelu_erf_into(src(r, chunk.len()), chunk) }
+        });
+        return;
+    }
+    vmath::map(x, o, |v| vmath::gelu_erf(v));
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx512 {
     use std::arch::x86_64::*;
@@ -45,6 +70,13 @@ pub(super) mod avx512 {
     #[target_feature(enable = "avx512f,avx512dq,fma")]
     pub unsafe fn gelu_erf(xs: &mut [f32]) {
         super::super::vmath_avx512::map_in_place(xs, |v| gelu(v))
+    }
+
+    /// # Safety
+    /// AVX-512F and FMA are present.
+    #[target_feature(enable = "avx512f,avx512dq,fma")]
+    pub unsafe fn gelu_erf_into(x: &[f32], o: &mut [f32]) {
+        super::super::vmath_avx512::map_into(x, o, |v| gelu(v))
     }
 
     #[inline(always)]
@@ -95,7 +127,11 @@ pub(super) mod avx512 {
         let sign = _mm512_set1_epi32(i32::MIN);
         let abs = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(x)));
         let a = _mm512_min_ps(abs, set(10.0));
-        let t = _mm512_div_ps(set(1.0), _mm512_fmadd_ps(set(0.5), a, set(1.0)));
+        // 1 / d by the 14-bit reciprocal and a Newton step (d is in
+        // [1, 6]): the division took a third of the function's time.
+        let d = _mm512_fmadd_ps(set(0.5), a, set(1.0));
+        let r = _mm512_rcp14_ps(d);
+        let t = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, set(2.0)));
         let poly = horner(
             t,
             &[
@@ -135,6 +171,13 @@ mod avx2 {
     pub unsafe fn gelu_erf(xs: &mut [f32]) {
         super::super::vmath_avx2::map_in_place(xs, |v| gelu(v))
     }
+
+    /// # Safety
+    /// AVX2 and FMA are present.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn gelu_erf_into(x: &[f32], o: &mut [f32]) {
+        super::super::vmath_avx2::map_into(x, o, |v| gelu(v))
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +201,11 @@ mod tests {
         let want: Vec<f32> = xs.iter().map(|&x| vmath::gelu_erf(x)).collect();
         let mut got = xs.clone();
         gelu_erf_slice(&mut got);
+        let mut into = vec![0.0; xs.len()];
+        gelu_erf_into(&xs, &mut into);
+        for (a, b) in got.iter().zip(&into) {
+            assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        }
         for (x, (g, w)) in xs.iter().zip(got.iter().zip(&want)) {
             assert!(
                 g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= 2e-7 * (1.0 + w.abs()),

@@ -228,6 +228,29 @@ pub unsafe fn map_in_place(xs: &mut [f32], f: impl Fn(__m256) -> __m256) {
     }
 }
 
+/// `dst[i] = f(src[i])` eight lanes at a time (`src` at least as long as
+/// `dst`), the last lanes through a padded copy.
+#[inline(always)]
+pub unsafe fn map_into(src: &[f32], dst: &mut [f32], f: impl Fn(__m256) -> __m256) {
+    let src = &src[..dst.len()];
+    let mut chunks = dst.chunks_exact_mut(16);
+    let mut from = src.chunks_exact(16);
+    for (c, s) in (&mut chunks).zip(&mut from) {
+        let (p, q) = (c.as_mut_ptr(), s.as_ptr());
+        let (a, b) = (f(_mm256_loadu_ps(q)), f(_mm256_loadu_ps(q.add(8))));
+        _mm256_storeu_ps(p, a);
+        _mm256_storeu_ps(p.add(8), b);
+    }
+    let rest = from.remainder();
+    for (c, s) in chunks.into_remainder().chunks_mut(8).zip(rest.chunks(8)) {
+        let mut pad = [0f32; 8];
+        pad[..s.len()].copy_from_slice(s);
+        _mm256_storeu_ps(pad.as_mut_ptr(), f(_mm256_loadu_ps(pad.as_ptr())));
+        let n = c.len();
+        c.copy_from_slice(&pad[..n]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::vmath;

@@ -112,6 +112,28 @@ pub unsafe fn map_in_place(xs: &mut [f32], f: impl Fn(__m512) -> __m512) {
     }
 }
 
+/// `dst[i] = f(src[i])` sixteen lanes at a time (`src` at least as long as
+/// `dst`), the last lanes masked: one pass where a copy and
+/// [`map_in_place`] made two.
+#[inline(always)]
+pub unsafe fn map_into(src: &[f32], dst: &mut [f32], f: impl Fn(__m512) -> __m512) {
+    let src = &src[..dst.len()];
+    let mut chunks = dst.chunks_exact_mut(32);
+    let mut from = src.chunks_exact(32);
+    for (c, s) in (&mut chunks).zip(&mut from) {
+        let (p, q) = (c.as_mut_ptr(), s.as_ptr());
+        let (a, b) = (f(_mm512_loadu_ps(q)), f(_mm512_loadu_ps(q.add(16))));
+        _mm512_storeu_ps(p, a);
+        _mm512_storeu_ps(p.add(16), b);
+    }
+    let rest = from.remainder();
+    for (c, s) in chunks.into_remainder().chunks_mut(16).zip(rest.chunks(16)) {
+        let keep = ((1u32 << c.len()) - 1) as __mmask16;
+        let v = _mm512_maskz_loadu_ps(keep, s.as_ptr());
+        _mm512_mask_storeu_ps(c.as_mut_ptr(), keep, f(v));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::vmath;
