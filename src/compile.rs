@@ -81,16 +81,24 @@ pub enum Precision {
     /// f32 computation in f16 where the target runs it (the `to-f16` pass):
     /// f16 weights and activations, f32 at the model's inputs and outputs.
     Fp16,
+    /// The same in bf16 (`to-bf16`): f32's range, 8 bits of mantissa.
+    Bf16,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 3] = [Precision::Exact, Precision::Tf32, Precision::Fp16];
+    pub const ALL: [Precision; 4] = [
+        Precision::Exact,
+        Precision::Tf32,
+        Precision::Fp16,
+        Precision::Bf16,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Precision::Exact => "exact",
             Precision::Tf32 => "tf32",
             Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
         }
     }
 
@@ -278,16 +286,21 @@ pub fn input_symbols(g: &Graph) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// The pass names for `target` at `level`; fp16 adds `to-f16` before
-/// legalization.
+/// The pass names for `target` at `level`; fp16 (bf16) adds `to-f16`
+/// (`to-bf16`) before legalization.
 pub fn pipeline(target: Target, level: OptLevel, precision: Precision) -> Vec<&'static str> {
     let mut passes = rlx_passes::pipeline::names(target.name(), level);
-    if precision == Precision::Fp16 {
+    let half = match precision {
+        Precision::Fp16 => Some("to-f16"),
+        Precision::Bf16 => Some("to-bf16"),
+        Precision::Exact | Precision::Tf32 => None,
+    };
+    if let Some(pass) = half {
         let at = passes
             .iter()
             .position(|p| *p == "legalize")
             .unwrap_or(passes.len());
-        passes.insert(at, "to-f16");
+        passes.insert(at, pass);
     }
     passes
 }

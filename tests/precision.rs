@@ -1,6 +1,6 @@
-//! `--precision`: fp16 rewrites the graph (f16 inside, f32 at the model's
-//! edges) and stays close to exact results; tf32 marks the CUDA schedule;
-//! both survive an artifact round trip.
+//! `--precision`: fp16 and bf16 rewrite the graph (the half type inside,
+//! f32 at the model's edges) and stay close to exact results; tf32 marks the
+//! CUDA schedule; each survives an artifact round trip.
 
 mod common;
 
@@ -114,5 +114,64 @@ fn fp16_light_models_cast_only_at_their_edges_on_cuda() {
             m.name
         );
         assert_eq!(casts(&half) - casts(&exact), edges, "{}", m.name);
+    }
+}
+
+#[test]
+fn bf16_computes_in_bf16_inside_and_f32_at_the_edges() {
+    let exact = Compiler::new(Target::Cuda)
+        .compile_file(&cnn().join("model.onnx"))
+        .unwrap();
+    let half = Compiler::new(Target::Cuda)
+        .precision(Precision::Bf16)
+        .compile_file(&cnn().join("model.onnx"))
+        .unwrap();
+    let back = artifact::from_bytes(&artifact::to_bytes(&half)).unwrap();
+    assert_eq!(back.precision, Precision::Bf16);
+    let edges = half.graph.inputs().len() + half.graph.outputs().len();
+    assert_eq!(casts(&half) - casts(&exact), edges);
+    let g = &half.graph;
+    let computed: Vec<DType> = g
+        .node_ids()
+        .into_iter()
+        .filter(|&id| !matches!(g.node(id).op, Op::Cast(_) | Op::Input(_)))
+        .flat_map(|id| g.node(id).outputs.iter().map(|t| t.dtype))
+        .collect();
+    assert!(computed.contains(&DType::BF16), "{computed:?}");
+    assert!(!computed.contains(&DType::F16), "{computed:?}");
+    let set = read_data_set(&data_set_dirs(&cnn()).unwrap()[0]).unwrap();
+    let names = back.input_names();
+    let session = Session::new(back, SessionOptions { threads: 1 }).unwrap();
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
+    let s = session.cuda_schedule(&named).unwrap();
+    for l in &s.launches {
+        if let rlx_onnx::cuda::Launch::Gemm(g) = l {
+            assert_eq!(g.gemm.dtype, DType::BF16, "{}", g.gemm);
+        }
+    }
+}
+
+#[test]
+fn bf16_on_the_cpu_stays_close_to_the_reference() {
+    let half = Compiler::new(Target::Cpu)
+        .precision(Precision::Bf16)
+        .compile_file(&cnn().join("model.onnx"))
+        .unwrap();
+    let set = read_data_set(&data_set_dirs(&cnn()).unwrap()[0]).unwrap();
+    let names = half.input_names();
+    let session = Session::new(half, SessionOptions { threads: 1 }).unwrap();
+    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
+    let got = session.run(&named).unwrap();
+    for (g, w) in got.iter().zip(&set.outputs) {
+        let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
+        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        // bf16 keeps 8 bits: a few 1e-2 of the output's range, where f16
+        // (11 bits) stays within 1e-2.
+        assert!(worst <= 5e-2 * scale.max(1.0), "{worst} of {scale}");
+        assert!(
+            worst > 0.0,
+            "bf16 gave the exact result: did it run in bf16?"
+        );
     }
 }

@@ -52,7 +52,8 @@ pub const PASSES: &[PassInfo] = &[
     reg!("stack-matmuls", "matmuls of one constant weight over independent rows -> one matmul over their rows stacked (an unrolled recurrence's input projections)", crate::stack_matmuls::StackMatMuls),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
     reg!("fuse-elementwise", "chains of elementwise ops -> elementwise_region", crate::fuse_elementwise::FuseElementwise),
-    reg!("to-f16", "compute in f16 what the target runs in f16, casting at the edges (--precision fp16)", crate::to_f16::ToF16),
+    reg!("to-f16", "compute in f16 what the target runs in f16, casting at the edges (--precision fp16)", crate::to_f16::ToF16::F16),
+    reg!("to-bf16", "compute in bf16 what the target runs in bf16, casting at the edges (--precision bf16)", crate::to_f16::ToF16::BF16),
     reg!("legalize", "decompose what the target cannot run; report what remains", crate::legalize::Legalize),
 ];
 

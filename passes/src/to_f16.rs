@@ -1,6 +1,8 @@
-//! Half precision (`to-f16`): every node that computes in f32 and that the
-//! target runs in f16 computes in f16 instead, its f32 weights and constants
-//! stored as f16. Values keep f32 where they meet the rest of the graph: a
+//! Half precision (`to-f16`, `to-bf16`): every node that computes in f32
+//! and that the target runs in the half type computes in it instead, its f32
+//! weights and constants stored so. `to-f16` keeps 11 bits of mantissa and
+//! a range to 65504; `to-bf16` 8 bits and f32's range (no overflow where
+//! f32 had none). Values keep f32 where they meet the rest of the graph: a
 //! cast to f16 after each f32 graph input or producer an f16 node reads, a
 //! cast back to f32 before each graph output and each consumer left in f32
 //! (one cast per value and direction). What stays f32: control flow
@@ -9,8 +11,9 @@
 //! another output dtype from f16 inputs or that the target does not run in
 //! f16. Inputs and outputs of the model keep their dtypes.
 //!
-//! The typed precision option of the compiler (`--precision fp16`) adds
-//! this pass before legalization; it is not part of any default pipeline.
+//! The typed precision option of the compiler (`--precision fp16` or
+//! `bf16`) adds the pass before legalization; it is not part of any default
+//! pipeline. Below, "f16" is either half type.
 
 use std::collections::{HashMap, HashSet};
 
@@ -22,21 +25,37 @@ use crate::fold::leaf_tensor;
 use crate::manager::{Pass, PassContext, PassError};
 use crate::rewrite::float_tensor;
 
-pub struct ToF16;
+/// The pass, for one half type (`F16` or `BF16`).
+pub struct ToF16 {
+    half: DType,
+}
 
-const NAME: &str = "to-f16";
+impl ToF16 {
+    /// `to-f16`.
+    pub const F16: ToF16 = ToF16 { half: DType::F16 };
+    /// `to-bf16`.
+    pub const BF16: ToF16 = ToF16 { half: DType::BF16 };
 
-fn half(t: &TensorType) -> TensorType {
-    if t.dtype == DType::F32 {
-        TensorType::new(DType::F16, t.shape.clone())
-    } else {
-        t.clone()
+    fn half(&self, t: &TensorType) -> TensorType {
+        if t.dtype == DType::F32 {
+            TensorType::new(self.half, t.shape.clone())
+        } else {
+            t.clone()
+        }
+    }
+
+    /// The pass name and its counters.
+    fn names(&self) -> (&'static str, &'static str, &'static str) {
+        match self.half {
+            DType::BF16 => ("to-bf16", "to_bf16.cast", "to_bf16.node"),
+            _ => ("to-f16", "to_f16.cast", "to_f16.node"),
+        }
     }
 }
 
 /// Whether `id` computes in f16 once its f32 inputs and outputs are: it
 /// touches f32, its op infers f16 where it had f32, and the target runs it.
-fn runs_in_f16(g: &Graph, cx: &PassContext, values: &Values, id: NodeId) -> bool {
+fn runs_in_f16(pass: &ToF16, g: &Graph, cx: &PassContext, values: &Values, id: NodeId) -> bool {
     let node = g.node(id);
     // Resize scales and Range bounds decide shapes: in f16 they could round
     // to another output size than the graph was inferred with.
@@ -52,8 +71,8 @@ fn runs_in_f16(g: &Graph, cx: &PassContext, values: &Values, id: NodeId) -> bool
     if !f32s(&ins) && !f32s(&node.outputs) {
         return false;
     }
-    let halves: Vec<TensorType> = ins.iter().map(half).collect();
-    let outs: Vec<TensorType> = node.outputs.iter().map(half).collect();
+    let halves: Vec<TensorType> = ins.iter().map(|t| pass.half(t)).collect();
+    let outs: Vec<TensorType> = node.outputs.iter().map(|t| pass.half(t)).collect();
     let known: Vec<_> = g
         .inputs_of(id)
         .iter()
@@ -79,7 +98,13 @@ fn runs_in_f16(g: &Graph, cx: &PassContext, values: &Values, id: NodeId) -> bool
         .is_none_or(|b| b.supports(&trial, &halves).is_ok())
 }
 
-fn cast(g: &mut Graph, from: Value, to: DType, origin: Vec<String>) -> Result<Value, PassError> {
+fn cast(
+    g: &mut Graph,
+    from: Value,
+    to: DType,
+    origin: Vec<String>,
+    pass: &'static str,
+) -> Result<Value, PassError> {
     let ty = TensorType::new(to, g.ty(from).shape.clone());
     let name = g.unique_name(&format!("{}.{}", g.node(from.node).name, to));
     let op = Op::Cast(Cast {
@@ -89,25 +114,27 @@ fn cast(g: &mut Graph, from: Value, to: DType, origin: Vec<String>) -> Result<Va
     });
     let id = g
         .add_node(Node::new(op, name, origin, vec![ty]), &[from])
-        .map_err(|e| PassError::graph(NAME, e))?;
+        .map_err(|e| PassError::graph(pass, e))?;
     Ok(Value::of(id))
 }
 
 impl Pass for ToF16 {
     fn name(&self) -> &'static str {
-        NAME
+        self.names().0
     }
 
     fn run(&self, g: &mut Graph, cx: &mut PassContext) -> Result<bool, PassError> {
-        let order = g.topo_order().map_err(|e| PassError::graph(NAME, e))?;
+        let (name, cast_count, node_count) = self.names();
+        let half_dtype = self.half;
+        let order = g.topo_order().map_err(|e| PassError::graph(name, e))?;
         // Compile-time values (shapes for reshapes and the like) for the
         // trial inference of each node.
         let values =
-            infer_graph(&mut g.clone(), Some(cx.weights)).map_err(|e| PassError::graph(NAME, e))?;
+            infer_graph(&mut g.clone(), Some(cx.weights)).map_err(|e| PassError::graph(name, e))?;
         let half_nodes: HashSet<NodeId> = order
             .iter()
             .copied()
-            .filter(|&id| runs_in_f16(g, cx, &values, id))
+            .filter(|&id| runs_in_f16(self, g, cx, &values, id))
             .collect();
         if half_nodes.is_empty() {
             return Ok(false);
@@ -133,7 +160,7 @@ impl Pass for ToF16 {
             };
             let Some(h) = t
                 .to_f64_vec()
-                .and_then(|v| float_tensor(DType::F16, t.dims(), &v))
+                .and_then(|v| float_tensor(half_dtype, t.dims(), &v))
             else {
                 continue;
             };
@@ -141,13 +168,13 @@ impl Pass for ToF16 {
             match &mut node.op {
                 Op::Constant(c) => c.value = h,
                 Op::Weight(w) => {
-                    let name = cx.weights.unique_name(&format!("{}.f16", w.name));
-                    cx.weights.insert(name.clone(), h);
-                    w.name = name;
+                    let renamed = cx.weights.unique_name(&format!("{}.{half_dtype}", w.name));
+                    cx.weights.insert(renamed.clone(), h);
+                    w.name = renamed;
                 }
                 _ => continue,
             }
-            node.outputs[0] = half(&node.outputs[0]);
+            node.outputs[0] = self.half(&node.outputs[0]);
             converted.insert(Value::of(id));
         }
         // The f16 nodes' f32 outputs become f16.
@@ -155,7 +182,7 @@ impl Pass for ToF16 {
             let node = g.node_mut(id);
             for (port, t) in node.outputs.iter_mut().enumerate() {
                 if t.dtype == DType::F32 {
-                    *t = half(t);
+                    *t = self.half(t);
                     converted.insert(Value::new(id, port as u16));
                 }
             }
@@ -177,21 +204,21 @@ impl Pass for ToF16 {
                 }
                 let origin = g.node(id).origin.clone();
                 let (memo, to) = if wants_half {
-                    (&mut to_half, DType::F16)
+                    (&mut to_half, half_dtype)
                 } else {
                     (&mut to_full, DType::F32)
                 };
                 let c = match memo.get(&v) {
                     Some(c) => *c,
                     None => {
-                        let c = cast(g, v, to, origin)?;
+                        let c = cast(g, v, to, origin, name)?;
                         memo.insert(v, c);
                         c
                     }
                 };
                 g.set_input(id, port, c)
-                    .map_err(|e| PassError::graph(NAME, e))?;
-                cx.count("to_f16.cast");
+                    .map_err(|e| PassError::graph(name, e))?;
+                cx.count(cast_count);
             }
         }
         let outputs: Vec<(usize, Value)> = g
@@ -206,7 +233,7 @@ impl Pass for ToF16 {
                 Some(c) => *c,
                 None => {
                     let origin = g.node(v.node).origin.clone();
-                    let c = cast(g, v, DType::F32, origin)?;
+                    let c = cast(g, v, DType::F32, origin, name)?;
                     to_full.insert(v, c);
                     c
                 }
@@ -214,7 +241,7 @@ impl Pass for ToF16 {
             g.outputs_mut()[i].value = c;
         }
         for _ in &half_nodes {
-            cx.count("to_f16.node");
+            cx.count(node_count);
         }
         Ok(true)
     }
@@ -227,12 +254,36 @@ mod tests {
     use rlx_ir::Weights;
 
     fn run(text: &str) -> (Graph, Weights) {
+        run_as(&ToF16::F16, text)
+    }
+
+    fn run_as(pass: &ToF16, text: &str) -> (Graph, Weights) {
         let mut g = parse_graph(&format!("rlx-ir 2\ngraph {{\n{text}}}\n")).unwrap();
         let mut w = Weights::default();
         let mut cx = PassContext::new(&mut w);
-        ToF16.run(&mut g, &mut cx).unwrap();
+        pass.run(&mut g, &mut cx).unwrap();
         rlx_ir::analysis::verify(&g, Some(&w)).unwrap();
         (g, w)
+    }
+
+    #[test]
+    fn bf16_is_the_same_rewrite_in_the_other_half_type() {
+        let (g, _) = run_as(
+            &ToF16::BF16,
+            "  %0 = input \"x\" : f32[2,3]
+  %1 = constant f32[3] [1.0, 2.0, 3.0] : f32[3]
+  %2 = add(%0, %1) : f32[2,3]
+  output \"y\" = %2
+",
+        );
+        let text = rlx_ir::text::print_graph(&g);
+        assert!(text.contains("cast(%0) {to=bf16"), "{text}");
+        assert!(text.contains("constant bf16[3]"), "{text}");
+        assert!(
+            !text.contains(": f16") && !text.contains("to=f16"),
+            "{text}"
+        );
+        assert_eq!(ToF16::BF16.name(), "to-bf16");
     }
 
     #[test]

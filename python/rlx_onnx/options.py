@@ -45,7 +45,7 @@ class SessionOptions:
     ``graph_optimization_level``, ``add_free_dimension_override_by_name``
     (a symbolic dim bound at compile time), ``optimized_model_filepath``
     (a path ending in ``.rlx`` receives the compiled artifact), and its own
-    ``precision`` (``"exact"``, ``"tf32"``, ``"fp16"``) and ``limits`` (a dict
+    ``precision`` (``"exact"``, ``"tf32"``, ``"fp16"``, ``"bf16"``) and ``limits`` (a dict
     of ``rlx_onnx`` resource limits: ``max_tensor_elements``,
     ``max_loop_iterations``, ``max_nodes``, ``max_nesting``,
     ``max_arena_bytes``, ``max_specializations``). Logging options are kept

@@ -59,7 +59,7 @@ impl Options {
             },
             precision: Precision::parse(precision).ok_or_else(|| {
                 invalid(format!(
-                    "unknown precision `{precision}`; the precisions are exact, tf32, fp16"
+                    "unknown precision `{precision}`; the precisions are exact, tf32, fp16, bf16"
                 ))
             })?,
             fallback: Fallback::parse(fallback).ok_or_else(|| {

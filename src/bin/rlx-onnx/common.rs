@@ -79,6 +79,7 @@ pub enum PrecisionArg {
     Exact,
     Tf32,
     Fp16,
+    Bf16,
 }
 
 impl From<PrecisionArg> for Precision {
@@ -87,6 +88,7 @@ impl From<PrecisionArg> for Precision {
             PrecisionArg::Exact => Precision::Exact,
             PrecisionArg::Tf32 => Precision::Tf32,
             PrecisionArg::Fp16 => Precision::Fp16,
+            PrecisionArg::Bf16 => Precision::Bf16,
         }
     }
 }
@@ -121,8 +123,9 @@ pub struct CompileArgs {
     #[arg(short = 'O', long = "opt-level", value_enum)]
     pub opt_level: Option<OptArg>,
     /// Arithmetic: exact (the model's dtypes, fp32 without TF32), tf32
-    /// (CUDA: TF32 tensor cores for f32 GEMMs and convolutions) or fp16
-    /// (f32 computation in f16 where the target runs it) [default: exact].
+    /// (CUDA: TF32 tensor cores for f32 GEMMs and convolutions), fp16 (f32
+    /// computation in f16 where the target runs it) or bf16 (the same in
+    /// bf16: f32's range, 8 bits of mantissa) [default: exact].
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
     /// What a GPU target does with nodes it cannot run (strings, sequences,
