@@ -47,10 +47,11 @@ fn fp16_computes_in_half_inside_and_f32_at_the_edges() {
     assert!(s.outputs.iter().all(|o| o.dtype == DType::F32));
 }
 
-#[test]
-fn fp16_on_the_cpu_stays_close_to_the_reference() {
+/// The golden CNN at `p` on the CPU: per output, the largest difference
+/// from the reference outputs and the reference's largest magnitude.
+fn cnn_on_the_cpu(p: Precision) -> Vec<(f32, f32)> {
     let half = Compiler::new(Target::Cpu)
-        .precision(Precision::Fp16)
+        .precision(p)
         .compile_file(&cnn().join("model.onnx"))
         .unwrap();
     let set = read_data_set(&data_set_dirs(&cnn()).unwrap()[0]).unwrap();
@@ -58,13 +59,22 @@ fn fp16_on_the_cpu_stays_close_to_the_reference() {
     let session = Session::new(half, SessionOptions { threads: 1 }).unwrap();
     let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
     let got = session.run(&named).unwrap();
-    for (g, w) in got.iter().zip(&set.outputs) {
-        let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
-        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
-        for (i, (a, b)) in g.iter().zip(w).enumerate() {
-            // f16 keeps 11 bits: 1e-2 of the output's range.
-            assert!((a - b).abs() <= 1e-2 * scale.max(1.0), "[{i}] {a} vs {b}");
-        }
+    got.iter()
+        .zip(&set.outputs)
+        .map(|(g, w)| {
+            let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
+            let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            (worst, scale)
+        })
+        .collect()
+}
+
+#[test]
+fn fp16_on_the_cpu_stays_close_to_the_reference() {
+    for (worst, scale) in cnn_on_the_cpu(Precision::Fp16) {
+        // f16 keeps 11 bits: 1e-2 of the output's range.
+        assert!(worst <= 1e-2 * scale.max(1.0), "{worst} of {scale}");
     }
 }
 
@@ -153,19 +163,7 @@ fn bf16_computes_in_bf16_inside_and_f32_at_the_edges() {
 
 #[test]
 fn bf16_on_the_cpu_stays_close_to_the_reference() {
-    let half = Compiler::new(Target::Cpu)
-        .precision(Precision::Bf16)
-        .compile_file(&cnn().join("model.onnx"))
-        .unwrap();
-    let set = read_data_set(&data_set_dirs(&cnn()).unwrap()[0]).unwrap();
-    let names = half.input_names();
-    let session = Session::new(half, SessionOptions { threads: 1 }).unwrap();
-    let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&set.inputs).collect();
-    let got = session.run(&named).unwrap();
-    for (g, w) in got.iter().zip(&set.outputs) {
-        let (g, w) = (g.as_slice::<f32>().unwrap(), w.as_slice::<f32>().unwrap());
-        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    for (worst, scale) in cnn_on_the_cpu(Precision::Bf16) {
         // bf16 keeps 8 bits: a few 1e-2 of the output's range, where f16
         // (11 bits) stays within 1e-2.
         assert!(worst <= 5e-2 * scale.max(1.0), "{worst} of {scale}");

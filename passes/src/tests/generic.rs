@@ -1,6 +1,6 @@
 //! Tests of the generic passes: simplify, cse, legalize, the pipeline table.
 
-use super::{check, check_on, graph, run, Without};
+use super::{check, check_on, graph, ops, run, Without};
 
 #[test]
 fn simplify_drops_identity_ops_and_transpose_pairs() {
@@ -364,12 +364,6 @@ fn simplify_turns_a_quantization_round_trip_into_arithmetic() {
   output "y" = %6
 "#,
     );
-    let ops = |g: &rlx_ir::Graph| -> Vec<&'static str> {
-        g.node_ids()
-            .iter()
-            .map(|&id| g.node(id).op.name())
-            .collect()
-    };
     let g = run(&["simplify", "dce"], &src, None).unwrap();
     let got = ops(&g);
     for gone in ["quantize_linear", "dequantize_linear"] {
