@@ -9,8 +9,6 @@
 
 // The coefficients are `vmath`'s, digits beyond f32 included.
 #![allow(clippy::excessive_precision)]
-// erf's leading coefficient is 2/sqrt(pi) to f32, as written in `vmath`.
-#![allow(clippy::approx_constant)]
 
 use std::arch::x86_64::*;
 
@@ -114,27 +112,21 @@ pub unsafe fn tanh(x: __m256) -> __m256 {
     _mm256_blendv_ps(r, one, _mm256_cmp_ps::<_CMP_GE_OQ>(abs, set(9.0)))
 }
 
-/// `erf(x)`, as [`super::vmath::erf`].
+/// GELU with the exact (erf) form, as [`super::vmath::gelu_erf`]: `1 +
+/// erf(z)` as `erfc(-z)` below 0 and `2 - erfc(z)` from 0.
 #[inline(always)]
-pub unsafe fn erf(x: __m256) -> __m256 {
-    let z = _mm256_mul_ps(x, x);
-    let small = _mm256_mul_ps(
-        x,
-        horner(
-            z,
-            &[
-                0.000_120_549_76,
-                -0.000_854_834_7,
-                0.005_223_977,
-                -0.026_866_172,
-                0.112_837_92,
-                -0.376_126_4,
-                1.128_379_2,
-            ],
-        ),
-    );
-    let sign = set(-0.0);
-    let abs = _mm256_andnot_ps(sign, x);
+pub unsafe fn gelu_erf(x: __m256) -> __m256 {
+    let abs = _mm256_andnot_ps(set(-0.0), x);
+    let e = erfc_nonneg(_mm256_mul_ps(abs, set(std::f32::consts::FRAC_1_SQRT_2)));
+    let negative = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_setzero_ps());
+    let q = _mm256_blendv_ps(_mm256_sub_ps(set(2.0), e), e, negative);
+    _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), q)
+}
+
+/// [`super::vmath::erfc_nonneg`], lane by lane.
+#[inline(always)]
+unsafe fn erfc_nonneg(abs: __m256) -> __m256 {
+    // `min` returns its second operand for a NaN: 10.
     let a = _mm256_min_ps(abs, set(10.0));
     let t = _mm256_div_ps(set(1.0), _mm256_fmadd_ps(set(0.5), a, set(1.0)));
     let poly = horner(
@@ -152,19 +144,7 @@ pub unsafe fn erf(x: __m256) -> __m256 {
             -1.265_512_2,
         ],
     );
-    let arg = _mm256_sub_ps(poly, _mm256_mul_ps(a, a));
-    let one_minus = _mm256_fnmadd_ps(t, exp_low(arg), set(1.0));
-    let large = _mm256_or_ps(_mm256_andnot_ps(sign, one_minus), _mm256_and_ps(sign, x));
-    // NaN compares false and keeps `small` (NaN), as the scalar form.
-    let big = _mm256_cmp_ps::<_CMP_GE_OQ>(abs, set(0.5));
-    _mm256_blendv_ps(small, large, big)
-}
-
-/// GELU with the exact (erf) form.
-#[inline(always)]
-pub unsafe fn gelu_erf(x: __m256) -> __m256 {
-    let e = erf(_mm256_mul_ps(x, set(std::f32::consts::FRAC_1_SQRT_2)));
-    _mm256_mul_ps(_mm256_mul_ps(set(0.5), x), _mm256_add_ps(set(1.0), e))
+    _mm256_mul_ps(t, exp_low(_mm256_fnmadd_ps(a, a, poly)))
 }
 
 /// GELU with the tanh approximation, as [`super::vmath::gelu_tanh`]:
@@ -276,7 +256,7 @@ mod tests {
             88.8, -88.8, 104.0, -104.0, 0.5, -0.5, 44.5, -44.5, 88.5, 88.7, 88.722_83,
         ]);
         type Pair = (&'static str, unsafe fn(__m256) -> __m256, fn(f32) -> f32);
-        let pairs: [Pair; 9] = [
+        let pairs: [Pair; 8] = [
             // Below the top of the range, as its callers use it.
             (
                 "exp_low",
@@ -286,7 +266,6 @@ mod tests {
             ("sigmoid", |v| unsafe { sigmoid(v) }, vmath::sigmoid),
             ("silu", |v| unsafe { silu(v) }, vmath::silu),
             ("tanh", |v| unsafe { tanh(v) }, vmath::tanh),
-            ("erf", |v| unsafe { erf(v) }, vmath::erf),
             ("gelu_erf", |v| unsafe { gelu_erf(v) }, vmath::gelu_erf),
             ("gelu_tanh", |v| unsafe { gelu_tanh(v) }, vmath::gelu_tanh),
             (
