@@ -268,6 +268,10 @@ pub(super) struct Fixed {
     /// A quantized layer's W and R as integers in f32, when constant.
     pub w_int: Option<Vec<f32>>,
     pub r_int: Option<Vec<f32>>,
+    /// `R` per direction transposed for the step's product at batch 1
+    /// ([`super::gemm::gemv::columns`]); empty when R is not a constant of
+    /// f32 or the layer is quantized.
+    pub r_t: Vec<RowsOf>,
     /// A quantized LSTM's W and R per direction as packed signed bytes
     /// ([`super::recurrent_int8`]); empty where they do not fit or the CPU
     /// has no VNNI.
@@ -395,6 +399,13 @@ fn prepare_fixed(rc: &Recurrent, spec: &Spec) -> Fixed {
             .map_or_else(|_| Vec::new(), |w| transposed(w, t.dims())),
         _ => Vec::new(),
     };
+    let r_t = match constant(2) {
+        Some(t) if !rc.quantized => t.as_slice::<f32>().map_or_else(
+            |_| Vec::new(),
+            |r| per_direction(r, t.dims(), RowsOf::transposed),
+        ),
+        _ => Vec::new(),
+    };
     let packed = match (&w_int, &r_int, constant(1), constant(2)) {
         (Some(w), Some(r), Some(wt), Some(rt)) if rc.kind == RecurrentKind::Lstm => {
             match (wt.dims(), rt.dims()) {
@@ -410,6 +421,7 @@ fn prepare_fixed(rc: &Recurrent, spec: &Spec) -> Fixed {
         w_t,
         w_int,
         r_int,
+        r_t,
         packed: packed.unwrap_or_default(),
     }
 }
@@ -441,6 +453,31 @@ fn packed_w(w: &[f32], dims: &[usize], steps: usize) -> Vec<super::gemm::weights
 }
 
 /// `W` per direction transposed, `[input, gh]`.
+/// A matrix in rows that start on cache lines: `rows` rows of `cols`
+/// floats, `ld` apart (`cols` rounded up to 16). Every vector load of a
+/// product streaming it from L2 then touches one line, not two.
+#[derive(Debug)]
+pub(super) struct RowsOf {
+    pub data: super::gemm::microkernel::AlignedBuf,
+    pub ld: usize,
+}
+
+impl RowsOf {
+    /// `m` (`[rows, k]`, row-major) transposed to `[k, rows]`.
+    fn transposed(m: &[f32], rows: usize, k: usize) -> Option<RowsOf> {
+        let ld = rows.next_multiple_of(16);
+        let mut data = super::gemm::microkernel::AlignedBuf::zeroed(k * ld);
+        let t = data.as_mut_slice();
+        for (j, row) in m.chunks_exact(k).take(rows).enumerate() {
+            for (kk, &v) in row.iter().enumerate() {
+                t[kk * ld + j] = v;
+            }
+        }
+        Some(RowsOf { data, ld })
+    }
+}
+
+/// `W` per direction transposed: `[dirs, gh, k]` to `[k, gh]` each.
 fn transposed(w: &[f32], dims: &[usize]) -> Vec<Vec<f32>> {
     per_direction(w, dims, |wd, gh, input| {
         let mut t = vec![0f32; gh * input];
@@ -944,6 +981,109 @@ mod tests {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// At batch 1 with `R` transposed (as a kernel with constant weights
+    /// prepares it), each kind agrees with the f64 reference, at hidden
+    /// sizes whose gates end inside a register and past a block of 16.
+    #[test]
+    fn batch_one_with_r_transposed_matches_the_reference() {
+        let mut seed = 11u64;
+        let mut rnd = move |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.4
+                })
+                .collect()
+        };
+        let (seq, input) = (4, 5);
+        for (kind, hs, lbr) in [
+            (RecurrentKind::Rnn, 25, false),
+            (RecurrentKind::Gru, 25, false),
+            (RecurrentKind::Gru, 90, false),
+            (RecurrentKind::Gru, 90, true),
+            (RecurrentKind::Lstm, 25, false),
+            (RecurrentKind::Lstm, 70, false),
+        ] {
+            let gates = kind.gates() as usize;
+            let lstm = kind == RecurrentKind::Lstm;
+            let acts = match kind {
+                RecurrentKind::Rnn => vec![RnnActivation::Tanh],
+                RecurrentKind::Gru => vec![RnnActivation::Sigmoid, RnnActivation::Tanh],
+                RecurrentKind::Lstm => vec![
+                    RnnActivation::Sigmoid,
+                    RnnActivation::Tanh,
+                    RnnActivation::Tanh,
+                ],
+            };
+            let n = acts.len();
+            let op = Op::Recurrent(Recurrent {
+                kind,
+                hidden_size: hs as i64,
+                direction: RnnDirection::Bidirectional,
+                activations: [acts.clone(), acts].concat(),
+                activation_alpha: vec![0.0; 2 * n],
+                activation_beta: vec![0.0; 2 * n],
+                clip: None,
+                layout: 0,
+                linear_before_reset: lbr,
+                input_forget: false,
+                has_bias: true,
+                has_seq_lens: false,
+                has_initial_h: false,
+                has_initial_c: false,
+                has_peepholes: false,
+                num_outputs: if lstm { 3 } else { 2 },
+                quantized: false,
+            });
+            let r_dims = [2, gates * hs, hs];
+            let r = rnd(2 * gates * hs * hs);
+            let ins = vec![
+                f32t(&[seq, 1, input], &rnd(seq * input)),
+                f32t(&[2, gates * hs, input], &rnd(2 * gates * hs * input)),
+                f32t(&r_dims, &r),
+                f32t(&[2, 2 * gates * hs], &rnd(2 * 2 * gates * hs)),
+            ];
+            let prepared = Prepared {
+                fixed: Arc::new(Fixed {
+                    r_t: per_direction(&r, &r_dims, RowsOf::transposed),
+                    ..Fixed::default()
+                }),
+                w_packed: Arc::default(),
+            };
+            assert_eq!(prepared.fixed.r_t.len(), 2);
+            let (yd, sd) = (vec![seq, 2, 1, hs], vec![2, 1, hs]);
+            let mut dims: Vec<&[usize]> = vec![&yd, &sd];
+            if lstm {
+                dims.push(&sd);
+            }
+            let mut bufs: Vec<Vec<f32>> =
+                dims.iter().map(|d| vec![0.0; d.iter().product()]).collect();
+            let refs: Vec<TensorRef> = ins.iter().map(TensorRef::of).collect();
+            let mut outs: Vec<TensorMut> = bufs
+                .iter_mut()
+                .zip(&dims)
+                .map(|(b, d)| TensorMut {
+                    dtype: DType::F32,
+                    dims: d,
+                    bytes: bytemuck::cast_slice_mut(b),
+                })
+                .collect();
+            recurrent_with(&op, &refs, &mut outs, &prepared).unwrap();
+            drop(outs);
+            let reference = run_f64(&op, &ins, &dims);
+            for (o, (a, b)) in bufs.iter().zip(&reference).enumerate() {
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    assert!(
+                        (*x as f64 - y).abs() < 1e-5,
+                        "{kind:?} hidden {hs} lbr {lbr}: output {o}[{i}] {x} vs {y}"
+                    );
                 }
             }
         }

@@ -34,6 +34,9 @@ pub(super) struct DirWeights<'a> {
     pub w_packed: Option<&'a super::gemm::weights::PackedW>,
     /// `[gates*hidden, hidden]`.
     pub r: &'a [f32],
+    /// `r` transposed, `[hidden, gates*hidden]` in rows `ld` apart, when
+    /// the kernel made it.
+    pub r_t: Option<(&'a [f32], usize)>,
     /// Per row of `w` and `r`: the scale of a quantized layer; empty for f32.
     pub w_scale: &'a [f32],
     pub r_scale: &'a [f32],
@@ -88,12 +91,16 @@ fn gemv(m: &[f32], n: usize, v: &[f32], out: &mut [f32]) {
 
 /// `hr[rows, gh] = h[rows, hidden] · R[rows of R]ᵀ` for `gh` rows of `r`;
 /// with `scale` (a quantized layer, one per row of `r`), `h` is quantized
-/// first and the integer sums scaled back.
+/// first and the integer sums scaled back. At one row, `r_t` (`R`
+/// transposed, `[hidden, ld]`, from column `col`), where there is one,
+/// serves instead of `r`.
+#[allow(clippy::too_many_arguments)]
 fn recurrent_product(
     h: &[f32],
     rows: usize,
     hs: usize,
     r: &[f32],
+    r_t: Option<(&[f32], usize, usize)>,
     scale: &[f32],
     gh: usize,
     hr: &mut [f32],
@@ -106,13 +113,26 @@ fn recurrent_product(
         quantized = q;
         (&quantized[..], s)
     };
-    if rows == 1 {
-        gemv(r, hs, h, hr);
-    } else {
-        gemm_strided(rows, gh, hs, h, (hs, 1), r, (1, hs), hr, gh, false);
+    match r_t {
+        Some((t, ld, col)) if rows == 1 => gemv_columns(&h[..hs], t, ld, col, &mut hr[..gh]),
+        _ if rows == 1 => gemv(r, hs, h, hr),
+        _ => gemm_strided(rows, gh, hs, h, (hs, 1), r, (1, hs), hr, gh, false),
     }
     if !scale.is_empty() {
         rescale(hr, gh, hscale, scale);
+    }
+}
+
+/// [`gemv::columns`], column blocks in parallel when the product is large
+/// enough (as [`gemv`]).
+fn gemv_columns(h: &[f32], t: &[f32], ld: usize, col: usize, out: &mut [f32]) {
+    if out.len() >= 2 * GEMV_CHUNK && out.len() * h.len() >= GEMV_PAR_WORK && crate::par::parallel()
+    {
+        crate::par::chunks_mut(out, GEMV_CHUNK, |c, o| {
+            gemv::columns(h, t, ld, col + c * GEMV_CHUNK, o)
+        });
+    } else {
+        gemv::columns(h, t, ld, col, out);
     }
 }
 
@@ -234,6 +254,7 @@ fn steps(
                 batch,
                 hs,
                 r_gates,
+                dw.r_t.map(|(t, ld)| (t, ld, 0)),
                 scale_of(0..gh_now),
                 gh_now,
                 &mut hr_rows,
@@ -259,7 +280,8 @@ fn steps(
                 }
             }
             let rs = scale_of(2 * hs..3 * hs);
-            recurrent_product(&rh, batch, hs, &dw.r[2 * hs * hs..], rs, hs, &mut rhr);
+            let r_t = dw.r_t.map(|(t, ld)| (t, ld, 2 * hs));
+            recurrent_product(&rh, batch, hs, &dw.r[2 * hs * hs..], r_t, rs, hs, &mut rhr);
         }
         for b in (0..batch).filter(active) {
             let t = t_of(b);
@@ -571,6 +593,12 @@ pub(super) fn run(
                 .get(d)
                 .filter(|p| p.depth() == input && p.columns() == gh),
             r: part(r, d, gh * hs),
+            r_t: prepared
+                .fixed
+                .r_t
+                .get(d)
+                .map(|t| (t.data.as_slice(), t.ld))
+                .filter(|(t, ld)| *ld >= gh && t.len() == ld * hs && p.quant.is_none()),
             w_scale: part(w_scale, d, gh),
             r_scale: part(r_scale, d, gh),
             packed: prepared.fixed.packed.get(d),

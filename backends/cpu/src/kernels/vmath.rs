@@ -541,7 +541,7 @@ pub fn tanh_exp_slice(xs: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn tanh_exp_avx512(xs: &mut [f32]) {
-    in_lanes_avx512(xs, |x| tanh_exp(x))
+    super::vmath_avx512::map_in_place(xs, |v| super::vmath_avx512::tanh_exp(v))
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -94,6 +94,37 @@ pub unsafe fn gelu_tanh(x: __m512) -> __m512 {
     _mm512_mul_ps(x, sigmoid(inner))
 }
 
+/// `tanh(x)` as [`super::vmath::tanh_exp`] (a recurrent cell's tanh): an
+/// odd polynomial below 0.625, `1 - 2 / (e^2|x| + 1)` with the sign of `x`
+/// from there (|x| taken at most 44), the reciprocal by [`recip`]; NaN
+/// stays NaN.
+#[inline(always)]
+pub unsafe fn tanh_exp(x: __m512) -> __m512 {
+    let sign = _mm512_and_ps(x, set(-0.0));
+    let abs = _mm512_andnot_ps(set(-0.0), x);
+    let z = _mm512_mul_ps(x, x);
+    let mut p = set(-5.704_988_7e-3);
+    for k in [
+        2.063_908_9e-2,
+        -5.373_971_6e-2,
+        1.333_144_2e-1,
+        -3.333_328_2e-1,
+    ] {
+        p = _mm512_fmadd_ps(p, z, set(k));
+    }
+    let small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    // `minps` returns its second operand where either is NaN: `abs`.
+    let a = _mm512_min_ps(set(44.0), abs);
+    let e = exp_in_range(_mm512_add_ps(a, a));
+    let large = _mm512_fnmadd_ps(set(2.0), recip(_mm512_add_ps(e, set(1.0))), set(1.0));
+    let large = _mm512_or_ps(large, sign);
+    _mm512_mask_blend_ps(
+        _mm512_cmp_ps_mask::<_CMP_LT_OQ>(abs, set(0.625)),
+        large,
+        small,
+    )
+}
+
 /// `xs[i] = f(xs[i])` sixteen lanes at a time, the last lanes by masked
 /// loads and stores.
 #[inline(always)]
@@ -162,7 +193,13 @@ mod tests {
             fn(f32) -> f32,
             fn(f32) -> f32,
         );
-        let pairs: [Pair; 3] = [
+        let pairs: [Pair; 4] = [
+            (
+                "tanh_exp",
+                |v| unsafe { tanh_exp(v) },
+                vmath::tanh_exp,
+                |_| 0.0,
+            ),
             (
                 "sigmoid",
                 |v| unsafe { sigmoid(v) },

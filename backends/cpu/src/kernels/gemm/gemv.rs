@@ -207,6 +207,147 @@ unsafe fn block16(m: *const f32, n: usize, v: *const f32, out: &mut [f32]) {
     _mm512_storeu_ps(out.as_mut_ptr(), sums);
 }
 
+/// `out[j] = Σ_k x[k] · b[k * ldb + col + j]`: a vector times columns
+/// `col..col + out.len()` of a row-major matrix whose rows are `ldb` apart
+/// (`x.len()` of them), the products in registers. A recurrent step's
+/// product with `R` stored transposed is one: each output column's sum runs
+/// in its own lane, so there is no horizontal sum per row as in [`rows`],
+/// and `b` streams through in rows of contiguous vectors.
+///
+/// # Panics
+/// If `b` has fewer than `(x.len() - 1) * ldb + col + out.len()` elements.
+pub fn columns(x: &[f32], b: &[f32], ldb: usize, col: usize, out: &mut [f32]) {
+    let n = out.len();
+    if x.is_empty() || n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    assert!(ldb >= col + n && b.len() >= (x.len() - 1) * ldb + col + n);
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernels::vmath::avx512() {
+        // SAFETY: the CPU has the features (checked just above) and the
+        // bounds hold (asserted above).
+        return unsafe { columns_avx512(x, b, ldb, col, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernels::vmath::avx2() {
+        // SAFETY: as above.
+        return unsafe { columns_avx2(x, b, ldb, col, out) };
+    }
+    out.fill(0.0);
+    for (k, &xk) in x.iter().enumerate() {
+        let row = &b[k * ldb + col..k * ldb + col + n];
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o += xk * v;
+        }
+    }
+}
+
+/// [`columns`] in AVX-512 registers: blocks of 16 vectors (256 columns),
+/// then of 4, then single ones, the last under a mask.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx2,fma")]
+unsafe fn columns_avx512(x: &[f32], b: &[f32], ldb: usize, col: usize, out: &mut [f32]) {
+    let n = out.len();
+    let base = b.as_ptr().add(col);
+    let mut j = 0;
+    while j + 256 <= n {
+        columns_block::<16>(x, base.add(j), ldb, out[j..].as_mut_ptr(), u16::MAX);
+        j += 256;
+    }
+    while j + 64 <= n {
+        columns_block::<4>(x, base.add(j), ldb, out[j..].as_mut_ptr(), u16::MAX);
+        j += 64;
+    }
+    while j < n {
+        let left = n - j;
+        let mask = if left >= 16 {
+            u16::MAX
+        } else {
+            ((1u32 << left) - 1) as u16
+        };
+        columns_block::<1>(x, base.add(j), ldb, out[j..].as_mut_ptr(), mask);
+        j += 16;
+    }
+}
+
+/// `V` vectors of columns from `b` (rows `ldb` apart) against every `x[k]`,
+/// the last vector's lanes under `last`.
+///
+/// # Safety
+/// AVX-512 F and FMA; `b` holds `x.len()` rows of the block's lanes, `out`
+/// the block's lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn columns_block<const V: usize>(
+    x: &[f32],
+    b: *const f32,
+    ldb: usize,
+    out: *mut f32,
+    last: u16,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_setzero_ps(); V];
+    let load = |p: *const f32, v: usize| {
+        if v + 1 == V && last != u16::MAX {
+            _mm512_maskz_loadu_ps(last, p.add(16 * v))
+        } else {
+            _mm512_loadu_ps(p.add(16 * v))
+        }
+    };
+    for (k, &xk) in x.iter().enumerate() {
+        let s = _mm512_set1_ps(xk);
+        let row = b.add(k * ldb);
+        for (v, a) in acc.iter_mut().enumerate() {
+            *a = _mm512_fmadd_ps(load(row, v), s, *a);
+        }
+    }
+    for (v, a) in acc.iter().enumerate() {
+        if v + 1 == V && last != u16::MAX {
+            _mm512_mask_storeu_ps(out.add(16 * v), last, *a);
+        } else {
+            _mm512_storeu_ps(out.add(16 * v), *a);
+        }
+    }
+}
+
+/// [`columns`] in AVX2 registers: blocks of 12 vectors (96 columns), then
+/// single ones, the last under a mask.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn columns_avx2(x: &[f32], b: &[f32], ldb: usize, col: usize, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = out.len();
+    let base = b.as_ptr().add(col);
+    let mut j = 0;
+    while j + 96 <= n {
+        let mut acc = [_mm256_setzero_ps(); 12];
+        for (k, &xk) in x.iter().enumerate() {
+            let s = _mm256_set1_ps(xk);
+            let row = base.add(k * ldb + j);
+            for (v, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(_mm256_loadu_ps(row.add(8 * v)), s, *a);
+            }
+        }
+        for (v, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(j + 8 * v), *a);
+        }
+        j += 96;
+    }
+    while j < n {
+        let left = (n - j).min(8) as i32;
+        let index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), index);
+        let mut acc = _mm256_setzero_ps();
+        for (k, &xk) in x.iter().enumerate() {
+            let row = base.add(k * ldb + j);
+            acc = _mm256_fmadd_ps(_mm256_maskload_ps(row, mask), _mm256_set1_ps(xk), acc);
+        }
+        _mm256_maskstore_ps(out.as_mut_ptr().add(j), mask, acc);
+        j += 8;
+    }
+}
+
 /// Products below this many multiply-adds stay on one thread.
 const VEC_MAT_PAR_WORK: usize = 1 << 18;
 
@@ -300,6 +441,35 @@ mod tests {
                     assert!(
                         (o as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
                         "n {n} rows {rows_n} row {i}: {o} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every width around the register blocks, at an offset into wider
+    /// rows, against a plain f64 sum.
+    #[test]
+    fn columns_match_plain_sums() {
+        for n in [1, 15, 16, 17, 63, 64, 100, 255, 256, 300, 512] {
+            for k in [1, 2, 25, 128] {
+                let (ldb, col) = (n + 37, 5);
+                let b: Vec<f32> = (0..k * ldb)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+                    .collect();
+                let x: Vec<f32> = (0..k)
+                    .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
+                    .collect();
+                let mut out = vec![f32::NAN; n + 1];
+                columns(&x, &b, ldb, col, &mut out[..n]);
+                assert!(out[n].is_nan(), "n {n} k {k}: wrote past the end");
+                for (j, &o) in out[..n].iter().enumerate() {
+                    let want: f64 = (0..k)
+                        .map(|t| x[t] as f64 * b[t * ldb + col + j] as f64)
+                        .sum();
+                    assert!(
+                        (o as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "n {n} k {k} column {j}: {o} vs {want}"
                     );
                 }
             }
