@@ -32,6 +32,7 @@ pub mod pool;
 pub mod quant;
 pub mod re2;
 pub mod recurrent;
+mod recurrent_cells;
 mod recurrent_f32;
 mod recurrent_int8;
 pub mod reduce;

@@ -988,7 +988,9 @@ mod tests {
 
     /// At batch 1 with `R` transposed (as a kernel with constant weights
     /// prepares it), each kind agrees with the f64 reference, at hidden
-    /// sizes whose gates end inside a register and past a block of 16.
+    /// sizes whose gates end inside a register and past a block of 16, the
+    /// default cells (in registers where the CPU has AVX-512) with and
+    /// without peepholes.
     #[test]
     fn batch_one_with_r_transposed_matches_the_reference() {
         let mut seed = 11u64;
@@ -1003,13 +1005,14 @@ mod tests {
                 .collect()
         };
         let (seq, input) = (4, 5);
-        for (kind, hs, lbr) in [
-            (RecurrentKind::Rnn, 25, false),
-            (RecurrentKind::Gru, 25, false),
-            (RecurrentKind::Gru, 90, false),
-            (RecurrentKind::Gru, 90, true),
-            (RecurrentKind::Lstm, 25, false),
-            (RecurrentKind::Lstm, 70, false),
+        for (kind, hs, lbr, peep) in [
+            (RecurrentKind::Rnn, 25, false, false),
+            (RecurrentKind::Gru, 25, false, false),
+            (RecurrentKind::Gru, 90, false, false),
+            (RecurrentKind::Gru, 90, true, false),
+            (RecurrentKind::Lstm, 25, false, false),
+            (RecurrentKind::Lstm, 25, false, true),
+            (RecurrentKind::Lstm, 70, false, true),
         ] {
             let gates = kind.gates() as usize;
             let lstm = kind == RecurrentKind::Lstm;
@@ -1038,18 +1041,21 @@ mod tests {
                 has_seq_lens: false,
                 has_initial_h: false,
                 has_initial_c: false,
-                has_peepholes: false,
+                has_peepholes: peep,
                 num_outputs: if lstm { 3 } else { 2 },
                 quantized: false,
             });
             let r_dims = [2, gates * hs, hs];
             let r = rnd(2 * gates * hs * hs);
-            let ins = vec![
+            let mut ins = vec![
                 f32t(&[seq, 1, input], &rnd(seq * input)),
                 f32t(&[2, gates * hs, input], &rnd(2 * gates * hs * input)),
                 f32t(&r_dims, &r),
                 f32t(&[2, 2 * gates * hs], &rnd(2 * 2 * gates * hs)),
             ];
+            if peep {
+                ins.push(f32t(&[2, 3 * hs], &rnd(2 * 3 * hs)));
+            }
             let prepared = Prepared {
                 fixed: Arc::new(Fixed {
                     r_t: per_direction(&r, &r_dims, RowsOf::transposed),
@@ -1082,7 +1088,7 @@ mod tests {
                 for (i, (x, y)) in a.iter().zip(b).enumerate() {
                     assert!(
                         (*x as f64 - y).abs() < 1e-5,
-                        "{kind:?} hidden {hs} lbr {lbr}: output {o}[{i}] {x} vs {y}"
+                        "{kind:?} hidden {hs} lbr {lbr} peepholes {peep}: output {o}[{i}] {x} vs {y}"
                     );
                 }
             }

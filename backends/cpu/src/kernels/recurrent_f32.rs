@@ -15,6 +15,7 @@ use rlx_ir::ops::{Recurrent, RecurrentKind, RnnActivation, RnnDirection};
 use super::gemm::gemm_strided;
 use super::gemm::gemv;
 use super::recurrent::{Act, Geom};
+use super::recurrent_cells as cells;
 use super::vmath;
 
 /// Rows of `R` per parallel task in a GEMV.
@@ -236,6 +237,24 @@ fn steps(
     };
     let f = dw.acts[0];
     let steps = lens.iter().copied().max().unwrap_or(0);
+    // The default cell, its gates in one pass of registers
+    // ([`super::recurrent_cells`]).
+    let kinds: Vec<RnnActivation> = dw.acts.iter().map(|a| a.0).collect();
+    let fused = super::recurrent_cells::available()
+        && rc.clip.is_none()
+        && match rc.kind {
+            RecurrentKind::Lstm => {
+                !rc.input_forget
+                    && kinds
+                        == [
+                            RnnActivation::Sigmoid,
+                            RnnActivation::Tanh,
+                            RnnActivation::Tanh,
+                        ]
+            }
+            RecurrentKind::Gru => kinds == [RnnActivation::Sigmoid, RnnActivation::Tanh],
+            RecurrentKind::Rnn => false,
+        };
     let (r_gates, gh_now) = match rc.kind {
         RecurrentKind::Gru if !rc.linear_before_reset => (&dw.r[..2 * hs * hs], 2 * hs),
         _ => (dw.r, gh),
@@ -268,13 +287,18 @@ fn steps(
         if rc.kind == RecurrentKind::Gru && !rc.linear_before_reset {
             for b in (0..batch).filter(active) {
                 let x = &xw[g.x(t_of(b), b) / g.input * gh..][..gh];
+                let rows = b * hs..(b + 1) * hs;
+                if fused {
+                    let hr_r = &hr[b * gh + hs..b * gh + 2 * hs];
+                    cells::gru_reset(&x[hs..2 * hs], hr_r, &h[rows.clone()], &mut rh[rows]);
+                    continue;
+                }
                 let r = &mut pre[..hs];
                 for ((r, a), c) in r.iter_mut().zip(&x[hs..2 * hs]).zip(&hr[b * gh + hs..]) {
                     *r = a + c;
                 }
                 clip_all(r);
                 apply_slice(f, r);
-                let rows = b * hs..(b + 1) * hs;
                 for ((o, r), h) in rh[rows.clone()].iter_mut().zip(r.iter()).zip(&h[rows]) {
                     *o = r * h;
                 }
@@ -289,6 +313,26 @@ fn steps(
             let hrb = &hr[b * gh..(b + 1) * gh];
             let (hb, cb) = (&mut h[b * hs..(b + 1) * hs], &mut c[b * hs..(b + 1) * hs]);
             match rc.kind {
+                RecurrentKind::Lstm if fused => {
+                    let peep = (!dw.peep.is_empty()).then_some(dw.peep);
+                    cells::lstm(x, hrb, peep, cb, hb)
+                }
+                RecurrentKind::Gru if fused => {
+                    let new = if rc.linear_before_reset {
+                        cells::NewGate::Reset {
+                            xr: &x[hs..2 * hs],
+                            hr_r: &hrb[hs..2 * hs],
+                            hn: &hrb[2 * hs..],
+                            rb: rb_n,
+                        }
+                    } else {
+                        cells::NewGate::Product {
+                            rhr: &rhr[b * hs..(b + 1) * hs],
+                            rb: rb_n,
+                        }
+                    };
+                    cells::gru_update(&x[..hs], &hrb[..hs], &x[2 * hs..], new, hb);
+                }
                 RecurrentKind::Rnn => {
                     for j in 0..hs {
                         hb[j] = apply(f, clip(x[j] + hrb[j]));
