@@ -41,12 +41,12 @@ fn per_thread(p: &Pool, spec: &Spec) -> PerThread {
     let Some(geom) = vector_geom::<f32>(&Win::new(p, &x, &y)) else {
         return PerThread::NONE;
     };
+    #[cfg(target_arch = "x86_64")]
+    if across_planes(&geom) {
+        return PerThread::each(window_lanes::scratch(&geom));
+    }
     if window::available() {
         return PerThread::each(window::scratch(&geom));
-    }
-    #[cfg(target_arch = "x86_64")]
-    if window_lanes::available() {
-        return PerThread::each(window_lanes::scratch(&geom));
     }
     PerThread::NONE
 }
@@ -175,6 +175,14 @@ fn lanes() -> bool {
     false
 }
 
+/// Whether a window over planes of `g` runs with the planes across a
+/// register's lanes (`window_lanes`): on AVX2 always, on AVX-512 where
+/// that beats sliding along rows ([`window_lanes::prefer_lanes`]).
+#[cfg(target_arch = "x86_64")]
+fn across_planes(g: &window::Geom) -> bool {
+    window_lanes::available() && (!window::available() || window_lanes::prefer_lanes(g))
+}
+
 /// 2-D max pooling without indices, separably: per output row, the max over
 /// the window's input rows (contiguous, vectorizable), then over each output's
 /// columns (clamped tap ranges computed once).
@@ -185,7 +193,7 @@ fn max_pool2d<T: AnyNum>(w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
         #[cfg(target_arch = "x86_64")]
-        if !window::available() {
+        if across_planes(&geom) {
             let planes = y.len() / (w.output[0] * w.output[1]).max(1);
             return window_lanes::run(&geom, planes, x, y, window_lanes::Reduce::Max);
         }
@@ -274,7 +282,7 @@ fn avg_pool2d<T: AnyNum>(p: &Pool, w: &Win, src: &[T], y: &mut [T]) {
             bytemuck::cast_slice_mut::<T, f32>(y),
         );
         #[cfg(target_arch = "x86_64")]
-        if !window::available() {
+        if across_planes(&geom) {
             let reduce = window_lanes::Reduce::Mean {
                 rows: &rows,
                 cols: &cols,

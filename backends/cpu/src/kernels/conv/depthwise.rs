@@ -36,7 +36,8 @@ pub fn run<T: Comp + bytemuck::Pod>(
     // slower there (one thread, 2026-11-30: 512 x 7x7 5x5 0.066 -> 0.076 ms,
     // 256 x 14x14 5x5 0.059 -> 0.09, 96 x 14x14 3x3 0.011 -> 0.02), faster
     // only at 256 x 14x14 5x5 stride 2 (0.056 -> 0.050).
-    if TypeId::of::<T>() == TypeId::of::<f32>() && window::available() {
+    let lanes = lanes(g);
+    if TypeId::of::<T>() == TypeId::of::<f32>() && window::available() && !lanes {
         let bias = bias.map(bytemuck::cast_slice::<T, f32>);
         let (x, w) = (bytemuck::cast_slice(x), bytemuck::cast_slice(w));
         run_f32(g, x, w, bias, act, bytemuck::cast_slice_mut(y));
@@ -44,7 +45,7 @@ pub fn run<T: Comp + bytemuck::Pod>(
     }
     let g = &as_row(g);
     #[cfg(target_arch = "x86_64")]
-    if TypeId::of::<T>() == TypeId::of::<f32>() && super::window_lanes::available() {
+    if TypeId::of::<T>() == TypeId::of::<f32>() && lanes {
         let reduce = super::window_lanes::Reduce::Dot {
             w: bytemuck::cast_slice(w),
             bias: bias.map(bytemuck::cast_slice::<T, f32>),
@@ -66,14 +67,25 @@ pub fn per_thread(g: &ConvGeom) -> usize {
         return 0;
     }
     let geom = window_geom(&as_row(g));
+    #[cfg(target_arch = "x86_64")]
+    if lanes(g) {
+        return super::window_lanes::scratch(&geom);
+    }
     if window::available() {
         return window::scratch(&geom);
     }
+    0
+}
+
+/// Whether an f32 `g` runs with planes across a register's lanes
+/// ([`super::window_lanes`]): on AVX2 always, on AVX-512 where the lanes
+/// beat sliding along rows ([`super::window_lanes::prefer_lanes`]).
+fn lanes(g: &ConvGeom) -> bool {
     #[cfg(target_arch = "x86_64")]
     if super::window_lanes::available() {
-        return super::window_lanes::scratch(&geom);
+        return !window::available() || super::window_lanes::prefer_lanes(&window_geom(&as_row(g)));
     }
-    0
+    false
 }
 
 /// A plane one column wide (a 1-D conv written as [T, 1], FSMN's memory

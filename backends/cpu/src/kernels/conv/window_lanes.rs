@@ -1,40 +1,57 @@
-//! 2-D windows over f32 planes with eight planes in the lanes of an AVX2
-//! register, for CPUs without AVX-512 (whose `window` path slides along
-//! rows instead): depthwise convolution, max and average pooling.
+//! 2-D windows over f32 planes with a register's lanes holding as many
+//! planes (eight in AVX2, sixteen in AVX-512): depthwise convolution, max
+//! and average pooling.
 //!
 //! Along rows, a plane of a few columns (MobileNet's and ShuffleNet's last
 //! stages, 7x7 to 28x28; an OCR model's 3x12) leaves most of a register
 //! idle and runs a loop per row and tap, and a strided one gathers lane by
-//! lane. Across planes every lane is busy whatever the plane: eight input
-//! planes are staged interleaved (`[row][col][8]`, the padding filled, so
-//! no tap is bounds-checked; 8×8 transposes in registers), a depthwise
-//! tap's eight weights are one register, and four output positions
+//! lane. Across planes every lane is busy whatever the plane: a register's
+//! worth of input planes are staged interleaved (`[row][col][lane]`, the
+//! padding filled, so no tap is bounds-checked; transposed in registers), a
+//! depthwise tap's weights are one register, and four output positions
 //! accumulate at a time. The outputs are staged the same way and
 //! transposed back to their planes, with the bias and the activation (or
 //! the divisor) applied in registers. Large planes run in bands of output
 //! rows, so that the staging of a band stays in L2 between its writes and
-//! reads.
+//! reads. On AVX-512 `conv::window` slides along rows instead, and the
+//! callers choose between the two by the plane ([`prefer_lanes`]).
 
 use std::arch::x86_64::*;
 
 use rlx_ir::ops::Activation;
 
 use super::window::Geom;
-use crate::kernels::gemm::microkernel::transpose8;
+use crate::kernels::gemm::microkernel::{activate as activate16, transpose16, transpose8};
 use crate::kernels::vmath;
-use crate::kernels::vmath_avx2::activate;
+use crate::kernels::vmath_avx2;
 use crate::par::Disjoint;
 
-/// Planes per register.
-const LANES: usize = 8;
+/// Planes per register, at most.
+const MAX_LANES: usize = 16;
 /// Output positions accumulated together.
 const POSITIONS: usize = 4;
 /// Floats of a band's staging, at most (256 KiB).
 const BAND_FLOATS: usize = 64 << 10;
 
-/// True when this CPU runs the path (AVX2 and FMA).
+/// True when this CPU runs the path (AVX2 and FMA; AVX-512 too, wider).
 pub fn available() -> bool {
     vmath::avx2()
+}
+
+/// Whether an AVX-512 CPU runs a window over planes of `g` across planes
+/// rather than along rows (`conv::window`): where the output rows are at
+/// most half a register long, so that sliding along them leaves most lanes
+/// idle. Measured on one thread (`rlx-onnx bench`, single-op models,
+/// medians of 1,000 runs, along rows -> across planes): 5x5 depthwise at
+/// stride 2 on 256 x 14x14 (7 columns out) 0.050-0.077 -> 0.029 ms, at
+/// stride 1 on 512 x 7x7 0.062-0.086 -> 0.039, a 3x3 max pool at stride 1
+/// on 576 x 7x7 0.040 -> 0.023; at 14 columns out level or slower (5x5 on
+/// 256 x 14x14 0.052 / 0.053, 3x3 at stride 2 on 128 x 28x28 0.030 ->
+/// 0.040), and at 28 and more slower (3x3 at stride 2 on 32 x 112x112
+/// 0.11-0.13 -> 0.13-0.15, a 3x3 max pool at stride 2 on 64 x 112x112
+/// 0.16-0.18 -> 0.33).
+pub fn prefer_lanes(g: &Geom) -> bool {
+    g.output[1] <= 8
 }
 
 /// What a window computes, and from which input plane.
@@ -67,6 +84,121 @@ impl Reduce<'_> {
     }
 }
 
+/// A register of lanes, and what the windows do with one.
+trait Reg: Copy {
+    const LANES: usize;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn store(self, p: *mut f32);
+    unsafe fn splat(v: f32) -> Self;
+    /// `a · b + c`.
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self;
+    unsafe fn add(self, o: Self) -> Self;
+    unsafe fn mul(self, o: Self) -> Self;
+    /// `max(acc, v)` where a NaN in either wins.
+    unsafe fn max_nan(acc: Self, v: Self) -> Self;
+    unsafe fn activate(act: Activation, v: Self) -> Self;
+    /// `LANES` registers (`rows`) transposed in place.
+    unsafe fn transpose(rows: &mut [Self]);
+}
+
+#[derive(Clone, Copy)]
+struct Avx2(__m256);
+
+impl Reg for Avx2 {
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Avx2(_mm256_loadu_ps(p))
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm256_storeu_ps(p, self.0)
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        Avx2(_mm256_set1_ps(v))
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        Avx2(_mm256_fmadd_ps(a.0, b.0, c.0))
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        Avx2(_mm256_add_ps(self.0, o.0))
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        Avx2(_mm256_mul_ps(self.0, o.0))
+    }
+    #[inline(always)]
+    unsafe fn max_nan(acc: Self, v: Self) -> Self {
+        // `maxps` returns its second operand when either is NaN: a NaN tap
+        // wins there, and a NaN maximum is kept by the blend.
+        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(acc.0, acc.0);
+        Avx2(_mm256_blendv_ps(_mm256_max_ps(acc.0, v.0), acc.0, nan))
+    }
+    #[inline(always)]
+    unsafe fn activate(act: Activation, v: Self) -> Self {
+        Avx2(vmath_avx2::activate(act, v.0))
+    }
+    #[inline(always)]
+    unsafe fn transpose(rows: &mut [Self]) {
+        let t = transpose8(std::array::from_fn(|i| rows[i].0));
+        for (r, v) in rows.iter_mut().zip(t) {
+            *r = Avx2(v);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Avx512(__m512);
+
+impl Reg for Avx512 {
+    const LANES: usize = 16;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Avx512(_mm512_loadu_ps(p))
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm512_storeu_ps(p, self.0)
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        Avx512(_mm512_set1_ps(v))
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        Avx512(_mm512_fmadd_ps(a.0, b.0, c.0))
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        Avx512(_mm512_add_ps(self.0, o.0))
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        Avx512(_mm512_mul_ps(self.0, o.0))
+    }
+    #[inline(always)]
+    unsafe fn max_nan(acc: Self, v: Self) -> Self {
+        // As AVX2's: the second operand where either is NaN, then the NaN
+        // maximum kept.
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(acc.0, acc.0);
+        Avx512(_mm512_mask_mov_ps(_mm512_max_ps(acc.0, v.0), nan, acc.0))
+    }
+    #[inline(always)]
+    unsafe fn activate(act: Activation, v: Self) -> Self {
+        Avx512(activate16(act, v.0))
+    }
+    #[inline(always)]
+    unsafe fn transpose(rows: &mut [Self]) {
+        let t = transpose16(std::array::from_fn(|i| rows[i].0));
+        for (r, v) in rows.iter_mut().zip(t) {
+            *r = Avx512(v);
+        }
+    }
+}
+
 /// How [`block`] stages its planes: bands of output rows whose input and
 /// output rows, in lanes, stay in L2.
 struct Bands {
@@ -80,15 +212,15 @@ struct Bands {
 }
 
 impl Bands {
-    fn of(g: &Geom) -> Bands {
+    fn of(g: &Geom, lanes: usize) -> Bands {
         let [kh, kw] = g.kernel;
         let [ow, sw] = [g.output[1], g.strides[1]];
         let wp = ((ow - 1) * sw + (kw - 1) * g.dilations[1] + 1).max(g.pads[1] + g.input[1]);
         let mut rows = g.output[0];
-        while rows > 1 && Bands::floats(g, wp, rows) > BAND_FLOATS {
+        while rows > 1 && Bands::floats(g, wp, rows, lanes) > BAND_FLOATS {
             rows = rows.div_ceil(2);
         }
-        let staging = Bands::floats(g, wp, rows) + (kh * kw + 1) * LANES;
+        let staging = Bands::floats(g, wp, rows, lanes) + (kh * kw + 1) * lanes;
         Bands { wp, rows, staging }
     }
 
@@ -98,8 +230,17 @@ impl Bands {
     }
 
     /// Floats of a band of `rows` output rows, its input and output rows.
-    fn floats(g: &Geom, wp: usize, rows: usize) -> usize {
-        (Bands::reach(g, rows) * wp + rows * g.output[1]) * LANES
+    fn floats(g: &Geom, wp: usize, rows: usize, lanes: usize) -> usize {
+        (Bands::reach(g, rows) * wp + rows * g.output[1]) * lanes
+    }
+}
+
+/// Planes a register holds on this CPU.
+fn width() -> usize {
+    if vmath::avx512() {
+        Avx512::LANES
+    } else {
+        Avx2::LANES
     }
 }
 
@@ -107,13 +248,19 @@ impl Bands {
 pub fn scratch(g: &Geom) -> usize {
     match g.output.contains(&0) || g.kernel.contains(&0) {
         true => 0,
-        false => crate::scratch::floats_bytes(Bands::of(g).staging),
+        false => crate::scratch::floats_bytes(Bands::of(g, width()).staging),
     }
 }
 
 /// `planes` output planes of `g.output` from the input planes of `x`
 /// (`g.input` each) into `y`.
 pub fn run(g: &Geom, planes: usize, x: &[f32], y: &mut [f32], reduce: Reduce) {
+    run_in(width(), g, planes, x, y, reduce)
+}
+
+/// [`run`] in registers of `lanes_per` lanes (8, or 16 where the CPU has
+/// AVX-512).
+fn run_in(lanes_per: usize, g: &Geom, planes: usize, x: &[f32], y: &mut [f32], reduce: Reduce) {
     let ([ih, iw], [oh, ow]) = (g.input, g.output);
     let (sin, sout, taps) = (ih * iw, oh * ow, g.kernel[0] * g.kernel[1]);
     if planes == 0 || sout == 0 {
@@ -121,6 +268,7 @@ pub fn run(g: &Geom, planes: usize, x: &[f32], y: &mut [f32], reduce: Reduce) {
     }
     assert!(
         available()
+            && (lanes_per == Avx2::LANES || lanes_per == Avx512::LANES && vmath::avx512())
             && taps > 0
             && g.strides.iter().all(|&s| s > 0)
             && y.len() >= planes * sout
@@ -140,26 +288,57 @@ pub fn run(g: &Geom, planes: usize, x: &[f32], y: &mut [f32], reduce: Reduce) {
             },
         "window lanes: operand too small"
     );
-    let blocks = planes.div_ceil(LANES);
+    let blocks = planes.div_ceil(lanes_per);
     let out = Disjoint::new(y);
     crate::par::for_each(blocks, |b| {
-        let o0 = b * LANES;
-        let lanes = LANES.min(planes - o0);
-        crate::scratch::floats(Bands::of(g).staging, |staging| {
-            // SAFETY: the CPU has AVX2 and FMA, and the operands hold what
-            // was asserted; blocks write disjoint planes of `y`.
-            unsafe { block(g, (o0, lanes), x, reduce, &out, staging) }
+        let o0 = b * lanes_per;
+        let lanes = lanes_per.min(planes - o0);
+        crate::scratch::floats(Bands::of(g, lanes_per).staging, |staging| {
+            // SAFETY: the CPU has the features `width` chose by, and the
+            // operands hold what was asserted; blocks write disjoint planes
+            // of `y`.
+            unsafe {
+                if lanes_per == Avx512::LANES {
+                    block_avx512(g, (o0, lanes), x, reduce, &out, staging)
+                } else {
+                    block_avx2(g, (o0, lanes), x, reduce, &out, staging)
+                }
+            }
         });
     });
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_avx2(
+    g: &Geom,
+    planes: (usize, usize),
+    x: &[f32],
+    reduce: Reduce,
+    out: &Disjoint<f32>,
+    staging: &mut [f32],
+) {
+    block::<Avx2>(g, planes, x, reduce, out, staging)
+}
+
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx2,fma")]
+unsafe fn block_avx512(
+    g: &Geom,
+    planes: (usize, usize),
+    x: &[f32],
+    reduce: Reduce,
+    out: &Disjoint<f32>,
+    staging: &mut [f32],
+) {
+    block::<Avx512>(g, planes, x, reduce, out, staging)
 }
 
 /// Output planes `o0..o0 + lanes`, in bands of output rows whose staging
 /// stays in L2.
 ///
 /// # Safety
-/// AVX2 and FMA are present; the operands are as [`run`] asserts.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn block(
+/// The CPU runs `V`; the operands are as [`run`] asserts.
+#[inline(always)]
+unsafe fn block<V: Reg>(
     g: &Geom,
     (o0, lanes): (usize, usize),
     x: &[f32],
@@ -167,6 +346,7 @@ unsafe fn block(
     out: &Disjoint<f32>,
     staging: &mut [f32],
 ) {
+    let n = V::LANES;
     let [oh, ow] = g.output;
     let [kh, kw] = g.kernel;
     let sh = g.strides[0];
@@ -174,12 +354,12 @@ unsafe fn block(
         wp,
         rows,
         staging: len,
-    } = Bands::of(g);
+    } = Bands::of(g, n);
     let reach = |rows: usize| Bands::reach(g, rows);
     let taps = kh * kw;
     let staging = &mut staging[..len];
     staging.fill(0.0);
-    let (band, rest) = staging.split_at_mut(Bands::floats(g, wp, rows));
+    let (band, rest) = staging.split_at_mut(Bands::floats(g, wp, rows, n));
     // The last lane's planes repeat past `lanes`: every load is in bounds.
     let lane = |l: usize| o0 + l.min(lanes - 1);
     let stage = Stage {
@@ -198,17 +378,17 @@ unsafe fn block(
         Reduce::Dot {
             w, bias, m, act, ..
         } => {
-            let (ws, bs) = rest.split_at_mut(taps * LANES);
-            for l in 0..LANES {
+            let (ws, bs) = rest.split_at_mut(taps * n);
+            for l in 0..n {
                 let c = lane(l) % m;
                 for t in 0..taps {
-                    ws[t * LANES + l] = w[c * taps + t];
+                    ws[t * n + l] = w[c * taps + t];
                 }
                 bs[l] = bias.map_or(0.0, |b| b[c]);
             }
             Some(Dot {
                 w: ws.as_ptr(),
-                bias: _mm256_loadu_ps(bs.as_ptr()),
+                bias: V::load(bs.as_ptr()),
                 act,
             })
         }
@@ -216,9 +396,9 @@ unsafe fn block(
     };
     for r0 in (0..oh).step_by(rows) {
         let r1 = (r0 + rows).min(oh);
-        let (xs, ys) = band.split_at_mut(reach(r1 - r0) * wp * LANES);
-        stage.input(x, r0 * sh, reach(r1 - r0), xs);
-        let ys = &mut ys[..(r1 - r0) * ow * LANES];
+        let (xs, ys) = band.split_at_mut(reach(r1 - r0) * wp * n);
+        stage.input::<V>(x, r0 * sh, reach(r1 - r0), xs);
+        let ys = &mut ys[..(r1 - r0) * ow * n];
         let shape = Band { rows: r1 - r0, wp };
         match (reduce, &dot) {
             (_, Some(dot)) => window(g, shape, xs, dot, ys),
@@ -227,11 +407,11 @@ unsafe fn block(
                     rows: &rows[r0..],
                     cols,
                 };
-                window(g, shape, xs, &mean, ys)
+                window::<V, _>(g, shape, xs, &mean, ys)
             }
-            _ => window(g, shape, xs, &Max, ys),
+            _ => window::<V, _>(g, shape, xs, &Max, ys),
         }
-        stage.output(out, r0, ys);
+        stage.output::<V>(out, r0, ys);
     }
 }
 
@@ -240,8 +420,8 @@ struct Stage<'a> {
     g: &'a Geom,
     /// Input plane of each lane, and output plane (the last lane's
     /// repeated past `lanes`).
-    sources: [usize; LANES],
-    targets: [usize; LANES],
+    sources: [usize; MAX_LANES],
+    targets: [usize; MAX_LANES],
     lanes: usize,
     /// Columns of a padded row.
     wp: usize,
@@ -251,32 +431,38 @@ struct Stage<'a> {
 
 impl Stage<'_> {
     /// Padded rows `p0..p0 + count` of the block's input planes into `xs`
-    /// (`[row][col][lane]`, `fill` on the padding), eight columns at a time
-    /// through an 8×8 transpose.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn input(&self, x: &[f32], p0: usize, count: usize, xs: &mut [f32]) {
+    /// (`[row][col][lane]`, `fill` on the padding), a register's width of
+    /// columns at a time through a transpose.
+    #[inline(always)]
+    unsafe fn input<V: Reg>(&self, x: &[f32], p0: usize, count: usize, xs: &mut [f32]) {
+        let n = V::LANES;
         let ([ih, iw], [ph, pw]) = (self.g.input, self.g.pads);
         let sin = ih * iw;
         xs.fill(self.fill);
-        let planes: [&[f32]; LANES] =
-            std::array::from_fn(|l| &x[self.sources[l] * sin..(self.sources[l] + 1) * sin]);
+        let planes: [&[f32]; MAX_LANES] = std::array::from_fn(|l| {
+            let s = self.sources[l.min(n - 1)];
+            &x[s * sin..(s + 1) * sin]
+        });
+        let mut regs = [V::splat(0.0); MAX_LANES];
         for pr in p0..p0 + count {
             let Some(r) = pr.checked_sub(ph).filter(|&r| r < ih) else {
                 continue;
             };
-            let dst = xs[((pr - p0) * self.wp + pw) * LANES..].as_mut_ptr();
+            let dst = xs[((pr - p0) * self.wp + pw) * n..].as_mut_ptr();
             let mut j = 0;
-            while j + LANES <= iw {
-                let rows =
-                    std::array::from_fn(|l| _mm256_loadu_ps(planes[l][r * iw + j..].as_ptr()));
-                for (q, v) in transpose8(rows).iter().enumerate() {
-                    _mm256_storeu_ps(dst.add((j + q) * LANES), *v);
+            while j + n <= iw {
+                for (l, v) in regs[..n].iter_mut().enumerate() {
+                    *v = V::load(planes[l][r * iw + j..].as_ptr());
                 }
-                j += LANES;
+                V::transpose(&mut regs[..n]);
+                for (q, v) in regs[..n].iter().enumerate() {
+                    v.store(dst.add((j + q) * n));
+                }
+                j += n;
             }
             for j in j..iw {
-                for (l, plane) in planes.iter().enumerate() {
-                    *dst.add(j * LANES + l) = plane[r * iw + j];
+                for (l, plane) in planes[..n].iter().enumerate() {
+                    *dst.add(j * n + l) = plane[r * iw + j];
                 }
             }
         }
@@ -284,24 +470,29 @@ impl Stage<'_> {
 
     /// Output rows `r0..` of the block's planes from `ys` (`[row][col][lane]`)
     /// to `out`.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn output(&self, out: &Disjoint<f32>, r0: usize, ys: &[f32]) {
+    #[inline(always)]
+    unsafe fn output<V: Reg>(&self, out: &Disjoint<f32>, r0: usize, ys: &[f32]) {
+        let n = V::LANES;
         let [oh, ow] = self.g.output;
-        let planes: [*mut f32; LANES] =
-            std::array::from_fn(|l| out.at((self.targets[l] * oh + r0) * ow));
-        let count = ys.len() / LANES;
+        let planes: [*mut f32; MAX_LANES] =
+            std::array::from_fn(|l| out.at((self.targets[l.min(n - 1)] * oh + r0) * ow));
+        let count = ys.len() / n;
         let src = ys.as_ptr();
+        let mut regs = [V::splat(0.0); MAX_LANES];
         let mut p = 0;
-        while p + LANES <= count {
-            let cols = std::array::from_fn(|q| _mm256_loadu_ps(src.add((p + q) * LANES)));
-            for (l, v) in transpose8(cols).iter().enumerate().take(self.lanes) {
-                _mm256_storeu_ps(planes[l].add(p), *v);
+        while p + n <= count {
+            for (q, v) in regs[..n].iter_mut().enumerate() {
+                *v = V::load(src.add((p + q) * n));
             }
-            p += LANES;
+            V::transpose(&mut regs[..n]);
+            for (l, v) in regs[..self.lanes].iter().enumerate() {
+                v.store(planes[l].add(p));
+            }
+            p += n;
         }
         for p in p..count {
-            for (l, plane) in planes.iter().enumerate().take(self.lanes) {
-                *plane.add(p) = ys[p * LANES + l];
+            for (l, plane) in planes[..self.lanes].iter().enumerate() {
+                *plane.add(p) = ys[p * n + l];
             }
         }
     }
@@ -315,56 +506,53 @@ struct Band {
 }
 
 /// How the taps of a window fold into one register.
-trait Fold {
-    unsafe fn start(&self) -> __m256;
+trait Fold<V: Reg> {
+    unsafe fn start(&self) -> V;
     /// `acc` with tap `t`'s value `v`.
-    unsafe fn tap(&self, acc: __m256, t: usize, v: __m256) -> __m256;
+    unsafe fn tap(&self, acc: V, t: usize, v: V) -> V;
     /// The output of row `r` (of the band) and column `j`.
-    unsafe fn finish(&self, acc: __m256, r: usize, j: usize) -> __m256;
+    unsafe fn finish(&self, acc: V, r: usize, j: usize) -> V;
 }
 
-struct Dot {
+struct Dot<V> {
     /// `[tap][lane]`.
     w: *const f32,
-    bias: __m256,
+    bias: V,
     act: Activation,
 }
 
-impl Fold for Dot {
+impl<V: Reg> Fold<V> for Dot<V> {
     #[inline(always)]
-    unsafe fn start(&self) -> __m256 {
+    unsafe fn start(&self) -> V {
         self.bias
     }
 
     #[inline(always)]
-    unsafe fn tap(&self, acc: __m256, t: usize, v: __m256) -> __m256 {
-        _mm256_fmadd_ps(_mm256_loadu_ps(self.w.add(t * LANES)), v, acc)
+    unsafe fn tap(&self, acc: V, t: usize, v: V) -> V {
+        V::fmadd(V::load(self.w.add(t * V::LANES)), v, acc)
     }
 
     #[inline(always)]
-    unsafe fn finish(&self, acc: __m256, _: usize, _: usize) -> __m256 {
-        activate(self.act, acc)
+    unsafe fn finish(&self, acc: V, _: usize, _: usize) -> V {
+        V::activate(self.act, acc)
     }
 }
 
 struct Max;
 
-impl Fold for Max {
+impl<V: Reg> Fold<V> for Max {
     #[inline(always)]
-    unsafe fn start(&self) -> __m256 {
-        _mm256_set1_ps(f32::NEG_INFINITY)
+    unsafe fn start(&self) -> V {
+        V::splat(f32::NEG_INFINITY)
     }
 
     #[inline(always)]
-    unsafe fn tap(&self, acc: __m256, _: usize, v: __m256) -> __m256 {
-        // `maxps` returns its second operand when either is NaN: a NaN tap
-        // wins there, and a NaN maximum is kept by the blend.
-        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(acc, acc);
-        _mm256_blendv_ps(_mm256_max_ps(acc, v), acc, nan)
+    unsafe fn tap(&self, acc: V, _: usize, v: V) -> V {
+        V::max_nan(acc, v)
     }
 
     #[inline(always)]
-    unsafe fn finish(&self, acc: __m256, _: usize, _: usize) -> __m256 {
+    unsafe fn finish(&self, acc: V, _: usize, _: usize) -> V {
         acc
     }
 }
@@ -374,42 +562,43 @@ struct Mean<'a> {
     cols: &'a [f32],
 }
 
-impl Fold for Mean<'_> {
+impl<V: Reg> Fold<V> for Mean<'_> {
     #[inline(always)]
-    unsafe fn start(&self) -> __m256 {
-        _mm256_setzero_ps()
+    unsafe fn start(&self) -> V {
+        V::splat(0.0)
     }
 
     #[inline(always)]
-    unsafe fn tap(&self, acc: __m256, _: usize, v: __m256) -> __m256 {
-        _mm256_add_ps(acc, v)
+    unsafe fn tap(&self, acc: V, _: usize, v: V) -> V {
+        acc.add(v)
     }
 
     #[inline(always)]
-    unsafe fn finish(&self, acc: __m256, r: usize, j: usize) -> __m256 {
-        _mm256_mul_ps(acc, _mm256_set1_ps(self.rows[r] * self.cols[j]))
+    unsafe fn finish(&self, acc: V, r: usize, j: usize) -> V {
+        acc.mul(V::splat(self.rows[r] * self.cols[j]))
     }
 }
 
-/// A band's output rows of eight planes from the staged padded rows `xs`
-/// into `ys`.
+/// A band's output rows of a register's planes from the staged padded
+/// rows `xs` into `ys`.
 #[inline(always)]
-unsafe fn window<F: Fold>(g: &Geom, band: Band, xs: &[f32], fold: &F, ys: &mut [f32]) {
+unsafe fn window<V: Reg, F: Fold<V>>(g: &Geom, band: Band, xs: &[f32], fold: &F, ys: &mut [f32]) {
+    let n = V::LANES;
     let ow = g.output[1];
     let [kh, kw] = g.kernel;
     let [sh, sw] = g.strides;
     let [dh, dw] = g.dilations;
     let Band { rows, wp } = band;
     assert!(
-        xs.len() >= ((rows - 1) * sh + (kh - 1) * dh + 1) * wp * LANES
+        xs.len() >= ((rows - 1) * sh + (kh - 1) * dh + 1) * wp * n
             && wp > (ow - 1) * sw + (kw - 1) * dw
-            && ys.len() >= rows * ow * LANES,
+            && ys.len() >= rows * ow * n,
         "window lanes: staging too small"
     );
     let (xp, yp) = (xs.as_ptr(), ys.as_mut_ptr());
     // Staged position of output (r, j)'s tap (a, b).
     let at =
-        |r: usize, j: usize, a: usize, b: usize| ((r * sh + a * dh) * wp + j * sw + b * dw) * LANES;
+        |r: usize, j: usize, a: usize, b: usize| ((r * sh + a * dh) * wp + j * sw + b * dw) * n;
     for r in 0..rows {
         let mut j = 0;
         while j + POSITIONS <= ow {
@@ -418,14 +607,14 @@ unsafe fn window<F: Fold>(g: &Geom, band: Band, xs: &[f32], fold: &F, ys: &mut [
                 for b in 0..kw {
                     let base = xp.add(at(r, j, a, b));
                     for (q, s) in acc.iter_mut().enumerate() {
-                        let v = _mm256_loadu_ps(base.add(q * sw * LANES));
+                        let v = V::load(base.add(q * sw * n));
                         *s = fold.tap(*s, a * kw + b, v);
                     }
                 }
             }
             for (q, s) in acc.iter().enumerate() {
-                let v = fold.finish(*s, r, j + q);
-                _mm256_storeu_ps(yp.add((r * ow + j + q) * LANES), v);
+                fold.finish(*s, r, j + q)
+                    .store(yp.add((r * ow + j + q) * n));
             }
             j += POSITIONS;
         }
@@ -433,10 +622,10 @@ unsafe fn window<F: Fold>(g: &Geom, band: Band, xs: &[f32], fold: &F, ys: &mut [
             let mut s = fold.start();
             for a in 0..kh {
                 for b in 0..kw {
-                    s = fold.tap(s, a * kw + b, _mm256_loadu_ps(xp.add(at(r, j, a, b))));
+                    s = fold.tap(s, a * kw + b, V::load(xp.add(at(r, j, a, b))));
                 }
             }
-            _mm256_storeu_ps(yp.add((r * ow + j) * LANES), fold.finish(s, r, j));
+            fold.finish(s, r, j).store(yp.add((r * ow + j) * n));
         }
     }
 }
@@ -455,8 +644,10 @@ mod tests {
         [usize; 2],
         [usize; 2],
         [usize; 2],
-    ); 6] = [
+    ); 8] = [
         (8, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (19, [20, 33], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (16, [7, 7], [5, 5], [1, 1], [1, 1], [2, 2]),
         (13, [9, 12], [5, 5], [2, 2], [1, 1], [2, 2]),
         (5, [3, 12], [3, 3], [1, 2], [1, 1], [1, 0]),
         (16, [6, 6], [3, 3], [1, 1], [2, 2], [2, 2]),
@@ -501,8 +692,9 @@ mod tests {
         v
     }
 
-    /// Runs `reduce` on 1 and 3 threads and compares with `want` (per
-    /// output plane, the values of `x`'s source plane).
+    /// Runs `reduce` on 1 and 3 threads, in registers of 8 lanes and of 16
+    /// where the CPU has them, and compares with `want` (per output plane,
+    /// the values of `x`'s source plane).
     fn check(
         g: &Geom,
         planes: usize,
@@ -512,9 +704,13 @@ mod tests {
     ) {
         let pool = crate::par::Pool::new(3).unwrap();
         let sout = g.output[0] * g.output[1];
-        for threads in [1, 3] {
+        let widths: &[usize] = if vmath::avx512() { &[8, 16] } else { &[8] };
+        for (threads, &lanes) in [1, 3]
+            .into_iter()
+            .flat_map(|t| widths.iter().map(move |l| (t, l)))
+        {
             let mut got = vec![f32::NAN; planes * sout];
-            let go = || run(g, planes, x, &mut got, reduce);
+            let go = || run_in(lanes, g, planes, x, &mut got, reduce);
             if threads == 1 {
                 crate::par::inline(go);
             } else {
@@ -525,7 +721,7 @@ mod tests {
                 let e = want(o, r, c);
                 assert!(
                     (a - e).abs() <= 1e-5 || a.is_nan() && e.is_nan(),
-                    "{reduce:?} {g:?} plane {o} ({r}, {c}) on {threads} threads: {a} vs {e}"
+                    "{reduce:?} {g:?} plane {o} ({r}, {c}) on {threads} threads, {lanes} lanes: {a} vs {e}"
                 );
             }
         }
