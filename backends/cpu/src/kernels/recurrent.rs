@@ -778,6 +778,16 @@ mod tests {
     }
 
     fn run(op: &Op, ins: &[Tensor], out_dims: &[&[usize]]) -> Vec<Vec<f32>> {
+        run_prepared(op, ins, out_dims, &Prepared::default())
+    }
+
+    /// [`run`] with weights prepared as a kernel prepares them.
+    fn run_prepared(
+        op: &Op,
+        ins: &[Tensor],
+        out_dims: &[&[usize]],
+        prepared: &Prepared,
+    ) -> Vec<Vec<f32>> {
         let refs: Vec<TensorRef> = ins.iter().map(TensorRef::of).collect();
         let mut bufs: Vec<Vec<f32>> = out_dims
             .iter()
@@ -793,7 +803,7 @@ mod tests {
             })
             .collect();
         match op {
-            Op::Recurrent(_) => recurrent_with(op, &refs, &mut outs, &Prepared::default()),
+            Op::Recurrent(_) => recurrent_with(op, &refs, &mut outs, prepared),
             _ => causal_conv(op, &refs, &mut outs),
         }
         .unwrap();
@@ -879,19 +889,36 @@ mod tests {
     /// The f32 path (one GEMM for the input projection, fused gates) agrees
     /// with the f64 reference in every kind, direction and layout, with
     /// sequence lengths, initial states, peepholes, clip and both GRU forms.
-    #[test]
-    fn f32_path_matches_the_reference() {
-        let mut seed = 7u64;
-        let mut rnd = move |n: usize| -> Vec<f32> {
+    /// Seeded values in `[-scale/2, scale/2)`, `n` at a time.
+    fn values(mut seed: u64, scale: f32) -> impl FnMut(usize) -> Vec<f32> {
+        move |n| {
             (0..n)
                 .map(|_| {
                     seed = seed
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
-                    ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 1.2
+                    ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
                 })
                 .collect()
-        };
+        }
+    }
+
+    /// The default activations of `kind`, one direction's.
+    fn default_acts(kind: RecurrentKind) -> Vec<RnnActivation> {
+        match kind {
+            RecurrentKind::Rnn => vec![RnnActivation::Tanh],
+            RecurrentKind::Gru => vec![RnnActivation::Sigmoid, RnnActivation::Tanh],
+            RecurrentKind::Lstm => vec![
+                RnnActivation::Sigmoid,
+                RnnActivation::Tanh,
+                RnnActivation::Tanh,
+            ],
+        }
+    }
+
+    #[test]
+    fn f32_path_matches_the_reference() {
+        let mut rnd = values(7, 1.2);
         let (seq, batch, input, hs) = (5, 3, 4, 6);
         for kind in [RecurrentKind::Rnn, RecurrentKind::Gru, RecurrentKind::Lstm] {
             for direction in [
@@ -907,16 +934,8 @@ mod tests {
                 ] {
                     let dirs = direction.count();
                     let gates = kind.gates() as usize;
-                    let acts = match kind {
-                        RecurrentKind::Rnn => vec![RnnActivation::Tanh],
-                        RecurrentKind::Gru => vec![RnnActivation::Sigmoid, RnnActivation::Tanh],
-                        RecurrentKind::Lstm => vec![
-                            RnnActivation::Sigmoid,
-                            RnnActivation::Tanh,
-                            RnnActivation::Tanh,
-                        ],
-                    };
-                    let acts: Vec<RnnActivation> = (0..dirs).flat_map(|_| acts.clone()).collect();
+                    let acts: Vec<RnnActivation> =
+                        (0..dirs).flat_map(|_| default_acts(kind)).collect();
                     let n = acts.len();
                     let lstm = kind == RecurrentKind::Lstm;
                     let op = Op::Recurrent(Recurrent {
@@ -993,17 +1012,7 @@ mod tests {
     /// without peepholes.
     #[test]
     fn batch_one_with_r_transposed_matches_the_reference() {
-        let mut seed = 11u64;
-        let mut rnd = move |n: usize| -> Vec<f32> {
-            (0..n)
-                .map(|_| {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.4
-                })
-                .collect()
-        };
+        let mut rnd = values(11, 0.4);
         let (seq, input) = (4, 5);
         for (kind, hs, lbr, peep) in [
             (RecurrentKind::Rnn, 25, false, false),
@@ -1016,15 +1025,7 @@ mod tests {
         ] {
             let gates = kind.gates() as usize;
             let lstm = kind == RecurrentKind::Lstm;
-            let acts = match kind {
-                RecurrentKind::Rnn => vec![RnnActivation::Tanh],
-                RecurrentKind::Gru => vec![RnnActivation::Sigmoid, RnnActivation::Tanh],
-                RecurrentKind::Lstm => vec![
-                    RnnActivation::Sigmoid,
-                    RnnActivation::Tanh,
-                    RnnActivation::Tanh,
-                ],
-            };
+            let acts = default_acts(kind);
             let n = acts.len();
             let op = Op::Recurrent(Recurrent {
                 kind,
@@ -1069,20 +1070,7 @@ mod tests {
             if lstm {
                 dims.push(&sd);
             }
-            let mut bufs: Vec<Vec<f32>> =
-                dims.iter().map(|d| vec![0.0; d.iter().product()]).collect();
-            let refs: Vec<TensorRef> = ins.iter().map(TensorRef::of).collect();
-            let mut outs: Vec<TensorMut> = bufs
-                .iter_mut()
-                .zip(&dims)
-                .map(|(b, d)| TensorMut {
-                    dtype: DType::F32,
-                    dims: d,
-                    bytes: bytemuck::cast_slice_mut(b),
-                })
-                .collect();
-            recurrent_with(&op, &refs, &mut outs, &prepared).unwrap();
-            drop(outs);
+            let bufs = run_prepared(&op, &ins, &dims, &prepared);
             let reference = run_f64(&op, &ins, &dims);
             for (o, (a, b)) in bufs.iter().zip(&reference).enumerate() {
                 for (i, (x, y)) in a.iter().zip(b).enumerate() {

@@ -41,17 +41,21 @@ pub fn available() -> bool {
 /// Whether an AVX-512 CPU runs a window over planes of `g` across planes
 /// rather than along rows (`conv::window`): where the output rows are at
 /// most half a register long, so that sliding along them leaves most lanes
-/// idle. Measured on one thread (`rlx-onnx bench`, single-op models,
-/// medians of 1,000 runs, along rows -> across planes): 5x5 depthwise at
-/// stride 2 on 256 x 14x14 (7 columns out) 0.050-0.077 -> 0.029 ms, at
-/// stride 1 on 512 x 7x7 0.062-0.086 -> 0.039, a 3x3 max pool at stride 1
-/// on 576 x 7x7 0.040 -> 0.023; at 14 columns out level or slower (5x5 on
-/// 256 x 14x14 0.052 / 0.053, 3x3 at stride 2 on 128 x 28x28 0.030 ->
-/// 0.040), and at 28 and more slower (3x3 at stride 2 on 32 x 112x112
-/// 0.11-0.13 -> 0.13-0.15, a 3x3 max pool at stride 2 on 64 x 112x112
-/// 0.16-0.18 -> 0.33).
+/// idle, and the window is larger than 2x2 (whose few taps the row form's
+/// clamped reads take cheaper than the two transposes). Measured on one
+/// thread (`rlx-onnx bench`, single-op models, medians of 1,000 to 2,000
+/// runs, along rows -> across planes): 5x5 depthwise at stride 2 on 256 x
+/// 14x14 (7 columns out) 0.050-0.077 -> 0.029 ms, at stride 1 on 512 x 7x7
+/// 0.062-0.086 -> 0.039, a 3x3 max pool at stride 1 on 576 x 7x7 0.045 ->
+/// 0.027, at stride 2 on 256 x 14x14 0.031 -> 0.022, a 3x3 average pool on
+/// 512 x 7x7 0.037 -> 0.023; slower for 2x2 pools at stride 2 on 14x14
+/// (max 0.024 -> 0.034, average 0.019 -> 0.020); at 14 columns out level or
+/// slower (5x5 on 256 x 14x14 0.052 / 0.053, 3x3 at stride 2 on 128 x
+/// 28x28 0.030 -> 0.040), and at 28 and more slower (3x3 at stride 2 on 32
+/// x 112x112 0.11-0.13 -> 0.13-0.15, a 3x3 max pool at stride 2 on 64 x
+/// 112x112 0.16-0.18 -> 0.33).
 pub fn prefer_lanes(g: &Geom) -> bool {
-    g.output[1] <= 8
+    g.output[1] <= 8 && g.kernel[0] * g.kernel[1] > 4
 }
 
 /// What a window computes, and from which input plane.
