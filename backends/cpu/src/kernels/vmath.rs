@@ -547,7 +547,7 @@ unsafe fn tanh_exp_avx512(xs: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tanh_exp_avx2(xs: &mut [f32]) {
-    in_lanes(xs, |x| tanh_exp(x))
+    super::vmath_avx2::map_in_place(xs, |v| super::vmath_avx2::tanh_exp(v))
 }
 
 /// `tanh` over a slice, in AVX-512 lanes where the CPU has them.
