@@ -146,8 +146,8 @@ fn max_nan<T: PartialOrd + Copy>(m: T, v: T) -> T {
 }
 
 /// The vector paths' geometry, for f32 on a CPU that has one (`conv::window`
-/// on AVX-512, `window_lanes` on AVX2), when pads are non-negative (the
-/// bordered plane cannot crop).
+/// on AVX-512, `window_lanes` on AVX2 and for short rows on AVX-512), when
+/// pads are non-negative (the bordered plane cannot crop).
 fn vector_geom<T: 'static>(w: &Win) -> Option<window::Geom> {
     if TypeId::of::<T>() != TypeId::of::<f32>() || !window::available() && !lanes() {
         return None;
@@ -166,7 +166,8 @@ fn vector_geom<T: 'static>(w: &Win) -> Option<window::Geom> {
     })
 }
 
-/// Whether the AVX2 path runs (where `conv::window`'s AVX-512 one does not).
+/// Whether `window_lanes` runs on this CPU (AVX2; AVX-512 CPUs take it
+/// for some windows, [`across_planes`]).
 fn lanes() -> bool {
     #[cfg(target_arch = "x86_64")]
     if window_lanes::available() {

@@ -2,8 +2,9 @@
 //! im2col + GEMM would multiply 1-row matrices.
 //!
 //! f32 on an AVX-512 CPU: a plane at a time through `window`, with bias and
-//! ReLU as the result is stored; on an AVX2 one, eight channels in a
-//! register's lanes ([`super::window_lanes`]).
+//! ReLU as the result is stored, or sixteen channels in a register's lanes
+//! where the output rows are short ([`super::window_lanes::prefer_lanes`]);
+//! on an AVX2 one, eight channels in a register's lanes.
 //! Otherwise rows are clamped to the valid kernel taps once, so the inner
 //! loop over output columns has no bounds checks.
 
@@ -31,11 +32,10 @@ pub fn run<T: Comp + bytemuck::Pod>(
     act: Activation,
     y: &mut [T],
 ) {
-    // AVX-512 slides along rows even where they are narrower than a
-    // register: eight channels across an AVX2 register's lanes measured
-    // slower there (one thread, 2026-11-30: 512 x 7x7 5x5 0.066 -> 0.076 ms,
-    // 256 x 14x14 5x5 0.059 -> 0.09, 96 x 14x14 3x3 0.011 -> 0.02), faster
-    // only at 256 x 14x14 5x5 stride 2 (0.056 -> 0.050).
+    // AVX-512 slides along rows unless they are at most 8 long: eight
+    // channels across an AVX2 register's lanes measured slower than the
+    // rows there (one thread, 2026-11-30: 512 x 7x7 5x5 0.066 -> 0.076 ms),
+    // sixteen across an AVX-512 register's faster (0.062-0.086 -> 0.039).
     let lanes = lanes(g);
     if TypeId::of::<T>() == TypeId::of::<f32>() && window::available() && !lanes {
         let bias = bias.map(bytemuck::cast_slice::<T, f32>);
