@@ -68,6 +68,16 @@ fn a_forgotten_input_is_an_error_unless_generation_is_asked_for() {
     let (code, out, err) = output(rlx().arg("bench").arg(&model).args(["--iters", "1"]));
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("input a: generated"), "{out}");
+    // Inputs and outputs on the device: the CPU's is the host.
+    let (code, out, err) = output(
+        rlx()
+            .arg("bench")
+            .arg(&model)
+            .args(["--iters", "2", "--io", "device"]),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("inputs and outputs on the device"), "{out}");
+    assert!(out.contains("median: "), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,11 +1,13 @@
-//! `rlx-onnx bench MODEL|ARTIFACT [--input NAME=FILE | --inputs DIR] [--threads N] [--iters K]`:
-//! latency percentiles over repeated runs (after warm-up runs, which also
-//! compile the plan for the input shapes).
+//! `rlx-onnx bench MODEL|ARTIFACT [--input NAME=FILE | --inputs DIR] [--threads N] [--iters K]
+//! [--io host|device]`: latency percentiles over repeated runs (after
+//! warm-up runs, which also compile the plan for the input shapes), host
+//! to host or with the inputs and outputs on the device.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use rlx_onnx::{Outputs, Value};
 use rlx_onnx::{Session, SessionOptions};
 
 use crate::common::{is_artifact, load_model, CompileArgs, Generate, InputArgs};
@@ -39,10 +41,23 @@ pub struct Args {
     /// Replace the --trace file if it exists.
     #[arg(long)]
     force: bool,
+    /// Where a timed run's inputs and outputs are: host (each run copies
+    /// the inputs to the target's device and its outputs back), or device
+    /// (the inputs uploaded once before the runs, the outputs left on the
+    /// device: ONNX Runtime's IOBinding, the peer of a framework's
+    /// device-resident timing). The CPU target's device is the host.
+    #[arg(long, value_enum, default_value = "host")]
+    io: Io,
     #[command(flatten)]
     cuda: CudaArgs,
     #[command(flatten)]
     compile: CompileArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Io {
+    Host,
+    Device,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -65,13 +80,17 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let model = load_model(&a.model, &a.compile)?;
     let plural = |n: u64| if n == 1 { "" } else { "s" };
     println!(
-        "bench: target {}, {} thread{}, {} timed run{} after {} warm-up",
+        "bench: target {}, {} thread{}, {} timed run{} after {} warm-up{}",
         model.target,
         a.threads,
         plural(a.threads as u64),
         a.iters,
         plural(u64::from(a.iters)),
-        a.warmup.max(1)
+        a.warmup.max(1),
+        match a.io {
+            Io::Host => "",
+            Io::Device => ", inputs and outputs on the device",
+        }
     );
     let binds = crate::parse_binds(&a.compile.binds)?;
     let inputs = a.inputs.resolve(
@@ -90,13 +109,29 @@ fn go(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let named: Vec<(&str, &rlx_onnx::ir::Tensor)> =
         inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     crate::common::print_device(session.model().target, &devices, a.threads)?;
+    // A run, host to host or on device values (uploaded here, once).
+    let uploaded: Vec<(&str, Value)> = match a.io {
+        Io::Host => Vec::new(),
+        Io::Device => named
+            .iter()
+            .map(|&(n, t)| Ok((n, session.upload(t)?)))
+            .collect::<rlx_onnx::Result<_>>()?,
+    };
+    let values: Vec<(&str, &Value)> = uploaded.iter().map(|(n, v)| (*n, v)).collect();
+    let once = || -> rlx_onnx::Result<()> {
+        match a.io {
+            Io::Host => session.run(&named).map(drop),
+            // Returns once the outputs are complete on the device.
+            Io::Device => session.run_values(&values, Outputs::Device).map(drop),
+        }
+    };
     for _ in 0..a.warmup.max(1) {
-        session.run(&named)?;
+        once()?;
     }
     let mut ms = Vec::with_capacity(a.iters as usize);
     for _ in 0..a.iters {
         let t = Instant::now();
-        session.run(&named)?;
+        once()?;
         ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(f64::total_cmp);
