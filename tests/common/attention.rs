@@ -23,6 +23,10 @@ pub struct Case {
     heads: (usize, usize),
     /// `Some((dims, bool))`: a mask of these dims, bool or float.
     mask: Option<(Vec<usize>, bool)>,
+    /// The mask is causality written out (as exporters write a decoder's:
+    /// -3.4e38 or false past the diagonal), with the first `n` keys
+    /// padding in the bool form; else random.
+    written_causal: Option<usize>,
     /// Per-batch key lengths (i64).
     nonpad: Option<Vec<i64>>,
     causal: bool,
@@ -40,6 +44,7 @@ fn case(name: &'static str, q: &[usize], k: &[usize], y: &[usize]) -> Case {
         y: y.to_vec(),
         heads: (0, 0),
         mask: None,
+        written_causal: None,
         nonpad: None,
         causal: false,
         window: (-1, -1),
@@ -124,6 +129,28 @@ pub fn cases() -> Vec<Case> {
     );
     c.mask = Some((vec![1, 1, 300, 300], false));
     c.causal = true;
+    v.push(c);
+    // Causality as a mask tensor (not the flag), whose key tiles past the
+    // diagonal a kernel may skip: float (-3.4e38, every row keeps its
+    // diagonal) and bool with three padding keys (the first rows then
+    // attend nothing: zeros).
+    let mut c = case(
+        "causal_as_float_mask_d64",
+        &[1, 2, 300, 64],
+        &[1, 2, 300, 64],
+        &[1, 2, 300, 64],
+    );
+    c.mask = Some((vec![1, 1, 300, 300], false));
+    c.written_causal = Some(0);
+    v.push(c);
+    let mut c = case(
+        "causal_as_bool_mask_d128",
+        &[2, 2, 200, 128],
+        &[2, 2, 200, 128],
+        &[2, 2, 200, 128],
+    );
+    c.mask = Some((vec![2, 1, 200, 200], true));
+    c.written_causal = Some(3);
     v.push(c);
     let mut c = case(
         "window_softcap",
@@ -245,10 +272,26 @@ pub fn inputs(c: &Case, d: DType, seed: u64) -> Vec<(&'static str, Tensor)> {
     ];
     if let Some((m, b)) = &c.mask {
         let u = uniform(n(m), seed + 3);
-        let t = if *b {
+        let keys = *m.last().unwrap();
+        let rows = m[m.len() - 2];
+        // Whether the written-out causal mask lets row i see key j.
+        let sees = |at: usize, pad: usize| {
+            let (i, j) = ((at / keys) % rows, at % keys);
+            j <= i && j >= pad
+        };
+        let t = if let Some(pad) = c.written_causal {
+            if *b {
+                let bits: Vec<u8> = (0..n(m)).map(|at| u8::from(sees(at, pad))).collect();
+                Tensor::from_slice(DType::Bool, m, &bits).unwrap()
+            } else {
+                let f: Vec<f32> = (0..n(m))
+                    .map(|at| if sees(at, pad) { u[at] } else { -3.402_823_5e38 })
+                    .collect();
+                float_tensor(d, m, &f)
+            }
+        } else if *b {
             // About a third masked; the first row entirely, so a row with no
             // key left gives zeros.
-            let keys = *m.last().unwrap();
             let bits: Vec<u8> = u
                 .iter()
                 .enumerate()
