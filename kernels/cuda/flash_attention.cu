@@ -122,10 +122,6 @@ __device__ __forceinline__ const T* fa_at(const T* x, const unsigned int* st, un
     return x + (unsigned long long)b * st[0] + (unsigned long long)h * st[1] + (unsigned long long)s * st[2];
 }
 
-// Scores at or below this are masked: a mask's -inf, or the largest
-// negative float an exporter writes for it (-3.4e38).
-#define FA_MASKED (-3.0e38f)
-
 // One query row's share of the score rules: its position and whether it
 // exists. Built once per row; `fa_apply` then costs a compare or two per
 // score in the common cases.
@@ -206,26 +202,6 @@ __device__ __forceinline__ bool fa_rules_pass(const AttentionParams& p, const Fa
     return true;
 }
 
-// Whether the mask hides every key of the warp's span [jw, jw + 8 NK)
-// (those before k1) from the rows whose mask rows start at m0 and m1, this
-// lane's two: a span past a causal diagonal written out as a tensor (a
-// decoder's exported mask), which then adds nothing to the warp's rows. A
-// warp-wide answer: every lane votes on its own scores' biases.
-template <typename T, int NK>
-__device__ __forceinline__ bool fa_hidden(const AttentionParams& p, const unsigned char* mask, unsigned long long m0,
-                                          unsigned long long m1, unsigned int jw, unsigned int k1, unsigned int tq) {
-    bool seen = false;
-#pragma unroll
-    for (int c = 0; c < NK; ++c) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const unsigned int j = jw + c * 8u + 2u * tq + e;
-            if (j < k1) seen |= fa_bias<T>(p, mask, m0, j) > FA_MASKED || fa_bias<T>(p, mask, m1, j) > FA_MASKED;
-        }
-    }
-    return !__any_sync(0xffffffffu, seen);
-}
-
 __device__ __forceinline__ bool fa_plain(const AttentionParams& p, const FaTile& t, unsigned int j0, unsigned int n,
                                          unsigned int i0, unsigned int i1) {
     return !(p.flags & 1u) && fa_rules_pass(p, t, j0, n, i0, i1);
@@ -243,6 +219,8 @@ __device__ __forceinline__ float fa_apply(const AttentionParams& p, const FaTile
     if (p.right >= 0) ok = ok && -diff <= p.right;
     return ok ? x + mb : -att_inf<float>();
 }
+
+#define FA_MASKED (-3.0e38f)
 
 // ---------------------------------------------------------------- f32, exact
 
@@ -277,18 +255,8 @@ __device__ __forceinline__ void flash_f32(float* y, const float* q, const float*
         const unsigned int n = t.k1 - j0 < (unsigned int)BK ? t.k1 - j0 : (unsigned int)BK;
         __syncthreads();
         fa_stage<float, BK, D, LD>(kv, fa_at(k, p.k_s, t.b, t.kvh, j0), p.k_s[2], n, p.dk, kvec);
-        if (p.flags & 1u) {
-            fa_stage_mask<float, BQ, BK>(msk, p, mask, t, t.q0, j0);
-            // A tile the mask hides whole (past a causal diagonal written
-            // out as a tensor: a decoder's exported mask) adds nothing to
-            // any row: skipped, the whole block alike. Entries past the
-            // rows or keys are staged as 0 and keep a tile.
-            bool seen = false;
-            for (unsigned int x = tid; x < (unsigned int)(BQ * BK); x += FA_THREADS) seen |= msk[x] > FA_MASKED;
-            if (!__syncthreads_or(seen)) continue;
-        } else {
-            __syncthreads();
-        }
+        if (p.flags & 1u) fa_stage_mask<float, BQ, BK>(msk, p, mask, t, t.q0, j0);
+        __syncthreads();
         float s[4][2];
         for (int r = 0; r < 4; ++r) s[r][0] = s[r][1] = 0.0f;
 #pragma unroll 4

@@ -244,10 +244,9 @@ __device__ __forceinline__ void flash_mma(T* y, const T* q, const T* k, const T*
             if (more) fa_wait_one(); else fa_wait_all();
         }
         __syncthreads();
-        // This warp's keys: [jw, jw + KW) (none past the tile's end), unless
-        // a mask of its own per row hides them all from the warp's rows.
+        // This warp's keys: [jw, jw + KW) (none past the tile's end).
         const unsigned int jw = j0 + wk * KW;
-        if (jw < t.k1 && !(masked && !keyed && fa_hidden<T, NK>(p, mask, m0, m1, jw, t.k1, tq))) {
+        if (jw < t.k1) {
             const unsigned int kt = ka + cur * KVE * E, vt = va + cur * KVE * E;
             float s[NK][4];
 #pragma unroll
