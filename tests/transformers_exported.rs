@@ -14,6 +14,9 @@
 //! what stays is listed per model, so a fusion that stops matching an
 //! exporter's form fails here.
 
+#[path = "common/attention.rs"]
+#[allow(dead_code)]
+mod attention;
 mod common;
 
 use std::path::PathBuf;
@@ -76,6 +79,60 @@ fn exported_transformers_match_pytorch_on_the_cpu() {
     }
 }
 
+/// A decoder's mask as the exporters write it (`where(and(T, P), 0,
+/// -3.4e38)`, `T` the lower triangle, `P` per-key padding) against what
+/// `causal-mask` makes of it on GPU targets (the causal flag and
+/// `where(P, 0, -3.4e38)`): the same attention on the CPU, over 70
+/// positions (key tiles end mid-tile) with padding keys past the first.
+#[test]
+fn a_written_causal_mask_and_the_flag_agree_on_the_cpu() {
+    let (s, heads, d) = (70usize, 2usize, 16usize);
+    let tri: Vec<String> = (0..s * s).map(|x| (x % s <= x / s).to_string()).collect();
+    let attention = |causal: bool, mask: &str| {
+        format!(
+            "  %9 = attention(%0, %1, %2, {mask}) {{q_num_heads={heads}, kv_num_heads={heads}, scale=0.25, is_causal={causal}, softcap=0.0, qk_matmul_output_mode=0, has_mask=true, has_past=false, has_nonpad=false, num_outputs=1, left_window_size=-1, right_window_size=-1, softmax_precision=none}} : f32[1,{heads},{s},{d}]\n  output \"y\" = %9\n}}\n"
+        )
+    };
+    let head = format!(
+        "rlx-ir 2\ngraph {{\n  %0 = input \"q\" : f32[1,{heads},{s},{d}]\n  %1 = input \"k\" : f32[1,{heads},{s},{d}]\n  %2 = input \"v\" : f32[1,{heads},{s},{d}]\n  %3 = input \"pad\" : bool[1,1,1,{s}]\n  %6 = constant f32[] [0.0] : f32[]\n  %7 = constant f32[] [-3.4028235e38] : f32[]\n"
+    );
+    let written = format!(
+        "{head}  %4 = constant bool[1,1,{s},{s}] [{}] : bool[1,1,{s},{s}]\n  %5 = and(%4, %3) : bool[1,1,{s},{s}]\n  %8 = where(%5, %6, %7) : f32[1,1,{s},{s}]\n{}",
+        tri.join(", "),
+        attention(false, "%8")
+    );
+    let flagged = format!(
+        "{head}  %8 = where(%3, %6, %7) : f32[1,1,1,{s}]\n{}",
+        attention(true, "%8")
+    );
+    let n = heads * s * d;
+    let values = |seed: u32| -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 2000) as f32 / 1000.0 - 1.0)
+            .collect()
+    };
+    let dims = [1, heads, s, d];
+    let pad: Vec<u8> = (0..s).map(|j| u8::from(j % 7 != 3)).collect();
+    let inputs = [
+        ("q", Tensor::from_values(&dims, &values(1)).unwrap()),
+        ("k", Tensor::from_values(&dims, &values(2)).unwrap()),
+        ("v", Tensor::from_values(&dims, &values(3)).unwrap()),
+        (
+            "pad",
+            Tensor::from_slice(rlx_onnx::ir::DType::Bool, &[1, 1, 1, s], &pad).unwrap(),
+        ),
+    ];
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (*n, t)).collect();
+    let run = |text: &str| {
+        let model = attention::compiled(text, Target::Cpu);
+        Session::new(model, SessionOptions { threads: 1 })
+            .unwrap()
+            .run(&named)
+            .unwrap()
+    };
+    common::check_outputs(&run(&flagged), &run(&written), TOL, "causal flag");
+}
+
 #[test]
 fn exported_transformers_plan_fused_layers_for_cuda() {
     for (name, transposes, packed) in MODELS {
@@ -101,6 +158,13 @@ fn exported_transformers_plan_fused_layers_for_cuda() {
                         "{name}: Q, K and V from one projection\n{text}"
                     );
                 }
+            }
+        }
+        // The decoders' written masks read as the causal flag.
+        let causal = !name.starts_with("bert") && !name.starts_with("vit");
+        for id in g.node_ids() {
+            if let rlx_onnx::ir::Op::Attention(a) = &g.node(id).op {
+                assert_eq!(a.is_causal, causal, "{name}: causal flag\n{text}");
             }
         }
         // Nothing left to split or select the packed projection.

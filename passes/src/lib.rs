@@ -8,6 +8,7 @@
 //! object per node and decomposes what it cannot run. The memory planner
 //! ([`memory`]) turns a concrete graph and a schedule order into arena offsets.
 
+pub mod causal_mask;
 pub mod cse;
 pub mod dce;
 pub mod decompose;

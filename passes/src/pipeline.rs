@@ -48,6 +48,7 @@ pub const PASSES: &[PassInfo] = &[
     reg!("fuse-int8-matmul", "i32 matmul of widened 8-bit operands less their zero points -> matmul_integer (targets that run it)", crate::fuse_int8_matmul::FuseInt8MatMul),
     reg!("fuse-qdq-matmul", "matmul of dequantized 8-bit operands (QDQ) -> matmul_integer scaled (targets that run it)", crate::fuse_qdq_matmul::FuseQdqMatMul),
     reg!("fuse-matmul", "matmul + bias add + activation -> fused_matmul; the f32 epilogue of matmul_integer -> fused_matmul_integer", crate::fuse_matmul::FuseMatMul),
+    reg!("causal-mask", "an attention mask writing causality out (a constant lower triangle, and a per-key padding mask) -> the causal flag and the per-key part (GPU targets)", crate::causal_mask::CausalMask),
     reg!("fold-attention-layout", "attention operands read in place through their layout ops (packed QKV, head splits, selects); Q/K/V projections of one input -> one projection (targets that run it)", crate::fold_attention_layout::FoldAttentionLayout),
     reg!("stack-matmuls", "matmuls of one constant weight over independent rows -> one matmul over their rows stacked (an unrolled recurrence's input projections)", crate::stack_matmuls::StackMatMuls),
     reg!("fuse-conv", "conv + bias add + activation -> fused_conv", crate::fuse_conv::FuseConv),
@@ -118,8 +119,16 @@ pub fn names(target: &str, level: OptLevel) -> Vec<&'static str> {
         v.extend(FOLD);
     }
     if level >= OptLevel::O2 {
-        v.extend(FUSE);
-        if target != GENERIC && target != "cpu" {
+        let gpu = target != GENERIC && target != "cpu";
+        for &pass in FUSE {
+            v.push(pass);
+            if pass == "fuse-attention" && gpu {
+                // Its mask rows are the kernels' view of -3.4e38 (hidden),
+                // not ONNX's: GPU targets only (see the pass).
+                v.push("causal-mask");
+            }
+        }
+        if gpu {
             // A launch's fixed cost is a GPU's; the activations it leaves
             // apart join the regions below.
             v.push("merge-projections");

@@ -285,7 +285,13 @@ pub fn inputs(c: &Case, d: DType, seed: u64) -> Vec<(&'static str, Tensor)> {
                 Tensor::from_slice(DType::Bool, m, &bits).unwrap()
             } else {
                 let f: Vec<f32> = (0..n(m))
-                    .map(|at| if sees(at, pad) { u[at] } else { -3.402_823_5e38 })
+                    .map(|at| {
+                        if sees(at, pad) {
+                            u[at]
+                        } else {
+                            -3.402_823_5e38
+                        }
+                    })
                     .collect();
                 float_tensor(d, m, &f)
             }

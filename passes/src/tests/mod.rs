@@ -3,6 +3,7 @@
 //! Node names are not compared (passes pick fresh ones); origins are.
 
 mod attention_layout;
+mod causal_mask;
 mod exported;
 mod fusion;
 mod generic;
