@@ -152,6 +152,18 @@ pub fn cases() -> Vec<Case> {
     c.mask = Some((vec![2, 1, 200, 200], true));
     c.written_causal = Some(3);
     v.push(c);
+    // Causal with a per-key padding mask (`causal-mask` makes this of a
+    // decoder's written mask): staged biases below the diagonal, the rules
+    // on it.
+    let mut c = case(
+        "causal_padding_mask_d64",
+        &[2, 3, 130, 64],
+        &[2, 3, 130, 64],
+        &[2, 3, 130, 64],
+    );
+    c.mask = Some((vec![2, 1, 1, 130], false));
+    c.causal = true;
+    v.push(c);
     let mut c = case(
         "window_softcap",
         &[1, 2, 80, 64],
