@@ -73,21 +73,27 @@ pub(crate) fn load(
             if let Some(p) = &model.cuda_ptx {
                 p.attach(&mut schedule);
             }
-            Box::new(rlx_cuda::Executable::new(ctx, schedule)?)
+            let mut exe = rlx_cuda::Executable::new(ctx, schedule)?;
+            exe.set_max_loop_iterations(model.limits.max_loop_iterations);
+            Box::new(exe)
         }
         Target::Wgpu => {
             let ctx = devices.wgpu()?;
             let opts = rlx_wgsl::PlanOptions { caps: ctx.caps() };
             let schedule =
                 rlx_wgsl::plan(g, weights, mem, &opts).map_err(rlx_wgpu::WgpuError::from)?;
-            Box::new(rlx_wgpu::Executable::new(ctx, schedule)?)
+            let mut exe = rlx_wgpu::Executable::new(ctx, schedule)?;
+            exe.set_max_loop_iterations(model.limits.max_loop_iterations);
+            Box::new(exe)
         }
         Target::Vulkan => {
             let ctx = devices.vulkan()?;
             let opts = rlx_wgsl::PlanOptions { caps: ctx.caps() };
             let schedule =
                 rlx_wgsl::plan(g, weights, mem, &opts).map_err(rlx_vulkan::VulkanError::from)?;
-            Box::new(rlx_vulkan::Executable::new(ctx, schedule)?)
+            let mut exe = rlx_vulkan::Executable::new(ctx, schedule)?;
+            exe.set_max_loop_iterations(model.limits.max_loop_iterations);
+            Box::new(exe)
         }
         Target::Cpu => return Err(Error::Pipeline("the cpu target has no GPU device".into())),
     })

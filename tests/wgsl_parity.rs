@@ -410,3 +410,39 @@ fn wrong_inputs_are_errors() {
         assert!(run(model, &[bad], Some(&gpu.devices)).is_err());
     }
 }
+
+/// A Loop whose trip count is 2^62 and whose condition stays true ends
+/// with an error naming it at the session's iteration limit, on both WGSL
+/// devices, instead of dispatching for hours; under the limit it runs.
+#[test]
+fn a_loop_past_the_iteration_limit_is_an_error() {
+    let text = "rlx-ir 2\ngraph {\n  %0 = input \"m\" : i64[]\n  %1 = input \"x\" : f32[3]\n  %2 = constant bool[] [true] : bool[]\n  %3 = loop(%0, %2, %1) {body=graph {\n    %0 = input \"i\" : i64[]\n    %1 = input \"cond\" : bool[]\n    %2 = input \"acc\" : f32[3]\n    %3 = neg(%2) : f32[3]\n    output \"cond_out\" = %1\n    output \"acc_out\" = %3\n  }, num_carried=1} : f32[3]\n  output \"y\" = %3\n}\n";
+    for gpu in [wgpu(), vulkan()].into_iter().flatten() {
+        let mut model = Compiler::new(gpu.target)
+            .compile(common::imported(text), None)
+            .unwrap();
+        model.limits = rlx_onnx::Limits {
+            max_loop_iterations: 1000,
+            ..rlx_onnx::Limits::default()
+        };
+        let x = Tensor::from_f32(&[3], &[1.0, 2.0, 3.0]).unwrap();
+        let session =
+            Session::with_devices(model, SessionOptions { threads: 1 }, gpu.devices.clone())
+                .unwrap();
+        let m = Tensor::scalar_i64(1 << 62);
+        let e = session
+            .run(&[("m", &m), ("x", &x)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("would run 4611686018427387904 iterations")
+                || e.contains("ran 1000 iterations and would run more"),
+            "{:?}: {e}",
+            gpu.target
+        );
+        assert!(e.contains("max_loop_iterations"), "{e}");
+        let m = Tensor::scalar_i64(10);
+        let y = session.run(&[("m", &m), ("x", &x)]).unwrap();
+        assert_eq!(y[0].values::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+    }
+}

@@ -273,6 +273,8 @@ pub struct Executable {
     /// Pinned buffers lent to large host outputs.
     lent: Arc<pinned_out::Pool>,
     run: Mutex<RunState>,
+    /// Rounds one loop may run ([`Executable::set_max_loop_iterations`]).
+    max_loop_iterations: u64,
 }
 
 // Executables and contexts are shared across threads.
@@ -486,7 +488,14 @@ impl Executable {
                 held: None,
             }),
             schedule,
+            max_loop_iterations: rlx_gpu::walk::MAX_ROUNDS,
         })
+    }
+
+    /// The most rounds one loop may run (a trip count past it is an error
+    /// naming the loop) [default: `rlx_gpu::walk::MAX_ROUNDS`].
+    pub fn set_max_loop_iterations(&mut self, n: u64) {
+        self.max_loop_iterations = n;
     }
 
     pub fn schedule(&self) -> &Schedule {
@@ -577,7 +586,11 @@ impl Executable {
         steps: &[Step],
         launch: &mut dyn FnMut(usize) -> Result<(), CudaError>,
     ) -> Result<(), CudaError> {
-        rlx_gpu::walk::walk(steps, &mut Launches { exe: self, launch })
+        rlx_gpu::walk::walk(
+            steps,
+            &mut Launches { exe: self, launch },
+            self.max_loop_iterations,
+        )
     }
 
     fn launch(&self, i: usize) -> Result<(), CudaError> {
@@ -679,5 +692,13 @@ impl rlx_gpu::walk::Walk for Launches<'_, '_> {
 
     fn read(&mut self, offset: u64) -> Result<[u8; 8], CudaError> {
         self.exe.read(offset)
+    }
+
+    fn node_error(&self, node: &str, origin: &[String], reason: String) -> CudaError {
+        CudaError::Node {
+            node: node.to_string(),
+            origin: origin.to_vec(),
+            reason,
+        }
     }
 }

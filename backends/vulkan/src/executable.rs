@@ -44,6 +44,8 @@ pub struct Executable {
     /// Mapped staging buffers lent to large host outputs.
     lent: Arc<LendPool<RawBuffer>>,
     state: Mutex<State>,
+    /// Rounds one loop may run ([`Executable::set_max_loop_iterations`]).
+    pub(crate) max_loop_iterations: u64,
 }
 
 /// What one run uses, behind the executable's lock.
@@ -112,6 +114,7 @@ impl Executable {
             ),
             state: Mutex::new(State::new(&ctx, &schedule)?),
             schedule,
+            max_loop_iterations: rlx_gpu::walk::MAX_ROUNDS,
         };
         // From here on `exe`'s `Drop` destroys whatever was made.
         exe.build_pipelines()?;
@@ -129,6 +132,12 @@ impl Executable {
         let _ = d;
         ctx.check_validation()?;
         Ok(exe)
+    }
+
+    /// The most rounds one loop may run (a trip count past it is an error
+    /// naming the loop) [default: `rlx_gpu::walk::MAX_ROUNDS`].
+    pub fn set_max_loop_iterations(&mut self, n: u64) {
+        self.max_loop_iterations = n;
     }
 
     fn build_pipelines(&mut self) -> Result<(), VulkanError> {

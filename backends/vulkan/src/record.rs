@@ -222,7 +222,8 @@ impl<'a> Rec<'a> {
     }
 
     pub(crate) fn steps(&mut self, steps: &[Step]) -> Result<(), VulkanError> {
-        rlx_gpu::walk::walk(steps, self)
+        let max = self.exe.max_loop_iterations;
+        rlx_gpu::walk::walk(steps, self, max)
     }
 
     fn dispatch(&mut self, k: usize) -> Result<(), VulkanError> {
@@ -308,6 +309,14 @@ impl rlx_gpu::walk::Walk for Rec<'_> {
             self.flush()?;
         }
         Ok(())
+    }
+
+    fn node_error(&self, node: &str, origin: &[String], reason: String) -> VulkanError {
+        VulkanError::Node {
+            node: node.to_string(),
+            origin: origin.to_vec(),
+            reason,
+        }
     }
 }
 

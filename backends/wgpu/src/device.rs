@@ -129,6 +129,8 @@ pub struct Executable {
     /// mapped wgpu buffer cannot outlive its view, so outputs are copied
     /// out of the staging, but into memory that does not fault in anew.
     lent: Arc<LendPool<AlignedBuf>>,
+    /// Rounds one loop may run ([`Executable::set_max_loop_iterations`]).
+    max_loop_iterations: u64,
 }
 
 pub(crate) fn pad4(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
@@ -310,7 +312,14 @@ impl Executable {
             staging: Mutex::new(staging),
             readback,
             lent: LendPool::new(large),
+            max_loop_iterations: rlx_gpu::walk::MAX_ROUNDS,
         })
+    }
+
+    /// The most rounds one loop may run (a trip count past it is an error
+    /// naming the loop) [default: `rlx_gpu::walk::MAX_ROUNDS`].
+    pub fn set_max_loop_iterations(&mut self, n: u64) {
+        self.max_loop_iterations = n;
     }
 
     /// Runs on host inputs in graph-input order (dtypes and shapes checked
@@ -382,7 +391,7 @@ impl Executable {
             timer,
             pending: Vec::new(),
         };
-        rlx_gpu::walk::walk(&s.steps, &mut run)?;
+        rlx_gpu::walk::walk(&s.steps, &mut run, self.max_loop_iterations)?;
         run.flush()?;
         let mut enc = run.enc;
         let mut kept = Vec::with_capacity(places.len());
@@ -501,6 +510,14 @@ impl rlx_gpu::walk::Walk for Run<'_> {
             self.submit();
         }
         Ok(())
+    }
+
+    fn node_error(&self, node: &str, origin: &[String], reason: String) -> WgpuError {
+        WgpuError::Node {
+            node: node.to_string(),
+            origin: origin.to_vec(),
+            reason,
+        }
     }
 }
 
