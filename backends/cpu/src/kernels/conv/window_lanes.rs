@@ -28,8 +28,10 @@ use crate::par::Disjoint;
 
 /// Planes per register, at most.
 const MAX_LANES: usize = 16;
-/// Output positions accumulated together.
-const POSITIONS: usize = 4;
+/// Output positions accumulated together: eight independent chains of
+/// FMAs keep both FMA ports busy through their latency (a register of
+/// each, with the tap's weights and input, fits AVX2's sixteen).
+const POSITIONS: usize = 8;
 /// Floats of a band's staging, at most (256 KiB).
 const BAND_FLOATS: usize = 64 << 10;
 
@@ -361,8 +363,9 @@ unsafe fn block<V: Reg>(
     } = Bands::of(g, n);
     let reach = |rows: usize| Bands::reach(g, rows);
     let taps = kh * kw;
+    // Every float read is written first: the input rows (their padding
+    // filled), the output rows, the weights and biases.
     let staging = &mut staging[..len];
-    staging.fill(0.0);
     let (band, rest) = staging.split_at_mut(Bands::floats(g, wp, rows, n));
     // The last lane's planes repeat past `lanes`: every load is in bounds.
     let lane = |l: usize| o0 + l.min(lanes - 1);
@@ -435,8 +438,11 @@ struct Stage<'a> {
 
 impl Stage<'_> {
     /// Padded rows `p0..p0 + count` of the block's input planes into `xs`
-    /// (`[row][col][lane]`, `fill` on the padding), a register's width of
-    /// columns at a time through a transpose.
+    /// (`[row][col][lane]`, `fill` on the padding). The band's input rows
+    /// lie back to back in each plane, so a register's width of positions
+    /// at a time goes through a transpose whatever the rows' length: rows
+    /// shorter than a register (7x7 planes) were copied lane by lane, as
+    /// gathers that took a third of a 3x3 depthwise block's time.
     #[inline(always)]
     unsafe fn input<V: Reg>(&self, x: &[f32], p0: usize, count: usize, xs: &mut [f32]) {
         let n = V::LANES;
@@ -447,28 +453,35 @@ impl Stage<'_> {
             let s = self.sources[l.min(n - 1)];
             &x[s * sin..(s + 1) * sin]
         });
+        // Input rows r_lo..r_hi are padded rows r + ph of the band.
+        let r_lo = p0.saturating_sub(ph).min(ih);
+        let r_hi = (p0 + count).saturating_sub(ph).min(ih);
+        let (f1, dst) = (r_hi * iw, xs.as_mut_ptr());
+        let (mut f, mut r, mut c) = (r_lo * iw, r_lo, 0);
         let mut regs = [V::splat(0.0); MAX_LANES];
-        for pr in p0..p0 + count {
-            let Some(r) = pr.checked_sub(ph).filter(|&r| r < ih) else {
-                continue;
-            };
-            let dst = xs[((pr - p0) * self.wp + pw) * n..].as_mut_ptr();
-            let mut j = 0;
-            while j + n <= iw {
-                for (l, v) in regs[..n].iter_mut().enumerate() {
-                    *v = V::load(planes[l][r * iw + j..].as_ptr());
-                }
-                V::transpose(&mut regs[..n]);
-                for (q, v) in regs[..n].iter().enumerate() {
-                    v.store(dst.add((j + q) * n));
-                }
-                j += n;
+        let mut tail = [0f32; MAX_LANES];
+        while f < f1 {
+            let k = (f1 - f).min(n);
+            for (l, v) in regs[..n].iter_mut().enumerate() {
+                let src = &planes[l][f..f + k];
+                *v = if k == n {
+                    V::load(src.as_ptr())
+                } else {
+                    tail[..k].copy_from_slice(src);
+                    V::load(tail.as_ptr())
+                };
             }
-            for j in j..iw {
-                for (l, plane) in planes[..n].iter().enumerate() {
-                    *dst.add(j * n + l) = plane[r * iw + j];
+            V::transpose(&mut regs[..n]);
+            for v in &regs[..k] {
+                let at = ((r + ph - p0) * self.wp + pw + c) * n;
+                debug_assert!(at + n <= xs.len());
+                v.store(dst.add(at));
+                c += 1;
+                if c == iw {
+                    (r, c) = (r + 1, 0);
                 }
             }
+            f += k;
         }
     }
 
@@ -600,37 +613,62 @@ unsafe fn window<V: Reg, F: Fold<V>>(g: &Geom, band: Band, xs: &[f32], fold: &F,
         "window lanes: staging too small"
     );
     let (xp, yp) = (xs.as_ptr(), ys.as_mut_ptr());
-    // Staged position of output (r, j)'s tap (a, b).
-    let at =
-        |r: usize, j: usize, a: usize, b: usize| ((r * sh + a * dh) * wp + j * sw + b * dw) * n;
     for r in 0..rows {
         let mut j = 0;
         while j + POSITIONS <= ow {
-            let mut acc = [fold.start(); POSITIONS];
-            for a in 0..kh {
-                for b in 0..kw {
-                    let base = xp.add(at(r, j, a, b));
-                    for (q, s) in acc.iter_mut().enumerate() {
-                        let v = V::load(base.add(q * sw * n));
-                        *s = fold.tap(*s, a * kw + b, v);
-                    }
-                }
-            }
-            for (q, s) in acc.iter().enumerate() {
-                fold.finish(*s, r, j + q)
-                    .store(yp.add((r * ow + j + q) * n));
-            }
+            positions::<V, F, POSITIONS>(g, wp, xp, yp, fold, r, j);
             j += POSITIONS;
         }
-        for j in j..ow {
-            let mut s = fold.start();
-            for a in 0..kh {
-                for b in 0..kw {
-                    s = fold.tap(s, a * kw + b, V::load(xp.add(at(r, j, a, b))));
-                }
-            }
-            fold.finish(s, r, j).store(yp.add((r * ow + j) * n));
+        // The row's last positions together too: each alone was a chain of
+        // dependent FMAs one latency per tap (a 5x5 window on 7x7 planes:
+        // four positions, then three chains of 25).
+        match ow - j {
+            0 => {}
+            1 => positions::<V, F, 1>(g, wp, xp, yp, fold, r, j),
+            2 => positions::<V, F, 2>(g, wp, xp, yp, fold, r, j),
+            3 => positions::<V, F, 3>(g, wp, xp, yp, fold, r, j),
+            4 => positions::<V, F, 4>(g, wp, xp, yp, fold, r, j),
+            5 => positions::<V, F, 5>(g, wp, xp, yp, fold, r, j),
+            6 => positions::<V, F, 6>(g, wp, xp, yp, fold, r, j),
+            7 => positions::<V, F, 7>(g, wp, xp, yp, fold, r, j),
+            _ => unreachable!("fewer than POSITIONS left"),
         }
+    }
+}
+
+/// Output positions `j .. j + P` of band row `r`, accumulated together.
+///
+/// # Safety
+/// As [`window`]: `xp` holds the band's staged rows (`wp` positions of
+/// `V::LANES` floats each), `yp` its output rows, and `j + P <= ow`.
+#[inline(always)]
+unsafe fn positions<V: Reg, F: Fold<V>, const P: usize>(
+    g: &Geom,
+    wp: usize,
+    xp: *const f32,
+    yp: *mut f32,
+    fold: &F,
+    r: usize,
+    j: usize,
+) {
+    let n = V::LANES;
+    let ow = g.output[1];
+    let [kh, kw] = g.kernel;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    let mut acc = [fold.start(); P];
+    for a in 0..kh {
+        for b in 0..kw {
+            let base = xp.add(((r * sh + a * dh) * wp + j * sw + b * dw) * n);
+            for (q, s) in acc.iter_mut().enumerate() {
+                let v = V::load(base.add(q * sw * n));
+                *s = fold.tap(*s, a * kw + b, v);
+            }
+        }
+    }
+    for (q, s) in acc.iter().enumerate() {
+        fold.finish(*s, r, j + q)
+            .store(yp.add((r * ow + j + q) * n));
     }
 }
 
